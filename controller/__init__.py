@@ -1,0 +1,1 @@
+"""The ccm-lab Python AWS cloud controller manager (the system under test)."""

@@ -1,0 +1,1 @@
+"""ccm-lab: the world around the controller (AWS endpoint, metadata, cluster, orchestration)."""
