@@ -1,0 +1,1 @@
+"""Embedded Kubernetes API server simulator (see shared/docs/apiserver-spec.md)."""
