@@ -1,0 +1,1 @@
+"""The AWS implementation of the cloud provider contract (the only boto3 importer in controller/)."""

@@ -1,0 +1,102 @@
+"""boto3 clients for the controller: region, custom endpoints, assumed role, retries.
+
+Neighbours: :func:`controller.aws.new_cloud` builds one :class:`Clients` at start-up and hands
+it to the load balancer and instances code; :mod:`controller.aws.config` supplies the
+``[ServiceOverride]`` sections.
+
+Design: endpoints come only from the cloud config's overrides or from what boto3 itself reads
+(``AWS_ENDPOINT_URL``, ``AWS_ENDPOINT_URL_EC2``, ``AWS_ENDPOINT_URL_ELASTIC_LOAD_BALANCING``,
+shared config files), so the same code talks to AWS or to any endpoint that speaks its
+protocol. boto3's standard retry mode handles throttling inside one call; the service work
+queue handles everything above that.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import botocore.config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from controller.aws.config import CloudConfig
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_elb import ElasticLoadBalancingClient
+
+log = logging.getLogger(__name__)
+
+_CLIENT_CONFIG = botocore.config.Config(
+    retries={"mode": "standard", "max_attempts": 4},
+    connect_timeout=5,
+    read_timeout=30,
+    user_agent_extra="ccm-lab-controller",
+)
+
+AWSError = (ClientError, BotoCoreError)
+
+
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a ``ClientError`` (``""`` for anything else)."""
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+@dataclass(frozen=True)
+class Clients:
+    ec2: EC2Client
+    elb: ElasticLoadBalancingClient
+    region: str
+
+
+def _client_kwargs(config: CloudConfig, service: str, region: str) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"region_name": region, "config": _CLIENT_CONFIG}
+    override = config.override_for(service, region)
+    if override is not None:
+        kwargs["endpoint_url"] = override.url
+        kwargs["region_name"] = override.signing_region or region
+        log.info("using endpoint override %s for %s in %s", override.url, service, region)
+    return kwargs
+
+
+def _session(config: CloudConfig, region: str) -> boto3.Session:
+    base = boto3.Session(region_name=region)
+    if not config.role_arn:
+        return base
+    # Assume the configured role with refreshing credentials (upstream stscreds provider).
+    from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
+
+    extra: dict[str, Any] = {"RoleSessionName": "ccm-lab-controller"}
+    if config.source_arn:
+        extra["SourceArn"] = config.source_arn  # sent as x-amz-source-arn by STS
+    sts_kwargs = _client_kwargs(config, "sts", region)
+
+    def create_client(service_name: str, **kwargs: Any) -> Any:
+        kwargs.update({k: v for k, v in sts_kwargs.items() if k != "config"})
+        return base.client(service_name, **kwargs)  # type: ignore[call-overload]
+
+    fetcher = AssumeRoleCredentialFetcher(
+        client_creator=create_client,
+        source_credentials=base.get_credentials(),
+        role_arn=config.role_arn,
+        extra_args=extra,
+    )
+    creds = DeferredRefreshableCredentials(
+        method="assume-role", refresh_using=fetcher.fetch_credentials
+    )
+    bc = base._session  # botocore session behind the boto3 one
+    bc._credentials = creds  # type: ignore[attr-defined]  # no public setter for refreshables
+    return boto3.Session(botocore_session=bc, region_name=region)
+
+
+def make_clients(config: CloudConfig, region: str) -> Clients:
+    session = _session(config, region)
+    return Clients(
+        ec2=session.client("ec2", **_client_kwargs(config, "ec2", region)),
+        elb=session.client("elb", **_client_kwargs(config, "elb", region)),
+        region=region,
+    )

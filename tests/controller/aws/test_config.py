@@ -1,0 +1,134 @@
+"""Cloud config parsing: gcfg semantics, warnings for unknown keys, errors naming the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.aws.config import CloudConfigError, load_cloud_config
+
+
+def test_global_keys_are_case_insensitive_and_typed() -> None:
+    cfg, warnings = load_cloud_config(
+        """
+        ; comment
+        [global]
+        region = us-west-2
+        VPC = vpc-123
+        subnetid = subnet-9
+        KubernetesClusterID = lab   # trailing comment
+        DisableSecurityGroupIngress = yes
+        ElbSecurityGroup = sg-shared
+        NodeIPFamilies = ipv6
+        NodeIPFamilies = ipv4
+        """
+    )
+    assert warnings == []
+    assert cfg.region == "us-west-2"
+    assert cfg.vpc == "vpc-123"
+    assert cfg.subnet_id == "subnet-9"
+    assert cfg.kubernetes_cluster_id == "lab"
+    assert cfg.disable_security_group_ingress is True
+    assert cfg.elb_security_group == "sg-shared"
+    assert cfg.node_ip_families == ("ipv6", "ipv4")
+    assert cfg.uses_dummy_self_instance
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("true", True), ("on", True), ("1", True), ("No", False), ("off", False), ("0", False)],
+)
+def test_gcfg_booleans(raw: str, expected: bool) -> None:
+    cfg, _ = load_cloud_config(f"[Global]\nDisableSecurityGroupIngress = {raw}\n")
+    assert cfg.disable_security_group_ingress is expected
+
+
+def test_blank_boolean_key_means_true() -> None:
+    cfg, _ = load_cloud_config("[Global]\nDisableSecurityGroupIngress\n")
+    assert cfg.disable_security_group_ingress is True
+
+
+def test_unknown_keys_and_sections_are_warnings() -> None:
+    cfg, warnings = load_cloud_config("[Global]\nElbSecurityGroups = sg-1\n[Other]\nx = 1\n")
+    assert cfg.elb_security_group == ""
+    assert any("elbsecuritygroups" in w for w in warnings)
+    assert any("[other]" in w for w in warnings)
+
+
+def test_invalid_boolean_names_key_and_value() -> None:
+    with pytest.raises(CloudConfigError) as err:
+        load_cloud_config("[Global]\nDisableSecurityGroupIngress = maybe\n", source="cc.ini")
+    assert err.value.key == "DisableSecurityGroupIngress"
+    assert err.value.value == "maybe"
+    assert "cc.ini" in str(err.value)
+    assert "maybe" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[Global]\nNodeIPFamilies = ipv5\n", "NodeIPFamilies"),
+        ("[Global]\nZone = nowhere\n", "Zone"),
+        ("[Global]\nVPC = 123\n", "VPC"),
+        ("[Global]\nElbSecurityGroup = shared\n", "ElbSecurityGroup"),
+        (
+            "[Global]\nClusterServiceLoadBalancerHealthProbeMode = Both\n",
+            "ClusterServiceLoadBalancerHealthProbeMode",
+        ),
+        ("[Global]\nKubernetesClusterTag = a\nKubernetesClusterID = b\n", "KubernetesClusterID"),
+    ],
+)
+def test_invalid_values_are_rejected_with_their_key(text: str, key: str) -> None:
+    with pytest.raises(CloudConfigError) as err:
+        load_cloud_config(text)
+    assert err.value.key == key
+
+
+def test_zone_derives_region() -> None:
+    cfg, _ = load_cloud_config("[Global]\nZone = eu-west-1b\n")
+    assert cfg.derived_region == "eu-west-1"
+
+
+def test_service_overrides_are_matched_by_any_service_name() -> None:
+    cfg, _ = load_cloud_config(
+        """
+        [Global]
+        Region = us-east-1
+        [ServiceOverride "1"]
+        Service = ec2
+        Region = us-east-1
+        URL = http://127.0.0.1:5000
+        SigningRegion = us-east-1
+        [ServiceOverride "2"]
+        Service = Elastic Load Balancing
+        Region = us-east-1
+        URL = "http://127.0.0.1:5001"
+        SigningRegion = us-east-1
+        SigningMethod = v4
+        """
+    )
+    ec2 = cfg.override_for("ec2", "us-east-1")
+    elb = cfg.override_for("elb", "us-east-1")
+    assert ec2 is not None
+    assert ec2.url == "http://127.0.0.1:5000"
+    assert elb is not None
+    assert elb.url == "http://127.0.0.1:5001"
+    assert elb.signing_method == "v4"
+    assert cfg.override_for("ec2", "us-west-2") is None
+
+
+def test_service_override_requires_fields_and_rejects_duplicates() -> None:
+    with pytest.raises(CloudConfigError) as err:
+        load_cloud_config('[ServiceOverride "1"]\nService = ec2\nRegion = r\nURL = http://x\n')
+    assert "SigningRegion" in err.value.key
+    dup = "\n".join(
+        f'[ServiceOverride "{i}"]\nService = ec2\nRegion = r\nURL = http://x\nSigningRegion = r'
+        for i in (1, 2)
+    )
+    with pytest.raises(CloudConfigError, match="duplicate"):
+        load_cloud_config(dup)
+
+
+def test_malformed_lines_name_the_line() -> None:
+    with pytest.raises(CloudConfigError) as err:
+        load_cloud_config("[Global]\n= value\n")
+    assert err.value.key == "line 2"
