@@ -1,0 +1,140 @@
+"""OpenAPI documents (lab.kube.openapi): what kubectl's validator and patcher read from them.
+
+kubectl (cli-runtime ``queryParamVerifierV3``) downloads ``/openapi/v3``, follows the
+``serverRelativeURL`` of the object's group version, and looks for a PATCH operation whose
+``x-kubernetes-group-version-kind`` matches and whose parameters include ``fieldValidation``.
+These tests walk the documents the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+
+from lab.kube.openapi import handle_openapi, v2_document, v3_document, v3_index
+from lab.kube.resources import RESOURCES, ResourceType
+
+KUBECTL_V2_ACCEPT = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+
+
+def get(path: str, accept: str = "application/json, */*") -> tuple[int, Any]:
+    result = handle_openapi(path, accept)
+    assert result is not None, path
+    status, ctype, body = result
+    assert ctype == "application/json"
+    if isinstance(body, bytes):
+        return status, json.loads(body)
+    return status, body
+
+
+def patch_operations(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [ops["patch"] for ops in doc["paths"].values() if "patch" in ops]
+
+
+def test_index_lists_every_group_version_with_its_content_hash() -> None:
+    status, index = get("/openapi/v3?timeout=32s")
+    assert status == 200
+    keys = set(index["paths"])
+    expected = {
+        f"apis/{rt.group}/{rt.version}" if rt.group else f"api/{rt.version}" for rt in RESOURCES
+    }
+    assert keys == expected
+    for key, entry in index["paths"].items():
+        url = entry["serverRelativeURL"]
+        path, _, query = url.partition("?")
+        assert path == f"/openapi/v3/{key}"
+        result = handle_openapi(url, "application/json")
+        assert result is not None
+        _, _, body = result
+        assert isinstance(body, bytes)
+        assert query == "hash=" + hashlib.sha512(body).hexdigest().upper()
+    assert index == v3_index()
+
+
+@pytest.mark.parametrize("rt", RESOURCES, ids=lambda rt: f"{rt.group_version}/{rt.plural}")
+def test_kubectl_finds_a_field_validation_capable_patch_for_every_kind(rt: ResourceType) -> None:
+    _, index = get("/openapi/v3")
+    key = f"apis/{rt.group}/{rt.version}" if rt.group else f"api/{rt.version}"
+    status, doc = get(index["paths"][key]["serverRelativeURL"])
+    assert status == 200
+    assert doc["openapi"].startswith("3.")
+    assert doc["info"]["title"] == "Kubernetes"
+    gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+    matching = [
+        op
+        for op in patch_operations(doc)
+        if op["x-kubernetes-group-version-kind"] == gvk and op["x-kubernetes-action"] == "patch"
+    ]
+    assert matching, f"no PATCH operation for {gvk}"
+    for op in matching:
+        names = {p["name"] for p in op["parameters"] if p["in"] == "query"}
+        assert {"fieldValidation", "fieldManager", "dryRun", "force"} <= names
+        # no requestBody: kubectl must not build a strategic merge patch from empty schemas
+        assert "requestBody" not in op
+        assert op["responses"]
+
+
+def test_item_paths_follow_the_url_grammar() -> None:
+    doc = v3_document("api/v1")
+    assert doc is not None
+    assert "/api/v1/namespaces/{namespace}/services/{name}" in doc["paths"]
+    assert "/api/v1/namespaces/{namespace}/services/{name}/status" in doc["paths"]
+    assert "/api/v1/nodes/{name}" in doc["paths"]
+    assert "/api/v1/namespaces/{namespace}/nodes/{name}" not in doc["paths"]
+    assert doc["components"] == {"schemas": {}}
+    lease_doc = v3_document("apis/coordination.k8s.io/v1")
+    assert lease_doc is not None
+    lease = lease_doc["paths"]["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"]
+    assert lease["patch"]["operationId"] == "patchCoordinationV1NamespacedLease"
+    assert lease["get"]["x-kubernetes-action"] == "get"
+    assert set(lease) == {"get", "put", "patch", "delete"}
+
+
+def test_operation_ids_are_unique() -> None:
+    seen: list[str] = []
+    for key in v3_index()["paths"]:
+        doc = v3_document(key)
+        assert doc is not None
+        seen += [op["operationId"] for ops in doc["paths"].values() for op in ops.values()]
+    assert len(seen) == len(set(seen))
+
+
+def test_v2_json_document() -> None:
+    status, doc = get("/openapi/v2", "application/json")
+    assert status == 200
+    assert doc["swagger"] == "2.0"
+    assert doc == v2_document()
+    op = doc["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"]
+    assert op["x-kubernetes-group-version-kind"] == {
+        "group": "",
+        "version": "v1",
+        "kind": "ConfigMap",
+    }
+    params = {p["name"]: p for p in op["parameters"]}
+    assert params["fieldValidation"]["type"] == "string"
+    assert "application/strategic-merge-patch+json" in op["consumes"]
+
+
+def test_protobuf_only_accept_is_not_acceptable() -> None:
+    status, body = get("/openapi/v2", KUBECTL_V2_ACCEPT)
+    assert status == 406
+    assert body["reason"] == "NotAcceptable"
+    assert get("/openapi/v2", KUBECTL_V2_ACCEPT + ",application/json")[0] == 200
+
+
+@pytest.mark.parametrize(
+    "path", ["/openapi/v3/apis/nope.example.com/v1", "/openapi/v3/api/v2", "/openapi/v4"]
+)
+def test_unknown_documents_are_404(path: str) -> None:
+    status, body = get(path)
+    assert status == 404
+    assert body["kind"] == "Status"
+    assert body["code"] == 404
+
+
+@pytest.mark.parametrize("path", ["/api", "/apis/apps/v1", "/version", "/openapiv3", "/"])
+def test_other_paths_are_not_openapi(path: str) -> None:
+    assert handle_openapi(path, "application/json") is None
