@@ -1,0 +1,266 @@
+"""Service controller against the fake cloud and fake Kubernetes, on fake time."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.cloud import (
+    LABEL_LEGACY_MASTER,
+    LB_FINALIZER,
+    TAINT_TO_BE_DELETED,
+    ImplementedElsewhere,
+    RetryAfter,
+)
+from controller.fake import IDLE_TIMEOUT_ANNOTATION
+from tests.controller.builders import (
+    ServiceHarness,
+    Tweak,
+    annotated,
+    edit,
+    excluded,
+    labelled,
+    lb_class,
+    make_node,
+    make_service,
+    of_type,
+    ready,
+    tainted,
+)
+
+
+@pytest.fixture
+def h() -> ServiceHarness:
+    harness = ServiceHarness()
+    harness.kube.create("nodes", make_node("n1"))
+    harness.kube.create("nodes", make_node("n2"))
+    harness.ctrl.drain()
+    return harness
+
+
+def test_ensure_adds_finalizer_creates_lb_and_patches_hostname(h: ServiceHarness) -> None:
+    h.kube.create("services", make_service("web"))
+    results = h.ctrl.drain()
+    assert [r.outcome for r in results] == ["success"]
+    svc = h.kube.get("services", "default/web")
+    assert svc["metadata"]["finalizers"] == [LB_FINALIZER]
+    hostname = svc["status"]["loadBalancer"]["ingress"][0]["hostname"]
+    assert hostname.endswith(".elb.amazonaws.com")
+    assert h.lb_nodes() == ("n1", "n2")
+    assert h.kube.reasons("web") == ["EnsuringLoadBalancer", "EnsuredLoadBalancer"]
+    event = h.kube.events_for("web")[0]
+    assert event["source"] == {"component": "service-controller"}
+    assert event["involvedObject"]["kind"] == "Service"
+    assert event["involvedObject"]["namespace"] == "default"
+    # The finalizer must be on the object before the cloud is asked for anything.
+    verbs = [v for v, _ in h.kube.requests]
+    assert verbs.index("add_service_finalizer") < verbs.index("patch_service_status")
+    assert h.cloud.calls_of("ensure_load_balancer") == ["default/web"]
+
+
+def test_our_own_patches_and_resyncs_do_not_requeue(h: ServiceHarness) -> None:
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    h.kube.update("services", h.kube.get("services", "default/web"))  # a no-op resync
+    assert h.ctrl.drain() == []
+    assert h.cloud.calls_of("ensure_load_balancer") == ["default/web"]
+
+
+def test_annotation_change_goes_through_ensure_not_update(h: ServiceHarness) -> None:
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    svc = h.kube.get("services", "default/web")
+    h.kube.update("services", edit(svc, annotated("example.com/x", "1")))
+    h.ctrl.drain()
+    assert h.cloud.calls_of("ensure_load_balancer") == ["default/web", "default/web"]
+    assert h.cloud.calls_of("update_load_balancer") == []
+
+
+def test_services_not_wanting_a_load_balancer_are_ignored(h: ServiceHarness) -> None:
+    h.kube.create("services", make_service("cip", of_type("ClusterIP")))
+    h.kube.create("services", make_service("nlb", lb_class("service.k8s.aws/nlb")))
+    assert h.ctrl.drain() == []
+    assert h.cloud.calls == []
+
+
+def test_delete_path_deletes_lb_then_removes_finalizer(h: ServiceHarness) -> None:
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    h.kube.delete("services", "default/web")
+    assert h.kube.get("services", "default/web")["metadata"]["deletionTimestamp"]
+    h.ctrl.drain()
+    with pytest.raises(Exception, match="not found"):
+        h.kube.get("services", "default/web")
+    assert "default/web" not in h.cloud.load_balancers
+    assert h.kube.reasons("web")[-2:] == ["DeletingLoadBalancer", "DeletedLoadBalancer"]
+
+
+def test_failed_delete_keeps_finalizer_and_retries_with_backoff(h: ServiceHarness) -> None:
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    h.cloud.fail("ensure_load_balancer_deleted", RuntimeError("DependencyViolation"))
+    h.kube.delete("services", "default/web")
+    [result] = h.ctrl.drain()
+    assert result.outcome == "error"
+    assert result.requeue_after == 5.0
+    assert h.kube.get("services", "default/web")["metadata"]["finalizers"] == [LB_FINALIZER]
+    [failed] = h.kube.events_for("web", "SyncLoadBalancerFailed")
+    assert failed["type"] == "Warning"
+    assert failed["message"] == (
+        "Error syncing load balancer: failed to delete load balancer: DependencyViolation"
+    )
+    h.clock.advance(5)
+    assert [r.outcome for r in h.ctrl.drain()] == ["success"]
+    assert "default/web" not in h.cloud.load_balancers
+
+
+def test_type_change_away_from_lb_cleans_up(h: ServiceHarness) -> None:
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    svc = h.kube.get("services", "default/web")
+    h.kube.update("services", edit(svc, of_type("ClusterIP")))
+    h.ctrl.drain()
+    svc = h.kube.get("services", "default/web")
+    assert svc["metadata"]["finalizers"] == []
+    assert svc["status"]["loadBalancer"] == {}
+    assert h.cloud.calls_of("ensure_load_balancer_deleted") == ["default/web"]
+
+
+def test_invalid_config_warns_with_annotation_and_value_and_backs_off(h: ServiceHarness) -> None:
+    h.kube.create("services", make_service("web", annotated(IDLE_TIMEOUT_ANNOTATION, "ten")))
+    [result] = h.ctrl.drain()
+    assert result.outcome == "error"
+    [event] = h.kube.events_for("web", "SyncLoadBalancerFailed")
+    assert IDLE_TIMEOUT_ANNOTATION in event["message"]
+    assert "'ten'" in event["message"]
+    assert event["message"].startswith("Error syncing load balancer: failed to ensure")
+    assert "default/web" not in h.cloud.load_balancers
+    # Backoff doubles: 5, 10, 20 ... and the repeated event is aggregated by count.
+    delays = [result.requeue_after]
+    for _ in range(3):
+        h.clock.advance(delays[-1] or 0)
+        [again] = h.ctrl.drain()
+        delays.append(again.requeue_after)
+    assert delays == [5.0, 10.0, 20.0, 40.0]
+    [event] = h.kube.events_for("web", "SyncLoadBalancerFailed")
+    assert event["count"] == 4
+    assert h.clock.monotonic() > 0
+    assert h.ctrl.drain() == []  # nothing runs before the backoff expires
+
+
+def test_retry_after_uses_the_cloud_delay(h: ServiceHarness) -> None:
+    h.cloud.fail("ensure_load_balancer", RetryAfter(42.0, "throttled"))
+    h.kube.create("services", make_service("web"))
+    [result] = h.ctrl.drain()
+    assert result.outcome == "retry-after"
+    assert h.ctrl.queue.waiting() == {"default/web": 42.0}
+    h.clock.advance(41)
+    assert h.ctrl.drain() == []
+    h.clock.advance(1)
+    assert [r.outcome for r in h.ctrl.drain()] == ["success"]
+
+
+def test_implemented_elsewhere_is_silent(h: ServiceHarness) -> None:
+    h.cloud.fail("ensure_load_balancer", ImplementedElsewhere("nlb"))
+    h.kube.create("services", make_service("web"))
+    [result] = h.ctrl.drain()
+    assert result.outcome == "success"
+    assert h.kube.reasons("web") == ["EnsuringLoadBalancer"]
+    assert h.kube.get("services", "default/web")["status"]["loadBalancer"] == {}
+
+
+def test_zero_nodes_warns_unavailable() -> None:
+    h = ServiceHarness()
+    h.kube.create("nodes", make_node("cp", excluded()))
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    assert "UnAvailableLoadBalancer" in h.kube.reasons("web")
+    assert h.lb_nodes() == ()
+
+
+def test_node_set_change_calls_update_with_event(h: ServiceHarness) -> None:
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    h.kube.create("nodes", make_node("n3"))
+    h.ctrl.drain()
+    assert h.cloud.calls_of("update_load_balancer") == ["default/web"]
+    assert h.lb_nodes() == ("n1", "n2", "n3")
+    assert h.kube.reasons("web")[-1] == "UpdatedLoadBalancer"
+    h.kube.delete("nodes", "n3")
+    h.ctrl.drain()
+    assert h.lb_nodes() == ("n1", "n2")
+
+
+def test_update_failure_warns_and_retries_through_ensure(h: ServiceHarness) -> None:
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    h.cloud.fail("update_load_balancer", RuntimeError("Throttling"))
+    h.kube.create("nodes", make_node("n3"))
+    h.ctrl.drain()
+    [event] = h.kube.events_for("web", "UpdateLoadBalancerFailed")
+    assert "Throttling" in event["message"]
+    assert "n3" in event["message"]
+    h.clock.advance(5)
+    h.ctrl.drain()
+    assert h.cloud.calls_of("ensure_load_balancer") == ["default/web", "default/web"]
+    assert h.lb_nodes() == ("n1", "n2", "n3")
+
+
+@pytest.mark.parametrize(
+    ("tweak", "included"),
+    [
+        (excluded(""), False),
+        (excluded("true"), False),
+        (excluded("false"), True),
+        (tainted(TAINT_TO_BE_DELETED), False),
+        (labelled(LABEL_LEGACY_MASTER), True),
+        (ready(False), True),
+        (ready(None), True),
+    ],
+)
+def test_fixed_predicates(tweak: Tweak, included: bool) -> None:
+    h = ServiceHarness()
+    h.kube.create("nodes", make_node("n1"))
+    h.kube.create("nodes", make_node("x", tweak))
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    assert ("x" in h.lb_nodes()) is included
+
+
+def test_legacy_node_role_excludes_the_only_node() -> None:
+    """Catalog legacy-node-role: a master-labelled single node never joins the ELB."""
+    for legacy, expected in (((), ("cp",)), (("legacy-node-role",), ())):
+        h = ServiceHarness(*legacy)
+        h.kube.create("nodes", make_node("cp", labelled(LABEL_LEGACY_MASTER)))
+        h.kube.create("services", make_service("web"))
+        h.ctrl.drain()
+        assert h.lb_nodes() == expected
+        assert ("UnAvailableLoadBalancer" in h.kube.reasons("web")) is (expected == ())
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_transient_node_predicates(legacy: bool) -> None:
+    """Catalog transient-node-predicates: NotReady drops a node only in the legacy mode."""
+    h = ServiceHarness(*(["transient-node-predicates"] if legacy else []))
+    h.kube.create("nodes", make_node("n1"))
+    h.kube.create("nodes", make_node("n2"))
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    h.kube.update("nodes", edit(h.kube.get("nodes", "n2"), ready(False)))
+    h.ctrl.drain()
+    if legacy:
+        assert h.lb_nodes() == ("n1",)
+        assert h.cloud.calls_of("update_load_balancer") == ["default/web"]
+    else:
+        assert h.lb_nodes() == ("n1", "n2")
+        assert h.cloud.calls_of("update_load_balancer") == []
+    # The autoscaler taint removes the node in both modes.
+    h.kube.update("nodes", edit(h.kube.get("nodes", "n1"), tainted(TAINT_TO_BE_DELETED)))
+    h.ctrl.drain()
+    assert "n1" not in h.lb_nodes()
+
+
+def test_gone_service_is_forgotten(h: ServiceHarness) -> None:
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    h.ctrl.queue.add("default/absent")
+    assert [r.outcome for r in h.ctrl.drain()] == ["success"]
