@@ -1,0 +1,285 @@
+"""The endpoint's WSGI application: moto's server app wrapped by faults, fidelity and trail.
+
+Role: one WSGI app serves three things on one port:
+
+* ``/_lab/...``: the control plane (:mod:`lab.aws.control`), JSON over HTTP;
+* ``/moto-api/...`` and ``/latest/...``: moto's own dashboard/API and metadata, passed through
+  untouched and not trailed;
+* everything else: AWS API calls. Each is parsed (:mod:`lab.aws.protocol`), offered to fault
+  injection (:mod:`lab.aws.faults`), then — under one lock — to the fidelity layer
+  (:mod:`lab.aws.fidelity`) and moto's ``DomainDispatcherApplication``, and finally recorded in
+  the trail (:mod:`lab.aws.trail`).
+
+Design: AWS calls enter moto one at a time (:attr:`AwsLab.lock`). moto's backends are plain
+dicts without their own locking, and the fidelity checks ("is this group still referenced?")
+must see the same state the following delete acts on. Injected latency is slept outside the lock
+so a slowed call does not stall others. moto's backends are process-global: two labs in one
+process share AWS state (their trails, faults and switches stay separate). The account id is
+forced per lab through moto's ``x-moto-account-id`` header.
+
+Neighbours: served by :mod:`lab.aws.endpoint` (thread) and :mod:`lab.aws.__main__` (CLI).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.aws.exceptions import AwsError
+from lab.aws.faults import FaultInjector
+from lab.aws.fidelity import FidelityConfig, FidelityLayer
+from lab.aws.protocol import (
+    AwsRequest,
+    WireResponse,
+    error_response,
+    new_request_id,
+    parse_request,
+    read_error,
+)
+from lab.aws.trail import Trail, TrailEvent, TrailValue, summarize_params
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ACCOUNT = "123456789012"
+StartResponse = Callable[..., Any]
+
+_RESPONSE_IDS: dict[str, tuple[tuple[str, bytes, bytes], ...]] = {
+    # action: (summary key, opening tag, closing tag) of ids worth keeping from the response
+    "CreateSecurityGroup": (("GroupId", b"<groupId>", b"</groupId>"),),
+    "RunInstances": (("InstanceIds", b"<instanceId>", b"</instanceId>"),),
+    "CreateVpc": (("VpcId", b"<vpcId>", b"</vpcId>"),),
+    "CreateSubnet": (("SubnetId", b"<subnetId>", b"</subnetId>"),),
+    "CreateLoadBalancer": (
+        ("DNSName", b"<DNSName>", b"</DNSName>"),
+        ("LoadBalancerArn", b"<LoadBalancerArn>", b"</LoadBalancerArn>"),
+    ),
+    "CreateTargetGroup": (("TargetGroupArn", b"<TargetGroupArn>", b"</TargetGroupArn>"),),
+}
+
+
+def _response_ids(action: str, body: bytes) -> dict[str, TrailValue]:
+    out: dict[str, TrailValue] = {}
+    for key, opening, closing in _RESPONSE_IDS.get(action, ()):
+        values: list[str] = []
+        start = body.find(opening)
+        while start != -1:
+            end = body.find(closing, start)
+            if end == -1:
+                break
+            values.append(body[start + len(opening) : end].decode("utf-8", errors="replace"))
+            start = body.find(opening, end)
+        if values:
+            out[key] = values if key.endswith("s") else values[0]
+    return out
+
+
+@dataclass(frozen=True)
+class LabSettings:
+    """What a lab is started with (and what :meth:`AwsLab.reset` returns to)."""
+
+    region: str = "us-east-1"
+    account: str = DEFAULT_ACCOUNT
+    seed: int | None = None
+    fidelity: FidelityConfig = field(default_factory=FidelityConfig)
+    trail_path: Path | None = None
+    trail_enabled: bool = True
+
+
+class AwsLab:
+    """The state of one endpoint: settings, trail, faults, fidelity, and the request lock."""
+
+    def __init__(self, settings: LabSettings) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+        self.settings = settings
+        self.lock = threading.RLock()
+        self.trail = Trail(sink=settings.trail_path)
+        self.faults = FaultInjector()
+        self.fidelity = FidelityLayer(settings.fidelity, account=settings.account)
+        self.seed: int | None = settings.seed
+        self.moto = DomainDispatcherApplication(create_backend_app)
+        self.started = time.time()
+        self.internal_errors: list[str] = []
+        """Exceptions raised inside the lab's own layers (a test should assert none)."""
+        if self.seed is not None:
+            self.apply_seed(self.seed)
+
+    def apply_seed(self, seed: int) -> None:
+        """Seed moto's id generator: the same calls then create the same resource ids."""
+        from moto.moto_api._internal import mock_random
+
+        with self.lock:
+            self.seed = seed
+            mock_random.seed(seed)
+
+    def reset(self) -> None:
+        """Wipe all moto state (process-wide), the trail, faults and fidelity state.
+
+        Fidelity switches return to the lab's start-up settings; the seed, if any, is applied
+        again so ids after a reset repeat.
+        """
+        from moto.moto_api._internal.models import moto_api_backend
+
+        with self.lock:
+            moto_api_backend.reset()
+            self.trail.clear()
+            self.faults.clear()
+            self.fidelity.reset(self.settings.fidelity)
+            self.internal_errors.clear()
+            if self.seed is not None:
+                self.apply_seed(self.seed)
+        log.info("aws lab reset")
+
+    def close(self) -> None:
+        self.trail.close()
+
+
+class AwsApp:
+    """WSGI callable for one :class:`AwsLab` (see module docstring)."""
+
+    def __init__(self, lab: AwsLab) -> None:
+        from lab.aws.control import ControlRoutes
+
+        self.lab = lab
+        self.control = ControlRoutes(lab)
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO", ""))
+        if path.startswith("/_lab/") or path == "/_lab":
+            return self.control(environ, start_response)
+        if path.startswith(("/moto-api", "/latest/")):
+            return self.lab.moto(environ, start_response)  # type: ignore[no-any-return]
+        try:
+            response = self.handle_aws(environ)
+        except Exception as exc:  # a bug in the lab, not in the caller: answer 500, keep it
+            log.exception("aws endpoint internal error")
+            self.lab.internal_errors.append(f"{type(exc).__name__}: {exc}")
+            response = error_response(
+                "ec2",
+                AwsError(f"ccm-lab internal error: {exc}", code="InternalError", status=500),
+                request_id=new_request_id(),
+            )
+        start_response(response.status_line, response.headers)
+        return [response.body]
+
+    def handle_aws(self, environ: dict[str, Any]) -> WireResponse:
+        lab = self.lab
+        started_wall = time.time()
+        started = time.perf_counter()
+        body = _read_body(environ)
+        environ["HTTP_X_MOTO_ACCOUNT_ID"] = lab.settings.account
+        request = parse_request(environ, body, default_region=lab.settings.region)
+        answered_by = "moto"
+        injected = False
+        decision = lab.faults.decide(service=request.service, action=request.action)
+        if decision is not None:
+            injected = True
+            answered_by = f"fault:{decision.rule_id}"
+            if decision.latency_ms:
+                time.sleep(decision.latency_ms / 1000.0)
+        if decision is not None and decision.error is not None:
+            response = error_response(request.service, decision.error, request_id=new_request_id())
+        else:
+            response, source = self._through_moto(environ, request)
+            if source:
+                answered_by = source
+        if lab.settings.trail_enabled and request.action:
+            self._record(
+                request,
+                response,
+                started_wall=started_wall,
+                started=started,
+                injected=injected,
+                answered_by=answered_by,
+            )
+        return response
+
+    def _through_moto(
+        self, environ: dict[str, Any], request: AwsRequest
+    ) -> tuple[WireResponse, str]:
+        lab = self.lab
+        with lab.lock:
+            lab.fidelity.tick()
+            error: AwsError | None
+            error, context = lab.fidelity.before(request)
+            if error is not None:
+                response = error_response(request.service, error, request_id=new_request_id())
+                return response, error.source
+            response = _call_wsgi(lab.moto, environ)
+            return lab.fidelity.after(request, response, context), ""
+
+    def _record(
+        self,
+        request: AwsRequest,
+        response: WireResponse,
+        *,
+        started_wall: float,
+        started: float,
+        injected: bool,
+        answered_by: str,
+    ) -> None:
+        code: str | None = None
+        message: str | None = None
+        if response.status >= 400:
+            code, message = read_error(response.body)
+        trail = self.lab.trail
+        raw = {k: (v if len(v) <= 256 else v[:256] + "…") for k, v in request.params.items()}
+        trail.record(
+            TrailEvent(
+                seq=trail.next_seq(),
+                time=started_wall,
+                service=request.service,
+                action=request.action,
+                region=request.region,
+                params=summarize_params(request.params),
+                status=response.status,
+                error_code=code,
+                error_message=message,
+                latency_ms=round((time.perf_counter() - started) * 1000.0, 3),
+                user_agent=request.user_agent,
+                source=request.source,
+                request_id=response.header("x-amzn-RequestId") or "",
+                injected=injected,
+                answered_by=answered_by,
+                response=_response_ids(request.action, response.body) if response.ok else {},
+                raw_params=raw,
+            )
+        )
+
+
+def _read_body(environ: dict[str, Any]) -> bytes:
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    body = environ["wsgi.input"].read(length) if length > 0 else b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    return bytes(body)
+
+
+def _call_wsgi(app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> WireResponse:
+    """Run a WSGI app to completion and capture its response."""
+    captured: dict[str, Any] = {}
+    chunks: list[bytes] = []
+
+    def start_response(
+        status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], None]:
+        captured["status"] = int(status.split(" ", 1)[0])
+        captured["headers"] = list(headers)
+        return chunks.append
+
+    result = app(environ, start_response)
+    try:
+        chunks.extend(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+    return WireResponse(captured["status"], captured["headers"], b"".join(chunks))

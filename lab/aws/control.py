@@ -1,0 +1,178 @@
+"""The ``/_lab/`` control plane of the AWS endpoint (server side), JSON over HTTP.
+
+Role: tests, ``invoke`` tasks and other processes steer the endpoint beside the AWS data plane:
+reset, seed, fidelity switches, fault rules, trail queries, health. Routes (all JSON unless
+noted; errors are ``{"error": "..."}`` with 400/404/405):
+
+====================  ==========  =====================================================
+path                  method      effect
+====================  ==========  =====================================================
+``/_lab/health``      GET         ``{"status": "ok", region, account, seed, ...}``
+``/_lab/reset``       POST        wipe AWS state (process-wide), trail, faults
+``/_lab/seed``        POST        ``{"seed": N}``: deterministic resource ids from now on
+``/_lab/fidelity``    GET / POST  read / change switches (``{"elb_sg_order": "reversed"}``)
+``/_lab/faults``      GET / POST  list / add a rule (see :mod:`lab.aws.faults`)
+``/_lab/faults``      DELETE      remove every rule
+``/_lab/faults/<id>`` DELETE      remove one rule
+``/_lab/trail``       GET         events; filters ``action service error_code injected ok
+                                  since_seq``; ``{"events": [...], "last_seq": N}``
+``/_lab/trail``       DELETE      forget every event
+``/_lab/trail.jsonl`` GET         every event as JSON lines (``application/x-ndjson``)
+====================  ==========  =====================================================
+
+Neighbours: mounted by :class:`lab.aws.app.AwsApp`; the typed client is
+:class:`lab.aws.client.AwsControlClient`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Request, Response
+
+from lab.aws.exceptions import LabControlError
+
+if TYPE_CHECKING:
+    from lab.aws.app import AwsLab
+
+log = logging.getLogger(__name__)
+
+_BOOL = {"true": True, "1": True, "false": False, "0": False}
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(json.dumps(data), status=status, mimetype="application/json")
+
+
+def _body(request: Request) -> dict[str, Any]:
+    if not request.data:
+        return {}
+    try:
+        data = json.loads(request.data)
+    except ValueError as exc:
+        raise LabControlError(f"request body is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise LabControlError(f"request body must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _flag(request: Request, name: str) -> bool | None:
+    raw = request.args.get(name)
+    if raw is None:
+        return None
+    if raw.lower() not in _BOOL:
+        raise LabControlError(f"query parameter {name!r} must be true or false, got {raw!r}")
+    return _BOOL[raw.lower()]
+
+
+class ControlRoutes:
+    """WSGI handler for ``/_lab/*`` bound to one lab."""
+
+    def __init__(self, lab: AwsLab) -> None:
+        self.lab = lab
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        request = Request(environ)
+        try:
+            response = self.dispatch(request)
+        except LabControlError as exc:
+            response = _json({"error": exc.message}, exc.status)
+        except HTTPException as exc:
+            response = _json({"error": exc.description or exc.name}, exc.code or 400)
+        return response(environ, start_response)
+
+    def dispatch(self, request: Request) -> Response:
+        path = request.path.rstrip("/")
+        method = request.method
+        lab = self.lab
+        if path == "/_lab/health" and method == "GET":
+            with lab.lock:
+                lab.fidelity.tick()
+            return _json(
+                {
+                    "status": "ok",
+                    "region": lab.settings.region,
+                    "account": lab.settings.account,
+                    "seed": lab.seed,
+                    "uptime_s": round(time.time() - lab.started, 3),
+                    "trail_events": len(lab.trail),
+                    "faults": len(lab.faults.rules()),
+                    "internal_errors": list(lab.internal_errors),
+                }
+            )
+        if path == "/_lab/reset" and method == "POST":
+            lab.reset()
+            return _json({"status": "ok"})
+        if path == "/_lab/seed" and method == "POST":
+            seed = _body(request).get("seed")
+            if not isinstance(seed, int) or isinstance(seed, bool):
+                raise LabControlError(f"seed: 'seed' must be an integer, got {seed!r}")
+            lab.apply_seed(seed)
+            return _json({"seed": seed})
+        if path == "/_lab/fidelity":
+            if method == "GET":
+                return _json(lab.fidelity.config.to_dict())
+            if method in ("POST", "PUT", "PATCH"):
+                with lab.lock:
+                    lab.fidelity.config = lab.fidelity.config.updated(_body(request))
+                    log.info("fidelity switches now %s", lab.fidelity.config)
+                    return _json(lab.fidelity.config.to_dict())
+        if path == "/_lab/faults":
+            if method == "GET":
+                return _json({"faults": [r.to_dict() for r in lab.faults.rules()]})
+            if method == "POST":
+                rule = lab.faults.add(_body(request))
+                log.info("fault added %s", rule)
+                return _json(rule.to_dict(), 201)
+            if method == "DELETE":
+                lab.faults.clear()
+                return _json({"status": "ok"})
+        if path.startswith("/_lab/faults/") and method == "DELETE":
+            lab.faults.remove(path.rsplit("/", 1)[1])
+            return _json({"status": "ok"})
+        if path == "/_lab/trail":
+            if method == "GET":
+                return self._trail(request)
+            if method == "DELETE":
+                lab.trail.clear()
+                return _json({"status": "ok"})
+        if path == "/_lab/trail.jsonl" and method == "GET":
+            return Response(lab.trail.to_jsonl(), mimetype="application/x-ndjson")
+        known = (
+            "/_lab/health",
+            "/_lab/reset",
+            "/_lab/seed",
+            "/_lab/fidelity",
+            "/_lab/faults",
+            "/_lab/trail",
+            "/_lab/trail.jsonl",
+        )
+        if path in known or path.startswith("/_lab/faults/"):
+            raise LabControlError(f"method {method} not allowed on {path}", status=405)
+        raise LabControlError(f"no control route {path!r}; known: {list(known)}", status=404)
+
+    def _trail(self, request: Request) -> Response:
+        since_raw = request.args.get("since_seq")
+        since: int | None = None
+        if since_raw is not None:
+            if not since_raw.lstrip("-").isdigit():
+                raise LabControlError(
+                    f"query parameter 'since_seq' must be an integer, got {since_raw!r}"
+                )
+            since = int(since_raw)
+        events = self.lab.trail.calls(
+            request.args.get("action"),
+            service=request.args.get("service"),
+            error_code=request.args.get("error_code"),
+            injected=_flag(request, "injected"),
+            ok=_flag(request, "ok"),
+            since_seq=since,
+        )
+        return _json({"events": [e.to_dict() for e in events], "last_seq": self.lab.trail.last_seq})

@@ -1,0 +1,252 @@
+"""``AwsEndpoint``: the lab's EC2/ELB endpoint as an in-process component.
+
+Role: start moto plus the fidelity layer, trail, faults and control plane
+(:class:`lab.aws.app.AwsApp`) on ``127.0.0.1`` port 0 in a background thread, wait until
+``/_lab/health`` answers, and hand out boto3 clients and the control client::
+
+    with AwsEndpoint(region="us-east-1", seed=7) as aws:
+        ec2 = aws.client("ec2")
+        aws.control.set_fidelity(elb_sg_order="reversed")
+        aws.trail.calls(action="DeleteSecurityGroup")
+
+Lifecycle contract (shared by every lab component): ``start()`` binds port 0 and waits for
+readiness with an explicit timeout, attaching the recent log to the error on failure; ``stop()``
+is idempotent; the object is a context manager.
+
+moto's backends are **process-global**: two endpoints in one process see the same AWS resources
+(their trails, faults and fidelity switches are separate), and ``reset()`` on either wipes both.
+Test fixtures start one endpoint per session and call ``aws.reset()`` at each test's setup.
+
+Neighbours: :mod:`lab.aws.process` runs the same thing in a child process;
+:mod:`lab.aws.__main__` is the CLI.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from lab.aws.app import DEFAULT_ACCOUNT, AwsApp, AwsLab, LabSettings
+from lab.aws.client import AwsControlClient, AwsControlUnavailable
+from lab.aws.fidelity import FidelityConfig
+from lab.aws.trail import Trail
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_elb import ElasticLoadBalancingClient
+    from mypy_boto3_elbv2 import ElasticLoadBalancingv2Client
+    from mypy_boto3_sts import STSClient
+
+log = logging.getLogger(__name__)
+
+#: Credentials the lab's clients sign with (moto accepts any).
+DUMMY_ACCESS_KEY = "testing"
+DUMMY_SECRET_KEY = "testing"
+
+
+class EndpointNotReady(RuntimeError):
+    """The endpoint did not become ready in time; the message carries its recent log."""
+
+
+class _RecentLog(logging.Handler):
+    """Keeps the last records of ``lab.aws``/``moto``/``werkzeug`` for readiness errors."""
+
+    def __init__(self, size: int = 200) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: collections.deque[str] = collections.deque(maxlen=size)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+
+    def text(self) -> str:
+        return "\n".join(self.records) or "(no log records)"
+
+
+def make_wsgi_server(app: AwsApp, *, host: str, port: int) -> BaseWSGIServer:
+    """A threaded werkzeug server for ``app`` whose request log goes to ``logging``."""
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+
+    class _Handler(MotoRequestHandler):
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            log.debug("%s %s %s", self.address_string(), self.requestline, code)
+
+        def log(self, type: str, message: str, *args: Any) -> None:
+            log.debug(message, *args)
+
+    return make_server(host, port, app, threaded=True, request_handler=_Handler)
+
+
+class AwsEndpoint:
+    """The lab's AWS endpoint (moto + fidelity + trail + faults) in a background thread."""
+
+    def __init__(
+        self,
+        region: str = "us-east-1",
+        seed: int | None = None,
+        *,
+        fidelity: bool | FidelityConfig = True,
+        account: str = DEFAULT_ACCOUNT,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        trail_path: Path | None = None,
+        ready_timeout: float = 30.0,
+    ) -> None:
+        config = FidelityConfig(enabled=fidelity) if isinstance(fidelity, bool) else fidelity
+        self.region = region
+        self.account = account
+        self._host = host
+        self._port = port
+        self._ready_timeout = ready_timeout
+        self._settings = LabSettings(
+            region=region, account=account, seed=seed, fidelity=config, trail_path=trail_path
+        )
+        self._lab: AwsLab | None = None
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._recent = _RecentLog()
+        self._control: AwsControlClient | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> AwsEndpoint:
+        """Bind, serve in a thread and wait for readiness (idempotent)."""
+        with self._lock:
+            if self._server is not None:
+                return self
+            for name in ("lab.aws", "werkzeug"):
+                logging.getLogger(name).addHandler(self._recent)
+            self._lab = AwsLab(self._settings)
+            server = make_wsgi_server(AwsApp(self._lab), host=self._host, port=self._port)
+            self._server = server
+            self._thread = threading.Thread(
+                target=server.serve_forever, name=f"aws-endpoint-{server.port}", daemon=True
+            )
+            self._thread.start()
+            self._control = AwsControlClient(self.url)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("aws endpoint ready at %s", self.url)
+        return self
+
+    def _wait_ready(self) -> None:
+        assert self._control is not None
+        deadline = time.monotonic() + self._ready_timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                self._control.health()
+                return
+            except AwsControlUnavailable as exc:
+                last = exc
+                time.sleep(0.02)
+        raise EndpointNotReady(
+            f"aws endpoint at {self.url} not ready after {self._ready_timeout}s ({last});"
+            f" recent log:\n{self._recent.text()}"
+        )
+
+    def stop(self) -> None:
+        """Shut the server down and release the port (idempotent)."""
+        with self._lock:
+            server, thread, lab = self._server, self._thread, self._lab
+            self._server = self._thread = None
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+            if thread is not None:
+                thread.join(timeout=10)
+            if lab is not None:
+                lab.close()
+            for name in ("lab.aws", "werkzeug"):
+                logging.getLogger(name).removeHandler(self._recent)
+
+    def __enter__(self) -> AwsEndpoint:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- access -------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("AwsEndpoint is not started")
+        return f"http://{self._host}:{self._server.port}"
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("AwsEndpoint is not started")
+        return int(self._server.port)
+
+    @property
+    def control(self) -> AwsControlClient:
+        if self._control is None:
+            raise RuntimeError("AwsEndpoint is not started")
+        return self._control
+
+    @property
+    def lab(self) -> AwsLab:
+        """The in-process lab state (trail, faults, fidelity layer)."""
+        if self._lab is None:
+            raise RuntimeError("AwsEndpoint is not started")
+        return self._lab
+
+    @property
+    def trail(self) -> Trail:
+        """The in-process trail (same events as ``control.trail()``, without HTTP)."""
+        return self.lab.trail
+
+    def reset(self) -> None:
+        """Shortcut for ``control.reset()``."""
+        self.control.reset()
+
+    @overload
+    def client(self, service: Literal["ec2"], *, max_attempts: int = 1) -> EC2Client: ...
+    @overload
+    def client(
+        self, service: Literal["elb"], *, max_attempts: int = 1
+    ) -> ElasticLoadBalancingClient: ...
+    @overload
+    def client(
+        self, service: Literal["elbv2"], *, max_attempts: int = 1
+    ) -> ElasticLoadBalancingv2Client: ...
+    @overload
+    def client(self, service: Literal["sts"], *, max_attempts: int = 1) -> STSClient: ...
+    def client(self, service: str, *, max_attempts: int = 1) -> Any:
+        """A boto3 client for this endpoint (dummy credentials, this region).
+
+        ``max_attempts`` is botocore's total attempts; the default 1 (no retries) lets tests
+        see every injected fault. The controller under test configures its own retries.
+        """
+        return make_client(service, self.url, self.region, max_attempts=max_attempts)
+
+
+def make_client(service: str, url: str, region: str, *, max_attempts: int = 1) -> Any:
+    """A boto3 client for ``service`` at ``url`` with the lab's dummy credentials."""
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.session.Session()
+    return session.client(
+        service,  # type: ignore[call-overload]
+        endpoint_url=url,
+        region_name=region,
+        aws_access_key_id=DUMMY_ACCESS_KEY,
+        aws_secret_access_key=DUMMY_SECRET_KEY,
+        config=Config(retries={"total_max_attempts": max_attempts, "mode": "standard"}),
+    )

@@ -1,0 +1,355 @@
+"""The fidelity layer: AWS behaviours stock moto 5.2.5 lacks, restored around moto.
+
+Role: the failure catalog hinges on AWS behaviours that moto does not model. The layer sees each
+parsed query-protocol call before moto (:meth:`FidelityLayer.before` may answer it with an AWS
+error) and after moto (:meth:`FidelityLayer.after` may fix the backend state or the response).
+It reads and adjusts moto's in-process backends (``moto.ec2.models.ec2_backends`` etc.); moto's
+source files are never patched. Every behaviour has a switch in :class:`FidelityConfig`;
+``enabled=False`` gives stock moto.
+
+Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fidelity.py``):
+
+1. ``DeleteSecurityGroup`` never fails. Real EC2 answers ``DependencyViolation`` ("resource
+   sg-… has a dependent object") while another group's ingress/egress rule references the group,
+   an instance or ENI uses it, or a Classic ELB / ELBv2 load balancer has it attached; and for a
+   configurable time after such a load balancer was deleted (its ENIs detach with a lag;
+   ``elb_sg_release_s``, default 0). A group's rule referencing itself does not block.
+2. Deleting a VPC's ``default`` group succeeds in moto; EC2 answers ``CannotDelete``.
+3. Instance state transitions are instant (:mod:`lab.aws.lifecycle`: ``pending``, ``stopping``,
+   ``shutting-down`` last a configurable time; terminated instances vanish after
+   ``terminated_visible_s``).
+4. The order of each Classic ELB's ``SecurityGroups`` in ``DescribeLoadBalancers`` (moto keeps
+   creation / ``ApplySecurityGroupsToLoadBalancer`` order; AWS guarantees none): ``creation``,
+   ``reversed`` or ``shuffle`` (seeded; a new draw per call) — kubernetes#84926.
+5. A new Classic ELB has no ``HealthCheck`` in moto; AWS gives it a default check
+   (``TCP:<first instance port>``, interval 30, timeout 5, unhealthy 2, healthy 10), which is
+   why the controller always calls ``ConfigureHealthCheck`` on create.
+6. ``ModifyLoadBalancerAttributes`` appends another ``elb.http.desyncmitigationmode`` entry to
+   ``AdditionalAttributes`` on every call in moto (AWS has one); ``ConnectionDraining`` lacks
+   its default ``Timeout`` of 300 until modified.
+7. ``RegisterInstancesWithLoadBalancer`` / ``DeregisterInstancesFromLoadBalancer`` return an
+   empty ``Instances`` list in moto (AWS returns the registered set), and registering an instance
+   twice lists it twice (AWS is idempotent).
+
+Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends with
+``.elb.amazonaws.com``; ``ApplySecurityGroupsToLoadBalancer`` replaces the set in the given
+order; ``DescribeLoadBalancerAttributes``; ``ConfigureHealthCheck``; ``DescribeSecurityGroups``
+filters ``ip-permission.group-id``, ``group-name``, ``vpc-id``, ``group-id``.
+
+Neighbours: called by :mod:`lab.aws.app` under its request lock; instance timing lives in
+:mod:`lab.aws.lifecycle`; errors are :mod:`lab.aws.exceptions` classes.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal
+
+from lab.aws.exceptions import AwsError, DependencyViolation, LabControlError
+from lab.aws.lifecycle import InstanceLifecycle
+from lab.aws.protocol import AwsRequest, WireResponse
+
+SgOrder = Literal["creation", "reversed", "shuffle"]
+SG_ORDERS: tuple[str, ...] = ("creation", "reversed", "shuffle")
+
+
+@dataclass(frozen=True)
+class FidelityConfig:
+    """Switches of the fidelity layer (all on by default; ``enabled=False`` = stock moto)."""
+
+    enabled: bool = True
+    sg_dependency_violation: bool = True
+    """``DeleteSecurityGroup`` → ``DependencyViolation`` / ``CannotDelete`` like EC2."""
+    elb_sg_release_s: float = 0.0
+    """Seconds a deleted load balancer's groups stay "in use" (ENI detach lag)."""
+    elb_sg_order: SgOrder = "creation"
+    elb_sg_order_seed: int | None = None
+    instance_pending_s: float = 0.0
+    instance_stopping_s: float = 0.0
+    instance_shutting_down_s: float = 0.0
+    terminated_visible_s: float | None = 3600.0
+    """Seconds a terminated instance stays in ``DescribeInstances``; ``None`` = forever."""
+    elb_defaults: bool = True
+    """Default health check, attribute defaults and register/deregister results (gaps 5-7)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def updated(self, changes: Mapping[str, Any]) -> FidelityConfig:
+        """A copy with ``changes`` applied; unknown fields and bad values raise clearly."""
+        known = {f.name: f for f in fields(self)}
+        for name, value in changes.items():
+            if name not in known:
+                raise LabControlError(f"fidelity: unknown switch {name!r}; known: {sorted(known)}")
+            _validate(name, value)
+        return replace(self, **dict(changes))
+
+
+def _validate(name: str, value: Any) -> None:
+    bools = {"enabled", "sg_dependency_violation", "elb_defaults"}
+    seconds = {
+        "elb_sg_release_s",
+        "instance_pending_s",
+        "instance_stopping_s",
+        "instance_shutting_down_s",
+    }
+    if name in bools and not isinstance(value, bool):
+        raise LabControlError(f"fidelity: {name!r} must be true or false, got {value!r}")
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if name in seconds and (not is_number or value < 0):
+        raise LabControlError(f"fidelity: {name!r} must be a number >= 0, got {value!r}")
+    if name == "terminated_visible_s" and value is not None and (not is_number or value < 0):
+        raise LabControlError(f"fidelity: {name!r} must be a number >= 0 or null, got {value!r}")
+    if name == "elb_sg_order" and value not in SG_ORDERS:
+        raise LabControlError(f"fidelity: 'elb_sg_order' must be one of {SG_ORDERS}, got {value!r}")
+    if (
+        name == "elb_sg_order_seed"
+        and value is not None
+        and (not isinstance(value, int) or isinstance(value, bool))
+    ):
+        raise LabControlError(f"fidelity: 'elb_sg_order_seed' must be an integer, got {value!r}")
+
+
+class MotoView:
+    """The moto backends of one account and region (process-global moto state)."""
+
+    def __init__(self, account: str, region: str) -> None:
+        from moto.ec2.models import ec2_backends
+        from moto.elb.models import elb_backends
+        from moto.elbv2.models import elbv2_backends
+
+        self.ec2: Any = ec2_backends[account][region]
+        self.elb: Any = elb_backends[account][region]
+        self.elbv2: Any = elbv2_backends[account][region]
+
+    def security_group(self, params: Mapping[str, str]) -> Any:
+        group_id = params.get("GroupId")
+        if group_id:
+            return self.ec2.get_security_group_from_id(group_id)
+        name = params.get("GroupName")
+        if name:
+            return self.ec2.get_security_group_from_name(name)
+        return None
+
+
+def _group_ids(groups: Any) -> list[str]:
+    return [str(getattr(g, "id", g)) for g in groups or []]
+
+
+_SG_BLOCK = re.compile(rb"<SecurityGroups>(.*?)</SecurityGroups>", re.DOTALL)
+_MEMBER = re.compile(rb"<member>(.*?)</member>", re.DOTALL)
+_LB_NAME = re.compile(rb"<LoadBalancerName>([^<]*)</LoadBalancerName>")
+
+
+class FidelityLayer:
+    """Applies :class:`FidelityConfig` to calls; one per endpoint, used under its lock."""
+
+    def __init__(
+        self,
+        config: FidelityConfig,
+        *,
+        account: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._account = account
+        self._clock = clock
+        self.lifecycle = InstanceLifecycle(clock=clock)
+        self._released: list[tuple[float, str, str, frozenset[str]]] = []
+        self.config = config
+        self._shuffle = random.Random(config.elb_sg_order_seed)
+
+    @property
+    def config(self) -> FidelityConfig:
+        return self._config
+
+    @config.setter
+    def config(self, value: FidelityConfig) -> None:
+        self._config = value
+        self._shuffle = random.Random(value.elb_sg_order_seed)
+        self.lifecycle.configure(
+            pending_s=value.instance_pending_s if value.enabled else 0.0,
+            stopping_s=value.instance_stopping_s if value.enabled else 0.0,
+            shutting_down_s=value.instance_shutting_down_s if value.enabled else 0.0,
+            terminated_visible_s=value.terminated_visible_s if value.enabled else None,
+        )
+
+    def reset(self, config: FidelityConfig) -> None:
+        """Forget pending transitions and lingering groups; apply ``config``."""
+        self.lifecycle.clear()
+        self._released.clear()
+        self.config = config
+
+    def tick(self) -> None:
+        """Advance time-based behaviour (instance transitions, terminated instances)."""
+        self.lifecycle.tick(self._views)
+
+    def _views(self, region: str) -> MotoView:
+        return MotoView(self._account, region)
+
+    # --- before moto ------------------------------------------------------------------------
+
+    def before(self, request: AwsRequest) -> tuple[AwsError | None, dict[str, Any]]:
+        """An error to answer ``request`` with instead of moto (or None), plus context for after."""
+        cfg = self._config
+        context: dict[str, Any] = {}
+        if not cfg.enabled:
+            return None, context
+        if request.service == "ec2" and request.action == "DeleteSecurityGroup":
+            if cfg.sg_dependency_violation:
+                return self._check_sg_delete(request), context
+        elif request.action == "DeleteLoadBalancer" and cfg.elb_sg_release_s > 0:
+            context["groups"] = self._lb_groups(request)
+        return None, context
+
+    def _lb_groups(self, request: AwsRequest) -> frozenset[str]:
+        view = self._views(request.region)
+        if request.service == "elb":
+            lb = view.elb.load_balancers.get(request.params.get("LoadBalancerName", ""))
+        else:
+            lb = view.elbv2.load_balancers.get(request.params.get("LoadBalancerArn", ""))
+        return frozenset(_group_ids(getattr(lb, "security_groups", None)))
+
+    def _check_sg_delete(self, request: AwsRequest) -> AwsError | None:
+        view = self._views(request.region)
+        group = view.security_group(request.params)
+        if group is None:
+            return None  # moto answers InvalidGroup.NotFound itself
+        gid = str(group.id)
+        if group.name == "default":
+            return AwsError(
+                f'the specified group: "{gid}" name: "default" cannot be deleted by a user',
+                code="CannotDelete",
+                status=400,
+                source="fidelity:sg_default",
+            )
+        reason = self._sg_dependent(view, gid, request.region)
+        if reason is None:
+            return None
+        return DependencyViolation(
+            f"resource {gid} has a dependent object", source=f"fidelity:sg_dependency:{reason}"
+        )
+
+    def _sg_dependent(self, view: MotoView, gid: str, region: str) -> str | None:
+        """What still depends on group ``gid`` (a short reason for the trail), or None."""
+        for groups in list(view.ec2.groups.values()):
+            for other in list(groups.values()):
+                if other.id == gid:
+                    continue
+                for rule in list(other.ingress_rules) + list(other.egress_rules):
+                    if (rule.source_group or {}).get("GroupId") == gid:
+                        return f"rule:{other.id}"
+        for instance in view.ec2.all_instances():
+            if instance.state == "terminated":
+                continue
+            if gid in _group_ids(instance.security_groups):
+                return f"instance:{instance.id}"
+        for eni in list(view.ec2.enis.values()):
+            if gid in _group_ids(getattr(eni, "_group_set", [])):
+                return f"eni:{eni.id}"
+        for name, lb in list(view.elb.load_balancers.items()):
+            if gid in _group_ids(lb.security_groups):
+                return f"elb:{name}"
+        for lb in list(view.elbv2.load_balancers.values()):
+            if gid in _group_ids(getattr(lb, "security_groups", None)):
+                return f"elbv2:{lb.name}"
+        now = self._clock()
+        self._released = [entry for entry in self._released if entry[0] > now]
+        for _, lb_region, lb_name, groups_of_lb in self._released:
+            if lb_region == region and gid in groups_of_lb:
+                return f"deleted-lb:{lb_name}"
+        return None
+
+    # --- after moto -------------------------------------------------------------------------
+
+    def after(
+        self, request: AwsRequest, response: WireResponse, context: Mapping[str, Any]
+    ) -> WireResponse:
+        """Fix backend state or the response of a call moto answered."""
+        cfg = self._config
+        if not cfg.enabled or response.status >= 400:
+            return response
+        action = request.action
+        if request.service == "ec2":
+            if action in ("RunInstances", "StartInstances", "StopInstances", "TerminateInstances"):
+                self.lifecycle.observe(self._views(request.region), request, response)
+            return response
+        if action == "DeleteLoadBalancer" and context.get("groups"):
+            name = request.params.get("LoadBalancerName") or request.params.get(
+                "LoadBalancerArn", ""
+            )
+            self._released.append(
+                (self._clock() + cfg.elb_sg_release_s, request.region, name, context["groups"])
+            )
+            return response
+        if request.service != "elb":
+            return response
+        if action == "DescribeLoadBalancers" and cfg.elb_sg_order != "creation":
+            return self._reorder_groups(response)
+        if cfg.elb_defaults:
+            return self._elb_defaults(request, response)
+        return response
+
+    def _reorder_groups(self, response: WireResponse) -> WireResponse:
+        order = self._config.elb_sg_order
+
+        def reorder(match: re.Match[bytes]) -> bytes:
+            members = _MEMBER.findall(match.group(1))
+            if order == "reversed":
+                members.reverse()
+            else:
+                self._shuffle.shuffle(members)
+            inner = b"".join(b"<member>" + m + b"</member>" for m in members)
+            return b"<SecurityGroups>" + inner + b"</SecurityGroups>"
+
+        return response.with_body(_SG_BLOCK.sub(reorder, response.body))
+
+    def _elb_defaults(self, request: AwsRequest, response: WireResponse) -> WireResponse:
+        action = request.action
+        view = self._views(request.region)
+        name = request.params.get("LoadBalancerName", "")
+        lb = view.elb.load_balancers.get(name)
+        if lb is None:
+            return response
+        if action == "CreateLoadBalancer":
+            if lb.health_check is None and lb.listeners:
+                port = lb.listeners[0].instance_port
+                view.elb.configure_health_check(
+                    load_balancer_name=name,
+                    timeout="5",
+                    healthy_threshold="10",
+                    unhealthy_threshold="2",
+                    interval="30",
+                    target=f"TCP:{port}",
+                )
+            draining = lb.attributes.get("connection_draining", {})
+            draining.setdefault("timeout", 300)
+            lb.attributes["connection_draining"] = draining
+        elif action == "ModifyLoadBalancerAttributes":
+            extra = lb.attributes.get("additional_attributes") or []
+            lb.attributes["additional_attributes"] = list(dict.fromkeys(extra))
+        elif action in ("RegisterInstancesWithLoadBalancer", "DeregisterInstancesFromLoadBalancer"):
+            lb.instance_sparse_ids = list(dict.fromkeys(lb.instance_sparse_ids))
+            return response.with_body(_instances_result(action, lb.instance_sparse_ids, response))
+        return response
+
+
+def _instances_result(action: str, instance_ids: list[str], response: WireResponse) -> bytes:
+    """The ELB XML result of (De)RegisterInstances listing ``instance_ids`` (as AWS does)."""
+    match = re.search(rb"<RequestId>([^<]*)</RequestId>", response.body)
+    request_id = match.group(1).decode() if match else ""
+    members = "".join(
+        f"<member><InstanceId>{instance_id}</InstanceId></member>" for instance_id in instance_ids
+    )
+    return (
+        f'<{action}Response xmlns="http://elasticloadbalancing.amazonaws.com/doc/2012-06-01/">'
+        f"<{action}Result><Instances>{members}</Instances></{action}Result>"
+        f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata>"
+        f"</{action}Response>"
+    ).encode()
+
+
+__all__ = ["SG_ORDERS", "FidelityConfig", "FidelityLayer", "MotoView"]

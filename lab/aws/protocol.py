@@ -1,0 +1,186 @@
+"""The AWS query protocol as the lab's middleware sees it: parse requests, write errors.
+
+Role: EC2, Classic ELB, ELBv2 and STS all speak the AWS *query* protocol: a form-encoded POST
+body ``Action=...&Version=...&Param.1=...`` signed with SigV4, answered with XML. The middleware
+in :mod:`lab.aws.app` needs the service, action, region and flat parameters of every call before
+moto sees it (faults, fidelity checks, trail), and must be able to answer with an AWS error in
+the exact wire shape botocore parses into ``ClientError``:
+
+* EC2: ``<Response><Errors><Error><Code/><Message/></Error></Errors><RequestID/></Response>``
+* ELB, ELBv2, STS: ``<ErrorResponse><Error><Type>Sender|Receiver</Type><Code/><Message/>
+  </Error><RequestId/></ErrorResponse>``
+
+This module is the one place errors become bytes. It also reads the error code back out of
+moto's own error responses for the trail.
+
+Neighbours: used by :mod:`lab.aws.app`; errors come from :mod:`lab.aws.exceptions`.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+from xml.sax.saxutils import escape
+
+from lab.aws.exceptions import AwsError
+
+#: API version strings that tell the two load balancer services apart (both sign as
+#: ``elasticloadbalancing``).
+ELB_VERSION = "2012-06-01"
+ELBV2_VERSION = "2015-12-01"
+
+_XMLNS = {
+    "elb": "http://elasticloadbalancing.amazonaws.com/doc/2012-06-01/",
+    "elbv2": "http://elasticloadbalancing.amazonaws.com/doc/2015-12-01/",
+    "sts": "https://sts.amazonaws.com/doc/2011-06-15/",
+}
+
+_CODE_RE = re.compile(rb"<Code>([^<]*)</Code>")
+_MESSAGE_RE = re.compile(rb"<Message>([^<]*)</Message>", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class AwsRequest:
+    """One parsed AWS API request (query protocol)."""
+
+    service: str
+    """``ec2``, ``elb``, ``elbv2``, ``sts``, or the signing name of anything else."""
+    action: str
+    """The ``Action`` parameter; empty when the request is not a query-protocol call."""
+    region: str
+    params: Mapping[str, str] = field(default_factory=dict)
+    """Every parameter except ``Action`` and ``Version``, flat as on the wire."""
+    version: str = ""
+    user_agent: str = ""
+    source: str = ""
+    """Caller address ``host:port``."""
+
+
+def _signing_scope(environ: Mapping[str, Any]) -> tuple[str, str]:
+    """(region, service) from a SigV4 ``Authorization`` header, or empty strings."""
+    auth = str(environ.get("HTTP_AUTHORIZATION", ""))
+    if "Credential=" not in auth:
+        return "", ""
+    scope = auth.split("Credential=", 1)[1].split(",", 1)[0]
+    parts = scope.split("/")
+    if len(parts) < 5:
+        return "", ""
+    return parts[2], parts[3].lower()
+
+
+def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: str) -> AwsRequest:
+    """Parse the WSGI ``environ`` plus the already-read ``body`` of an AWS call."""
+    pairs = parse_qsl(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
+    content_type = str(environ.get("CONTENT_TYPE", ""))
+    if body and content_type.startswith("application/x-www-form-urlencoded"):
+        pairs += parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True)
+    params = dict(pairs)
+    action = params.pop("Action", "")
+    version = params.pop("Version", "")
+    region, service = _signing_scope(environ)
+    if service == "elasticloadbalancing":
+        service = "elbv2" if version == ELBV2_VERSION else "elb"
+    source = f"{environ.get('REMOTE_ADDR', '')}:{environ.get('REMOTE_PORT', '')}"
+    return AwsRequest(
+        service=service,
+        action=action,
+        region=region or default_region,
+        params=params,
+        version=version,
+        user_agent=str(environ.get("HTTP_USER_AGENT", "")),
+        source=source,
+    )
+
+
+def new_request_id() -> str:
+    """A request id in the style AWS uses (a UUID)."""
+    return str(uuid.uuid4())
+
+
+@dataclass(frozen=True)
+class WireResponse:
+    """An HTTP response on its way back to the caller."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.status < 400
+
+    @property
+    def status_line(self) -> str:
+        from http import HTTPStatus
+
+        try:
+            phrase = HTTPStatus(self.status).phrase
+        except ValueError:
+            phrase = "Unknown"
+        return f"{self.status} {phrase}"
+
+    def header(self, name: str) -> str | None:
+        lowered = name.lower()
+        for key, value in self.headers:
+            if key.lower() == lowered:
+                return value
+        return None
+
+    def with_body(self, body: bytes) -> WireResponse:
+        """The same response with ``body`` replaced and Content-Length fixed."""
+        headers = [(k, v) for k, v in self.headers if k.lower() != "content-length"]
+        headers.append(("Content-Length", str(len(body))))
+        return WireResponse(self.status, headers, body)
+
+
+def error_response(service: str, error: AwsError, *, request_id: str) -> WireResponse:
+    """Serialize ``error`` in the wire shape of ``service`` (the only place errors are written)."""
+    code = escape(error.code)
+    message = escape(error.message)
+    if service == "ec2":
+        text = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message>"
+            f"</Error></Errors><RequestID>{request_id}</RequestID></Response>"
+        )
+    else:
+        kind = "Sender" if error.sender_fault else "Receiver"
+        xmlns = _XMLNS.get(service, _XMLNS["elb"])
+        text = (
+            f'<ErrorResponse xmlns="{xmlns}"><Error><Type>{kind}</Type><Code>{code}</Code>'
+            f"<Message>{message}</Message></Error><RequestId>{request_id}</RequestId>"
+            "</ErrorResponse>"
+        )
+    body = text.encode("utf-8")
+    headers = [
+        ("Content-Type", "text/xml"),
+        ("Content-Length", str(len(body))),
+        ("x-amzn-RequestId", request_id),
+    ]
+    return WireResponse(error.status, headers, body)
+
+
+def read_error(body: bytes) -> tuple[str | None, str | None]:
+    """(code, message) of an AWS XML error body, or (None, None) when there is none."""
+    code = _CODE_RE.search(body)
+    if code is None:
+        return None, None
+    message = _MESSAGE_RE.search(body)
+    text = message.group(1).decode("utf-8", errors="replace") if message else None
+    return code.group(1).decode("utf-8", errors="replace"), text
+
+
+def indexed(params: Mapping[str, str], prefix: str) -> list[str]:
+    """Values of a query-protocol list ``prefix.1``, ``prefix.2``... in index order."""
+    found: list[tuple[int, str]] = []
+    start = prefix + "."
+    for key, value in params.items():
+        if key.startswith(start):
+            rest = key[len(start) :]
+            if rest.isdigit():
+                found.append((int(rest), value))
+    return [value for _, value in sorted(found)]
