@@ -34,7 +34,7 @@ def test_arguments_are_not_interpreted_by_a_shell(tmp_path: Path) -> None:
 
 def test_string_argv_is_rejected() -> None:
     with pytest.raises(TypeError, match="list of arguments"):
-        SubprocessRunner().run("echo hi")  # type: ignore[arg-type]
+        SubprocessRunner().run("echo hi")
 
 
 def test_failure_message_is_pasteable_and_carries_output_tail() -> None:

@@ -1,0 +1,446 @@
+"""The ``kind`` cluster provider: real Kubernetes in Docker, driven through the kind CLI.
+
+Why the CLI and not a library: pytest-kind (PyPI 22.11.1, Nov 2022) is unmaintained, downloads
+kind v0.17.0 and an amd64-only kubectl from GitHub at run time, and its fixture cannot pass a
+config file (docs/reference/peers.md §7.1); the kind CLI is the stable, documented surface. Every
+command goes through ``lab.exec`` so failures print a pasteable command and its output.
+
+Provisioning steps (``lab.cluster.steps``, undone in reverse on failure unless ``retain``):
+
+1. ``check-kind-version``: ``kind version`` must suit the node image (old images are paired with
+   the kind release that built them — v1.22 needs kind v0.20.0; v1beta4 needs kind >= v0.32.0).
+2. ``ensure-network`` (only with ``network_subnet``): a dedicated bridge network whose subnet
+   matches the lab VPC subnet, so container IPs are valid private IPs of the fake instances;
+   kind is pointed at it with ``KIND_EXPERIMENTAL_DOCKER_NETWORK``. Undo removes it if created.
+3. ``write-config``: the version-aware config (``lab.cluster.kind_config``) into the state dir.
+4. ``create-cluster``: ``kind create cluster --name --config --kubeconfig --wait --retain``
+   (``--retain`` so kind leaves failures to *our* undo). Undo: ``kind delete cluster``.
+5. ``discover-nodes``: node containers by kind's label ``io.x-k8s.kind.cluster=<name>``, their
+   IPs from ``docker inspect``; the ``on_nodes`` callback receives them so the lab can align each
+   fake EC2 instance's private IP with its node (kubelet's ``--node-ip`` is the container IP and
+   the CCM rejects a provided node IP the cloud does not report — peers.md §1.2).
+6. ``load-images``: ``kind load docker-image`` for an in-cluster controller image.
+
+Reaching the host from the nodes: containers reach the host at the gateway address of their
+Docker network (``host_address()``; typically ``172.18.0.1`` on kind's default network). The lab's
+AWS endpoint and IMDS must listen on that address (not only 127.0.0.1) for an in-cluster
+controller; point it there with ``AWS_ENDPOINT_URL`` and ``AWS_EC2_METADATA_SERVICE_ENDPOINT``
+(``http://<gateway>:<port>``) since 169.254.169.254 inside a kind node is not ours. A controller
+run on the host (the default) needs none of this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from lab.cluster.base import (
+    Capabilities,
+    ClusterSpec,
+    NodeInfo,
+    NodeName,
+    ProviderID,
+    Role,
+)
+from lab.cluster.kind_config import kind_node_names, render_config
+from lab.cluster.steps import ProgressReporter, Step, StepRun
+from lab.cluster.versions import KubeVersion, node_image
+from lab.exec import Runner, SubprocessRunner
+
+log = logging.getLogger(__name__)
+
+CLUSTER_LABEL = "io.x-k8s.kind.cluster"
+ROLE_LABEL = "io.x-k8s.kind.role"
+NETWORK_OWNER_LABEL = "io.x-k8s.ccm-lab.cluster"
+NETWORK_ENV = "KIND_EXPERIMENTAL_DOCKER_NETWORK"
+_KIND_VERSION_RE = re.compile(r"kind v(\d+)\.(\d+)\.(\d+)")
+
+
+class KindVersionError(RuntimeError):
+    """The kind CLI on PATH cannot drive the requested node image."""
+
+
+def parse_kind_version(text: str) -> tuple[int, int, int]:
+    match = _KIND_VERSION_RE.search(text)
+    if match is None:
+        raise KindVersionError(f"cannot read a version from `kind version` output {text!r}")
+    major, minor, patch = (int(g) for g in match.groups())
+    return major, minor, patch
+
+
+def check_kind_version(
+    kind_version: tuple[int, int, int], kube: KubeVersion, *, explicit_image: bool
+) -> None:
+    """Refuse kind/image pairs known not to work; explain which kind release to use."""
+    have = "v{}.{}.{}".format(*kind_version)
+    if kube.at_least(36) and kind_version < (0, 32, 0):
+        raise KindVersionError(
+            f"kubernetes {kube} needs kubeadm v1beta4 configs, which kind >= v0.32.0 emits; "
+            f"the kind on PATH is {have}"
+        )
+    if explicit_image:
+        return
+    image = node_image(kube)
+    if kind_version < image.kind_release:
+        raise KindVersionError(
+            f"{image.reference} was built by kind {image.kind_release_text}; the kind on PATH "
+            f"({have}) is older — install kind {image.kind_release_text} or newer"
+        )
+    if image.pair_exactly and kind_version != image.kind_release:
+        raise KindVersionError(
+            f"{image.reference} is only known to work with kind {image.kind_release_text} "
+            f"(node image/entrypoint compatibility across kind releases is not promised); "
+            f"the kind on PATH is {have}. Install kind {image.kind_release_text}, or pass "
+            f"strict_kind_version=False to try anyway"
+        )
+
+
+@dataclasses.dataclass
+class KindContext:
+    """State shared by the kind steps."""
+
+    spec: ClusterSpec
+    provider: KindProvider
+    network_created: bool = False
+    nodes: list[NodeInfo] = dataclasses.field(default_factory=list)
+
+
+class KindProvider:
+    """A kind cluster named ``name`` whose files (config, kubeconfig) live in ``state_dir``."""
+
+    kind = "kind"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        state_dir: Path,
+        runner: Runner | None = None,
+        kind_binary: str = "kind",
+        docker_binary: str = "docker",
+        network_subnet: str | None = None,
+        image: str | None = None,
+        images_to_load: Sequence[str] = (),
+        on_nodes: Callable[[Sequence[NodeInfo]], None] | None = None,
+        wait: str = "120s",
+        create_timeout: float = 600.0,
+        strict_kind_version: bool = True,
+    ) -> None:
+        self.name = name
+        self.state_dir = state_dir
+        self.runner = runner or SubprocessRunner()
+        self.kind_binary = kind_binary
+        self.docker_binary = docker_binary
+        self.network_subnet = network_subnet
+        self.image = image
+        self.images_to_load = tuple(images_to_load)
+        self.on_nodes = on_nodes
+        self.wait = wait
+        self.create_timeout = create_timeout
+        self.strict_kind_version = strict_kind_version
+        self._run: StepRun[KindContext] | None = None
+        self._provider_ids: dict[str, ProviderID] = {}
+
+    # --- paths and names ---------------------------------------------------------------
+
+    @property
+    def network(self) -> str | None:
+        """The dedicated Docker network, or None to use kind's shared ``kind`` network."""
+        return f"ccm-lab-{self.name}" if self.network_subnet else None
+
+    @property
+    def config_path(self) -> Path:
+        return self.state_dir / "kind-config.yaml"
+
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    def kind_env(self) -> dict[str, str]:
+        return {NETWORK_ENV: self.network} if self.network else {}
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            provisions=True,
+            real_kubelet=True,
+            real_controller_manager=True,
+            load_images=True,
+            stop_node_heartbeat=False,
+            host_address_for_nodes=None,  # ask host_address() once the network exists
+        )
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def steps(self) -> list[Step[KindContext]]:
+        steps: list[Step[KindContext]] = [CheckKindVersion()]
+        if self.network_subnet:
+            steps.append(EnsureNetwork())
+        steps += [WriteConfig(), CreateCluster(), DiscoverNodes()]
+        if self.images_to_load:
+            steps.append(LoadImages())
+        return steps
+
+    def provision(
+        self, spec: ClusterSpec, *, retain: bool = False, progress: ProgressReporter | None = None
+    ) -> None:
+        if spec.name != self.name:
+            raise ValueError(f"spec.name {spec.name!r} differs from provider name {self.name!r}")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        ctx = KindContext(spec=spec, provider=self)
+        run: StepRun[KindContext] = StepRun(self.steps(), progress=progress)
+        run.run(ctx, retain=retain)
+        self._run = run
+
+    def delete(self) -> None:
+        """Delete the cluster and the dedicated network (found by label, so a fresh process
+        can clean up a lab it did not create). Idempotent."""
+        self.runner.run(
+            [
+                self.kind_binary,
+                "delete",
+                "cluster",
+                "--name",
+                self.name,
+                "--kubeconfig",
+                str(self.kubeconfig()),
+            ],
+            timeout=180,
+            env=self.kind_env(),
+        )
+        if self.network and self._owned_network_exists():
+            self.runner.run([self.docker_binary, "network", "rm", self.network], timeout=60)
+
+    def logs(self, dest: Path) -> Path:
+        dest.mkdir(parents=True, exist_ok=True)
+        self.runner.run(
+            [self.kind_binary, "export", "logs", str(dest), "--name", self.name], timeout=300
+        )
+        return dest
+
+    def load_image(self, image: str, *, nodes: Sequence[str] = ()) -> None:
+        argv = [self.kind_binary, "load", "docker-image", image, "--name", self.name]
+        if nodes:
+            argv += ["--nodes", ",".join(nodes)]
+        self.runner.run(argv, timeout=300)
+
+    def nodes(self) -> list[NodeInfo]:
+        listed = self.runner.run(
+            [
+                self.docker_binary,
+                "ps",
+                "--all",
+                "--filter",
+                f"label={CLUSTER_LABEL}={self.name}",
+                "--format",
+                "{{.Names}}",
+            ],
+            timeout=30,
+        )
+        names = sorted(n for n in listed.stdout.split() if n)
+        if not names:
+            return []
+        inspected = self.runner.run([self.docker_binary, "inspect", *names], timeout=30)
+        return [self._node_from_inspect(item) for item in json.loads(inspected.stdout)]
+
+    def host_address(self) -> str:
+        """The gateway of the nodes' Docker network: where nodes reach host processes."""
+        network = self.network or "kind"
+        result = self.runner.run(
+            [
+                self.docker_binary,
+                "network",
+                "inspect",
+                network,
+                "--format",
+                "{{range .IPAM.Config}}{{.Gateway}} {{end}}",
+            ],
+            timeout=30,
+        )
+        gateways = [g for g in result.stdout.split() if g and ":" not in g]
+        if not gateways:
+            raise RuntimeError(f"docker network {network!r} reports no IPv4 gateway")
+        return gateways[0]
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def _owned_network_exists(self) -> bool:
+        if self.network is None:
+            return False
+        result = self.runner.run(
+            [
+                self.docker_binary,
+                "network",
+                "ls",
+                "--filter",
+                f"label={NETWORK_OWNER_LABEL}={self.name}",
+                "--format",
+                "{{.Name}}",
+            ],
+            timeout=30,
+        )
+        return self.network in result.stdout.split()
+
+    def _node_from_inspect(self, item: dict[str, Any]) -> NodeInfo:
+        name = str(item["Name"]).lstrip("/")
+        labels = item.get("Config", {}).get("Labels") or {}
+        role = Role(labels.get(ROLE_LABEL, Role.WORKER.value))
+        networks = item.get("NetworkSettings", {}).get("Networks") or {}
+        net: dict[str, Any] = networks.get(self.network or "kind") or next(
+            iter(networks.values()), {}
+        )
+        ip = net.get("IPAddress") or None
+        return NodeInfo(NodeName(name), role, ip, self._provider_ids.get(name))
+
+
+# --- steps -----------------------------------------------------------------------------
+
+
+class CheckKindVersion:
+    name = "check-kind-version"
+
+    def execute(self, ctx: KindContext) -> None:
+        p = ctx.provider
+        out = p.runner.run([p.kind_binary, "version"], timeout=30).stdout
+        try:
+            check_kind_version(
+                parse_kind_version(out), ctx.spec.version, explicit_image=p.image is not None
+            )
+        except KindVersionError as err:
+            if p.strict_kind_version:
+                raise
+            log.warning("continuing despite: %s", err)
+
+    def undo(self, ctx: KindContext) -> None:
+        return None
+
+
+class EnsureNetwork:
+    name = "ensure-network"
+
+    def execute(self, ctx: KindContext) -> None:
+        p = ctx.provider
+        if p.network is None or p.network_subnet is None:
+            raise RuntimeError("ensure-network runs only when network_subnet is set")
+        probe = p.runner.run([p.docker_binary, "network", "inspect", p.network], check=False)
+        if probe.ok:
+            log.info("docker network %s exists; reusing it", p.network)
+            return
+        p.runner.run(
+            [
+                p.docker_binary,
+                "network",
+                "create",
+                "--driver",
+                "bridge",
+                "--subnet",
+                p.network_subnet,
+                "--label",
+                f"{NETWORK_OWNER_LABEL}={p.name}",
+                p.network,
+            ],
+            timeout=60,
+        )
+        ctx.network_created = True
+
+    def undo(self, ctx: KindContext) -> None:
+        p = ctx.provider
+        if ctx.network_created and p.network is not None:
+            p.runner.run([p.docker_binary, "network", "rm", p.network], timeout=60)
+            ctx.network_created = False
+
+
+class WriteConfig:
+    name = "write-config"
+
+    def execute(self, ctx: KindContext) -> None:
+        p = ctx.provider
+        text = render_config(
+            cluster_name=p.name, version=ctx.spec.version, nodes=ctx.spec.nodes, image=p.image
+        )
+        p.config_path.write_text(text)
+
+    def undo(self, ctx: KindContext) -> None:
+        return None  # the rendered config stays in the state dir for the post-mortem
+
+
+class CreateCluster:
+    name = "create-cluster"
+
+    def execute(self, ctx: KindContext) -> None:
+        p = ctx.provider
+        names = kind_node_names(p.name, [n.role for n in ctx.spec.nodes])
+        p._provider_ids = {
+            name: spec.provider_id
+            for name, spec in zip(names, ctx.spec.nodes, strict=True)
+            if spec.provider_id is not None
+        }
+        p.runner.run(
+            [
+                p.kind_binary,
+                "create",
+                "cluster",
+                "--name",
+                p.name,
+                "--config",
+                str(p.config_path),
+                "--kubeconfig",
+                str(p.kubeconfig()),
+                "--wait",
+                p.wait,
+                "--retain",
+            ],
+            timeout=p.create_timeout,
+            env=p.kind_env(),
+        )
+
+    def undo(self, ctx: KindContext) -> None:
+        p = ctx.provider
+        p.runner.run(
+            [
+                p.kind_binary,
+                "delete",
+                "cluster",
+                "--name",
+                p.name,
+                "--kubeconfig",
+                str(p.kubeconfig()),
+            ],
+            timeout=180,
+            env=p.kind_env(),
+        )
+
+
+class DiscoverNodes:
+    name = "discover-nodes"
+
+    def execute(self, ctx: KindContext) -> None:
+        p = ctx.provider
+        nodes = p.nodes()
+        expected = kind_node_names(p.name, [n.role for n in ctx.spec.nodes])
+        missing = sorted(set(expected) - {n.name for n in nodes})
+        if missing:
+            raise RuntimeError(f"kind reported success but node containers are missing: {missing}")
+        without_ip = [n.name for n in nodes if n.ip is None]
+        if without_ip:
+            raise RuntimeError(f"node containers without an IPv4 address: {without_ip}")
+        ctx.nodes = nodes
+        if p.on_nodes is not None:
+            p.on_nodes(nodes)
+
+    def undo(self, ctx: KindContext) -> None:
+        ctx.nodes = []
+
+
+class LoadImages:
+    name = "load-images"
+
+    def execute(self, ctx: KindContext) -> None:
+        for image in ctx.provider.images_to_load:
+            ctx.provider.load_image(image)
+
+    def undo(self, ctx: KindContext) -> None:
+        return None  # images go with the cluster

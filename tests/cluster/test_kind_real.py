@@ -1,0 +1,66 @@
+"""A real kind cluster (marker ``kind``): skipped, with the reason, where Docker or kind is absent.
+
+Creates a one-node cluster at the newest pinned version with an AWS-style provider ID and checks
+what a kubelet with ``--cloud-provider=external`` registers: the provider ID we passed (not
+kind's ``kind://`` default), the uninitialized taint and the provided-node-ip annotation.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from lab.cluster.base import ClusterSpec, NodeSpec, ProviderID, Role
+from lab.cluster.kind import KindProvider
+from lab.cluster.versions import LATEST
+from lab.exec import CommandError, SubprocessRunner
+
+
+def _docker_engine_problem() -> str | None:
+    if shutil.which("docker") is None:
+        return "the docker CLI is not on PATH"
+    try:
+        SubprocessRunner().run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout=5)
+    except CommandError as err:
+        return f"no Docker engine answers `docker info` ({err.reason})"
+    return None
+
+
+def _skip_reason() -> str | None:
+    problem = _docker_engine_problem()
+    if problem is None and shutil.which("kind") is None:
+        problem = "the kind CLI is not on PATH"
+    return problem
+
+
+@pytest.mark.kind
+@pytest.mark.timeout(900)
+def test_real_kind_cluster_registers_external_cloud_provider_node(tmp_path: Path) -> None:
+    reason = _skip_reason()
+    if reason is not None:
+        pytest.skip(f"needs a Docker engine and kind: {reason}")
+    import json
+
+    from kubernetes import client, config
+
+    name = f"ccm-lab-t{uuid.uuid4().hex[:6]}"
+    provider_id = ProviderID("aws:///us-east-1a/i-0123456789abcdef0")
+    provider = KindProvider(name, state_dir=tmp_path / name, strict_kind_version=False)
+    spec = ClusterSpec(name, LATEST, (NodeSpec(Role.CONTROL_PLANE, provider_id=provider_id),))
+    try:
+        provider.provision(spec)
+        api_client = config.new_client_from_config(str(provider.kubeconfig()))  # type: ignore[no-untyped-call]
+        api = client.CoreV1Api(api_client)
+        (info,) = provider.nodes()
+        raw = api.read_node(info.name, _preload_content=False)
+        node = json.loads(raw.data)  # type: ignore[attr-defined]  # urllib3 response
+        assert node["metadata"]["name"] == f"{name}-control-plane"
+        assert node["spec"]["providerID"] == provider_id
+        taints = {(t["key"], t["effect"]) for t in node["spec"].get("taints", [])}
+        assert ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule") in taints
+        assert node["metadata"]["annotations"]["alpha.kubernetes.io/provided-node-ip"] == info.ip
+    finally:
+        provider.delete()
