@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from controller.cloud import LABEL_EXCLUDE_LB, TAINT_UNINITIALIZED, ServiceKey
@@ -147,3 +148,27 @@ class ServiceHarness:
 
     def lb_nodes(self, key: str = "default/web") -> tuple[str, ...]:
         return self.cloud.load_balancers[ServiceKey(key)].nodes
+
+
+class NodeHarness:
+    """Node and lifecycle controllers on the fake Kubernetes and the fake cloud, fake time."""
+
+    def __init__(self, *legacy: str, grace: float = 120.0) -> None:
+        from controller.lifecycle import LifecycleController
+        from controller.node import NodeController
+
+        self.clock = FakeClock(start=datetime(2026, 1, 1, 0, 10, tzinfo=UTC))
+        self.kube = FakeKube()
+        self.cloud = FakeCloud()
+        self.nodes = NodeController(
+            self.kube, self.cloud, nodes=self.kube.stores["nodes"], clock=self.clock
+        )
+        self.nodes.register(self.kube.stores["nodes"])
+        self.lifecycle = LifecycleController(
+            self.kube,
+            self.cloud,
+            nodes=self.kube.stores["nodes"],
+            legacy=LegacyFlags.parse(legacy),
+            clock=self.clock,
+            deletion_grace_period=grace,
+        )
