@@ -1,0 +1,39 @@
+"""``python -m lab.imds`` as a child process: ready line, real client, clean SIGTERM exit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from botocore.utils import InstanceMetadataRegionFetcher
+
+from lab.imds import ImdsProcess, ImdsReadinessError
+from tests.imds.conftest import REGION, SeededInstance, get
+
+
+def test_child_process_serves_and_exits_cleanly(
+    aws_url: str, node: SeededInstance, tmp_path: Path
+) -> None:
+    proc = ImdsProcess(
+        aws_url,
+        REGION,
+        instance_id=node.instance_id,
+        imdsv2="required",
+        log_path=tmp_path / "imds.log",
+    )
+    with proc:
+        assert proc.url.startswith("http://127.0.0.1:")
+        assert (
+            InstanceMetadataRegionFetcher(base_url=proc.url, timeout=2).retrieve_region() == REGION
+        )
+        assert get(proc.url, "latest/meta-data/instance-id").status == 401  # --imdsv2 required
+        assert proc.control.state()["tokens"] == 1
+        code = proc.stop()
+    assert code == 0
+    assert proc.stop() is None  # idempotent
+
+
+def test_readiness_failure_carries_the_log(aws_url: str, tmp_path: Path) -> None:
+    proc = ImdsProcess(aws_url, extra_args=("--client-hops", "0"), log_path=tmp_path / "imds.log")
+    with pytest.raises(ImdsReadinessError, match=r"--client-hops=0: must be >= 1"):
+        proc.start()
