@@ -4,6 +4,7 @@
   by the kernel) and stops it leaving no process or port behind;
 * ``attach`` builds the VS Code attach configuration and renders attach instructions;
 * ``dap`` is a small Debug Adapter Protocol client for tests;
+* ``session`` is the foreground session behind ``invoke lab.debug``;
 * ``bootstrap`` is the code that runs first inside the debuggee.
 
 Only the standard library is imported eagerly (``rich`` on demand), so that
@@ -19,16 +20,22 @@ from lab.debug.attach import (
     render_attach_text,
     vscode_attach_config,
 )
-from lab.debug.dap import (
-    DapClient,
+from lab.debug.dap import DapClient, attach_session, find_line
+from lab.debug.dap_types import (
     DapConnectionError,
     DapError,
     DapRequestError,
     DapTimeoutError,
-    attach_session,
-    find_line,
 )
 from lab.debug.launcher import DebugEndpoint, Debuggee, DebuggeeError
+from lab.debug.session import (
+    SessionState,
+    StartedSession,
+    end_session,
+    read_session_state,
+    run_foreground,
+    start_session,
+)
 
 __all__ = [
     "AttachConfiguration",
@@ -40,10 +47,16 @@ __all__ = [
     "DebugEndpoint",
     "Debuggee",
     "DebuggeeError",
+    "SessionState",
+    "StartedSession",
     "attach_session",
+    "end_session",
     "find_line",
     "launch_json",
+    "read_session_state",
     "render_attach_rich",
     "render_attach_text",
+    "run_foreground",
+    "start_session",
     "vscode_attach_config",
 ]

@@ -22,6 +22,7 @@ Design:
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import socket
@@ -30,132 +31,33 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, NotRequired, Self, TypedDict, cast
+from typing import Any, Self, cast
+
+from lab.debug.dap_types import (
+    Breakpoint,
+    DapConnectionError,
+    DapError,
+    DapProtocolError,
+    DapRequestError,
+    DapTimeoutError,
+    EvaluateResult,
+    Event,
+    JSONObject,
+    PathMapping,
+    Request,
+    Response,
+    Scope,
+    StackFrame,
+    StoppedEventBody,
+    Thread,
+    Variable,
+)
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 10.0
 _HEADER_LIMIT = 16 * 1024
 _BODY_LIMIT = 64 * 1024 * 1024
-
-JSONObject = dict[str, Any]
-
-
-# -- wire messages ---------------------------------------------------------------------------
-
-
-class Request(TypedDict):
-    seq: int
-    type: Literal["request"]
-    command: str
-    arguments: NotRequired[JSONObject]
-
-
-class Response(TypedDict):
-    seq: int
-    type: Literal["response"]
-    request_seq: int
-    success: bool
-    command: str
-    message: NotRequired[str]
-    body: NotRequired[JSONObject]
-
-
-class Event(TypedDict):
-    seq: int
-    type: Literal["event"]
-    event: str
-    body: NotRequired[JSONObject]
-
-
-# -- bodies we read --------------------------------------------------------------------------
-
-
-class Source(TypedDict, total=False):
-    name: str
-    path: str
-    sourceReference: int
-
-
-class Breakpoint(TypedDict, total=False):
-    id: int
-    verified: bool
-    message: str
-    line: int
-    source: Source
-
-
-class Thread(TypedDict):
-    id: int
-    name: str
-
-
-class StackFrame(TypedDict):
-    id: int
-    name: str
-    line: int
-    column: int
-    source: NotRequired[Source]
-
-
-class Scope(TypedDict):
-    name: str
-    variablesReference: int
-    expensive: bool
-
-
-class Variable(TypedDict):
-    name: str
-    value: str
-    variablesReference: int
-    type: NotRequired[str]
-
-
-class EvaluateResult(TypedDict):
-    result: str
-    variablesReference: int
-    type: NotRequired[str]
-
-
-class StoppedEventBody(TypedDict):
-    reason: str
-    threadId: NotRequired[int]
-    description: NotRequired[str]
-    allThreadsStopped: NotRequired[bool]
-
-
-class PathMapping(TypedDict):
-    localRoot: str
-    remoteRoot: str
-
-
-# -- errors ----------------------------------------------------------------------------------
-
-
-class DapError(Exception):
-    """Base class: something went wrong talking to the debug adapter."""
-
-
-class DapConnectionError(DapError):
-    """The adapter could not be reached, or the connection was lost."""
-
-
-class DapProtocolError(DapError):
-    """The adapter sent bytes that are not a well-formed DAP message."""
-
-
-class DapRequestError(DapError):
-    """The adapter answered a request with ``success: false``."""
-
-    def __init__(self, command: str, message: str, body: JSONObject | None = None) -> None:
-        super().__init__(f"DAP request {command!r} failed: {message}")
-        self.command = command
-        self.message = message
-        self.body = body or {}
-
-
-class DapTimeoutError(DapError, TimeoutError):
-    """A response or an event did not arrive in time; the message names which one."""
 
 
 # -- the client ------------------------------------------------------------------------------
@@ -285,13 +187,13 @@ class DapClient:
                 ) from exc
         self._note("->", message)
 
-    def _read_exactly(self, stream: Any, n: int) -> bytes:
+    def _read_exactly(self, stream: io.BufferedReader, n: int) -> bytes:
         data: bytes = stream.read(n)
         if len(data) != n:
             raise EOFError(f"connection closed mid-message ({len(data)} of {n} bytes)")
         return data
 
-    def _read_message(self, stream: Any) -> JSONObject | None:
+    def _read_message(self, stream: io.BufferedReader) -> JSONObject | None:
         length: int | None = None
         seen = 0
         while True:

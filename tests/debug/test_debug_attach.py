@@ -222,3 +222,25 @@ def test_bad_targets_are_rejected(tmp_path: Path, target: list[str], message: st
 def test_bad_port_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="70000"):
         Debuggee(["x.py"], tmp_path, port=70000)
+
+
+def test_detach_and_reattach(tmp_path: Path, target: Path) -> None:
+    """A user detaches (without ending the program) and attaches again later."""
+    trigger = tmp_path / "go"
+    line = find_line(target, MARKER)
+    with Debuggee([str(target), str(trigger)], tmp_path / "logs") as debuggee:
+        ep = debuggee.endpoint
+        with attach_session(ep.host, ep.port, breakpoints={}, timeout=TIMEOUT) as first:
+            first.disconnect(timeout=TIMEOUT)
+        with attach_session(
+            ep.host, ep.port, breakpoints={target: [line]}, timeout=TIMEOUT
+        ) as second:
+            trigger.touch()
+            stopped = second.wait_for_stop(reason="breakpoint", timeout=TIMEOUT)
+            frame = second.top_frame(stopped["threadId"], timeout=TIMEOUT)
+            assert second.evaluate("item", frame["id"], timeout=TIMEOUT)["result"] == "'alpha'"
+            second.set_breakpoints(target, [], timeout=TIMEOUT)
+            second.continue_(stopped["threadId"], timeout=TIMEOUT)
+            second.disconnect(timeout=TIMEOUT)
+        assert debuggee.wait(TIMEOUT) == 0
+    _gone(debuggee, ep.pid, ep.port)
