@@ -1,0 +1,348 @@
+"""HTTP/1.1 transport and the :class:`KubeSimulator` component.
+
+A stdlib ``ThreadingHTTPServer`` (one thread per connection, persistent connections,
+``Content-Length`` replies, chunked watch streams flushed per event, optional TLS) in front of
+``handlers.Api``. :class:`KubeSimulator` is the lab component: context manager, port 0,
+readiness wait with explicit timeout, idempotent stop, kubeconfig generation, a typed control
+client and a ready-made ``kubernetes.client.ApiClient``. ``__main__.py`` runs it as a process.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import secrets
+import select
+import socket
+import ssl
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lab.kube.control import ControlClient
+from lab.kube.handlers import Api, Request
+from lab.kube.store import Store
+from lab.kube.tls import ServingCerts, make_certs
+
+log = logging.getLogger(__name__)
+
+
+class SimulatorError(RuntimeError):
+    pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body leave together; no 40 ms delayed-ACK stalls
+    wbufsize = 64 * 1024
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s %s", self.address_string(), format % args)
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            return b"".join(chunks)
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _alive(self) -> bool:
+        sock = self.connection
+        if isinstance(sock, ssl.SSLSocket):
+            return True
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+            if readable:
+                return bool(sock.recv(1, socket.MSG_PEEK))
+        except OSError:
+            return False
+        return True
+
+    def _serve(self) -> None:
+        body = self._read_body()
+        host = self.server.server_address
+        host_s = host[0].decode() if isinstance(host[0], bytes) else host[0]
+        req = Request(
+            method=self.command,
+            target=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+            server_address=f"{host_s}:{host[1]}",
+            alive=self._alive,
+        )
+        resp = self.server.api.handle(req)
+        self.send_response(resp.status)
+        self.send_header("Content-Type", resp.content_type)
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Audit-Id", secrets.token_hex(8))
+        for k, v in resp.headers.items():
+            self.send_header(k, v)
+        if resp.stream is None:
+            self.send_header("Content-Length", str(len(resp.body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(resp.body)
+            return
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        stream = resp.stream
+        try:
+            for chunk in stream:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+            self.close_connection = True
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _serve
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], api: Api) -> None:
+        self.api = api
+        super().__init__(address, _Handler)
+
+
+class _LogBuffer(logging.Handler):
+    def __init__(self, size: int = 200) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: deque[str] = deque(maxlen=size)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+class KubeSimulator:
+    """The embedded API server as a lab component.
+
+    ``with KubeSimulator() as sim: client = sim.api_client()``. ``tls=True`` serves HTTPS with
+    a fresh CA and requires a bearer token (both in the kubeconfig). ``state_file`` loads state
+    at start when the file exists and saves it at stop.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: bool = False,
+        token: str | None = None,
+        state_file: str | Path | None = None,
+        service_cidr: str = "10.96.0.0/16",
+        node_port_range: tuple[int, int] = (30000, 32767),
+        history: int = 20000,
+        workdir: str | Path | None = None,
+        ready_timeout: float = 10.0,
+    ) -> None:
+        self.host, self._port, self.tls = host, port, tls
+        self.token = token if token is not None else (secrets.token_urlsafe(24) if tls else None)
+        self.state_file = Path(state_file) if state_file else None
+        self.ready_timeout = ready_timeout
+        self.store = Store(
+            service_cidr=service_cidr, node_port_range=node_port_range, history=history
+        )
+        self.api = Api(self.store, token=self.token)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._workdir = Path(workdir) if workdir else None
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._certs: ServingCerts | None = None
+        self._kubeconfig: Path | None = None
+        self._logs = _LogBuffer()
+        self._clients: list[Any] = []
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> KubeSimulator:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def workdir(self) -> Path:
+        if self._workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="ccm-lab-kube-")
+            self._workdir = Path(self._tmp.name)
+        self._workdir.mkdir(parents=True, exist_ok=True)
+        return self._workdir
+
+    def start(self) -> None:
+        if self._server is not None:
+            return
+        logging.getLogger("lab.kube").addHandler(self._logs)
+        if self.state_file and self.state_file.exists():
+            self.store.load(json.loads(self.state_file.read_text()))
+        self.api.stopping.clear()
+        server = _Server((self.host, self._port), self.api)
+        if self.tls:
+            self._certs = make_certs((self.host, "localhost"))
+            _, cert, key = self._certs.write(self.workdir / "pki")
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(str(cert), str(key))
+            server.socket = ctx.wrap_socket(server.socket, server_side=True)
+            self.store.ca_pem = self._certs.ca_pem.decode()
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name=f"kube-sim-{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        self._wait_ready()
+        self._kubeconfig = self.write_kubeconfig(self.workdir / "kubeconfig")
+        log.info("kube simulator ready at %s", self.url)
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        ctx = (
+            ssl.create_default_context(cadata=self._certs.ca_pem.decode()) if self._certs else None
+        )
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=1.0, context=ctx) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError as exc:
+                last = exc
+            time.sleep(0.02)
+        recent = "\n".join(self._logs.lines)
+        self.stop()
+        raise SimulatorError(
+            f"kube simulator not ready after {self.ready_timeout}s at {self.url}: "
+            f"{last}\nrecent log:\n{recent}"
+        )
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self.api.stopping.set()
+        self.store.close_watches()
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for client in self._clients:
+            with contextlib.suppress(Exception):
+                client.close()
+        self._clients.clear()
+        if self.state_file:
+            self.save_state(self.state_file)
+        logging.getLogger("lab.kube").removeHandler(self._logs)
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+            self._workdir = None
+
+    def save_state(self, path: str | Path) -> None:
+        target = Path(path)
+        tmp = target.with_suffix(target.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.store.dump()))
+        tmp.replace(target)
+
+    # ------------------------------------------------------------------ endpoints
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            return self._port
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        if self._kubeconfig is None:
+            raise SimulatorError("simulator not started")
+        return self._kubeconfig
+
+    @property
+    def ca_pem(self) -> bytes | None:
+        return self._certs.ca_pem if self._certs else None
+
+    def kubeconfig(self) -> dict[str, Any]:
+        cluster: dict[str, Any] = {"server": self.url}
+        if self._certs is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(self._certs.ca_pem).decode()
+        user: dict[str, Any] = {"token": self.token} if self.token else {}
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "ccm-lab-sim", "cluster": cluster}],
+            "contexts": [
+                {
+                    "name": "ccm-lab-sim",
+                    "context": {
+                        "cluster": "ccm-lab-sim",
+                        "user": "ccm-lab-admin",
+                        "namespace": "default",
+                    },
+                }
+            ],
+            "current-context": "ccm-lab-sim",
+            "users": [{"name": "ccm-lab-admin", "user": user}],
+            "preferences": {},
+        }
+
+    def write_kubeconfig(self, path: str | Path) -> Path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml.safe_dump(self.kubeconfig(), sort_keys=False))
+        target.chmod(0o600)
+        return target
+
+    @property
+    def control(self) -> ControlClient:
+        ca_file = None
+        if self._certs is not None:
+            ca_file = str(self.workdir / "pki" / "ca.crt")
+        return ControlClient(self.url, token=self.token, ca_file=ca_file)
+
+    def api_client(self) -> Any:
+        """A ``kubernetes.client.ApiClient`` configured from this simulator's kubeconfig."""
+        from kubernetes import config
+
+        client = config.new_client_from_config(config_file=str(self.kubeconfig_path))  # type: ignore[no-untyped-call]
+        self._clients.append(client)
+        return client
+
+    def handler_errors(self) -> list[str]:
+        with self.api._errors_lock:
+            return list(self.api.errors)
+
+    def take_handler_errors(self) -> list[str]:
+        with self.api._errors_lock:
+            out = list(self.api.errors)
+            self.api.errors.clear()
+        return out

@@ -1,0 +1,341 @@
+"""Per-kind strategies: what differs between kinds on top of the generic store.
+
+A strategy answers the questions ``k8s.io/apiserver``'s ``RESTCreateStrategy`` and friends
+answer: how names are validated, what a create resets, which half of the object the main
+resource and ``/status`` may change, whether ``metadata.generation`` is managed, which field
+selectors exist, whether delete is graceful and whether it returns the object. The store
+(``store.py``) calls these hooks under its lock; Services (allocation) live in ``services.py``.
+Adding a kind = one entry in ``resources.py`` and, if it behaves specially, a class here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lab.kube.errors import FieldError, bad_request, not_supported, required
+from lab.kube.resources import ResourceType
+from lab.kube.validation import validate_labels
+
+Obj = dict[str, Any]
+
+GENERIC_FIELDS = ("metadata.name", "metadata.namespace")
+
+
+def _get(obj: Obj, path: str) -> Any:
+    cur: Any = obj
+    for part in path.split("."):
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
+def _str(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class Strategy:
+    """Defaults shared by the plain CRUD kinds (ConfigMap, Endpoints, Lease, …)."""
+
+    name_rule = "subdomain"
+    generation_managed = False
+    create_on_update = False
+    unconditional_update = True
+    return_deleted_object = False
+    field_labels: tuple[str, ...] = GENERIC_FIELDS
+    custom_field_labels = False  # True: errors say "field label not supported"
+
+    def __init__(self, rt: ResourceType) -> None:
+        self.rt = rt
+        self.has_status = "status" in rt.subresources
+
+    # -- field selectors ------------------------------------------------------------------
+    def check_field_selector(self, fields: tuple[str, ...]) -> None:
+        for f in fields:
+            if f not in self.field_labels:
+                if self.custom_field_labels:
+                    raise bad_request(f"field label not supported: {f}")
+                raise bad_request(
+                    f'"{f}" is not a known field selector: only "metadata.name", '
+                    '"metadata.namespace"'
+                )
+
+    def fields(self, obj: Obj) -> dict[str, str]:
+        return {f: _str(_get(obj, f)) for f in self.field_labels}
+
+    # -- lifecycle hooks ------------------------------------------------------------------
+    def prepare_for_create(self, obj: Obj) -> None:
+        if self.has_status:
+            obj.pop("status", None)
+
+    def prepare_for_update(self, new: Obj, old: Obj, subresource: str) -> None:
+        if not self.has_status:
+            return
+        if subresource == "status":
+            _copy_key(new, old, "spec")
+        else:
+            _copy_key(new, old, "status")
+
+    def default(self, obj: Obj, old: Obj | None) -> None:
+        pass
+
+    def validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
+        return []
+
+    def allocate(self, obj: Obj, old: Obj | None, *, dry_run: bool) -> None:
+        """Claim cluster-wide resources (IPs, ports); raise ApiError when impossible."""
+
+    def release(self, obj: Obj) -> None:
+        """Give back what :meth:`allocate` claimed for ``obj`` (on final delete)."""
+
+    def reset(self) -> None:
+        """Forget allocator state (the store re-allocates from its objects afterwards)."""
+
+    def grace_period(self, obj: Obj, requested: int | None) -> int:
+        """Seconds of graceful deletion; 0 deletes at once (finalizers permitting)."""
+        return 0
+
+
+def _copy_key(new: Obj, old: Obj, key: str) -> None:
+    if key in old:
+        new[key] = old[key]
+    else:
+        new.pop(key, None)
+
+
+class NamespaceStrategy(Strategy):
+    name_rule = "label"
+    field_labels = ("metadata.name", "status.phase")
+    custom_field_labels = True
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj["status"] = {"phase": "Active"}
+        spec = obj.setdefault("spec", {})
+        fin = spec.get("finalizers") or []
+        if "kubernetes" not in fin:
+            spec["finalizers"] = [*fin, "kubernetes"]
+
+    def default(self, obj: Obj, old: Obj | None) -> None:
+        meta = obj.setdefault("metadata", {})
+        labels = meta.get("labels") or {}
+        labels["kubernetes.io/metadata.name"] = meta.get("name", "")
+        meta["labels"] = labels
+        obj.setdefault("spec", {})
+        obj.setdefault("status", {"phase": "Active"})
+
+
+class NodeStrategy(Strategy):
+    field_labels = ("metadata.name", "spec.unschedulable")
+    custom_field_labels = True
+
+    def fields(self, obj: Obj) -> dict[str, str]:
+        return {
+            "metadata.name": _str(_get(obj, "metadata.name")),
+            "spec.unschedulable": _str(bool(_get(obj, "spec.unschedulable"))),
+        }
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        pass  # "Nodes allow *all* fields, including status, to be set on create"
+
+    def default(self, obj: Obj, old: Obj | None) -> None:
+        status = obj.get("status")
+        if isinstance(status, dict) and "capacity" in status and "allocatable" not in status:
+            status["allocatable"] = dict(status["capacity"])
+
+    def validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
+        errs: list[FieldError] = []
+        for i, t in enumerate((obj.get("spec") or {}).get("taints") or []):
+            if not t.get("key"):
+                errs.append(required(f"spec.taints[{i}].key"))
+            effect = t.get("effect")
+            allowed = ["NoExecute", "NoSchedule", "PreferNoSchedule"]
+            if effect not in allowed:
+                errs.append(
+                    required(f"spec.taints[{i}].effect")
+                    if not effect
+                    else not_supported(f"spec.taints[{i}].effect", effect, allowed)
+                )
+        return errs
+
+
+class PodStrategy(Strategy):
+    return_deleted_object = True
+    field_labels = (
+        "metadata.name",
+        "metadata.namespace",
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.podIPs",
+        "status.nominatedNodeName",
+    )
+    custom_field_labels = True
+
+    def check_field_selector(self, fields: tuple[str, ...]) -> None:
+        super().check_field_selector(
+            tuple("spec.nodeName" if f == "spec.host" else f for f in fields)
+        )
+
+    def fields(self, obj: Obj) -> dict[str, str]:
+        out = super().fields(obj)
+        out["spec.host"] = out["spec.nodeName"]
+        out["spec.hostNetwork"] = _str(bool(_get(obj, "spec.hostNetwork")))
+        ips = _get(obj, "status.podIPs") or []
+        out["status.podIPs"] = ips[0].get("ip", "") if ips else ""
+        return out
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+
+    def default(self, obj: Obj, old: Obj | None) -> None:
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("restartPolicy", "Always")
+        spec.setdefault("terminationGracePeriodSeconds", 30)
+        spec.setdefault("dnsPolicy", "ClusterFirst")
+        spec.setdefault("schedulerName", "default-scheduler")
+        spec.setdefault("securityContext", {})
+        spec.setdefault("enableServiceLinks", True)
+        spec.setdefault("serviceAccountName", "default")
+        spec.setdefault("serviceAccount", spec["serviceAccountName"])
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        spec.setdefault("priority", 0)
+        for c in spec.get("containers") or []:
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+            c.setdefault("resources", {})
+            c.setdefault(
+                "imagePullPolicy",
+                "IfNotPresent"
+                if ":" in c.get("image", ":") and not str(c.get("image", "")).endswith(":latest")
+                else "Always",
+            )
+            for p in c.get("ports") or []:
+                p.setdefault("protocol", "TCP")
+
+    def validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
+        containers = (obj.get("spec") or {}).get("containers")
+        if not containers:
+            return [required("spec.containers")]
+        errs: list[FieldError] = []
+        for i, c in enumerate(containers):
+            if not c.get("name"):
+                errs.append(required(f"spec.containers[{i}].name"))
+            if not c.get("image") and old is None:
+                errs.append(required(f"spec.containers[{i}].image"))
+        return errs
+
+    def grace_period(self, obj: Obj, requested: int | None) -> int:
+        spec = obj.get("spec") or {}
+        phase = (obj.get("status") or {}).get("phase")
+        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+            return 0
+        if requested is not None:
+            return max(requested, 0)
+        return int(spec.get("terminationGracePeriodSeconds", 30))
+
+
+class SecretStrategy(Strategy):
+    field_labels = ("metadata.name", "metadata.namespace", "type")
+    custom_field_labels = True
+
+    def default(self, obj: Obj, old: Obj | None) -> None:
+        obj.setdefault("type", "Opaque")
+
+
+class EventStrategy(Strategy):
+    field_labels = (
+        "metadata.name",
+        "metadata.namespace",
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    )
+    custom_field_labels = True
+
+    def fields(self, obj: Obj) -> dict[str, str]:
+        out = super().fields(obj)
+        source = obj.get("source") or {}
+        out["source"] = _str(source.get("component")) if isinstance(source, dict) else ""
+        out["reportingComponent"] = _str(obj.get("reportingComponent"))
+        return out
+
+
+class ServiceAccountStrategy(Strategy):
+    pass
+
+
+class DeploymentStrategy(Strategy):
+    generation_managed = True
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj["status"] = {}
+
+    def default(self, obj: Obj, old: Obj | None) -> None:
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+        spec.setdefault(
+            "strategy",
+            {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"},
+            },
+        )
+
+    def validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
+        spec = obj.get("spec") or {}
+        errs: list[FieldError] = []
+        if not (spec.get("selector") or {}).get("matchLabels") and not (
+            spec.get("selector") or {}
+        ).get("matchExpressions"):
+            errs.append(required("spec.selector"))
+        labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+        errs.extend(validate_labels(labels, "spec.template.metadata.labels"))
+        return errs
+
+
+class LeaseStrategy(Strategy):
+    pass
+
+
+def build_strategies(
+    resources: tuple[ResourceType, ...], *, service_cidr: str, node_port_range: tuple[int, int]
+) -> dict[tuple[str, str], Strategy]:
+    """One strategy per (group, plural)."""
+    from lab.kube.services import ServiceStrategy
+
+    special: dict[tuple[str, str], type[Strategy]] = {
+        ("", "namespaces"): NamespaceStrategy,
+        ("", "nodes"): NodeStrategy,
+        ("", "pods"): PodStrategy,
+        ("", "secrets"): SecretStrategy,
+        ("", "events"): EventStrategy,
+        ("", "serviceaccounts"): ServiceAccountStrategy,
+        ("apps", "deployments"): DeploymentStrategy,
+        ("coordination.k8s.io", "leases"): LeaseStrategy,
+    }
+    out: dict[tuple[str, str], Strategy] = {}
+    for rt in resources:
+        key = (rt.group, rt.plural)
+        if key == ("", "services"):
+            out[key] = ServiceStrategy(rt, cidr=service_cidr, node_ports=node_port_range)
+        else:
+            out[key] = special.get(key, Strategy)(rt)
+    return out

@@ -1,0 +1,58 @@
+"""Fixtures for the API simulator tests: one simulator per session, reset per test.
+
+Every test using ``sim`` fails if a request handler raised inside the server while it ran
+(``KubeSimulator.take_handler_errors``), so simulator bugs surface in the test that hit them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from lab.kube.server import KubeSimulator
+
+
+@pytest.fixture(scope="session")
+def kube_sim() -> Iterator[KubeSimulator]:
+    with KubeSimulator() as sim:
+        yield sim
+
+
+@pytest.fixture
+def sim(kube_sim: KubeSimulator) -> Iterator[KubeSimulator]:
+    kube_sim.control.reset()
+    kube_sim.take_handler_errors()
+    yield kube_sim
+    errors = kube_sim.take_handler_errors()
+    assert not errors, "server-side handler exceptions:\n" + "\n".join(errors)
+
+
+@pytest.fixture(scope="session")
+def api_client(kube_sim: KubeSimulator) -> Any:
+    return kube_sim.api_client()
+
+
+@pytest.fixture
+def core(sim: KubeSimulator, api_client: Any) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+def make_cm(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}
+
+
+def make_node(name: str, *tweaks: Any) -> dict[str, Any]:
+    node: dict[str, Any] = {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "addresses": [{"type": "Hostname", "address": name}],
+        },
+    }
+    for tweak in tweaks:
+        tweak(node)
+    return node
