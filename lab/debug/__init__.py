@@ -3,7 +3,8 @@
 * ``launcher.Debuggee`` runs any Python module or script under debugpy on loopback (port chosen
   by the kernel) and stops it leaving no process or port behind;
 * ``attach`` builds the VS Code attach configuration and renders attach instructions;
-* ``dap`` is a small Debug Adapter Protocol client for tests;
+* ``dap`` is a small Debug Adapter Protocol client for tests, ``source`` finds breakpoint
+  lines by marker or function name;
 * ``session`` is the foreground session behind ``invoke lab.debug``;
 * ``bootstrap`` is the code that runs first inside the debuggee.
 
@@ -20,7 +21,7 @@ from lab.debug.attach import (
     render_attach_text,
     vscode_attach_config,
 )
-from lab.debug.dap import DapClient, attach_session, find_line
+from lab.debug.dap import DapClient, attach_session
 from lab.debug.dap_types import (
     DapConnectionError,
     DapError,
@@ -36,6 +37,7 @@ from lab.debug.session import (
     run_foreground,
     start_session,
 )
+from lab.debug.source import find_line, function_body_line
 
 __all__ = [
     "AttachConfiguration",
@@ -52,6 +54,7 @@ __all__ = [
     "attach_session",
     "end_session",
     "find_line",
+    "function_body_line",
     "launch_json",
     "read_session_state",
     "render_attach_rich",

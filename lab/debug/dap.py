@@ -541,18 +541,3 @@ def attach_session(
         client.close()
         raise
     return client
-
-
-def find_line(path: str | Path, marker: str) -> int:
-    """The 1-based number of the only line of ``path`` containing ``marker``.
-
-    Lets tests put a breakpoint on a marked line (e.g. ``# debug-attach: break here``) instead
-    of hard-coding a number that the next edit silently moves.
-    """
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    hits = [i for i, text in enumerate(lines, start=1) if marker in text]
-    if len(hits) != 1:
-        raise ValueError(
-            f"marker {marker!r} must occur on exactly one line of {path}; found {hits}"
-        )
-    return hits[0]

@@ -23,6 +23,7 @@ from lab.debug import (
     DebuggeeError,
     attach_session,
     find_line,
+    function_body_line,
 )
 from lab.debug.launcher import port_is_listening
 
@@ -227,7 +228,7 @@ def test_bad_port_is_rejected(tmp_path: Path) -> None:
 def test_detach_and_reattach(tmp_path: Path, target: Path) -> None:
     """A user detaches (without ending the program) and attaches again later."""
     trigger = tmp_path / "go"
-    line = find_line(target, MARKER)
+    line = function_body_line(target, "sync")  # `service_name = ...`: `item` is bound
     with Debuggee([str(target), str(trigger)], tmp_path / "logs") as debuggee:
         ep = debuggee.endpoint
         with attach_session(ep.host, ep.port, breakpoints={}, timeout=TIMEOUT) as first:
@@ -238,6 +239,7 @@ def test_detach_and_reattach(tmp_path: Path, target: Path) -> None:
             trigger.touch()
             stopped = second.wait_for_stop(reason="breakpoint", timeout=TIMEOUT)
             frame = second.top_frame(stopped["threadId"], timeout=TIMEOUT)
+            assert frame["line"] == line
             assert second.evaluate("item", frame["id"], timeout=TIMEOUT)["result"] == "'alpha'"
             second.set_breakpoints(target, [], timeout=TIMEOUT)
             second.continue_(stopped["threadId"], timeout=TIMEOUT)
