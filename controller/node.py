@@ -143,6 +143,9 @@ class NodeController:
             except Exception:
                 log.exception("periodic node address refresh failed")
 
+    def shut_down(self) -> None:
+        self.queue.shut_down()
+
     def drain(self, limit: int = 1000) -> list[SyncResult]:
         out: list[SyncResult] = []
         while len(out) < limit:
