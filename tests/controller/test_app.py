@@ -3,6 +3,7 @@ and the CLI's error exits."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,10 +33,8 @@ def wait_for(cond: Callable[[], object], timeout: float = 10.0) -> None:
     raise AssertionError("condition not met in time")
 
 
-def fast_options(**kw: object) -> Options:
-    base: dict[str, object] = {"metrics_addr": "127.0.0.1:0", "node_monitor_period": 0.1}
-    base.update(kw)
-    return Options(**base)  # type: ignore[arg-type]
+def fast_options(**kw: Any) -> Options:
+    return dataclasses.replace(Options(metrics_addr="127.0.0.1:0", node_monitor_period=0.1), **kw)
 
 
 def test_manager_runs_all_controllers_and_serves_metrics() -> None:

@@ -13,10 +13,8 @@ from controller.runtime.kube import Unavailable
 from controller.runtime.leader import LeaderElectionConfig, LeaderElector
 
 
-def elector(
-    kube: FakeKube, identity: str, clock: FakeClock | None = None, **kw: float
-) -> LeaderElector:
-    cfg = LeaderElectionConfig(identity=identity, **kw)  # type: ignore[arg-type]
+def elector(kube: FakeKube, identity: str, clock: FakeClock | None = None) -> LeaderElector:
+    cfg = LeaderElectionConfig(identity=identity)
     return LeaderElector(
         kube, cfg, on_started_leading=lambda: None, on_stopped_leading=lambda: None, clock=clock
     )
