@@ -1,0 +1,395 @@
+"""Kubelet stand-in: registers Nodes and keeps them alive the way real kubelets would.
+
+The ``sim`` backend has no kubelets, so :class:`KubeletStandIn` does their API-visible work
+against any API server (the simulator or a real one) through the official client
+(``CoreV1Api``/``CoordinationV1Api`` on an ``ApiClient`` passed in):
+
+* **register**: create the Node a ``--cloud-provider=external`` kubelet of the chosen version
+  creates (``lab.cluster.node_shapes.node_manifest``: uninitialized taint, provided-node-ip,
+  kubeadm role labels, seeded addresses), then its Lease in ``kube-node-lease`` owned by the Node.
+  If the Node already exists, patch the kubelet-owned labels and the annotation onto it, as a
+  restarting kubelet reconciles them.
+* **heartbeat**: renew the Lease (``renewTime``) every ``lease_renew_interval`` (kubelet: 10 s)
+  and post the node conditions with a fresh ``lastHeartbeatTime`` every
+  ``status_report_interval`` (kubelet's ``nodeStatusReportFrequency``: 5 min; tests use less).
+  Status posts are strategic-merge patches of ``status.conditions`` (merge key ``type``), so
+  addresses and labels written by the cloud controller are left alone.
+* **stop_heartbeat(name)**: the kubelet dies. Nothing is renewed; once
+  ``node_monitor_grace_period`` (KCM default 40 s) has passed since the last renewal, the
+  stand-in applies what kube-controller-manager's *node lifecycle controller* does then: every
+  condition becomes ``Unknown`` (reason ``NodeStatusUnknown``, message ``Kubelet stopped
+  posting node status.``, ``lastHeartbeatTime`` kept, ``lastTransitionTime`` now), and the
+  taints ``node.kubernetes.io/unreachable:NoSchedule`` and ``:NoExecute`` (with ``timeAdded``)
+  are added. kubectl then shows the node ``NotReady``. Pod eviction is not emulated.
+  ``mark_unknown_after_grace=False`` turns this part off (when a real KCM runs).
+* **resume_heartbeat(name)**: the kubelet is back: Lease renewed, conditions healthy again and
+  the unreachable taints removed (the lifecycle controller's half).
+
+The uninitialized taint, addresses, providerID and zone labels are left to the cloud controller
+under test. Errors in the background loop are logged and kept in ``errors`` so a test can assert
+that none happened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+
+from lab.cluster.base import Role
+from lab.cluster.kubeapi import MERGE_PATCH, SMP, is_conflict, is_not_found, raw
+from lab.cluster.node_shapes import (
+    NODE_LEASE_NAMESPACE,
+    NodeIPFlag,
+    healthy_conditions,
+    lease_manifest,
+    micro_time,
+    node_manifest,
+    rfc3339,
+)
+from lab.cluster.versions import TAINT_UNREACHABLE, KubeVersion
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_REASON = "NodeStatusUnknown"
+UNKNOWN_MESSAGE = "Kubelet stopped posting node status."
+KUBELET_OWNED_LABELS = (
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "kubernetes.io/arch",
+    "kubernetes.io/hostname",
+    "kubernetes.io/os",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeRegistration:
+    """What one kubelet is started with."""
+
+    name: str
+    ip: str
+    version: KubeVersion
+    role: Role = Role.WORKER
+    provider_id: str | None = None
+    node_ip_flag: NodeIPFlag = NodeIPFlag.SPECIFIC
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    control_plane_taints: bool = True
+
+
+@dataclasses.dataclass
+class _Tracked:
+    reg: NodeRegistration
+    uid: str
+    lease_rv: str | None
+    heartbeating: bool = True
+    last_renew: float = 0.0
+    last_status: float = 0.0
+    unknown: bool = False
+    #: lastTransitionTime per condition type, as the kubelet tracks it
+    transitions: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _model(model: Any, body: Mapping[str, Any]) -> Any:
+    """A client model from wire JSON (the typed client validates bodies against its schema)."""
+    built = model.from_dict(dict(body))
+    if built is None:
+        raise ValueError(f"cannot build {model.__name__} from {body!r}")
+    return built
+
+
+class KubeletStandIn:
+    """Registers nodes and heartbeats them from one background thread (see module doc)."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        lease_renew_interval: float = 10.0,
+        status_report_interval: float = 300.0,
+        node_monitor_grace_period: float = 40.0,
+        mark_unknown_after_grace: bool = True,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        for field, value in (
+            ("lease_renew_interval", lease_renew_interval),
+            ("status_report_interval", status_report_interval),
+            ("node_monitor_grace_period", node_monitor_grace_period),
+        ):
+            if value <= 0:
+                raise ValueError(f"{field} must be > 0, got {value!r}")
+        self.core = client.CoreV1Api(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
+        self.lease_renew_interval = lease_renew_interval
+        self.status_report_interval = status_report_interval
+        self.grace = node_monitor_grace_period
+        self.mark_unknown_after_grace = mark_unknown_after_grace
+        self._now = clock or (lambda: datetime.now(UTC))
+        self._nodes: dict[str, _Tracked] = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors: list[str] = []
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def __enter__(self) -> KubeletStandIn:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        shortest = min(self.lease_renew_interval, self.status_report_interval, self.grace)
+        tick = max(0.02, shortest / 4)
+        self._thread = threading.Thread(
+            target=self._loop, args=(tick,), name="kubelet-stand-in", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the background loop (nodes stay registered). Idempotent."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stop.set()
+        thread.join(timeout=10)
+
+    @property
+    def node_names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._nodes)
+
+    # --- registration ----------------------------------------------------------------
+
+    def register(self, reg: NodeRegistration) -> dict[str, Any]:
+        """Create (or reconcile) the Node and its Lease; returns the Node as the server has it."""
+        manifest = node_manifest(
+            version=reg.version,
+            name=reg.name,
+            ip=reg.ip,
+            role=reg.role,
+            provider_id=reg.provider_id,
+            node_ip_flag=reg.node_ip_flag,
+            labels=reg.labels,
+            control_plane_taints=reg.control_plane_taints,
+            now=self._now(),
+        )
+        try:
+            body = _model(client.V1Node, manifest)
+            node = raw(self.core.create_node(body=body, _preload_content=False))
+        except Exception as err:
+            if not is_conflict(err):
+                raise
+            node = self._reconcile_existing(reg.name, manifest["metadata"])
+        uid = str(node["metadata"]["uid"])
+        lease_rv = self._ensure_lease(reg.name, uid)
+        transitions = {c["type"]: c["lastTransitionTime"] for c in manifest["status"]["conditions"]}
+        mono = time.monotonic()
+        with self._lock:
+            self._nodes[reg.name] = _Tracked(
+                reg, uid, lease_rv, last_renew=mono, last_status=mono, transitions=transitions
+            )
+        log.info("registered node %s (kubelet %s)", reg.name, reg.version)
+        return node
+
+    def unregister(self, name: str, *, delete: bool = True) -> None:
+        """Forget the node; with ``delete`` remove the Node and its Lease (404s are fine)."""
+        with self._lock:
+            self._nodes.pop(name, None)
+        if not delete:
+            return
+        try:
+            self.core.delete_node(name, _preload_content=False)
+        except Exception as err:
+            if not is_not_found(err):
+                raise
+        try:
+            self.coordination.delete_namespaced_lease(
+                name, NODE_LEASE_NAMESPACE, _preload_content=False
+            )
+        except Exception as err:
+            if not is_not_found(err):
+                raise
+
+    def _reconcile_existing(self, name: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        labels = {k: metadata["labels"][k] for k in KUBELET_OWNED_LABELS}
+        patch = {"metadata": {"labels": labels, "annotations": metadata["annotations"]}}
+        return raw(self.core.patch_node(name, patch, _content_type=SMP, _preload_content=False))
+
+    def _ensure_lease(self, name: str, uid: str) -> str | None:
+        body = lease_manifest(name=name, node_uid=uid, now=self._now())
+        try:
+            lease = raw(
+                self.coordination.create_namespaced_lease(
+                    NODE_LEASE_NAMESPACE, _model(client.V1Lease, body), _preload_content=False
+                )
+            )
+        except Exception as err:
+            if not is_conflict(err):
+                raise
+            return self._renew_lease(name, uid, None)
+        return str(lease["metadata"].get("resourceVersion") or "") or None
+
+    # --- heartbeat control -------------------------------------------------------------
+
+    def stop_heartbeat(self, name: str) -> None:
+        """The kubelet on ``name`` stops: no more renewals (NotReady after the grace period)."""
+        with self._lock:
+            self._tracked(name).heartbeating = False
+
+    def resume_heartbeat(self, name: str) -> None:
+        with self._lock:
+            tracked = self._tracked(name)
+            tracked.heartbeating = True
+            tracked.last_renew = tracked.last_status = 0.0  # due now
+
+    def _tracked(self, name: str) -> _Tracked:
+        try:
+            return self._nodes[name]
+        except KeyError:
+            raise KeyError(f"node {name!r} is not registered with this kubelet stand-in") from None
+
+    # --- the loop --------------------------------------------------------------------
+
+    def _loop(self, tick: float) -> None:
+        while not self._stop.wait(tick):
+            self.heartbeat_once()
+
+    def heartbeat_once(self) -> None:
+        """One pass over all nodes: renew/post what is due, mark silent nodes Unknown."""
+        with self._lock:
+            tracked = list(self._nodes.values())
+        for node in tracked:
+            try:
+                self._tick_node(node)
+            except Exception as err:
+                message = f"{node.reg.name}: {type(err).__name__}: {err}"
+                log.warning("kubelet stand-in: %s", message)
+                with self._lock:
+                    self.errors.append(message)
+
+    def _tick_node(self, node: _Tracked) -> None:
+        mono = time.monotonic()
+        name = node.reg.name
+        if node.heartbeating:
+            if mono - node.last_renew >= self.lease_renew_interval:
+                node.lease_rv = self._renew_lease(name, node.uid, node.lease_rv)
+                node.last_renew = mono
+            if node.unknown or mono - node.last_status >= self.status_report_interval:
+                recovering = node.unknown
+                self._post_ready(node, recovering=recovering)
+                node.last_status = mono
+                if recovering:
+                    self._set_unreachable_taints(name, present=False)
+                    node.unknown = False
+        elif (
+            self.mark_unknown_after_grace
+            and not node.unknown
+            and mono - node.last_renew >= self.grace
+        ):
+            self._mark_unknown(node)
+            node.unknown = True
+
+    def _renew_lease(self, name: str, uid: str, resource_version: str | None) -> str | None:
+        for _ in range(3):
+            body: dict[str, Any] = dict(lease_manifest(name=name, node_uid=uid, now=self._now()))
+            if resource_version:
+                body["metadata"] = {**body["metadata"], "resourceVersion": resource_version}
+            try:
+                lease = raw(
+                    self.coordination.replace_namespaced_lease(
+                        name,
+                        NODE_LEASE_NAMESPACE,
+                        _model(client.V1Lease, body),
+                        _preload_content=False,
+                    )
+                )
+                return str(lease["metadata"].get("resourceVersion") or "") or None
+            except Exception as err:
+                if is_not_found(err):  # deleted under us: kubelet's ensureLease recreates it
+                    return self._ensure_lease(name, uid)
+                if not is_conflict(err):
+                    raise
+                current = raw(
+                    self.coordination.read_namespaced_lease(
+                        name, NODE_LEASE_NAMESPACE, _preload_content=False
+                    )
+                )
+                resource_version = str(current["metadata"].get("resourceVersion") or "") or None
+        raise RuntimeError(f"lease {NODE_LEASE_NAMESPACE}/{name}: conflicts on every retry")
+
+    def _post_ready(self, node: _Tracked, *, recovering: bool) -> None:
+        now = self._now()
+        conditions = healthy_conditions(now)
+        for condition in conditions:
+            if recovering:
+                node.transitions[condition["type"]] = condition["lastTransitionTime"]
+            condition["lastTransitionTime"] = node.transitions.get(
+                condition["type"], condition["lastTransitionTime"]
+            )
+        self.core.patch_node_status(
+            node.reg.name,
+            {"status": {"conditions": conditions}},
+            _content_type=SMP,
+            _preload_content=False,
+        )
+
+    def _mark_unknown(self, node: _Tracked) -> None:
+        name = node.reg.name
+        current = raw(self.core.read_node(name, _preload_content=False))
+        stamp = rfc3339(self._now())
+        conditions = []
+        for condition in current.get("status", {}).get("conditions") or []:
+            changed = dict(condition)
+            if changed.get("status") != "Unknown":
+                changed["lastTransitionTime"] = stamp
+            changed.update(status="Unknown", reason=UNKNOWN_REASON, message=UNKNOWN_MESSAGE)
+            node.transitions[changed["type"]] = stamp
+            conditions.append(changed)
+        self.core.patch_node_status(
+            name, {"status": {"conditions": conditions}}, _content_type=SMP, _preload_content=False
+        )
+        self._set_unreachable_taints(name, present=True)
+        log.info("node %s: no heartbeat for %.1fs, marked Unknown/unreachable", name, self.grace)
+
+    def _set_unreachable_taints(self, name: str, *, present: bool) -> None:
+        """Add or remove the two unreachable taints with an optimistic-concurrency retry."""
+        for _ in range(5):
+            current = raw(self.core.read_node(name, _preload_content=False))
+            taints = [
+                t for t in current.get("spec", {}).get("taints") or []
+                if t.get("key") != TAINT_UNREACHABLE
+            ]  # fmt: skip
+            if present:
+                taints.append({"key": TAINT_UNREACHABLE, "effect": "NoSchedule"})
+                taints.append(
+                    {
+                        "key": TAINT_UNREACHABLE,
+                        "effect": "NoExecute",
+                        "timeAdded": rfc3339(self._now()),
+                    }
+                )
+            patch = {
+                "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+                "spec": {"taints": taints or None},
+            }
+            try:
+                self.core.patch_node(name, patch, _content_type=MERGE_PATCH, _preload_content=False)
+                return
+            except Exception as err:
+                if not is_conflict(err):
+                    raise
+        raise RuntimeError(f"node {name}: taint update conflicted on every retry")
+
+
+__all__ = ["KubeletStandIn", "NodeIPFlag", "NodeRegistration", "micro_time", "node_manifest"]

@@ -1,0 +1,281 @@
+"""The kubelet stand-in against the API simulator, through the official client and kubectl:
+registration shape, Lease renewal, NotReady after the grace period, recovery."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes import client
+
+from lab.cluster.base import Role
+from lab.cluster.kubeapi import raw
+from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
+from lab.cluster.versions import KubeVersion
+from lab.kube.server import KubeSimulator
+
+KUBECTL = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl"
+T = TypeVar("T")
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 10.0) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+@pytest.fixture
+def sim() -> Iterator[KubeSimulator]:
+    with KubeSimulator() as simulator:
+        yield simulator
+        assert simulator.handler_errors() == []
+
+
+@pytest.fixture
+def core(sim: KubeSimulator) -> client.CoreV1Api:
+    return client.CoreV1Api(sim.api_client())
+
+
+@pytest.fixture
+def coordination(sim: KubeSimulator) -> client.CoordinationV1Api:
+    return client.CoordinationV1Api(sim.api_client())
+
+
+@pytest.fixture
+def kubelet(sim: KubeSimulator) -> Iterator[KubeletStandIn]:
+    standin = KubeletStandIn(
+        sim.api_client(),
+        lease_renew_interval=0.1,
+        status_report_interval=0.3,
+        node_monitor_grace_period=0.6,
+    )
+    with standin:
+        yield standin
+    assert standin.errors == []
+
+
+def node_json(core: client.CoreV1Api, name: str) -> dict[str, Any]:
+    return raw(core.read_node(name, _preload_content=False))
+
+
+def lease_json(coordination: client.CoordinationV1Api, name: str) -> dict[str, Any]:
+    return raw(coordination.read_namespaced_lease(name, "kube-node-lease", _preload_content=False))
+
+
+def node_if(
+    core: client.CoreV1Api, name: str, predicate: Callable[[dict[str, Any]], bool]
+) -> Callable[[], dict[str, Any] | None]:
+    def probe() -> dict[str, Any] | None:
+        node = node_json(core, name)
+        return node if predicate(node) else None
+
+    return probe
+
+
+def ready(node: dict[str, Any]) -> dict[str, Any]:
+    (condition,) = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
+    assert isinstance(condition, dict)
+    return condition
+
+
+def taint_keys(node: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(t["key"], t["effect"]) for t in node["spec"].get("taints") or []]
+
+
+CP = NodeRegistration(
+    name="cp",
+    ip="10.0.1.10",
+    version=KubeVersion.parse("1.22"),
+    role=Role.CONTROL_PLANE,
+    provider_id="aws:///us-east-1a/i-0aaaaaaaaaaaaaaa1",
+)
+WORKER = NodeRegistration(name="w1", ip="10.0.1.11", version=KubeVersion.parse("1.33"))
+
+
+def test_registration_shape_on_the_server(
+    kubelet: KubeletStandIn, core: client.CoreV1Api, coordination: client.CoordinationV1Api
+) -> None:
+    created = kubelet.register(CP)
+    kubelet.register(WORKER)
+    cp = node_json(core, "cp")
+    assert cp["metadata"]["uid"] == created["metadata"]["uid"]
+    assert cp["spec"]["providerID"] == "aws:///us-east-1a/i-0aaaaaaaaaaaaaaa1"
+    assert cp["metadata"]["annotations"]["alpha.kubernetes.io/provided-node-ip"] == "10.0.1.10"
+    assert "node-role.kubernetes.io/master" in cp["metadata"]["labels"]  # 1.22 kubeadm
+    assert "node.kubernetes.io/exclude-from-external-load-balancers" in cp["metadata"]["labels"]
+    assert taint_keys(cp) == [
+        ("node-role.kubernetes.io/master", "NoSchedule"),
+        ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule"),
+    ]
+    assert cp["status"]["nodeInfo"]["kubeletVersion"] == "v1.22.17"
+    assert ready(cp)["status"] == "True"
+    w1 = node_json(core, "w1")
+    assert "providerID" not in w1["spec"]
+    assert w1["status"]["addresses"] == [
+        {"type": "InternalIP", "address": "10.0.1.11"},
+        {"type": "Hostname", "address": "w1"},
+    ]
+    lease = lease_json(coordination, "w1")
+    assert lease["spec"]["holderIdentity"] == "w1"
+    assert lease["spec"]["leaseDurationSeconds"] == 40
+    (owner,) = lease["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Node", "w1", w1["metadata"]["uid"])
+    assert kubelet.node_names == ["cp", "w1"]
+
+
+def test_leases_renew_and_status_heartbeats(
+    kubelet: KubeletStandIn, core: client.CoreV1Api, coordination: client.CoordinationV1Api
+) -> None:
+    kubelet.register(WORKER)
+    first = lease_json(coordination, "w1")["spec"]["renewTime"]
+    wait_for(
+        "the lease to be renewed twice",
+        lambda: len({first, *renewals(coordination, 3)}) >= 3,
+    )
+    beat = ready(node_json(core, "w1"))["lastHeartbeatTime"]
+    wait_for(
+        "a newer Ready heartbeat",
+        lambda: ready(node_json(core, "w1"))["lastHeartbeatTime"] > beat,
+        timeout=5,
+    )
+    assert ready(node_json(core, "w1"))["status"] == "True"
+
+
+def renewals(coordination: client.CoordinationV1Api, samples: int) -> set[str]:
+    seen = set()
+    for _ in range(samples):
+        seen.add(lease_json(coordination, "w1")["spec"]["renewTime"])
+        time.sleep(0.05)
+    return seen
+
+
+def kubectl_nodes(sim: KubeSimulator) -> dict[str, str]:
+    out = subprocess.run(
+        [str(KUBECTL), "--kubeconfig", str(sim.kubeconfig_path), "get", "nodes", "--no-headers"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    return {line.split()[0]: line.split()[1] for line in out.splitlines() if line.strip()}
+
+
+def test_stop_heartbeat_makes_node_not_ready_and_resume_recovers(
+    sim: KubeSimulator,
+    kubelet: KubeletStandIn,
+    core: client.CoreV1Api,
+    coordination: client.CoordinationV1Api,
+) -> None:
+    kubelet.register(CP)
+    kubelet.register(WORKER)
+    kubelet.stop_heartbeat("w1")
+    node = wait_for(
+        "w1 Ready=Unknown", node_if(core, "w1", lambda n: ready(n)["status"] == "Unknown")
+    )
+    condition = ready(node)
+    assert condition["reason"] == "NodeStatusUnknown"
+    assert condition["message"] == "Kubelet stopped posting node status."
+    assert all(c["status"] == "Unknown" for c in node["status"]["conditions"])
+    assert taint_keys(node) == [
+        ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule"),
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+    ]
+    (no_execute,) = [t for t in node["spec"]["taints"] if t["effect"] == "NoExecute"]
+    assert no_execute["timeAdded"].endswith("Z")
+    # The silent node's lease no longer moves while the healthy one keeps renewing.
+    frozen = lease_json(coordination, "w1")["spec"]["renewTime"]
+    cp_before = lease_json(coordination, "cp")["spec"]["renewTime"]
+    wait_for(
+        "cp lease renewal",
+        lambda: lease_json(coordination, "cp")["spec"]["renewTime"] != cp_before,
+    )
+    assert lease_json(coordination, "w1")["spec"]["renewTime"] == frozen
+    assert kubectl_nodes(sim) == {"cp": "Ready", "w1": "NotReady"}
+
+    kubelet.resume_heartbeat("w1")
+    node = wait_for(
+        "w1 Ready again without unreachable taints",
+        node_if(core, "w1", lambda n: ready(n)["status"] == "True" and len(taint_keys(n)) == 1),
+    )
+    assert taint_keys(node) == [("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule")]
+    assert ready(node)["reason"] == "KubeletReady"
+    assert kubectl_nodes(sim)["w1"] == "Ready"
+
+
+def test_status_posts_leave_cloud_controller_fields_alone(
+    kubelet: KubeletStandIn, core: client.CoreV1Api
+) -> None:
+    kubelet.register(WORKER)
+    cloud_addresses = [
+        {"type": "InternalIP", "address": "10.0.1.11"},
+        {"type": "InternalDNS", "address": "ip-10-0-1-11.ec2.internal"},
+        {"type": "Hostname", "address": "ip-10-0-1-11.ec2.internal"},
+    ]
+    core.patch_node_status(
+        "w1",
+        {"status": {"addresses": cloud_addresses}},
+        _content_type="application/merge-patch+json",
+    )
+    beat = ready(node_json(core, "w1"))["lastHeartbeatTime"]
+    wait_for(
+        "a newer heartbeat",
+        lambda: ready(node_json(core, "w1"))["lastHeartbeatTime"] > beat,
+        timeout=5,
+    )
+    assert node_json(core, "w1")["status"]["addresses"] == cloud_addresses
+
+
+def test_reregistering_an_existing_node_reconciles_it(
+    kubelet: KubeletStandIn, core: client.CoreV1Api
+) -> None:
+    kubelet.register(WORKER)
+    core.patch_node(
+        "w1",
+        {"metadata": {"annotations": {"alpha.kubernetes.io/provided-node-ip": "192.0.2.1"}}},
+        _content_type="application/merge-patch+json",
+    )
+    uid = node_json(core, "w1")["metadata"]["uid"]
+    again = kubelet.register(WORKER)  # a restarted kubelet: the Node exists
+    assert again["metadata"]["uid"] == uid
+    annotations = node_json(core, "w1")["metadata"]["annotations"]
+    assert annotations["alpha.kubernetes.io/provided-node-ip"] == "10.0.1.11"
+
+
+def test_unregister_deletes_node_and_lease(
+    kubelet: KubeletStandIn, core: client.CoreV1Api, coordination: client.CoordinationV1Api
+) -> None:
+    kubelet.register(WORKER)
+    kubelet.unregister("w1")
+    assert kubelet.node_names == []
+    names = [n["metadata"]["name"] for n in raw(core.list_node(_preload_content=False))["items"]]
+    assert names == []
+    leases = raw(coordination.list_namespaced_lease("kube-node-lease", _preload_content=False))
+    assert leases["items"] == []
+    kubelet.unregister("w1")  # idempotent
+
+
+def test_unknown_node_and_bad_intervals_are_clear_errors(sim: KubeSimulator) -> None:
+    standin = KubeletStandIn(sim.api_client())
+    with pytest.raises(KeyError, match="node 'nope' is not registered"):
+        standin.stop_heartbeat("nope")
+    with pytest.raises(ValueError, match="lease_renew_interval must be > 0, got 0"):
+        KubeletStandIn(sim.api_client(), lease_renew_interval=0)
+
+
+def test_json_helper_rejects_non_objects() -> None:
+    class Fake:
+        data = json.dumps([1, 2]).encode()
+
+    with pytest.raises(TypeError, match="expected a JSON object"):
+        raw(Fake())
