@@ -1,22 +1,23 @@
 """Fixtures for the metadata-service tests: a moto EC2 endpoint, one seeded instance, an IMDS.
 
-The AWS endpoint is the lab's ``AwsEndpoint`` when ``lab.aws`` provides it, else moto's own
-``ThreadedMotoServer`` on 127.0.0.1 port 0. moto's backends are process-global, so every test
-starts from ``/moto-api/reset``.
+The AWS endpoint is the lab's ``AwsEndpoint`` (moto plus fidelity layer, one per session);
+moto's backends are process-global, so each test module starts from ``reset()`` and builds
+one VPC/subnet/group; each test then runs its own instance (cheaper than a reset per test).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
 import pytest
 
+from lab.aws import AwsEndpoint
 from lab.imds import ImdsServer
 
 REGION = "us-east-1"
@@ -46,66 +47,70 @@ class FakeClock:
 
 
 @pytest.fixture(scope="session")
-def aws_url() -> Iterator[str]:
-    try:
-        from lab.aws import AwsEndpoint  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        AwsEndpoint = None
-    if AwsEndpoint is not None:
-        with AwsEndpoint(region=REGION) as aws:
-            yield aws.url
-        return
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{server._server.server_port}"
-    finally:
-        server.stop()
+def aws_endpoint() -> Iterator[AwsEndpoint]:
+    with AwsEndpoint(region=REGION) as aws:
+        yield aws
 
 
 @pytest.fixture
-def ec2(aws_url: str) -> Any:
-    urllib.request.urlopen(
-        urllib.request.Request(f"{aws_url}/moto-api/reset", method="POST"), timeout=10
-    ).close()
-    return boto3.client(
-        "ec2",
-        endpoint_url=aws_url,
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+def aws_url(aws_endpoint: AwsEndpoint) -> str:
+    return aws_endpoint.url
+
+
+@dataclass(frozen=True)
+class World:
+    """One VPC, subnet and node group shared by a test module (instances are per test)."""
+
+    ec2: Any
+    vpc_id: str
+    subnet_id: str
+    group_id: str
+    zone: str
+
+
+@pytest.fixture(scope="module")
+def world(aws_endpoint: AwsEndpoint) -> World:
+    aws_endpoint.reset()  # moto's backends are process-global: each module starts from empty
+    ec2 = aws_endpoint.client("ec2")
+    zone = "us-east-1b"
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24", AvailabilityZone=zone)
+    group = ec2.create_security_group(GroupName="nodes.lab", Description="nodes", VpcId=vpc)
+    return World(ec2, vpc, subnet["Subnet"]["SubnetId"], group["GroupId"], zone)
+
+
+@pytest.fixture
+def ec2(world: World) -> Any:
+    return world.ec2
+
+
+_next_host = itertools.count(10)
 
 
 def run_node(
-    ec2: Any,
+    world: World,
     *,
-    private_ip: str = "10.0.1.10",
-    zone: str = "us-east-1b",
+    private_ip: str | None = None,
     http_tokens: str = "optional",
     hop_limit: int = 1,
     metadata_tags: str = "disabled",
     user_data: str | None = "#!/bin/sh\necho ccm-lab\n",
     tags: dict[str, str] | None = None,
 ) -> SeededInstance:
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24", AvailabilityZone=zone)
-    subnet_id = subnet["Subnet"]["SubnetId"]
-    group = ec2.create_security_group(GroupName="nodes.lab", Description="nodes", VpcId=vpc)
+    """A new instance in ``world`` (a fresh private IP unless one is given)."""
+    ip = private_ip or f"10.0.1.{next(_next_host) % 240 + 10}"
     all_tags = {"Name": "node-1", "kubernetes.io/cluster/lab": "owned", **(tags or {})}
     kwargs: dict[str, Any] = {}
     if user_data is not None:
         kwargs["UserData"] = user_data
-    reply = ec2.run_instances(
+    reply = world.ec2.run_instances(
         ImageId="ami-760aaa0f",
         MinCount=1,
         MaxCount=1,
         InstanceType="m5.large",
-        SubnetId=subnet_id,
-        PrivateIpAddress=private_ip,
-        SecurityGroupIds=[group["GroupId"]],
+        SubnetId=world.subnet_id,
+        PrivateIpAddress=ip,
+        SecurityGroupIds=[world.group_id],
         MetadataOptions={
             "HttpTokens": http_tokens,
             "HttpPutResponseHopLimit": hop_limit,
@@ -121,17 +126,17 @@ def run_node(
     )
     return SeededInstance(
         instance_id=reply["Instances"][0]["InstanceId"],
-        private_ip=private_ip,
-        zone=zone,
-        subnet_id=subnet_id,
-        vpc_id=vpc,
-        group_id=group["GroupId"],
+        private_ip=ip,
+        zone=world.zone,
+        subnet_id=world.subnet_id,
+        vpc_id=world.vpc_id,
+        group_id=world.group_id,
     )
 
 
 @pytest.fixture
-def node(ec2: Any) -> SeededInstance:
-    return run_node(ec2)
+def node(world: World) -> SeededInstance:
+    return run_node(world)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from botocore.utils import (
 )
 
 from lab.imds import ImdsServer
-from tests.imds.conftest import REGION, SeededInstance, run_node
+from tests.imds.conftest import REGION, SeededInstance, World, run_node
 
 
 def _tokens_minted(imds: ImdsServer) -> int:
@@ -62,8 +62,10 @@ def test_session_credentials_from_env_endpoint(
     assert IMDSRegionProvider(session).provide() == REGION
 
 
-def test_v2_required_instance_still_serves_botocore(aws_url: str, ec2: Any, clock: Any) -> None:
-    node = run_node(ec2, http_tokens="required")
+def test_v2_required_instance_still_serves_botocore(
+    aws_url: str, ec2: Any, clock: Any, world: World
+) -> None:
+    node = run_node(world, http_tokens="required")
     with ImdsServer(aws_url, REGION, instance_id=node.instance_id, cache_ttl=0) as imds:
         fetcher = InstanceMetadataRegionFetcher(base_url=imds.url, timeout=2)
         assert fetcher.retrieve_region() == REGION
@@ -77,9 +79,9 @@ def test_v1_fallback_when_token_response_withheld(imds: ImdsServer) -> None:
     assert _tokens_minted(imds) == 0  # the region came over IMDSv1
 
 
-def test_required_v2_refuses_v1_fallback(aws_url: str, ec2: Any) -> None:
+def test_required_v2_refuses_v1_fallback(aws_url: str, ec2: Any, world: World) -> None:
     """The container-on-a-v2-only-instance failure: PUT times out, v1 GET gets 401."""
-    node = run_node(ec2, http_tokens="required")
+    node = run_node(world, http_tokens="required")
     with ImdsServer(
         aws_url, REGION, instance_id=node.instance_id, cache_ttl=0, client_hops=2
     ) as imds:
@@ -91,8 +93,8 @@ def test_required_v2_refuses_v1_fallback(aws_url: str, ec2: Any) -> None:
     assert creds == {}
 
 
-def test_hop_limit_two_lets_container_through(aws_url: str, ec2: Any) -> None:
-    node = run_node(ec2, http_tokens="required", hop_limit=2)
+def test_hop_limit_two_lets_container_through(aws_url: str, ec2: Any, world: World) -> None:
+    node = run_node(world, http_tokens="required", hop_limit=2)
     with ImdsServer(
         aws_url, REGION, instance_id=node.instance_id, cache_ttl=0, client_hops=2
     ) as imds:

@@ -8,7 +8,16 @@ from typing import Any
 import pytest
 
 from lab.imds import INSTANCE_HEADER, ImdsServer
-from tests.imds.conftest import REGION, FakeClock, SeededInstance, get, http, run_node, token
+from tests.imds.conftest import (
+    REGION,
+    FakeClock,
+    SeededInstance,
+    World,
+    get,
+    http,
+    run_node,
+    token,
+)
 
 TTL = "X-aws-ec2-metadata-token-ttl-seconds"
 
@@ -62,8 +71,8 @@ def test_invalid_token_is_401_even_when_v1_allowed(imds: ImdsServer) -> None:
     assert reply.headers["X-Ccm-Lab-Error"] == "Unauthorized"
 
 
-def test_token_is_bound_to_its_instance(imds: ImdsServer, ec2: Any) -> None:
-    other = run_node(ec2, private_ip="10.0.1.20")
+def test_token_is_bound_to_its_instance(imds: ImdsServer, ec2: Any, world: World) -> None:
+    other = run_node(world)
     tok = token(imds.url)
     mine = get(imds.url, "latest/meta-data/instance-id", tok)
     theirs = get(
@@ -73,8 +82,8 @@ def test_token_is_bound_to_its_instance(imds: ImdsServer, ec2: Any) -> None:
     assert theirs.status == 401
 
 
-def test_required_instance_refuses_v1(aws_url: str, ec2: Any) -> None:
-    node = run_node(ec2, http_tokens="required")
+def test_required_instance_refuses_v1(aws_url: str, ec2: Any, world: World) -> None:
+    node = run_node(world, http_tokens="required")
     with ImdsServer(aws_url, REGION, instance_id=node.instance_id, cache_ttl=0) as imds:
         assert get(imds.url, "latest/meta-data/instance-id").status == 401
         tok = token(imds.url)
@@ -160,7 +169,7 @@ def test_values_match_ec2(imds: ImdsServer, ec2: Any, node: SeededInstance) -> N
         md("hostname")
         == md("local-hostname")
         == inst["PrivateDnsName"]
-        == "ip-10-0-1-10.ec2.internal"
+        == f"ip-{node.private_ip.replace('.', '-')}.ec2.internal"
     )
     assert md("mac") == eni["MacAddress"]
     assert md("placement/availability-zone") == node.zone
@@ -207,9 +216,9 @@ def test_identity_document_consistent_with_metadata(imds: ImdsServer) -> None:
     ]
 
 
-def test_user_data(imds: ImdsServer, aws_url: str, ec2: Any) -> None:
+def test_user_data(imds: ImdsServer, aws_url: str, ec2: Any, world: World) -> None:
     assert get(imds.url, "latest/user-data").body == "#!/bin/sh\necho ccm-lab\n"
-    bare = run_node(ec2, private_ip="10.0.1.30", user_data=None)
+    bare = run_node(world, user_data=None)
     assert get(imds.url, "latest/user-data", **{INSTANCE_HEADER: bare.instance_id}).status == 404
     listing = get(imds.url, "latest", **{INSTANCE_HEADER: bare.instance_id}).body
     assert listing.splitlines() == ["dynamic", "meta-data"]
@@ -229,8 +238,8 @@ def test_dated_version_aliases_latest(imds: ImdsServer, node: SeededInstance) ->
     assert get(imds.url, "2021-07-15/meta-data/instance-id").body == node.instance_id
 
 
-def test_tags_follow_instance_option_and_retagging(aws_url: str, ec2: Any) -> None:
-    node = run_node(ec2, metadata_tags="enabled", tags={"team": "ccm"})
+def test_tags_follow_instance_option_and_retagging(aws_url: str, ec2: Any, world: World) -> None:
+    node = run_node(world, metadata_tags="enabled", tags={"team": "ccm"})
     with ImdsServer(aws_url, REGION, instance_id=node.instance_id, cache_ttl=0) as imds:
         listing = get(imds.url, "latest/meta-data/tags/instance").body.splitlines()
         # keys containing "/" (the cluster tag) are not exposed by AWS either
@@ -251,14 +260,14 @@ def test_server_can_expose_tags_regardless_of_instance(imds: ImdsServer) -> None
 
 
 def test_caller_mapping_header_source_default(
-    imds: ImdsServer, ec2: Any, node: SeededInstance
+    imds: ImdsServer, ec2: Any, node: SeededInstance, world: World
 ) -> None:
-    other = run_node(ec2, private_ip="10.0.1.40")
+    other = run_node(world)
     path = "latest/meta-data/local-ipv4"
     assert get(imds.url, path).body == node.private_ip  # default instance
-    assert get(imds.url, path, **{INSTANCE_HEADER: other.instance_id}).body == "10.0.1.40"
+    assert get(imds.url, path, **{INSTANCE_HEADER: other.instance_id}).body == other.private_ip
     imds.control.map_source_address("127.0.0.1", other.instance_id)
-    assert get(imds.url, path).body == "10.0.1.40"  # source address beats default
+    assert get(imds.url, path).body == other.private_ip  # source address beats default
     imds.control.map_source_address("127.0.0.1", None)
     assert get(imds.url, path).body == node.private_ip
     imds.control.configure({"trust_instance_header": False})
