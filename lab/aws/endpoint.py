@@ -112,6 +112,7 @@ class AwsEndpoint:
         self._lock = threading.Lock()
         self._recent = _RecentLog()
         self._control: AwsControlClient | None = None
+        self._clients: dict[tuple[str, int], Any] = {}
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -159,6 +160,7 @@ class AwsEndpoint:
         with self._lock:
             server, thread, lab = self._server, self._thread, self._lab
             self._server = self._thread = None
+            self._clients.clear()
             if server is not None:
                 server.shutdown()
                 server.server_close()
@@ -228,12 +230,18 @@ class AwsEndpoint:
     @overload
     def client(self, service: Literal["sts"], *, max_attempts: int = 1) -> STSClient: ...
     def client(self, service: str, *, max_attempts: int = 1) -> Any:
-        """A boto3 client for this endpoint (dummy credentials, this region).
+        """A boto3 client for this endpoint (dummy credentials, this region), cached.
 
         ``max_attempts`` is botocore's total attempts; the default 1 (no retries) lets tests
         see every injected fault. The controller under test configures its own retries.
         """
-        return make_client(service, self.url, self.region, max_attempts=max_attempts)
+        key = (service, max_attempts)
+        with self._lock:
+            cached = self._clients.get(key)
+            if cached is None:
+                cached = make_client(service, self.url, self.region, max_attempts=max_attempts)
+                self._clients[key] = cached
+            return cached
 
 
 def make_client(service: str, url: str, region: str, *, max_attempts: int = 1) -> Any:

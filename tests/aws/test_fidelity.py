@@ -1,0 +1,334 @@
+"""Fidelity layer: each AWS behaviour stock moto lacks, shown off (moto) and on (the lab).
+
+Every test flips ``enabled`` (or the behaviour's own switch) so it demonstrates both the gap in
+moto 5.2.5 and the restored AWS behaviour; see ``lab/aws/fidelity.py`` for the list.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from botocore.exceptions import ClientError
+
+from lab.aws import AwsEndpoint
+from tests.aws import builders as b
+
+
+def wait_for(condition: Callable[[], bool], *, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(0.02)
+
+
+def _dependent(aws: AwsEndpoint, kind: str) -> str:
+    """A group that ``kind`` depends on."""
+    ec2, elb, elbv2 = aws.client("ec2"), aws.client("elb"), aws.client("elbv2")
+    sg = b.group(ec2, "target")
+    if kind == "ingress-rule":
+        b.allow_all_from(ec2, b.group(ec2, "other"), sg)
+    elif kind == "egress-rule":
+        b.allow_all_from(ec2, b.group(ec2, "other"), sg, egress=True)
+    elif kind == "instance":
+        b.instance(ec2, sg)
+    elif kind == "eni":
+        ec2.create_network_interface(SubnetId=b.first_subnet(ec2), Groups=[sg])
+    elif kind == "classic-elb":
+        b.classic_elb(elb, ec2, "lb", [sg])
+    elif kind == "elbv2":
+        elbv2.create_load_balancer(
+            Name="nlb", Subnets=[b.first_subnet(ec2)], Type="network", SecurityGroups=[sg]
+        )
+    return sg
+
+
+KINDS = ["ingress-rule", "egress-rule", "instance", "eni", "classic-elb", "elbv2"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_delete_security_group_in_use_fails_with_dependency_violation(
+    aws: AwsEndpoint, kind: str
+) -> None:
+    sg = _dependent(aws, kind)
+    with pytest.raises(ClientError) as err:
+        aws.client("ec2").delete_security_group(GroupId=sg)
+    error = err.value.response
+    assert error["Error"]["Code"] == "DependencyViolation"
+    assert error["Error"]["Message"] == f"resource {sg} has a dependent object"
+    assert error["ResponseMetadata"]["HTTPStatusCode"] == 400
+    [event] = aws.trail.calls("DeleteSecurityGroup")
+    assert event.error_code == "DependencyViolation"
+    assert event.answered_by.startswith("fidelity:sg_dependency:")
+    assert aws.client("ec2").describe_security_groups(GroupIds=[sg])["SecurityGroups"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_stock_moto_deletes_a_group_in_use(aws: AwsEndpoint, kind: str) -> None:
+    aws.control.set_fidelity(enabled=False)
+    sg = _dependent(aws, kind)
+    aws.client("ec2").delete_security_group(GroupId=sg)  # moto: no check at all
+    assert aws.trail.calls("DeleteSecurityGroup")[0].status == 200
+
+
+def test_dependency_violation_switch_alone_restores_moto(aws: AwsEndpoint) -> None:
+    aws.control.set_fidelity(sg_dependency_violation=False)
+    sg = _dependent(aws, "ingress-rule")
+    aws.client("ec2").delete_security_group(GroupId=sg)
+
+
+def test_group_deletes_once_the_reference_is_revoked(aws: AwsEndpoint) -> None:
+    ec2 = aws.client("ec2")
+    sg, other = b.group(ec2, "elb-sg"), b.group(ec2, "nodes")
+    b.allow_all_from(ec2, other, sg)
+    b.allow_all_from(ec2, sg, sg)  # a self-reference never blocks deletion
+    with pytest.raises(ClientError, match="DependencyViolation"):
+        ec2.delete_security_group(GroupId=sg)
+    ec2.revoke_security_group_ingress(
+        GroupId=other, IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": sg}]}]
+    )
+    ec2.delete_security_group(GroupId=sg)
+    assert [e.status for e in aws.trail.calls("DeleteSecurityGroup")] == [400, 200]
+
+
+def test_delete_by_group_name_is_checked_too(aws: AwsEndpoint) -> None:
+    ec2 = aws.client("ec2")
+    sg = b.group(ec2, "named")
+    b.instance(ec2, sg)
+    with pytest.raises(ClientError, match="DependencyViolation"):
+        ec2.delete_security_group(GroupName="named")
+
+
+def test_default_group_cannot_be_deleted(aws: AwsEndpoint) -> None:
+    ec2 = aws.client("ec2")
+    default = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": ["default"]}])[
+        "SecurityGroups"
+    ][0]["GroupId"]
+    with pytest.raises(ClientError) as err:
+        ec2.delete_security_group(GroupId=default)
+    assert err.value.response["Error"]["Code"] == "CannotDelete"
+    aws.control.set_fidelity(enabled=False)
+    ec2.delete_security_group(GroupId=default)  # stock moto lets it go
+
+
+def test_deleted_load_balancer_keeps_its_groups_busy_for_a_while(aws: AwsEndpoint) -> None:
+    ec2, elb = aws.client("ec2"), aws.client("elb")
+    sg = b.group(ec2, "elb-sg")
+    b.classic_elb(elb, ec2, "lb", [sg])
+    aws.control.set_fidelity(elb_sg_release_s=0.3)
+    elb.delete_load_balancer(LoadBalancerName="lb")
+
+    def deleted() -> bool:
+        try:
+            ec2.delete_security_group(GroupId=sg)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "DependencyViolation":
+                raise
+            return False
+        return True
+
+    wait_for(deleted)
+    outcomes = [e.error_code for e in aws.trail.calls("DeleteSecurityGroup")]
+    assert outcomes[0] == "DependencyViolation"
+    assert outcomes[-1] is None
+    reasons = {e.answered_by for e in aws.trail.calls("DeleteSecurityGroup", ok=False)}
+    assert reasons == {"fidelity:sg_dependency:deleted-lb:lb"}
+
+
+def test_deleted_load_balancer_frees_its_groups_at_once_by_default(aws: AwsEndpoint) -> None:
+    ec2, elb = aws.client("ec2"), aws.client("elb")
+    sg = b.group(ec2, "elb-sg")
+    b.classic_elb(elb, ec2, "lb", [sg])
+    elb.delete_load_balancer(LoadBalancerName="lb")
+    ec2.delete_security_group(GroupId=sg)
+
+
+# --- order of a Classic ELB's security groups (kubernetes#84926) ----------------------------
+
+
+def _elb_groups(aws: AwsEndpoint) -> list[str]:
+    return aws.client("elb").describe_load_balancers(LoadBalancerNames=["lb"])[
+        "LoadBalancerDescriptions"
+    ][0]["SecurityGroups"]
+
+
+@pytest.fixture
+def three_group_elb(aws: AwsEndpoint) -> list[str]:
+    ec2 = aws.client("ec2")
+    groups = [b.group(ec2, name) for name in ("k8s-elb-x", "nodes", "extra")]
+    b.classic_elb(aws.client("elb"), ec2, "lb", groups)
+    return groups
+
+
+def test_elb_groups_come_in_creation_order_by_default(
+    aws: AwsEndpoint, three_group_elb: list[str]
+) -> None:
+    assert _elb_groups(aws) == three_group_elb
+    reordered = [three_group_elb[2], three_group_elb[0]]
+    aws.client("elb").apply_security_groups_to_load_balancer(
+        LoadBalancerName="lb", SecurityGroups=reordered
+    )
+    assert _elb_groups(aws) == reordered
+
+
+def test_elb_groups_reversed(aws: AwsEndpoint, three_group_elb: list[str]) -> None:
+    aws.control.set_fidelity(elb_sg_order="reversed")
+    assert _elb_groups(aws) == three_group_elb[::-1]
+    assert _elb_groups(aws) == three_group_elb[::-1]
+    aws.control.set_fidelity(enabled=False)  # stock moto: stored (creation) order
+    assert _elb_groups(aws) == three_group_elb
+
+
+def test_elb_groups_shuffle_is_seeded(aws: AwsEndpoint, three_group_elb: list[str]) -> None:
+    def draws() -> list[list[str]]:
+        aws.control.set_fidelity(elb_sg_order="shuffle", elb_sg_order_seed=11)
+        return [_elb_groups(aws) for _ in range(12)]
+
+    first = draws()
+    assert first == draws()  # same seed, same sequence
+    assert all(sorted(d) == sorted(three_group_elb) for d in first)
+    assert len({tuple(d) for d in first}) > 1  # the order really varies between calls
+    aws.control.set_fidelity(elb_sg_order_seed=12)
+    assert [_elb_groups(aws) for _ in range(12)] != first
+
+
+# --- instance state transitions --------------------------------------------------------------
+
+
+def test_instance_transitions_are_instant_by_default(aws: AwsEndpoint) -> None:
+    ec2 = aws.client("ec2")
+    iid = b.instance(ec2)
+    assert b.instance_state(ec2, iid) == "running"
+    ec2.stop_instances(InstanceIds=[iid])
+    assert b.instance_state(ec2, iid) == "stopped"
+    ec2.terminate_instances(InstanceIds=[iid])
+    assert b.instance_state(ec2, iid) == "terminated"
+
+
+def test_instance_transitions_take_the_configured_time(aws: AwsEndpoint) -> None:
+    ec2 = aws.client("ec2")
+    aws.control.set_fidelity(
+        instance_pending_s=0.3, instance_stopping_s=0.3, instance_shutting_down_s=0.3
+    )
+    iid = b.instance(ec2)
+    assert b.instance_state(ec2, iid) == "pending"
+    running = ec2.describe_instances(
+        Filters=[{"Name": "instance-state-name", "Values": ["running"]}]
+    )["Reservations"]
+    assert running == []
+    wait_for(lambda: b.instance_state(ec2, iid) == "running")
+    ec2.stop_instances(InstanceIds=[iid])
+    assert b.instance_state(ec2, iid) == "stopping"
+    wait_for(lambda: b.instance_state(ec2, iid) == "stopped")
+    ec2.start_instances(InstanceIds=[iid])
+    assert b.instance_state(ec2, iid) == "pending"
+    wait_for(lambda: b.instance_state(ec2, iid) == "running")
+    ec2.terminate_instances(InstanceIds=[iid])
+    assert b.instance_state(ec2, iid) == "shutting-down"
+    wait_for(lambda: b.instance_state(ec2, iid) == "terminated")
+
+
+def test_stock_moto_ignores_transition_delays(aws: AwsEndpoint) -> None:
+    aws.control.set_fidelity(enabled=False, instance_pending_s=5.0)
+    ec2 = aws.client("ec2")
+    assert b.instance_state(ec2, b.instance(ec2)) == "running"
+
+
+def test_terminated_instances_disappear_after_their_visibility(aws: AwsEndpoint) -> None:
+    ec2 = aws.client("ec2")
+    aws.control.set_fidelity(terminated_visible_s=0.3)
+    gone, kept = b.instance(ec2), b.instance(ec2)
+    ec2.terminate_instances(InstanceIds=[gone])
+    assert b.instance_state(ec2, gone) == "terminated"
+
+    def vanished() -> bool:
+        try:
+            b.instance_state(ec2, gone)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "InvalidInstanceID.NotFound":
+                raise
+            return True
+        return False
+
+    wait_for(vanished)
+    listed = [
+        i["InstanceId"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]
+    ]
+    assert listed == [kept]
+
+
+def test_stock_moto_keeps_terminated_instances(aws: AwsEndpoint) -> None:
+    ec2 = aws.client("ec2")
+    aws.control.set_fidelity(enabled=False, terminated_visible_s=0.0)
+    iid = b.instance(ec2)
+    ec2.terminate_instances(InstanceIds=[iid])
+    aws.control.health()  # a tick
+    assert b.instance_state(ec2, iid) == "terminated"
+
+
+# --- Classic ELB defaults --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_new_elb_has_the_aws_default_health_check(aws: AwsEndpoint, enabled: bool) -> None:
+    aws.control.set_fidelity(enabled=enabled)
+    ec2, elb = aws.client("ec2"), aws.client("elb")
+    dns = b.classic_elb(elb, ec2, "lb", [b.group(ec2, "g")])
+    assert dns.endswith(".elb.amazonaws.com")  # right in moto already
+    description = elb.describe_load_balancers()["LoadBalancerDescriptions"][0]
+    attrs = elb.describe_load_balancer_attributes(LoadBalancerName="lb")
+    draining = attrs["LoadBalancerAttributes"]["ConnectionDraining"]
+    if enabled:
+        assert description["HealthCheck"] == {
+            "Target": "TCP:30080",
+            "Interval": 30,
+            "Timeout": 5,
+            "UnhealthyThreshold": 2,
+            "HealthyThreshold": 10,
+        }
+        assert draining == {"Enabled": False, "Timeout": 300}
+    else:
+        assert "HealthCheck" not in description
+        assert draining == {"Enabled": False}
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_modify_attributes_keeps_one_desync_entry(aws: AwsEndpoint, enabled: bool) -> None:
+    aws.control.set_fidelity(enabled=enabled)
+    ec2, elb = aws.client("ec2"), aws.client("elb")
+    b.classic_elb(elb, ec2, "lb", [b.group(ec2, "g")])
+    for _ in range(3):
+        elb.modify_load_balancer_attributes(
+            LoadBalancerName="lb",
+            LoadBalancerAttributes={"ConnectionSettings": {"IdleTimeout": 120}},
+        )
+    attrs = elb.describe_load_balancer_attributes(LoadBalancerName="lb")["LoadBalancerAttributes"]
+    assert attrs["ConnectionSettings"] == {"IdleTimeout": 120}
+    assert len(attrs["AdditionalAttributes"]) == (1 if enabled else 3)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_register_instances_returns_the_registered_set(aws: AwsEndpoint, enabled: bool) -> None:
+    aws.control.set_fidelity(enabled=enabled)
+    ec2, elb = aws.client("ec2"), aws.client("elb")
+    b.classic_elb(elb, ec2, "lb", [b.group(ec2, "g")])
+    one, two = b.instance(ec2), b.instance(ec2)
+    first = elb.register_instances_with_load_balancer(
+        LoadBalancerName="lb", Instances=[{"InstanceId": one}]
+    )["Instances"]
+    again = elb.register_instances_with_load_balancer(
+        LoadBalancerName="lb", Instances=[{"InstanceId": one}, {"InstanceId": two}]
+    )["Instances"]
+    left = elb.deregister_instances_from_load_balancer(
+        LoadBalancerName="lb", Instances=[{"InstanceId": one}]
+    )["Instances"]
+    listed = elb.describe_load_balancers()["LoadBalancerDescriptions"][0]["Instances"]
+    if enabled:
+        assert first == [{"InstanceId": one}]
+        assert again == [{"InstanceId": one}, {"InstanceId": two}]
+        assert left == [{"InstanceId": two}]
+        assert listed == [{"InstanceId": two}]
+    else:
+        assert first == again == left == []  # moto: the result is always empty
