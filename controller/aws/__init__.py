@@ -1,1 +1,173 @@
-"""The AWS implementation of the cloud provider contract (the only boto3 importer in controller/)."""
+"""The AWS cloud provider: the only place in ``controller/`` that imports boto3.
+
+Entry point for the CLI and the generic controllers: :func:`new_cloud` resolves the
+controller's own identity (instance metadata, or the off-cluster "dummy self instance" when the
+cloud config names Region, VPC, SubnetID and KubernetesClusterID), builds boto3 clients
+(endpoints from ``[ServiceOverride]`` or the standard ``AWS_ENDPOINT_URL*`` variables) and
+returns an :class:`AWSCloud` implementing ``controller.cloud.Cloud``.
+
+Layout, by capability: ``config`` (cloud config), ``annotations`` (Service validation),
+``sgrules`` (rule arithmetic), ``securitygroups``, ``subnets``, ``loadbalancer`` (Classic ELB),
+``instances`` (InstancesV2), ``metadata`` (IMDS), ``clients``, ``tags``, ``context``.
+Start-up failures raise :class:`CloudInitError` with a message saying what was tried and what to
+do; nothing here knows whether it talks to AWS or to a lab.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from controller.aws.clients import Clients, make_clients
+from controller.aws.config import CloudConfig, CloudConfigError, load_cloud_config
+from controller.aws.context import AWSContext
+from controller.aws.instances import AWSInstances, InstanceCache
+from controller.aws.loadbalancer import ClassicLoadBalancers
+from controller.aws.metadata import MetadataError, fetch_self_identity, metadata_endpoint
+from controller.aws.securitygroups import SecurityGroups
+from controller.aws.subnets import Subnets
+from controller.aws.tags import ClusterTags, find_cluster_ids, tag_map
+from controller.legacy import LegacyFlags
+
+__all__ = [
+    "AWSCloud",
+    "CloudConfig",
+    "CloudConfigError",
+    "CloudInitError",
+    "load_cloud_config",
+    "new_cloud",
+]
+
+log = logging.getLogger(__name__)
+
+DUMMY_SELF_INSTANCE = "master-dummy"
+
+
+class CloudInitError(Exception):
+    """The AWS provider cannot start (no metadata, no self instance, no cluster id)."""
+
+
+class AWSCloud:
+    """``controller.cloud.Cloud`` for AWS: Classic ELB load balancers and InstancesV2."""
+
+    def __init__(self, ctx: AWSContext, *, self_instance_id: str) -> None:
+        self.context = ctx
+        self.self_instance_id = self_instance_id
+        groups = SecurityGroups(ctx)
+        self._instances = AWSInstances(ctx)
+        self._lb = ClassicLoadBalancers(
+            ctx, instances=InstanceCache(ctx), subnets=Subnets(ctx), groups=groups
+        )
+
+    @property
+    def provider_name(self) -> str:
+        return "aws"
+
+    @property
+    def cluster_id(self) -> str:
+        return self.context.tags.cluster_id
+
+    @property
+    def region(self) -> str:
+        return self.context.region
+
+    @property
+    def vpc_id(self) -> str:
+        return self.context.vpc_id
+
+    def load_balancer(self) -> ClassicLoadBalancers:
+        return self._lb
+
+    def instances_v2(self) -> AWSInstances:
+        return self._instances
+
+
+def _imds_error(endpoint: str, exc: MetadataError) -> CloudInitError:
+    return CloudInitError(
+        f"cannot determine this controller's own EC2 instance: instance metadata at {endpoint} "
+        f"did not answer ({exc}). Run on an EC2 instance that can reach the metadata service, "
+        "point AWS_EC2_METADATA_SERVICE_ENDPOINT at one, or run off-cluster by setting Region, "
+        "VPC, SubnetID and KubernetesClusterID in the cloud config's [Global] section."
+    )
+
+
+def new_cloud(
+    config: CloudConfig,
+    *,
+    legacy: LegacyFlags | None = None,
+    sg_delete_interval: float = 5.0,
+    sg_delete_timeout: float = 600.0,
+    metadata_timeout: float = 3.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> AWSCloud:
+    """Resolve identity and build the provider. Raises :class:`CloudInitError`."""
+    legacy = legacy or LegacyFlags()
+    override = config.override_for("ec2imds", config.derived_region)
+    endpoint = metadata_endpoint(override.url if override else "")
+    region = config.derived_region
+    if config.uses_dummy_self_instance:
+        if not region:
+            try:
+                region = fetch_self_identity(endpoint, timeout=metadata_timeout).region
+            except MetadataError as exc:
+                raise _imds_error(endpoint, exc) from None
+        clients = make_clients(config, region)
+        vpc, subnet, self_id = config.vpc, config.subnet_id, DUMMY_SELF_INSTANCE
+        cluster_id = config.kubernetes_cluster_id or config.kubernetes_cluster_tag
+        log.info("off-cluster mode: VPC %s, subnet %s, region %s", vpc, subnet, region)
+    else:
+        try:
+            ident = fetch_self_identity(endpoint, timeout=metadata_timeout)
+        except MetadataError as exc:
+            raise _imds_error(endpoint, exc) from None
+        region = region or ident.region
+        clients = make_clients(config, region)
+        vpc, subnet, tags = _describe_self(clients, ident.instance_id)
+        self_id = ident.instance_id
+        cluster_id = config.kubernetes_cluster_id or config.kubernetes_cluster_tag
+        if not cluster_id:
+            ids = find_cluster_ids(tags)
+            if len(ids) != 1:
+                raise CloudInitError(
+                    f"AWS cloud failed to find ClusterID: instance {self_id} carries "
+                    f"{'no' if not ids else 'several'} kubernetes.io/cluster/<id> tags "
+                    f"({', '.join(ids) or 'none'}); set KubernetesClusterID in [Global]"
+                )
+            cluster_id = ids[0]
+    ctx = AWSContext(
+        clients=clients,
+        config=config,
+        tags=ClusterTags(cluster_id, legacy=bool(config.kubernetes_cluster_tag)),
+        vpc_id=vpc,
+        self_subnet_id=subnet,
+        legacy=legacy,
+        sg_delete_interval=sg_delete_interval,
+        sg_delete_timeout=sg_delete_timeout,
+        sleep=sleep,
+        clock=clock,
+    )
+    log.info("AWS cloud ready: region %s, vpc %s, cluster %s", region, vpc, cluster_id)
+    return AWSCloud(ctx, self_instance_id=self_id)
+
+
+def _describe_self(clients: Clients, instance_id: str) -> tuple[str, str, dict[str, str]]:
+    try:
+        resp = clients.ec2.describe_instances(InstanceIds=[instance_id])
+    except (ClientError, BotoCoreError) as exc:
+        raise CloudInitError(
+            f"cannot describe this controller's instance {instance_id} in {clients.region}: "
+            f"{exc}. Check the EC2 endpoint and credentials."
+        ) from None
+    for res in resp.get("Reservations", []):
+        for inst in res.get("Instances", []):
+            return (
+                inst.get("VpcId", ""),
+                inst.get("SubnetId", ""),
+                tag_map(cast(Any, inst.get("Tags"))),
+            )
+    raise CloudInitError(f"this controller's instance {instance_id} was not found in EC2")

@@ -14,11 +14,13 @@ queue handles everything above that.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import boto3
 import botocore.config
+import botocore.session
 from botocore.exceptions import BotoCoreError, ClientError
 
 from controller.aws.config import CloudConfig
@@ -63,10 +65,24 @@ def _client_kwargs(config: CloudConfig, service: str, region: str) -> dict[str, 
     return kwargs
 
 
+_shared_lock = threading.Lock()
+_shared_botocore: botocore.session.Session | None = None
+
+
+def _shared_session(region: str) -> boto3.Session:
+    """A boto3 session over one process-wide botocore session, so service models are loaded
+    once (creating an EC2 client from a fresh session costs about a second)."""
+    global _shared_botocore
+    with _shared_lock:
+        if _shared_botocore is None:
+            _shared_botocore = botocore.session.get_session()
+        return boto3.Session(botocore_session=_shared_botocore, region_name=region)
+
+
 def _session(config: CloudConfig, region: str) -> boto3.Session:
-    base = boto3.Session(region_name=region)
     if not config.role_arn:
-        return base
+        return _shared_session(region)
+    base = boto3.Session(region_name=region)
     # Assume the configured role with refreshing credentials (upstream stscreds provider).
     from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 

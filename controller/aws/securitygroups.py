@@ -20,7 +20,7 @@ group the controller does not own is modified or deleted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
@@ -283,13 +283,19 @@ class SecurityGroups:
         )
 
     def update_node_rules(
-        self, lb_group: str, instances: Sequence[InstanceTypeDef], *, deleting: bool
+        self,
+        lb_group: str,
+        instances: Sequence[InstanceTypeDef],
+        *,
+        deleting: bool,
+        may_revoke: Callable[[], bool] = lambda: True,
     ) -> None:
         """Upstream ``updateInstanceSecurityGroupsForLoadBalancer``.
 
         Node groups of ``instances`` get "all traffic from ``lb_group``"; groups that reference
         ``lb_group`` but host no target lose it if cluster-tagged, or always when ``deleting``
-        (``lb_group`` is about to be deleted, cloud-provider-aws PR #752).
+        (``lb_group`` is about to be deleted, cloud-provider-aws PR #752). ``may_revoke`` is
+        asked (once, lazily) before the first revocation: a shared group keeps its rules.
         """
         if self.ctx.config.disable_security_group_ingress:
             return
@@ -300,11 +306,15 @@ class SecurityGroups:
             gid = find_group_for_instance(inst, tagged)
             if gid is not None:
                 desired.add(gid)
+        allowed: bool | None = None
         for gid, is_tagged in sorted(actual.items()):
             if gid in desired:
                 continue
             if is_tagged or deleting:
-                self._remove_lb_rule(gid, lb_group)
+                if allowed is None:
+                    allowed = may_revoke()
+                if allowed:
+                    self._remove_lb_rule(gid, lb_group)
             else:
                 log.info("not revoking %s from untagged group %s", lb_group, gid)
         for gid in sorted(desired - set(actual)):

@@ -1,0 +1,274 @@
+"""Nodes to EC2 instances: providerIDs, lookups, existence, shutdown, metadata (InstancesV2).
+
+Neighbours: the generic node and node-lifecycle controllers call :class:`AWSInstances` through
+``controller.cloud.InstancesV2``; :mod:`controller.aws.loadbalancer` uses
+:class:`InstanceCache` to turn the Service's nodes into registrable instances.
+
+Design (upstream ``instances_v2.go``, §5): a node is found by ``spec.providerID`` first, by a
+resource-based name (``i-…``, with or without a domain) next, and by an exact
+``PrivateDnsName`` match last; the legacy ``node-name-private-dns`` switch keeps only the last
+for nodes without a providerID. "Not found" is never "gone": only ``InvalidInstanceID.NotFound``
+or a terminated instance makes :meth:`AWSInstances.instance_exists` answer ``False``; a failed
+name lookup raises :class:`InstanceNotFound` so the lifecycle controller deletes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from botocore.exceptions import ClientError
+
+from controller.aws.clients import error_code
+from controller.aws.context import AWSContext
+from controller.aws.tags import tag_map
+from controller.cloud import (
+    CloudError,
+    InstanceID,
+    InstanceMetadata,
+    InstanceNotFound,
+    Node,
+    NodeAddress,
+    ProviderID,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2.type_defs import InstanceTypeDef
+
+log = logging.getLogger(__name__)
+
+ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
+_INSTANCE_SEGMENT = re.compile(r"^(i-[^/]*|fargate-[^/]*)$")
+_LIVE_STATES = ["pending", "running", "shutting-down", "stopping", "stopped"]
+CACHE_MAX_AGE = 600.0
+
+
+class InvalidProviderID(CloudError):
+    """``spec.providerID`` is not an AWS instance provider id."""
+
+
+def parse_provider_id(provider_id: str) -> InstanceID:
+    """``aws:///<az>/i-…``, ``aws:////i-…`` or a bare ``i-…`` -> the instance id."""
+    raw = provider_id.strip()
+    if raw.startswith("aws://"):
+        rest = raw[len("aws://") :]
+        if not rest.startswith("/"):
+            raise InvalidProviderID(
+                f"invalid providerID {provider_id!r}: expected aws:///<az>/<id>"
+            )
+        segments = rest.split("/")
+        if len(segments) != 3:
+            raise InvalidProviderID(
+                f"invalid providerID {provider_id!r}: expected aws:///<az>/<id>"
+            )
+        candidate = segments[2]
+    elif "://" in raw or "/" in raw:
+        raise InvalidProviderID(f"invalid providerID {provider_id!r}: not an aws:// provider id")
+    else:
+        candidate = raw
+    if not _INSTANCE_SEGMENT.match(candidate):
+        raise InvalidProviderID(f"invalid providerID {provider_id!r}: {candidate!r} is not i-…")
+    return InstanceID(candidate)
+
+
+def build_provider_id(zone: str, instance_id: str) -> ProviderID:
+    return ProviderID(f"aws:///{zone}/{instance_id}")
+
+
+def instance_id_from_name(name: str) -> InstanceID | None:
+    """Resource-based node names: ``i-0abc`` or ``i-0abc.<region>.compute.internal``."""
+    if name.startswith("i-"):
+        return InstanceID(name.split(".", 1)[0])
+    return None
+
+
+def node_addresses(instance: InstanceTypeDef, families: Sequence[str]) -> tuple[NodeAddress, ...]:
+    """Upstream ``getInstanceNodeAddress`` for the configured families, in order."""
+    out: list[NodeAddress] = []
+
+    def add(kind: str, value: str | None) -> None:
+        if value and NodeAddress(kind, value) not in out:
+            out.append(NodeAddress(kind, value))
+
+    enis = sorted(
+        instance.get("NetworkInterfaces", []),
+        key=lambda e: (
+            "Attachment" not in e,
+            e.get("Attachment", {}).get("DeviceIndex", 0),
+        ),
+    )
+    in_use = [e for e in enis if e.get("Status", "in-use") == "in-use"]
+    for family in families:
+        if family == "ipv4":
+            if in_use:
+                for eni in in_use:
+                    for ip in eni.get("PrivateIpAddresses", []):
+                        add("InternalIP", ip.get("PrivateIpAddress"))
+            else:
+                add("InternalIP", instance.get("PrivateIpAddress"))
+            add("ExternalIP", instance.get("PublicIpAddress"))
+            add("InternalDNS", instance.get("PrivateDnsName"))
+            add("Hostname", instance.get("PrivateDnsName"))
+            add("ExternalDNS", instance.get("PublicDnsName"))
+        elif family == "ipv6":
+            for eni in in_use:
+                v6 = eni.get("Ipv6Addresses", [])
+                if v6:
+                    add("InternalIP", v6[0].get("Ipv6Address"))
+    return tuple(out)
+
+
+class AWSInstances:
+    """``controller.cloud.InstancesV2`` on EC2."""
+
+    def __init__(self, ctx: AWSContext) -> None:
+        self.ctx = ctx
+        self.ec2 = ctx.clients.ec2
+        self._zone_ids: dict[str, str] = {}
+
+    # -- lookup --------------------------------------------------------------------------
+
+    def _by_id(self, instance_id: str) -> InstanceTypeDef | None:
+        """The instance, or ``None`` when EC2 positively says it does not exist."""
+        try:
+            resp = self.ec2.describe_instances(InstanceIds=[instance_id])
+        except ClientError as exc:
+            if error_code(exc) == "InvalidInstanceID.NotFound":
+                return None
+            raise
+        for res in resp.get("Reservations", []):
+            for inst in res.get("Instances", []):
+                return inst
+        return None
+
+    def _by_private_dns(self, name: str) -> InstanceTypeDef:
+        resp = self.ec2.describe_instances(
+            Filters=[
+                {"Name": "private-dns-name", "Values": [name]},
+                {"Name": "instance-state-name", "Values": _LIVE_STATES},
+            ]
+        )
+        found = [
+            inst
+            for res in resp.get("Reservations", [])
+            for inst in res.get("Instances", [])
+            if self.ctx.tags.has_cluster_tag(tag_map(cast(Any, inst.get("Tags"))))
+        ]
+        if not found:
+            raise InstanceNotFound(
+                f"instance not found: no cluster instance has PrivateDnsName {name!r} "
+                "(set spec.providerID or name the node after the instance)"
+            )
+        if len(found) > 1:
+            raise CloudError(f"found {len(found)} instances with PrivateDnsName {name!r}")
+        return found[0]
+
+    def find(self, node: Node) -> InstanceTypeDef | None:
+        """The node's instance; ``None`` only when EC2 says the id does not exist.
+
+        Raises :class:`InstanceNotFound` when no id can be determined for the node.
+        """
+        if node.provider_id:
+            return self._by_id(parse_provider_id(node.provider_id))
+        if self.ctx.legacy.enabled("node-name-private-dns"):
+            # LEGACY cloud-provider-aws #63/#335/#384: the node name must be the PrivateDnsName.
+            return self._by_private_dns(node.name)
+        # FIXED: resource-based names are instance ids; exact PrivateDnsName last.
+        rbn = instance_id_from_name(node.name)
+        if rbn is not None:
+            return self._by_id(rbn)
+        return self._by_private_dns(node.name)
+
+    # -- InstancesV2 ---------------------------------------------------------------------
+
+    def instance_exists(self, node: Node) -> bool:
+        inst = self.find(node)
+        if inst is None:
+            return False
+        state = inst.get("State", {}).get("Name")
+        return state is not None and state != "terminated"
+
+    def instance_shutdown(self, node: Node) -> bool:
+        inst = self.find(node)
+        return inst is not None and inst.get("State", {}).get("Name") == "stopped"
+
+    def instance_metadata(self, node: Node) -> InstanceMetadata:
+        inst = self.find(node)
+        if inst is None:
+            raise InstanceNotFound(f"instance for node {node.name} does not exist")
+        zone = inst.get("Placement", {}).get("AvailabilityZone", "")
+        labels: dict[str, str] = {}
+        zone_id = self.zone_id(zone)
+        if zone_id and ZONE_ID_LABEL not in node.labels:
+            labels[ZONE_ID_LABEL] = zone_id
+        return InstanceMetadata(
+            provider_id=build_provider_id(zone, inst.get("InstanceId", "")),
+            instance_type=inst.get("InstanceType", ""),
+            node_addresses=node_addresses(inst, self.ctx.config.node_ip_families),
+            zone=zone,
+            region=self.ctx.region,
+            additional_labels=labels,
+        )
+
+    def zone_id(self, zone: str) -> str:
+        if zone and zone not in self._zone_ids:
+            resp = self.ec2.describe_availability_zones()
+            self._zone_ids = {
+                z.get("ZoneName", ""): z.get("ZoneId", "")
+                for z in resp.get("AvailabilityZones", [])
+            }
+        return self._zone_ids.get(zone, "")
+
+
+class InstanceCache:
+    """Upstream ``describeAllInstancesCached``: all cluster instances, refreshed when older
+    than ten minutes or missing a wanted id."""
+
+    def __init__(self, ctx: AWSContext) -> None:
+        self.ctx = ctx
+        self._at = 0.0
+        self._instances: dict[str, InstanceTypeDef] = {}
+
+    def _refresh(self) -> None:
+        found: dict[str, InstanceTypeDef] = {}
+        for page in self.ctx.clients.ec2.get_paginator("describe_instances").paginate():
+            for res in page.get("Reservations", []):
+                for inst in res.get("Instances", []):
+                    if self.ctx.tags.has_cluster_tag(tag_map(cast(Any, inst.get("Tags")))):
+                        found[inst.get("InstanceId", "")] = inst
+        self._instances = found
+        self._at = self.ctx.clock()
+
+    def get(self, ids: Iterable[str]) -> list[InstanceTypeDef]:
+        wanted = list(dict.fromkeys(ids))
+        stale = self.ctx.clock() - self._at > CACHE_MAX_AGE or not self._at
+        if stale or any(i not in self._instances for i in wanted):
+            self._refresh()
+        return [self._instances[i] for i in wanted if i in self._instances]
+
+    def for_nodes(
+        self, nodes: Sequence[Node], *, target_labels: Sequence[tuple[str, str]] = ()
+    ) -> list[InstanceTypeDef]:
+        """Upstream ``findInstancesForELB``: label filter, providerID, cluster instances.
+
+        Nodes without a parsable providerID and instances that are not the cluster's (no
+        cluster tag) or not running are skipped with a log line, like upstream.
+        """
+        ids: list[str] = []
+        for node in nodes:
+            if any(k not in node.labels or (v and node.labels[k] != v) for k, v in target_labels):
+                continue
+            if not node.provider_id:
+                log.warning("node %s has no providerID; not registering it", node.name)
+                continue
+            try:
+                ids.append(parse_provider_id(node.provider_id))
+            except InvalidProviderID as exc:
+                log.warning("node %s: %s; not registering it", node.name, exc)
+        found = self.get(ids)
+        missing = set(ids) - {i.get("InstanceId", "") for i in found}
+        if missing:
+            log.warning("instances %s not found among cluster instances", sorted(missing))
+        return [i for i in found if i.get("State", {}).get("Name") != "terminated"]

@@ -1,0 +1,176 @@
+"""Subnets for a Classic ELB: the annotation, or discovery by tags and route tables.
+
+Neighbours: :mod:`controller.aws.loadbalancer` calls :meth:`Subnets.for_load_balancer` before
+creating or reconciling an ELB. :func:`pick_subnets` is the pure heart, unit-tested alone.
+
+Design (upstream ``findELBSubnets``): candidates are the VPC's subnets tagged for this cluster
+or for no cluster; an internet-facing ELB keeps only public subnets (route to an ``igw-``);
+one subnet per availability zone, ties broken by the role tag, then the cluster tag, then the
+smallest id; zones that are not ``availability-zone`` (local/wavelength) are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from controller.aws.annotations import A_SUBNETS, is_subnet_id
+from controller.aws.context import AWSContext
+from controller.aws.tags import ClusterTags, tag_map
+from controller.cloud import CloudError, InvalidServiceConfig
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2.type_defs import FilterTypeDef, RouteTableTypeDef, SubnetTypeDef
+
+log = logging.getLogger(__name__)
+
+ROLE_ELB = "kubernetes.io/role/elb"
+ROLE_INTERNAL_ELB = "kubernetes.io/role/internal-elb"
+
+
+class NoSuitableSubnets(CloudError):
+    """No subnet qualifies for the load balancer."""
+
+
+@dataclass(frozen=True)
+class SubnetInfo:
+    subnet_id: str
+    zone: str
+    tags: Mapping[str, str]
+    public: bool
+
+
+def public_subnet_ids(
+    subnets: Sequence[SubnetTypeDef], route_tables: Sequence[RouteTableTypeDef]
+) -> set[str]:
+    """Subnets whose route table (explicit association, else the main table) has an igw."""
+
+    def has_igw(rt: RouteTableTypeDef) -> bool:
+        return any(str(r.get("GatewayId", "")).startswith("igw") for r in rt.get("Routes", []))
+
+    explicit: dict[str, bool] = {}
+    main_public = False
+    for rt in route_tables:
+        for assoc in rt.get("Associations", []):
+            if assoc.get("Main"):
+                main_public = has_igw(rt)
+            elif assoc.get("SubnetId"):
+                explicit[assoc["SubnetId"]] = has_igw(rt)
+    return {s["SubnetId"] for s in subnets if explicit.get(s["SubnetId"], main_public)}
+
+
+def pick_subnets(
+    candidates: Sequence[SubnetInfo], *, internal: bool, tags: ClusterTags
+) -> list[str]:
+    """One subnet per zone, upstream tie-breaks; sorted by id."""
+    role = ROLE_INTERNAL_ELB if internal else ROLE_ELB
+    best: dict[str, SubnetInfo] = {}
+
+    def score(s: SubnetInfo) -> tuple[int, int, str]:
+        return (
+            0 if role in s.tags else 1,
+            0 if tags.cluster_id and tags.has_cluster_tag(s.tags) else 1,
+            s.subnet_id,
+        )
+
+    for s in candidates:
+        if not internal and not s.public:
+            log.debug("ignoring private subnet %s for an internet-facing ELB", s.subnet_id)
+            continue
+        cur = best.get(s.zone)
+        if cur is None or score(s) < score(cur):
+            best[s.zone] = s
+    return sorted(s.subnet_id for s in best.values())
+
+
+class Subnets:
+    def __init__(self, ctx: AWSContext) -> None:
+        self.ctx = ctx
+        self.ec2 = ctx.clients.ec2
+        self._zone_types: dict[str, str] = {}
+
+    def _describe(self, **kwargs: Any) -> list[SubnetTypeDef]:
+        out: list[SubnetTypeDef] = []
+        for page in self.ec2.get_paginator("describe_subnets").paginate(**kwargs):
+            out.extend(page.get("Subnets", []))
+        return out
+
+    def zone_types(self) -> dict[str, str]:
+        """Zone name -> ZoneType, described once and cached (zones do not change)."""
+        if not self._zone_types:
+            resp = self.ec2.describe_availability_zones()
+            self._zone_types = {
+                z.get("ZoneName", ""): z.get("ZoneType", "availability-zone")
+                for z in resp.get("AvailabilityZones", [])
+            }
+        return self._zone_types
+
+    def zone_ids(self) -> dict[str, str]:
+        resp = self.ec2.describe_availability_zones()
+        return {
+            z.get("ZoneName", ""): z.get("ZoneId", "") for z in resp.get("AvailabilityZones", [])
+        }
+
+    def resolve_annotation(self, refs: Sequence[str]) -> list[str]:
+        """``aws-load-balancer-subnets``: ids and Name tag values, all must resolve."""
+        ids = [r for r in refs if is_subnet_id(r)]
+        names = [r for r in refs if not is_subnet_id(r)]
+        found: list[SubnetTypeDef] = []
+        if ids:
+            found += self._describe(SubnetIds=ids)
+        if names:
+            found += self._describe(
+                Filters=[
+                    {"Name": "tag:Name", "Values": names},
+                    {"Name": "vpc-id", "Values": [self.ctx.vpc_id]},
+                ]
+            )
+        unique = sorted({s["SubnetId"] for s in found})
+        if len(unique) != len(refs):
+            raise InvalidServiceConfig(
+                A_SUBNETS,
+                ",".join(refs),
+                f"expected to find {len(refs)}, but found {len(unique)} subnets",
+            )
+        return unique
+
+    def for_load_balancer(self, *, internal: bool, annotated: Sequence[str]) -> list[str]:
+        if annotated:
+            return self.resolve_annotation(annotated)
+        vpc_filter: list[FilterTypeDef] = [{"Name": "vpc-id", "Values": [self.ctx.vpc_id]}]
+        subnets = [
+            s
+            for s in self._describe(Filters=vpc_filter)
+            if not self.ctx.tags.tagged_for_other_cluster(tag_map(cast(Any, s.get("Tags"))))
+        ]
+        if not subnets and self.ctx.self_subnet_id:
+            log.warning("No tagged subnets found; will fall-back to the current subnet only")
+            subnets = self._describe(
+                Filters=[{"Name": "subnet-id", "Values": [self.ctx.self_subnet_id]}]
+            )
+        route_tables: list[RouteTableTypeDef] = []
+        for page in self.ec2.get_paginator("describe_route_tables").paginate(Filters=vpc_filter):
+            route_tables.extend(page.get("RouteTables", []))
+        public = public_subnet_ids(subnets, route_tables)
+        zone_types = self.zone_types()
+        infos = [
+            SubnetInfo(
+                subnet_id=s["SubnetId"],
+                zone=s.get("AvailabilityZone", ""),
+                tags=tag_map(cast(Any, s.get("Tags"))),
+                public=s["SubnetId"] in public,
+            )
+            for s in subnets
+            if zone_types.get(s.get("AvailabilityZone", ""), "availability-zone")
+            == "availability-zone"
+        ]
+        chosen = pick_subnets(infos, internal=internal, tags=self.ctx.tags)
+        if not chosen:
+            raise NoSuitableSubnets(
+                "could not find any suitable subnets for creating the ELB "
+                f"(vpc {self.ctx.vpc_id}, {'internal' if internal else 'internet-facing'}: "
+                f"tag subnets {ROLE_INTERNAL_ELB if internal else ROLE_ELB} or route to an igw)"
+            )
+        return chosen

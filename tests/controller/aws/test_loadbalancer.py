@@ -1,0 +1,284 @@
+"""Classic ELB ensure/update/delete against the lab's AWS endpoint, checked via the call trail.
+
+Sequences are compared with ``shared/docs/reference/upstream-ccm.md`` §3.4 (new Service),
+§3.5 (node set changed) and §3.7 (deletion).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.aws import annotations as A
+from controller.cloud import InvalidServiceConfig, Node, Service, ServicePort
+from lab.aws import AwsEndpoint
+from tests.controller.aws.conftest import MakeCloud
+from tests.controller.aws.topology import CLUSTER, Topology, ingress
+
+UID = "1f2e3d4c-5b6a-7988-a7b6-c5d4e3f2a1b0"
+LB_NAME = "a1f2e3d4c5b6a7988a7b6c5d4e3f2a1b"
+MUTATING_PREFIXES = (
+    "Create",
+    "Delete",
+    "Authorize",
+    "Revoke",
+    "Modify",
+    "Register",
+    "Deregister",
+    "Apply",
+    "Attach",
+    "Detach",
+    "Configure",
+    "Set",
+    "Add",
+    "Remove",
+)
+
+
+def service(annotations: dict[str, str] | None = None, **kw: object) -> Service:
+    base: dict[str, object] = {
+        "namespace": "shop",
+        "name": "web",
+        "uid": UID,
+        "ports": (ServicePort(port=80, node_port=30080, name="http"),),
+        "annotations": annotations or {},
+    }
+    base.update(kw)
+    return Service(**base)  # type: ignore[arg-type]
+
+
+def nodes(topo: Topology, *names: str) -> list[Node]:
+    return [Node(name=n, provider_id=topo.provider_id(n)) for n in (names or topo.instances)]
+
+
+def actions(aws: AwsEndpoint, since: int = 0) -> list[str]:
+    return [e.action for e in aws.trail.events() if e.seq > since]
+
+
+def mutating(aws: AwsEndpoint, since: int = 0) -> list[str]:
+    return [a for a in actions(aws, since) if a.startswith(MUTATING_PREFIXES)]
+
+
+def elb_groups(aws: AwsEndpoint) -> list[str]:
+    desc = aws.client("elb").describe_load_balancers(LoadBalancerNames=[LB_NAME])
+    return list(desc["LoadBalancerDescriptions"][0]["SecurityGroups"])
+
+
+def group_id(aws: AwsEndpoint, name: str) -> str | None:
+    found = aws.client("ec2").describe_security_groups(
+        Filters=[{"Name": "group-name", "Values": [name]}]
+    )["SecurityGroups"]
+    return found[0]["GroupId"] if found else None
+
+
+def test_new_service_follows_upstream_sequence_and_end_state(
+    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    lb = make_cloud().load_balancer()
+    status = lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+
+    assert actions(aws) == [
+        "DescribeInstances",  # findInstancesForELB (all instances, cached)
+        "DescribeSubnets",
+        "DescribeRouteTables",
+        "DescribeAvailabilityZones",
+        "DescribeSecurityGroups",  # group-name + vpc-id
+        "CreateSecurityGroup",
+        "DescribeSecurityGroups",  # by id, for the ingress sync
+        "AuthorizeSecurityGroupIngress",
+        "DescribeLoadBalancers",
+        "CreateLoadBalancer",
+        "DescribeLoadBalancerAttributes",
+        "DescribeLoadBalancers",
+        "ConfigureHealthCheck",
+        "DescribeSecurityGroups",  # all groups: which are cluster-tagged
+        "DescribeSecurityGroups",  # ip-permission.group-id = the ELB's group
+        "DescribeSecurityGroups",  # the node group, before authorizing
+        "AuthorizeSecurityGroupIngress",
+        "RegisterInstancesWithLoadBalancer",
+    ]
+    elb_sg = group_id(aws, f"k8s-elb-{LB_NAME}")
+    assert elb_sg is not None
+    create_sg = aws.trail.calls("CreateSecurityGroup")[0]
+    assert create_sg.params["GroupName"] == f"k8s-elb-{LB_NAME}"
+    assert aws.trail.calls("DescribeSecurityGroups")[3].params["Filters"] == [
+        f"ip-permission.group-id={elb_sg}"
+    ]
+    node_auth = aws.trail.calls("AuthorizeSecurityGroupIngress")[1]
+    assert node_auth.params["GroupId"] == topo.nodes_group
+    assert node_auth.params["IpPermissions"] == [f"all from {elb_sg}"]
+
+    assert status.ingress[0].hostname.endswith(".elb.amazonaws.com")
+    assert elb_groups(aws) == [elb_sg]
+    assert ingress(aws.client("ec2"), topo.nodes_group) == {
+        ("-1", topo.nodes_group),
+        ("-1", elb_sg),
+    }
+    assert ingress(aws.client("ec2"), elb_sg) == {
+        ("tcp:80-80", "0.0.0.0/0"),
+        ("icmp:3-4", "0.0.0.0/0"),
+    }
+    desc = aws.client("elb").describe_load_balancers(LoadBalancerNames=[LB_NAME])
+    lbd = desc["LoadBalancerDescriptions"][0]
+    assert sorted(i["InstanceId"] for i in lbd["Instances"]) == sorted(topo.instances.values())
+    assert sorted(lbd["Subnets"]) == sorted(topo.public_subnets)
+    assert lbd["HealthCheck"]["Target"] == "TCP:30080"
+    tags = aws.client("elb").describe_tags(LoadBalancerNames=[LB_NAME])["TagDescriptions"][0]
+    tag_map = {t["Key"]: t["Value"] for t in tags["Tags"]}
+    assert tag_map[f"kubernetes.io/cluster/{CLUSTER}"] == "owned"
+    assert tag_map["kubernetes.io/service-name"] == "shop/web"
+    sg = aws.client("ec2").describe_security_groups(GroupIds=[elb_sg])["SecurityGroups"][0]
+    sg_tags = {t["Key"]: t["Value"] for t in sg.get("Tags", [])}
+    assert sg_tags[f"kubernetes.io/cluster/{CLUSTER}"] == "owned"
+    assert sg_tags["kubernetes.io/service-name"] == "shop/web"
+
+
+def test_second_ensure_is_read_only(
+    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    lb = make_cloud().load_balancer()
+    lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+    mark = aws.trail.last_seq
+    lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+    assert mutating(aws, mark) == []
+
+
+def test_update_follows_upstream_sequence(
+    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    lb = make_cloud().load_balancer()
+    lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+    mark = aws.trail.last_seq
+    lb.update_load_balancer("kubernetes", service(), nodes(topo, "node-0"))
+    assert actions(aws, mark) == [
+        "DescribeLoadBalancers",
+        "DeregisterInstancesFromLoadBalancer",
+        "DescribeSecurityGroups",  # the ELB's groups: which one is the managed group
+        "DescribeSecurityGroups",  # all groups
+        "DescribeSecurityGroups",  # ip-permission.group-id
+    ]
+    dereg = aws.trail.calls("DeregisterInstancesFromLoadBalancer")[0]
+    assert dereg.params["Instances"] == [topo.instances["node-1"]]
+
+
+def test_delete_follows_upstream_sequence_and_keeps_node_self_rule(
+    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    lb = make_cloud().load_balancer()
+    lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+    elb_sg = group_id(aws, f"k8s-elb-{LB_NAME}")
+    mark = aws.trail.last_seq
+    lb.ensure_load_balancer_deleted("kubernetes", service())
+    assert actions(aws, mark) == [
+        "DescribeLoadBalancers",
+        "DescribeSecurityGroups",  # group-id filter: the delete set
+        "DescribeSecurityGroups",  # all groups
+        "DescribeSecurityGroups",  # ip-permission.group-id
+        "DescribeSecurityGroups",  # the node group, before revoking
+        "RevokeSecurityGroupIngress",
+        "DeleteLoadBalancer",
+        "DeleteSecurityGroup",
+    ]
+    revoke = aws.trail.calls("RevokeSecurityGroupIngress")[0]
+    assert revoke.params["GroupId"] == topo.nodes_group
+    assert revoke.params["IpPermissions"] == [f"all from {elb_sg}"]
+    assert group_id(aws, f"k8s-elb-{LB_NAME}") is None
+    assert ingress(aws.client("ec2"), topo.nodes_group) == {("-1", topo.nodes_group)}
+    # idempotent: absent is success, and nothing is mutated
+    mark = aws.trail.last_seq
+    lb.ensure_load_balancer_deleted("kubernetes", service())
+    assert actions(aws, mark) == ["DescribeLoadBalancers"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        (A.A_IDLE_TIMEOUT, "forever"),
+        (A.A_EXTRA_SECURITY_GROUPS, "nodes"),
+        (A.A_HC_INTERVAL, "1"),
+        (A.A_BACKEND_PROTOCOL, "grpc"),
+    ],
+)
+def test_malformed_annotation_makes_zero_aws_calls(
+    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud, key: str, value: str
+) -> None:
+    lb = make_cloud().load_balancer()
+    mark = aws.trail.last_seq
+    with pytest.raises(InvalidServiceConfig) as err:
+        lb.ensure_load_balancer("kubernetes", service({key: value}), nodes(topo))
+    assert (err.value.field, err.value.value) == (key, value)
+    assert actions(aws, mark) == []
+
+
+def test_annotations_reach_aws(aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud) -> None:
+    lb = make_cloud().load_balancer()
+    svc = service(
+        {
+            A.A_IDLE_TIMEOUT: "120",
+            A.A_DRAINING_ENABLED: "true",
+            A.A_DRAINING_TIMEOUT: "30",
+            A.A_CROSS_ZONE: "true",
+            A.A_HC_PROTOCOL: "HTTP",
+            A.A_HC_PATH: "/ready",
+            A.A_ADDITIONAL_TAGS: "team=web",
+            A.A_INTERNAL: "true",
+        },
+        load_balancer_source_ranges=("10.0.0.0/8",),
+    )
+    lb.ensure_load_balancer("kubernetes", svc, nodes(topo))
+    elb = aws.client("elb")
+    attrs = elb.describe_load_balancer_attributes(LoadBalancerName=LB_NAME)[
+        "LoadBalancerAttributes"
+    ]
+    assert attrs["ConnectionSettings"]["IdleTimeout"] == 120
+    assert attrs["ConnectionDraining"] == {"Enabled": True, "Timeout": 30}
+    assert attrs["CrossZoneLoadBalancing"]["Enabled"] is True
+    lbd = elb.describe_load_balancers(LoadBalancerNames=[LB_NAME])["LoadBalancerDescriptions"][0]
+    assert lbd["HealthCheck"]["Target"] == "HTTP:30080/ready"
+    assert lbd["Scheme"] == "internal"
+    elb_sg = group_id(aws, f"k8s-elb-{LB_NAME}")
+    assert elb_sg is not None
+    assert ingress(aws.client("ec2"), elb_sg) == {
+        ("tcp:80-80", "10.0.0.0/8"),
+        ("icmp:3-4", "10.0.0.0/8"),
+    }
+    # changing the source ranges re-syncs the group exactly
+    mark = aws.trail.last_seq
+    lb.ensure_load_balancer(
+        "kubernetes", service(load_balancer_source_ranges=("192.168.0.0/16",)), nodes(topo)
+    )
+    assert ingress(aws.client("ec2"), elb_sg) == {
+        ("tcp:80-80", "192.168.0.0/16"),
+        ("icmp:3-4", "192.168.0.0/16"),
+    }
+    assert "ModifyLoadBalancerAttributes" in mutating(aws, mark)
+
+
+def test_disable_security_group_ingress_touches_no_node_group(
+    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    lb = make_cloud(extra="DisableSecurityGroupIngress = true").load_balancer()
+    lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+    lb.ensure_load_balancer_deleted("kubernetes", service())
+    for call in aws.trail.calls("AuthorizeSecurityGroupIngress") + aws.trail.calls(
+        "RevokeSecurityGroupIngress"
+    ):
+        assert call.params["GroupId"] != topo.nodes_group
+    assert ingress(aws.client("ec2"), topo.nodes_group) == {("-1", topo.nodes_group)}
+
+
+def test_elb_security_group_is_used_never_created_or_deleted(
+    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    ec2 = aws.client("ec2")
+    shared = ec2.create_security_group(GroupName="shared-elb", Description="x", VpcId=topo.vpc)[
+        "GroupId"
+    ]
+    aws.control.clear_trail()
+    lb = make_cloud(extra=f"ElbSecurityGroup = {shared}").load_balancer()
+    lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+    assert elb_groups(aws) == [shared]
+    assert ("-1", shared) in ingress(ec2, topo.nodes_group)
+    lb.ensure_load_balancer_deleted("kubernetes", service())
+    assert aws.trail.calls("CreateSecurityGroup") == []
+    assert aws.trail.calls("DeleteSecurityGroup") == []
+    assert group_id(aws, "shared-elb") == shared
