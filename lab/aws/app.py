@@ -261,10 +261,11 @@ def _reset_moto() -> None:
     from moto.core.base_backend import BackendDict, backend_lock
     from moto.core.model_instances import reset_model_data
 
+    instances: list[Any] = vars(BackendDict)["_instances"]
     with backend_lock:
-        for backend in BackendDict._instances:
+        for backend in instances:
             backend.clear()
-        BackendDict._instances.clear()
+        instances.clear()
     reset_model_data()
 
 
