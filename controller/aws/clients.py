@@ -13,6 +13,7 @@ queue handles everything above that.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from dataclasses import dataclass
@@ -66,17 +67,18 @@ def _client_kwargs(config: CloudConfig, service: str, region: str) -> dict[str, 
 
 
 _shared_lock = threading.Lock()
-_shared_botocore: botocore.session.Session | None = None
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_botocore() -> botocore.session.Session:
+    return botocore.session.get_session()
 
 
 def _shared_session(region: str) -> boto3.Session:
     """A boto3 session over one process-wide botocore session, so service models are loaded
     once (creating an EC2 client from a fresh session costs about a second)."""
-    global _shared_botocore
     with _shared_lock:
-        if _shared_botocore is None:
-            _shared_botocore = botocore.session.get_session()
-        return boto3.Session(botocore_session=_shared_botocore, region_name=region)
+        return boto3.Session(botocore_session=_shared_botocore(), region_name=region)
 
 
 def _session(config: CloudConfig, region: str) -> boto3.Session:
