@@ -6,6 +6,7 @@ Every test using ``sim`` fails if a request handler raised inside the server whi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,3 +57,24 @@ def make_node(name: str, *tweaks: Any) -> dict[str, Any]:
     for tweak in tweaks:
         tweak(node)
     return node
+
+
+def raw(
+    sim: KubeSimulator,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, Any]]:
+    """One HTTP request without the client's checks; returns (status, decoded JSON body)."""
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(sim.url + path, data=body, method=method, headers=headers or {})
+    if sim.token:
+        req.add_header("Authorization", f"Bearer {sim.token}")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")

@@ -1,0 +1,198 @@
+"""The simulator as a component and a process: TLS and tokens, kubeconfig, faults, state.
+
+Also the generic wire rules: /version and health endpoints, unknown paths, method-not-allowed,
+handler exceptions recorded for the test that caused them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from lab.kube.control import FaultRule
+from lab.kube.server import KubeSimulator
+from tests.kube.conftest import make_cm, raw
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_version_health_and_unknown_paths(sim: KubeSimulator) -> None:
+    status, version = raw(sim, "GET", "/version?timeout=5s")
+    assert status == 200
+    assert version["major"] == "1"
+    assert version["gitVersion"].startswith("v1.")
+    for path in ("/healthz", "/livez", "/readyz"):
+        import urllib.request
+
+        with urllib.request.urlopen(sim.url + path) as resp:
+            assert resp.read() == b"ok"
+    status, body = raw(sim, "GET", "/api/v1/widgets")
+    assert status == 404
+    assert body["message"] == "the server could not find the requested resource"
+    status, body = raw(sim, "DELETE", "/api/v1/namespaces")
+    assert status == 405
+    assert body["reason"] == "MethodNotAllowed"
+    status, body = raw(sim, "GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/missing")
+    assert status == 404
+    assert body["message"] == 'leases.coordination.k8s.io "missing" not found'
+    assert body["details"] == {"name": "missing", "group": "coordination.k8s.io", "kind": "leases"}
+
+
+def test_tls_and_bearer_token(tmp_path: Path) -> None:
+    with KubeSimulator(tls=True) as sim:
+        assert sim.url.startswith("https://127.0.0.1:")
+        cfg = yaml.safe_load(sim.kubeconfig_path.read_text())
+        assert cfg["clusters"][0]["cluster"]["certificate-authority-data"]
+        assert cfg["users"][0]["user"]["token"] == sim.token
+        core = client.CoreV1Api(sim.api_client())
+        assert core.create_namespaced_config_map("default", make_cm("tls")).metadata.name == "tls"
+        anonymous = client.Configuration()
+        anonymous.host = sim.url
+        anonymous.ssl_ca_cert = str(sim.workdir / "pki" / "ca.crt")
+        with client.ApiClient(anonymous) as ac, pytest.raises(ApiException) as info:
+            client.CoreV1Api(ac).list_namespace()
+        assert info.value.status == 401
+        assert sim.control.state()["objects"]["/configmaps"]
+        written = sim.write_kubeconfig(tmp_path / "kc")
+        assert yaml.safe_load(written.read_text())["clusters"][0]["cluster"]["server"] == sim.url
+
+
+def test_fault_injection_fails_next_requests_and_adds_latency(
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
+    sim.control.fail(verb="create", resource="configmaps", status=503, count=2, message="etcd sad")
+    for _ in range(2):
+        with pytest.raises(ApiException) as info:
+            core.create_namespaced_config_map("default", make_cm("f"))
+        assert info.value.status == 503
+        assert "etcd sad" in info.value.body
+    core.create_namespaced_config_map("default", make_cm("f"))
+    core.list_namespaced_config_map("default")  # other verbs were never affected
+    sim.control.add_fault(FaultRule(verb="get", resource="configmaps", latency_ms=300, count=1))
+    start = time.monotonic()
+    core.read_namespaced_config_map("f", "default")
+    assert time.monotonic() - start >= 0.3
+    assert sim.control.faults() == []
+    sim.control.fail(verb="*", resource="nodes", status=429, count=-1)
+    assert [r.status for r in sim.control.faults()] == [429]
+    sim.control.clear_faults()
+    core.list_node()
+
+
+def test_handler_exceptions_are_recorded(
+    sim: KubeSimulator, core: client.CoreV1Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(sim.store, "get", broken)
+    with pytest.raises(ApiException) as info:
+        core.read_namespaced_config_map("x", "default")
+    assert info.value.status == 500
+    assert "simulated bug" in info.value.body
+    errors = sim.control.errors()
+    assert len(errors) == 1
+    assert "RuntimeError: simulated bug" in errors[0]
+    assert sim.take_handler_errors() == errors
+
+
+def test_seed_and_reset(sim: KubeSimulator, core: client.CoreV1Api) -> None:
+    stored = sim.control.seed(
+        [
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "seeded"}},
+            {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": "seeded", "namespace": "kube-node-lease"},
+                "spec": {"holderIdentity": "seeded", "leaseDurationSeconds": 40},
+            },
+        ]
+    )
+    assert [o["kind"] for o in stored] == ["Node", "Lease"]
+    assert core.read_node("seeded").metadata.uid == stored[0]["metadata"]["uid"]
+    sim.control.reset()
+    with pytest.raises(ApiException):
+        core.read_node("seeded")
+
+
+def test_process_mode_state_roundtrip(tmp_path: Path) -> None:
+    kubeconfig, state = tmp_path / "kubeconfig", tmp_path / "state.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def start() -> tuple[subprocess.Popen[str], str]:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "lab.kube",
+                "--port",
+                "0",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--state",
+                str(state),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("ccm-lab kube simulator ready at http://127.0.0.1:"), line
+        return proc, line.rsplit(" ", 1)[1].strip()
+
+    proc, url = start()
+    try:
+        api = client.ApiClient(client.Configuration(host=url))
+        core = client.CoreV1Api(api)
+        core.create_namespaced_config_map("default", make_cm("persisted"))
+        rv = core.list_namespaced_config_map("default").metadata.resource_version
+        api.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        assert proc.stdout is not None
+        assert proc.stdout.read() == ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    proc, url = start()
+    try:
+        api = client.ApiClient(client.Configuration(host=url))
+        core = client.CoreV1Api(api)
+        assert core.read_namespaced_config_map("persisted", "default").data == {"k": "v"}
+        assert int(core.list_namespaced_config_map("default").metadata.resource_version) >= int(rv)
+        assert yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"] == url
+        api.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        proc.communicate()
+
+
+def test_stop_is_idempotent_and_ends_watches() -> None:
+    sim = KubeSimulator()
+    sim.start()
+    sim.start()
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", sim.port, timeout=10)
+    conn.request("GET", "/api/v1/configmaps?watch=1&resourceVersion=0")
+    resp = conn.getresponse()
+    assert resp.status == 200
+    sim.stop()
+    sim.stop()
+    resp.read()
+    conn.close()
