@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.aws import annotations as A
+import controller.aws.annotations as A
 from controller.aws.annotations import Listener, parse_service
 from controller.cloud import ImplementedElsewhere, InvalidServiceConfig, Service, ServicePort
 
 
-def svc(annotations: dict[str, str] | None = None, **kw: object) -> Service:
-    base: dict[str, object] = {
-        "namespace": "default",
-        "name": "web",
-        "uid": "1f2e3d4c-5b6a-7988-a7b6-c5d4e3f2a1b0",
-        "ports": (ServicePort(port=80, node_port=30080, name="http"),),
-        "annotations": annotations or {},
-    }
-    base.update(kw)
-    return Service(**base)  # type: ignore[arg-type]
+def svc(annotations: dict[str, str] | None = None, **kw: Any) -> Service:
+    base = Service(
+        namespace="default",
+        name="web",
+        uid="1f2e3d4c-5b6a-7988-a7b6-c5d4e3f2a1b0",
+        ports=(ServicePort(port=80, node_port=30080, name="http"),),
+        annotations=annotations or {},
+    )
+    return replace(base, **kw)
 
 
 def test_defaults_match_upstream() -> None:

@@ -6,9 +6,12 @@ Sequences are compared with ``shared/docs/reference/upstream-ccm.md`` §3.4 (new
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
-from controller.aws import annotations as A
+import controller.aws.annotations as A
 from controller.cloud import InvalidServiceConfig, Node, Service, ServicePort
 from lab.aws import AwsEndpoint
 from tests.controller.aws.conftest import MakeCloud
@@ -34,16 +37,15 @@ MUTATING_PREFIXES = (
 )
 
 
-def service(annotations: dict[str, str] | None = None, **kw: object) -> Service:
-    base: dict[str, object] = {
-        "namespace": "shop",
-        "name": "web",
-        "uid": UID,
-        "ports": (ServicePort(port=80, node_port=30080, name="http"),),
-        "annotations": annotations or {},
-    }
-    base.update(kw)
-    return Service(**base)  # type: ignore[arg-type]
+def service(annotations: dict[str, str] | None = None, **kw: Any) -> Service:
+    base = Service(
+        namespace="shop",
+        name="web",
+        uid=UID,
+        ports=(ServicePort(port=80, node_port=30080, name="http"),),
+        annotations=annotations or {},
+    )
+    return replace(base, **kw)
 
 
 def nodes(topo: Topology, *names: str) -> list[Node]:

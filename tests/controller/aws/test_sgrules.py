@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,7 +55,7 @@ def test_diff_ignores_account_when_desired_names_none() -> None:
 
 
 def test_ungroup_reads_described_permissions() -> None:
-    described = [
+    described: list[dict[str, Any]] = [
         {
             "IpProtocol": "tcp",
             "FromPort": 80,

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 CLUSTER = "lab"
 AMI = "ami-12c6146b"  # one of moto's built-in images
-CLUSTER_TAG = {"Key": f"kubernetes.io/cluster/{CLUSTER}", "Value": "owned"}
+CLUSTER_TAG: dict[str, str] = {"Key": f"kubernetes.io/cluster/{CLUSTER}", "Value": "owned"}
 
 
 @dataclass
