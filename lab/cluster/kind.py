@@ -143,7 +143,6 @@ class KindProvider:
         self.wait = wait
         self.create_timeout = create_timeout
         self.strict_kind_version = strict_kind_version
-        self._run: StepRun[KindContext] | None = None
         self._provider_ids: dict[str, ProviderID] = {}
 
     # --- paths and names ---------------------------------------------------------------
@@ -191,9 +190,8 @@ class KindProvider:
             raise ValueError(f"spec.name {spec.name!r} differs from provider name {self.name!r}")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         ctx = KindContext(spec=spec, provider=self)
-        run: StepRun[KindContext] = StepRun(self.steps(), progress=progress)
-        run.run(ctx, retain=retain)
-        self._run = run
+        # kind's delete() finds what to remove by label, so no step log is kept for teardown
+        StepRun(self.steps(), progress=progress).run(ctx, retain=retain)
 
     def delete(self) -> None:
         """Delete the cluster and the dedicated network (found by label, so a fresh process

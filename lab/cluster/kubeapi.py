@@ -15,6 +15,13 @@ from typing import Any, cast
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from lab.cluster.base import NodeInfo, NodeName, ProviderID, Role
+from lab.cluster.versions import (
+    ANNOTATION_PROVIDED_NODE_IP,
+    LABEL_ROLE_CONTROL_PLANE,
+    LABEL_ROLE_MASTER,
+)
+
 SMP = "application/strategic-merge-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -41,3 +48,28 @@ def is_not_found(error: BaseException) -> bool:
 
 def is_conflict(error: BaseException) -> bool:
     return status_of(error) == 409
+
+
+def node_info(node: dict[str, Any]) -> NodeInfo:
+    """A :class:`NodeInfo` from a Node's JSON (role from kubeadm's role labels)."""
+    labels = node.get("metadata", {}).get("labels") or {}
+    control_plane = LABEL_ROLE_CONTROL_PLANE in labels or LABEL_ROLE_MASTER in labels
+    addresses = node.get("status", {}).get("addresses") or []
+    ip = next((a["address"] for a in addresses if a.get("type") == "InternalIP"), None)
+    annotations = node.get("metadata", {}).get("annotations") or {}
+    ip = ip or annotations.get(ANNOTATION_PROVIDED_NODE_IP)
+    provider_id = (node.get("spec") or {}).get("providerID") or None
+    return NodeInfo(
+        NodeName(node["metadata"]["name"]),
+        Role.CONTROL_PLANE if control_plane else Role.WORKER,
+        ip,
+        ProviderID(provider_id) if provider_id else None,
+    )
+
+
+def list_node_infos(api_client: Any) -> list[NodeInfo]:
+    """Every Node in the cluster behind ``api_client``, sorted by name."""
+    from kubernetes import client
+
+    items = raw(client.CoreV1Api(api_client).list_node(_preload_content=False)).get("items") or []
+    return sorted((node_info(n) for n in items), key=lambda n: n.name)

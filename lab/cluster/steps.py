@@ -105,6 +105,8 @@ class StepRun(Generic[CtxT]):
         self.steps = list(steps)
         self.progress = progress or LoggingProgress()
         self.executed: list[Step[CtxT]] = []
+        #: the step that failed under ``retain`` (possibly half done; undone by undo_all)
+        self.failed: Step[CtxT] | None = None
 
     def run(self, ctx: CtxT, *, retain: bool = False) -> None:
         total = len(self.steps)
@@ -116,6 +118,7 @@ class StepRun(Generic[CtxT]):
             except BaseException as exc:
                 self.progress.step_failed(step.name, exc)
                 if retain:
+                    self.failed = step
                     raise ProvisionError(
                         step.name, exc, undone=(), undo_errors=(), retained=True
                     ) from exc
@@ -128,9 +131,12 @@ class StepRun(Generic[CtxT]):
             self.progress.step_finished(step.name, index, total, time.monotonic() - started)
 
     def undo_all(self, ctx: CtxT) -> list[tuple[str, BaseException]]:
-        """Undo every executed step in reverse (a teardown); returns undo failures."""
-        _, errors = self._undo(self.executed, ctx)
+        """Undo every executed step — and a step that failed under ``retain`` — in reverse
+        (a teardown); returns undo failures."""
+        steps = [*self.executed, *([self.failed] if self.failed is not None else [])]
+        _, errors = self._undo(steps, ctx)
         self.executed.clear()
+        self.failed = None
         return errors
 
     def _undo(

@@ -103,3 +103,12 @@ def test_undo_all_tears_down_a_successful_run() -> None:
 def test_duplicate_step_names_rejected() -> None:
     with pytest.raises(ValueError, match=r"repeated: \['a'\]"):
         StepRun([FakeStep("a"), FakeStep("a")])
+
+
+def test_undo_all_after_retained_failure_includes_the_failed_step() -> None:
+    ctx = Journal()
+    run = StepRun([FakeStep("a"), FakeStep("b", fail=True)])
+    with pytest.raises(ProvisionError):
+        run.run(ctx, retain=True)
+    assert run.undo_all(ctx) == []
+    assert ctx.events == ["do a", "do b", "undo b", "undo a"]

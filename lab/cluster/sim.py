@@ -1,0 +1,236 @@
+"""The ``sim`` cluster provider: the embedded API simulator plus the kubelet stand-in.
+
+The default backend where Docker is absent. Provisioning steps (undone in reverse on failure
+unless ``retain``):
+
+1. ``start-apiserver``: a ``lab.kube.server.KubeSimulator`` on 127.0.0.1, port 0.
+2. ``write-kubeconfig``: its kubeconfig copied to ``<state_dir>/kubeconfig``.
+3. ``start-kubelets``: the :class:`~lab.cluster.kubelet.KubeletStandIn` heartbeat loop.
+4. ``register-nodes``: one registration per :class:`NodeSpec`, shaped for the spec's version.
+
+Nodes without a name get kind's names (``<cluster>-control-plane``, ``<cluster>-worker2`` …) so
+scenarios read the same on both backends; nodes without an IP get consecutive addresses from
+``node_subnet`` (``.2`` upward, as Docker hands them out on kind's network). The lab aligns the
+fake EC2 instances with the result of :meth:`SimProvider.nodes`.
+
+Where a real kubelet or kube-controller-manager is missing, the stand-in's documented effects
+apply (``lab.cluster.kubelet``): Lease renewal, condition heartbeats, NotReady/unreachable taints
+after the grace period on ``stop_heartbeat``. Nothing else of KCM runs (no pod eviction, GC or
+node IPAM).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from lab.cluster.base import Capabilities, ClusterSpec, NodeInfo, NodeSpec
+from lab.cluster.kind_config import kind_node_names
+from lab.cluster.kubeapi import list_node_infos, raw
+from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
+from lab.cluster.steps import ProgressReporter, Step, StepRun
+from lab.kube.server import KubeSimulator
+
+
+@dataclasses.dataclass
+class SimContext:
+    spec: ClusterSpec
+    provider: SimProvider
+    registered: list[str] = dataclasses.field(default_factory=list)
+
+
+def plan_nodes(spec: ClusterSpec, *, node_subnet: str) -> list[NodeSpec]:
+    """Fill in missing names (kind's scheme) and IPs (consecutive, from ``.2``)."""
+    names = kind_node_names(spec.name, [n.role for n in spec.nodes])
+    network = ipaddress.ip_network(node_subnet)
+    taken = {n.ip for n in spec.nodes if n.ip}
+    free = (str(ip) for ip in network.hosts() if int(ip) - int(network.network_address) >= 2)
+    planned = []
+    for node, default_name in zip(spec.nodes, names, strict=True):
+        ip = node.ip
+        if ip is None:
+            ip = next(candidate for candidate in free if candidate not in taken)
+        planned.append(dataclasses.replace(node, name=node.name or default_name, ip=ip))
+    names_planned = [str(n.name) for n in planned]
+    duplicates = sorted({n for n in names_planned if names_planned.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"cluster {spec.name!r}: node names repeat: {duplicates}")
+    return planned
+
+
+class StartApiServer:
+    name = "start-apiserver"
+
+    def execute(self, ctx: SimContext) -> None:
+        p = ctx.provider
+        p.simulator = KubeSimulator(workdir=p.state_dir / "apiserver", **p.simulator_options)
+        p.simulator.start()
+
+    def undo(self, ctx: SimContext) -> None:
+        p = ctx.provider
+        if p.simulator is not None:
+            p.simulator.stop()
+            p.simulator = None
+
+
+class WriteKubeconfig:
+    name = "write-kubeconfig"
+
+    def execute(self, ctx: SimContext) -> None:
+        p = ctx.provider
+        shutil.copyfile(p.require_simulator().kubeconfig_path, p.kubeconfig())
+        p.kubeconfig().chmod(0o600)
+
+    def undo(self, ctx: SimContext) -> None:
+        ctx.provider.kubeconfig().unlink(missing_ok=True)
+
+
+class StartKubelets:
+    name = "start-kubelets"
+
+    def execute(self, ctx: SimContext) -> None:
+        p = ctx.provider
+        p.kubelet = KubeletStandIn(p.require_simulator().api_client(), **p.kubelet_options)
+        p.kubelet.start()
+
+    def undo(self, ctx: SimContext) -> None:
+        p = ctx.provider
+        if p.kubelet is not None:
+            p.kubelet.stop()
+            p.kubelet = None
+
+
+class RegisterNodes:
+    name = "register-nodes"
+
+    def execute(self, ctx: SimContext) -> None:
+        p = ctx.provider
+        kubelet = p.require_kubelet()
+        for node in plan_nodes(ctx.spec, node_subnet=p.node_subnet):
+            if node.name is None or node.ip is None:  # plan_nodes fills both
+                raise RuntimeError(f"unplanned node {node!r}")
+            kubelet.register(
+                NodeRegistration(
+                    name=node.name,
+                    ip=node.ip,
+                    version=ctx.spec.version,
+                    role=node.role,
+                    provider_id=node.provider_id,
+                    control_plane_taints=len(ctx.spec.nodes) > 1,  # kind untaints single nodes
+                )
+            )
+            ctx.registered.append(node.name)
+
+    def undo(self, ctx: SimContext) -> None:
+        kubelet = ctx.provider.kubelet
+        if kubelet is None:
+            return
+        for name in reversed(ctx.registered):
+            kubelet.unregister(name)
+        ctx.registered.clear()
+
+
+class SimProvider:
+    """A simulated cluster whose state lives under ``state_dir``."""
+
+    kind = "sim"
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        state_dir: Path,
+        node_subnet: str = "172.18.0.0/16",
+        simulator_options: dict[str, Any] | None = None,
+        kubelet_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.state_dir = state_dir
+        self.node_subnet = node_subnet
+        self.simulator_options = dict(simulator_options or {})
+        self.kubelet_options = dict(kubelet_options or {})
+        self.simulator: KubeSimulator | None = None
+        self.kubelet: KubeletStandIn | None = None
+        self._run: StepRun[SimContext] | None = None
+        self._ctx: SimContext | None = None
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            provisions=True,
+            real_kubelet=False,
+            real_controller_manager=False,
+            load_images=False,
+            stop_node_heartbeat=True,
+        )
+
+    def steps(self) -> list[Step[SimContext]]:
+        return [StartApiServer(), WriteKubeconfig(), StartKubelets(), RegisterNodes()]
+
+    def provision(
+        self, spec: ClusterSpec, *, retain: bool = False, progress: ProgressReporter | None = None
+    ) -> None:
+        if spec.name != self.name:
+            raise ValueError(f"spec.name {spec.name!r} differs from provider name {self.name!r}")
+        plan_nodes(spec, node_subnet=self.node_subnet)  # validate before starting anything
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._ctx = SimContext(spec=spec, provider=self)
+        self._run = StepRun(self.steps(), progress=progress)
+        self._run.run(self._ctx, retain=retain)  # on failure delete() undoes what was retained
+
+    def require_simulator(self) -> KubeSimulator:
+        if self.simulator is None:
+            raise RuntimeError(f"sim cluster {self.name!r} is not provisioned")
+        return self.simulator
+
+    def require_kubelet(self) -> KubeletStandIn:
+        if self.kubelet is None:
+            raise RuntimeError(f"sim cluster {self.name!r} has no running kubelet stand-in")
+        return self.kubelet
+
+    def api_client(self) -> Any:
+        return self.require_simulator().api_client()
+
+    def nodes(self) -> list[NodeInfo]:
+        return list_node_infos(self.api_client())
+
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    def stop_heartbeat(self, node: str) -> None:
+        self.require_kubelet().stop_heartbeat(node)
+
+    def resume_heartbeat(self, node: str) -> None:
+        self.require_kubelet().resume_heartbeat(node)
+
+    def logs(self, dest: Path) -> Path:
+        """Node and Lease objects as JSON, plus simulator handler and stand-in errors."""
+        from kubernetes import client
+
+        dest.mkdir(parents=True, exist_ok=True)
+        api_client = self.api_client()
+        nodes = raw(client.CoreV1Api(api_client).list_node(_preload_content=False))
+        leases = raw(
+            client.CoordinationV1Api(api_client).list_namespaced_lease(
+                "kube-node-lease", _preload_content=False
+            )
+        )
+        (dest / "nodes.json").write_text(json.dumps(nodes, indent=2))
+        (dest / "leases.json").write_text(json.dumps(leases, indent=2))
+        errors = self.require_simulator().handler_errors()
+        (dest / "apiserver-handler-errors.txt").write_text("\n".join(errors))
+        kubelet_errors = self.kubelet.errors if self.kubelet else []
+        (dest / "kubelet-stand-in-errors.txt").write_text("\n".join(kubelet_errors))
+        return dest
+
+    def delete(self) -> None:
+        """Stop the stand-in and the simulator (in reverse of provisioning). Idempotent."""
+        if self._run is not None and self._ctx is not None:
+            errors = self._run.undo_all(self._ctx)
+            self._run = None
+            if errors:
+                name, err = errors[0]
+                raise RuntimeError(f"sim cluster {self.name!r}: undo of {name} failed: {err}")
