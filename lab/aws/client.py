@@ -67,7 +67,8 @@ class AwsControlClient:
                     return json.loads(raw)
                 return raw.decode("utf-8")
         except urllib.error.HTTPError as exc:
-            text = exc.read().decode("utf-8", errors="replace")
+            with exc:
+                text = exc.read().decode("utf-8", errors="replace")
             try:
                 message = str(json.loads(text)["error"])
             except (ValueError, KeyError, TypeError):

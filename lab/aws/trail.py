@@ -98,6 +98,7 @@ _SCALAR_KEYS = (
     "Type",
     "Scheme",
     "Description",
+    "GroupDescription",
     "HealthCheck.Target",
 )
 _LIST_KEYS = {

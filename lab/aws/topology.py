@@ -1,0 +1,603 @@
+"""Topology seeding: the EC2 world a cluster's nodes live in, created with boto3.
+
+Role: from a frozen ``TopologySpec`` (cluster id, region, zones, nodes) build, against any EC2
+endpoint (the lab's moto, LocalStack, or an explicitly chosen real account):
+
+* a VPC tagged with the cluster tag;
+* one subnet per zone, tagged ``kubernetes.io/cluster/<id>=owned|shared`` and
+  ``kubernetes.io/role/elb=1`` (public) or ``kubernetes.io/role/internal-elb=1`` (private);
+* for public subnets an internet gateway and a route table with ``0.0.0.0/0 -> igw-...``
+  explicitly associated with each subnet, so they are public by upstream's rule
+  (``reference/upstream-ccm.md`` §3.2: the subnet's route table has a ``GatewayId`` starting
+  with ``igw``); private subnets get their own route table without that route;
+* the node security group (``nodes.<cluster>`` by default), cluster-tagged, carrying the
+  self-referencing "all traffic from itself" ingress rule (``IpProtocol -1`` from its own id),
+  which scenario ``k8s-84926`` (failure catalog §1) depends on; optional extra groups;
+* one instance per node with its private IP, Name tag, cluster tag, zone, type and groups.
+
+Re-seeding converges instead of failing: every resource carries ``ccm-lab/topology=<id>`` and a
+``ccm-lab/part`` tag, is looked up by those tags first and created only when missing; an
+existing resource that contradicts the spec (a node with another private IP, a subnet with
+another CIDR) raises ``TopologyConflict`` naming both values. ``describe_topology`` reads the
+same description back without creating anything.
+
+Neighbours: ``lab.aws.endpoint`` (the endpoint these calls usually go to), ``lab.imds`` (serves
+each node's metadata from the instances created here), ``tasks.py`` / the pytest plugin (call
+``seed_topology``). boto3 stays inside ``lab.aws`` as the import contract requires.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, NewType, cast
+
+import boto3
+from botocore.config import Config
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_ec2.literals import InstanceTypeType
+    from mypy_boto3_ec2.type_defs import FilterTypeDef, InstanceTypeDef, TagTypeDef
+
+log = logging.getLogger(__name__)
+
+InstanceID = NewType("InstanceID", str)
+SubnetID = NewType("SubnetID", str)
+SecurityGroupID = NewType("SecurityGroupID", str)
+
+TOPOLOGY_TAG = "ccm-lab/topology"
+PART_TAG = "ccm-lab/part"
+ELB_ROLE_TAG = "kubernetes.io/role/elb"
+INTERNAL_ELB_ROLE_TAG = "kubernetes.io/role/internal-elb"
+_LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+_CLUSTER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+#: Images tried in order when the spec names none (moto ships the first two).
+DEFAULT_IMAGE_NAMES = ("amazon-eks-node-linux*", "amzn2-ami-hvm-*-x86_64-gp2", "amzn-ami-hvm-*")
+
+
+class TopologyError(ValueError):
+    """The spec is invalid; the message names the field and the value."""
+
+
+class TopologyConflict(RuntimeError):
+    """Something already in EC2 contradicts the spec (re-seed with different values)."""
+
+
+def cluster_tag_key(cluster_id: str) -> str:
+    return f"kubernetes.io/cluster/{cluster_id}"
+
+
+# -- input -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """An extra security group nodes may carry besides the node group."""
+
+    name: str
+    cluster_tagged: bool = False
+    description: str = "ccm-lab extra group"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    private_ip: str
+    zone: str
+    instance_type: str = "m5.large"
+    extra_groups: tuple[str, ...] = ()  # names from TopologySpec.extra_groups
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    cluster_id: str
+    region: str
+    zones: tuple[str, ...]
+    nodes: tuple[NodeSpec, ...] = ()
+    vpc_cidr: str = "10.0.0.0/16"
+    subnet_prefix: int = 20  # zone i gets the i-th /prefix block of the VPC CIDR
+    ownership: Literal["owned", "shared"] = "owned"
+    public: bool = True
+    node_group_name: str | None = None  # default "nodes.<cluster_id>"
+    extra_groups: tuple[GroupSpec, ...] = ()
+    image_id: str | None = None
+    http_tokens: Literal["optional", "required"] = "optional"
+    hop_limit: int = 1
+
+    @property
+    def cluster_tag(self) -> str:
+        return cluster_tag_key(self.cluster_id)
+
+    @property
+    def group_name(self) -> str:
+        return self.node_group_name or f"nodes.{self.cluster_id}"
+
+    def subnet_cidrs(self) -> dict[str, str]:
+        blocks = ipaddress.ip_network(self.vpc_cidr).subnets(new_prefix=self.subnet_prefix)
+        return {zone: str(block) for zone, block in zip(self.zones, blocks, strict=False)}
+
+
+def validate(spec: TopologySpec) -> None:
+    """Raise ``TopologyError`` for the first invalid field (named with its value)."""
+    if not _CLUSTER_ID.match(spec.cluster_id):
+        raise TopologyError(f"cluster_id={spec.cluster_id!r}: expected [A-Za-z0-9._-], 1-63 chars")
+    if not spec.zones:
+        raise TopologyError("zones=(): at least one availability zone is required")
+    if len(set(spec.zones)) != len(spec.zones):
+        raise TopologyError(f"zones={spec.zones!r}: duplicate zone")
+    for zone in spec.zones:
+        if not zone.startswith(spec.region) or len(zone) <= len(spec.region):
+            raise TopologyError(f"zones: {zone!r} is not a zone of region {spec.region!r}")
+    try:
+        vpc = ipaddress.ip_network(spec.vpc_cidr)
+    except ValueError as exc:
+        raise TopologyError(f"vpc_cidr={spec.vpc_cidr!r}: {exc}") from None
+    if not 16 <= vpc.prefixlen <= 28 or vpc.version != 4:
+        raise TopologyError(f"vpc_cidr={spec.vpc_cidr!r}: AWS allows IPv4 /16 to /28")
+    if not vpc.prefixlen <= spec.subnet_prefix <= 28:
+        raise TopologyError(f"subnet_prefix={spec.subnet_prefix}: must be in {vpc.prefixlen}..28")
+    if 2 ** (spec.subnet_prefix - vpc.prefixlen) < len(spec.zones):
+        raise TopologyError(
+            f"subnet_prefix={spec.subnet_prefix}: {spec.vpc_cidr} has too few /"
+            f"{spec.subnet_prefix} blocks for {len(spec.zones)} zones"
+        )
+    if not 1 <= spec.hop_limit <= 64:
+        raise TopologyError(f"hop_limit={spec.hop_limit}: must be in 1..64")
+    extra_names = {g.name for g in spec.extra_groups}
+    if spec.group_name in extra_names:
+        raise TopologyError(f"extra_groups: {spec.group_name!r} is the node group's name")
+    cidrs = spec.subnet_cidrs()
+    names: set[str] = set()
+    ips: set[str] = set()
+    for index, node in enumerate(spec.nodes):
+        where = f"nodes[{index}]"
+        if not node.name or node.name in names:
+            raise TopologyError(f"{where}.name={node.name!r}: empty or duplicate")
+        names.add(node.name)
+        if node.zone not in cidrs:
+            raise TopologyError(f"{where}.zone={node.zone!r}: not one of zones {spec.zones!r}")
+        _validate_ip(where, node.private_ip, ipaddress.ip_network(cidrs[node.zone]), ips)
+        for group in node.extra_groups:
+            if group not in extra_names:
+                raise TopologyError(
+                    f"{where}.extra_groups: {group!r} is not declared in extra_groups"
+                )
+        if not node.instance_type:
+            raise TopologyError(f"{where}.instance_type={node.instance_type!r}: empty")
+
+
+def _validate_ip(where: str, raw: str, subnet: Any, seen: set[str]) -> None:
+    try:
+        address = ipaddress.ip_address(raw)
+    except ValueError:
+        raise TopologyError(f"{where}.private_ip={raw!r}: not an IP address") from None
+    if address not in subnet:
+        raise TopologyError(f"{where}.private_ip={raw!r}: outside its zone's subnet {subnet}")
+    offset = int(address) - int(subnet.network_address)
+    if offset < 4 or address == subnet.broadcast_address:
+        raise TopologyError(
+            f"{where}.private_ip={raw!r}: AWS reserves the first four and the last address "
+            f"of {subnet}"
+        )
+    if raw in seen:
+        raise TopologyError(f"{where}.private_ip={raw!r}: used by another node")
+    seen.add(raw)
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubnetInfo:
+    subnet_id: SubnetID
+    zone: str
+    cidr: str
+    route_table_id: str
+    public: bool
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    group_id: SecurityGroupID
+    name: str
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    name: str
+    instance_id: InstanceID
+    private_ip: str
+    private_dns_name: str
+    zone: str
+    subnet_id: SubnetID
+    instance_type: str
+    security_group_ids: tuple[SecurityGroupID, ...]
+
+    @property
+    def provider_id(self) -> str:
+        """``aws:///<zone>/<instance-id>``, the form the cloud provider builds."""
+        return f"aws:///{self.zone}/{self.instance_id}"
+
+
+@dataclass(frozen=True)
+class Topology:
+    cluster_id: str
+    region: str
+    vpc_id: str
+    vpc_cidr: str
+    internet_gateway_id: str | None
+    subnets: Mapping[str, SubnetInfo]  # by zone
+    node_security_group: GroupInfo
+    extra_groups: Mapping[str, GroupInfo]  # by name
+    instances: Mapping[str, InstanceInfo]  # by node name
+    image_id: str
+
+    @property
+    def route_table_ids(self) -> tuple[str, ...]:
+        return tuple(sorted({s.route_table_id for s in self.subnets.values()}))
+
+
+# -- seeding -----------------------------------------------------------------------------------
+
+
+def ec2_client(endpoint_url: str | None, region: str) -> EC2Client:
+    """An EC2 client for ``endpoint_url`` (None: the SDK's own resolution, e.g. real AWS)."""
+    kwargs: dict[str, Any] = {}
+    if endpoint_url is not None:
+        kwargs.update(aws_access_key_id="testing", aws_secret_access_key="testing")
+    return boto3.client(
+        "ec2",
+        endpoint_url=endpoint_url,
+        region_name=region,
+        config=Config(retries={"max_attempts": 3, "mode": "standard"}),
+        **kwargs,
+    )
+
+
+def seed_topology(ec2: EC2Client, spec: TopologySpec, *, wait_timeout: float = 60.0) -> Topology:
+    """Create (or converge to) ``spec`` and return its description."""
+    validate(spec)
+    return _Seeder(ec2, spec, create=True, wait_timeout=wait_timeout).run()
+
+
+def describe_topology(ec2: EC2Client, spec: TopologySpec) -> Topology:
+    """Read ``spec``'s topology back; ``TopologyConflict`` if any part is missing."""
+    validate(spec)
+    return _Seeder(ec2, spec, create=False, wait_timeout=0).run()
+
+
+class _Seeder:
+    def __init__(
+        self, ec2: EC2Client, spec: TopologySpec, *, create: bool, wait_timeout: float
+    ) -> None:
+        self.ec2 = ec2
+        self.spec = spec
+        self.create = create
+        self.wait_timeout = wait_timeout
+
+    def run(self) -> Topology:
+        spec = self.spec
+        vpc_id = self._vpc()
+        igw = self._internet_gateway(vpc_id) if spec.public else None
+        route_table = self._route_table(vpc_id, igw)
+        subnets = {
+            zone: self._subnet(vpc_id, zone, cidr, route_table)
+            for zone, cidr in spec.subnet_cidrs().items()
+        }
+        node_group = self._group(vpc_id, spec.group_name, "node", cluster_tagged=True)
+        self._self_rule(node_group.group_id)
+        extras = {
+            g.name: self._group(vpc_id, g.name, f"extra/{g.name}", cluster_tagged=g.cluster_tagged)
+            for g in spec.extra_groups
+        }
+        image = self._image() if spec.nodes else (spec.image_id or "")
+        instances = {
+            node.name: self._instance(node, subnets[node.zone], node_group, extras, image)
+            for node in spec.nodes
+        }
+        instances = self._wait_running(instances)
+        return Topology(
+            cluster_id=spec.cluster_id,
+            region=spec.region,
+            vpc_id=vpc_id,
+            vpc_cidr=spec.vpc_cidr,
+            internet_gateway_id=igw,
+            subnets=MappingProxyType(subnets),
+            node_security_group=node_group,
+            extra_groups=MappingProxyType(extras),
+            instances=MappingProxyType(instances),
+            image_id=image,
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _tags(self, part: str, name: str, *, cluster: bool = True) -> list[TagTypeDef]:
+        tags: list[TagTypeDef] = [
+            {"Key": "Name", "Value": name},
+            {"Key": TOPOLOGY_TAG, "Value": self.spec.cluster_id},
+            {"Key": PART_TAG, "Value": part},
+        ]
+        if cluster:
+            tags.append({"Key": self.spec.cluster_tag, "Value": self.spec.ownership})
+        return tags
+
+    def _filters(self, part: str) -> list[FilterTypeDef]:
+        return [
+            {"Name": f"tag:{TOPOLOGY_TAG}", "Values": [self.spec.cluster_id]},
+            {"Name": f"tag:{PART_TAG}", "Values": [part]},
+        ]
+
+    def _missing(self, what: str) -> TopologyConflict:
+        return TopologyConflict(f"topology {self.spec.cluster_id!r}: {what} does not exist")
+
+    # -- parts -----------------------------------------------------------------------------
+
+    def _vpc(self) -> str:
+        found = self.ec2.describe_vpcs(Filters=self._filters("vpc"))["Vpcs"]
+        if found:
+            vpc = found[0]
+            if vpc.get("CidrBlock") != self.spec.vpc_cidr:
+                raise TopologyConflict(
+                    f"vpc {vpc.get('VpcId')} has CIDR {vpc.get('CidrBlock')}, "
+                    f"spec vpc_cidr={self.spec.vpc_cidr}"
+                )
+            return vpc["VpcId"]
+        if not self.create:
+            raise self._missing("the VPC")
+        vpc_id = self.ec2.create_vpc(
+            CidrBlock=self.spec.vpc_cidr,
+            TagSpecifications=[
+                {"ResourceType": "vpc", "Tags": self._tags("vpc", self.spec.cluster_id)}
+            ],
+        )["Vpc"]["VpcId"]
+        self.ec2.modify_vpc_attribute(VpcId=vpc_id, EnableDnsSupport={"Value": True})
+        self.ec2.modify_vpc_attribute(VpcId=vpc_id, EnableDnsHostnames={"Value": True})
+        log.info("topology %s: vpc %s", self.spec.cluster_id, vpc_id)
+        return vpc_id
+
+    def _internet_gateway(self, vpc_id: str) -> str:
+        found = self.ec2.describe_internet_gateways(Filters=self._filters("igw"))
+        gateways = found["InternetGateways"]
+        if gateways:
+            igw = gateways[0]
+            igw_id = igw["InternetGatewayId"]
+            if not any(a.get("VpcId") == vpc_id for a in igw.get("Attachments", [])):
+                if not self.create:
+                    raise self._missing(f"the attachment of {igw_id} to {vpc_id}")
+                self.ec2.attach_internet_gateway(InternetGatewayId=igw_id, VpcId=vpc_id)
+            return igw_id
+        if not self.create:
+            raise self._missing("the internet gateway")
+        igw_id = self.ec2.create_internet_gateway(
+            TagSpecifications=[
+                {
+                    "ResourceType": "internet-gateway",
+                    "Tags": self._tags("igw", self.spec.cluster_id),
+                }
+            ]
+        )["InternetGateway"]["InternetGatewayId"]
+        self.ec2.attach_internet_gateway(InternetGatewayId=igw_id, VpcId=vpc_id)
+        return igw_id
+
+    def _route_table(self, vpc_id: str, igw: str | None) -> str:
+        part = "rtb/public" if igw else "rtb/private"
+        tables = self.ec2.describe_route_tables(Filters=self._filters(part))["RouteTables"]
+        if tables:
+            table = tables[0]
+            rtb_id = table["RouteTableId"]
+        elif not self.create:
+            raise self._missing(f"the {part} route table")
+        else:
+            rtb_id = self.ec2.create_route_table(
+                VpcId=vpc_id,
+                TagSpecifications=[
+                    {
+                        "ResourceType": "route-table",
+                        "Tags": self._tags(part, f"{self.spec.cluster_id}-{part[4:]}"),
+                    }
+                ],
+            )["RouteTable"]["RouteTableId"]
+            table = {"Routes": []}
+        if igw is not None:
+            has_default = any(
+                r.get("DestinationCidrBlock") == "0.0.0.0/0" and r.get("GatewayId") == igw
+                for r in table.get("Routes", [])
+            )
+            if not has_default:
+                if not self.create:
+                    raise self._missing(f"the route 0.0.0.0/0 -> {igw} in {rtb_id}")
+                self.ec2.create_route(
+                    RouteTableId=rtb_id, DestinationCidrBlock="0.0.0.0/0", GatewayId=igw
+                )
+        return rtb_id
+
+    def _subnet(self, vpc_id: str, zone: str, cidr: str, route_table: str) -> SubnetInfo:
+        part = f"subnet/{zone}"
+        found = self.ec2.describe_subnets(Filters=self._filters(part))["Subnets"]
+        if found:
+            subnet = found[0]
+            if subnet.get("CidrBlock") != cidr:
+                raise TopologyConflict(
+                    f"subnet {subnet.get('SubnetId')} in {zone} has CIDR "
+                    f"{subnet.get('CidrBlock')}, spec wants {cidr}"
+                )
+            subnet_id = subnet["SubnetId"]
+        elif not self.create:
+            raise self._missing(f"the subnet in {zone}")
+        else:
+            role = ELB_ROLE_TAG if self.spec.public else INTERNAL_ELB_ROLE_TAG
+            tags: list[TagTypeDef] = [
+                *self._tags(part, f"{self.spec.cluster_id}-{zone}"),
+                {"Key": role, "Value": "1"},
+            ]
+            subnet_id = self.ec2.create_subnet(
+                VpcId=vpc_id,
+                CidrBlock=cidr,
+                AvailabilityZone=zone,
+                TagSpecifications=[{"ResourceType": "subnet", "Tags": tags}],
+            )["Subnet"]["SubnetId"]
+        associated = self.ec2.describe_route_tables(
+            Filters=[{"Name": "association.subnet-id", "Values": [subnet_id]}]
+        )["RouteTables"]
+        current = associated[0]["RouteTableId"] if associated else None
+        if current != route_table:
+            if not self.create:
+                raise self._missing(f"the association of {subnet_id} with {route_table}")
+            if current is not None:
+                raise TopologyConflict(
+                    f"subnet {subnet_id} is associated with {current}, not {route_table}"
+                )
+            self.ec2.associate_route_table(RouteTableId=route_table, SubnetId=subnet_id)
+        return SubnetInfo(SubnetID(subnet_id), zone, cidr, route_table, self.spec.public)
+
+    def _group(self, vpc_id: str, name: str, part: str, *, cluster_tagged: bool) -> GroupInfo:
+        found = self.ec2.describe_security_groups(
+            Filters=[
+                {"Name": "vpc-id", "Values": [vpc_id]},
+                {"Name": "group-name", "Values": [name]},
+            ]
+        )["SecurityGroups"]
+        if found:
+            return GroupInfo(SecurityGroupID(found[0]["GroupId"]), name)
+        if not self.create:
+            raise self._missing(f"security group {name!r}")
+        group_id = self.ec2.create_security_group(
+            GroupName=name,
+            Description=f"ccm-lab {part} group of {self.spec.cluster_id}",
+            VpcId=vpc_id,
+            TagSpecifications=[
+                {
+                    "ResourceType": "security-group",
+                    "Tags": self._tags(f"sg/{part}", name, cluster=cluster_tagged),
+                }
+            ],
+        )["GroupId"]
+        return GroupInfo(SecurityGroupID(group_id), name)
+
+    def _self_rule(self, group_id: str) -> None:
+        """Ingress "all traffic from itself" on the node group (kops creates the same)."""
+        group = self.ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"][0]
+        for perm in group.get("IpPermissions", []):
+            if perm.get("IpProtocol") == "-1" and any(
+                p.get("GroupId") == group_id for p in perm.get("UserIdGroupPairs", [])
+            ):
+                return
+        if not self.create:
+            raise self._missing(f"the self-referencing ingress rule on {group_id}")
+        self.ec2.authorize_security_group_ingress(
+            GroupId=group_id,
+            IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group_id}]}],
+        )
+
+    def _image(self) -> str:
+        if self.spec.image_id:
+            return self.spec.image_id
+        for pattern in DEFAULT_IMAGE_NAMES:
+            images = self.ec2.describe_images(Filters=[{"Name": "name", "Values": [pattern]}])
+            ids = sorted(i["ImageId"] for i in images.get("Images", []) if "ImageId" in i)
+            if ids:
+                return ids[0]
+        raise TopologyError(
+            f"image_id=None: no image matches {DEFAULT_IMAGE_NAMES}; name one in the spec"
+        )
+
+    def _instance(
+        self,
+        node: NodeSpec,
+        subnet: SubnetInfo,
+        node_group: GroupInfo,
+        extras: Mapping[str, GroupInfo],
+        image: str,
+    ) -> InstanceInfo:
+        groups = [node_group.group_id, *(extras[g].group_id for g in node.extra_groups)]
+        part = f"node/{node.name}"
+        found = [
+            inst
+            for res in self.ec2.describe_instances(
+                Filters=[
+                    *self._filters(part),
+                    {"Name": "instance-state-name", "Values": _LIVE_STATES},
+                ]
+            )["Reservations"]
+            for inst in res.get("Instances", [])
+        ]
+        if found:
+            existing = found[0]
+            if existing.get("PrivateIpAddress") != node.private_ip:
+                raise TopologyConflict(
+                    f"node {node.name!r} is {existing.get('InstanceId')} with private IP "
+                    f"{existing.get('PrivateIpAddress')}, spec wants {node.private_ip}"
+                )
+            return _instance_info(node.name, existing)
+        if not self.create:
+            raise self._missing(f"the instance of node {node.name!r}")
+        extra_tags: list[TagTypeDef] = [{"Key": k, "Value": v} for k, v in node.tags.items()]
+        tags = [*self._tags(part, node.name), *extra_tags]
+        reply = self.ec2.run_instances(
+            ImageId=image,
+            InstanceType=cast("InstanceTypeType", node.instance_type),
+            MinCount=1,
+            MaxCount=1,
+            SubnetId=subnet.subnet_id,
+            PrivateIpAddress=node.private_ip,
+            SecurityGroupIds=groups,
+            Placement={"AvailabilityZone": node.zone},
+            MetadataOptions={
+                "HttpTokens": self.spec.http_tokens,
+                "HttpPutResponseHopLimit": self.spec.hop_limit,
+                "HttpEndpoint": "enabled",
+            },
+            TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+        )
+        instance = reply["Instances"][0]
+        log.info(
+            "topology %s: node %s is %s", self.spec.cluster_id, node.name, instance["InstanceId"]
+        )
+        return _instance_info(node.name, instance)
+
+    def _wait_running(self, instances: dict[str, InstanceInfo]) -> dict[str, InstanceInfo]:
+        """Poll until every instance is running (moto: immediately) and refresh DNS names."""
+        if not instances or not self.create:
+            return instances
+        ids = [i.instance_id for i in instances.values()]
+        deadline = time.monotonic() + self.wait_timeout
+        delay = 0.05
+        while True:
+            described = {
+                inst["InstanceId"]: inst
+                for res in self.ec2.describe_instances(InstanceIds=ids)["Reservations"]
+                for inst in res.get("Instances", [])
+            }
+            states = {iid: d.get("State", {}).get("Name") for iid, d in described.items()}
+            if all(s == "running" for s in states.values()):
+                return {
+                    n: _instance_info(n, described[i.instance_id]) for n, i in instances.items()
+                }
+            if time.monotonic() > deadline:
+                raise TopologyConflict(
+                    f"instances not running after {self.wait_timeout}s: {states}"
+                )
+            time.sleep(delay)  # poll interval, bounded by the deadline above
+            delay = min(delay * 2, 2.0)
+
+
+def _instance_info(name: str, raw: InstanceTypeDef) -> InstanceInfo:
+    return InstanceInfo(
+        name=name,
+        instance_id=InstanceID(raw["InstanceId"]),
+        private_ip=raw.get("PrivateIpAddress", ""),
+        private_dns_name=raw.get("PrivateDnsName", ""),
+        zone=raw.get("Placement", {}).get("AvailabilityZone", ""),
+        subnet_id=SubnetID(raw.get("SubnetId", "")),
+        instance_type=raw.get("InstanceType", ""),
+        security_group_ids=tuple(
+            SecurityGroupID(g["GroupId"]) for g in raw.get("SecurityGroups", []) if "GroupId" in g
+        ),
+    )
