@@ -1,0 +1,73 @@
+"""The CLI (``python -m lab.aws``) and the AwsProcess helper: ready line, clean SIGTERM exit."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab.aws import EndpointNotReady, load_jsonl
+from lab.aws.process import AwsProcess, stop_pid
+
+READY = re.compile(r"^ccm-lab aws endpoint ready at http://127\.0\.0\.1:(\d+)$")
+
+
+def test_cli_prints_one_ready_line_and_exits_cleanly_on_sigint(tmp_path: Path) -> None:
+    trail = tmp_path / "trail.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lab.aws", "--port", "0", "--seed", "5", "--trail", str(trail)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().rstrip("\n")
+        match = READY.match(line)
+        assert match, line
+        url = line.rsplit(" ", 1)[1]
+        process = AwsProcess()  # only for its client helper against this url
+        process._url = url
+        process.client("ec2").describe_vpcs()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert out == ""  # nothing after the ready line
+    assert [e.action for e in load_jsonl(trail.read_text().splitlines())] == ["DescribeVpcs"]
+
+
+def test_aws_process_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
+    log = tmp_path / "aws.log"
+    aws = AwsProcess(region="eu-central-1", seed=3, log_path=log, detach=True)
+    with aws:
+        assert aws.running
+        pid = aws.pid
+        assert aws.control.health().region == "eu-central-1"
+        ec2 = aws.client("ec2")
+        group = ec2.create_security_group(GroupName="g", Description="g")["GroupId"]
+        assert [e.response["GroupId"] for e in aws.control.trail("CreateSecurityGroup")] == [group]
+        assert aws.stop() == 0  # clean exit on SIGTERM
+    assert aws.stop() is None  # idempotent
+    assert not aws.running
+    assert stop_pid(pid) is False  # already gone
+    assert "signal 15: shutting down" in log.read_text()
+
+
+def test_readiness_failure_carries_the_log(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        aws = AwsProcess(port=port, log_path=tmp_path / "aws.log", ready_timeout=20)
+        with pytest.raises(EndpointNotReady, match="Address already in use"):
+            aws.start()
+    assert not aws.running
