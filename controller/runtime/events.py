@@ -16,7 +16,6 @@ Recording never raises: an event that cannot be written is logged and dropped, a
 from __future__ import annotations
 
 import logging
-import secrets
 import socket
 import threading
 from dataclasses import dataclass
@@ -80,6 +79,7 @@ class EventRecorder:
         self.host = host or socket.gethostname()
         self._seen: dict[tuple[str, ...], _Aggregate] = {}
         self._lock = threading.Lock()
+        self._last_nanos = 0
 
     def event(self, ref: ObjectRef, etype: str, reason: str, message: str) -> None:
         log.log(
@@ -121,6 +121,13 @@ class EventRecorder:
         except KubeError as exc:
             log.warning("could not record event %s for %s %s: %s", reason, ref.kind, ref.name, exc)
 
+    def _unique_suffix(self, now: datetime) -> str:
+        """Upstream names events ``<object>.<hex unix nanos>``; keep them unique and ordered."""
+        with self._lock:
+            nanos = max(int(now.timestamp() * 1e9), self._last_nanos + 1)
+            self._last_nanos = nanos
+        return f"{nanos:x}"
+
     def _body(
         self, ref: ObjectRef, etype: str, reason: str, message: str, now: datetime
     ) -> dict[str, object]:
@@ -139,7 +146,7 @@ class EventRecorder:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
-                "name": f"{ref.name}.{secrets.token_hex(8)}",
+                "name": f"{ref.name}.{self._unique_suffix(now)}",
                 "namespace": namespace,
             },
             "involvedObject": involved,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -305,15 +306,32 @@ class ApiKube:
 
 
 class _HttpWatch:
-    """Newline-delimited JSON watch events from a streaming urllib3 response."""
+    """Newline-delimited JSON watch events from a streaming urllib3 response.
+
+    ``close`` may come from another thread while the reader blocks in ``recv``: it shuts the
+    socket down (which wakes the reader at once) instead of closing the response under the
+    reader's feet; the reader releases the response itself when it ends.
+    """
 
     def __init__(self, resp: Any, what: str) -> None:
         self._resp = resp
         self._what = what
         self._closed = False
+        self._reading = False
 
     def close(self) -> None:
         self._closed = True
+        if not self._reading:
+            self._release()
+            return
+        sock = getattr(getattr(self._resp, "connection", None), "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                log.debug("shutting down %s", self._what, exc_info=True)
+
+    def _release(self) -> None:
         try:
             self._resp.close()
             self._resp.release_conn()
@@ -322,13 +340,18 @@ class _HttpWatch:
 
     def __iter__(self) -> Iterator[WatchEvent]:
         buffer = b""
+        self._reading = True
         try:
+            if self._closed:
+                return
             for chunk in self._resp.stream(amt=None, decode_content=False):
                 buffer += chunk
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
                         yield self._event(line)
+            if buffer.strip():
+                yield self._event(buffer)
         except KubeError:
             raise
         except Exception as exc:
@@ -336,9 +359,8 @@ class _HttpWatch:
                 return
             raise Unavailable(f"{self._what}: stream broke: {type(exc).__name__}: {exc}") from None
         finally:
-            self.close()
-        if buffer.strip():
-            yield self._event(buffer)
+            self._reading = False
+            self._release()
 
     def _event(self, line: bytes) -> WatchEvent:
         try:

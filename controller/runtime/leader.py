@@ -11,7 +11,8 @@ manager``). :meth:`LeaderElector.run`:
    ``renew_deadline`` it stops leading (``on_stopped_leading``) — the manager then exits, as
    upstream, so a partitioned leader never acts next to a new one;
 3. on ``stop`` (SIGTERM), releases the Lease (empty holder, 1 s duration) so a standby takes
-   over at once instead of after ``lease_duration``.
+   over at once instead of after ``lease_duration`` (``release_on_cancel``, on by default;
+   off, a stopped leader looks like a crashed one).
 
 Writes are optimistic (PUT with the resourceVersion); a ``Conflict`` means another instance
 won the race. Time comes from an injectable clock.
@@ -43,6 +44,7 @@ class LeaderElectionConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    release_on_cancel: bool = True  # client-go's ReleaseOnCancel
 
     def validate(self) -> None:
         if not self.identity:
@@ -128,7 +130,7 @@ class LeaderElector:
                     break
         finally:
             self._leading = False
-            if self._stop.is_set():
+            if self._stop.is_set() and self.config.release_on_cancel:
                 self.release()
             self._on_stopped()
 
