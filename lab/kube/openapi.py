@@ -33,6 +33,13 @@ from lab.kube.discovery import parse_accept
 from lab.kube.resources import ResourceType, groups, in_group_version
 
 JSON: Final = "application/json"
+# kubectl asks with the "@v1.0" spelling, which Go's mime parser cannot read back, so the reply
+# uses the ".v1.0" spelling, as the real server does.
+V2_PROTOBUF_ACCEPT: Final = (
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+)
+V2_PROTOBUF: Final = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 KUBE_VERSION: Final = "v1.32.0"
 JSONDict = dict[str, Any]
 
@@ -192,6 +199,48 @@ def v2_document() -> JSONDict:
     return loaded
 
 
+# ---- /openapi/v2 as protobuf -----------------------------------------------------------------
+# kubectl asks for v2 only in protobuf (gnostic ``openapi.v2.Document``). It reads it for
+# client-side schema validation, which it falls back to for manifests whose kind has no PATCH
+# operation in the v3 document, notably ``kind: List`` (what ``kubectl get -o yaml`` writes).
+# A document with no definitions makes every kind "schemaless", which kubectl does not
+# validate, so such manifests apply with default validation, as they do against a real server.
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _pb_bytes(field_number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field (wire type 2: strings and messages)."""
+    return _varint(field_number << 3 | 2) + _varint(len(payload)) + payload
+
+
+@cache
+def v2_protobuf() -> bytes:
+    """``openapi.v2.Document{swagger: "2.0", info: {title, version}}`` in protobuf encoding."""
+    info = _pb_bytes(1, b"Kubernetes") + _pb_bytes(2, KUBE_VERSION.encode())
+    return _pb_bytes(1, b"2.0") + _pb_bytes(2, info)
+
+
+def _v2_media(accept: str) -> str | None:
+    """The v2 media type to serve: protobuf or JSON, whichever ``Accept`` prefers; else None."""
+    for media in parse_accept(accept):
+        if media.mime in V2_PROTOBUF_ACCEPT:
+            return V2_PROTOBUF
+        if media.mime in (JSON, "application/*", "*/*") and media.param("as") is None:
+            return JSON
+    return None
+
+
 def _accepts_json(accept: str) -> bool:
     return any(
         m.mime in (JSON, "application/*", "*/*") and m.param("as") is None
@@ -215,22 +264,26 @@ def _status(code: int, reason: str, message: str) -> JSONDict:
 def handle_openapi(path: str, accept: str) -> tuple[int, str, bytes | object] | None:
     """Serve an ``/openapi/...`` path; ``None`` for any other path.
 
-    Bodies for 200 replies are the exact JSON bytes (so the hash in the index matches what is
-    served); errors are ``Status`` dicts. Only JSON is produced: an ``Accept`` that rules JSON
-    out (kubectl's protobuf-only request for ``/openapi/v2``) gets ``406 NotAcceptable``, which
-    kubectl treats like any other failure of that fallback.
+    Bodies for 200 replies are the exact bytes served (so the hash in the v3 index matches
+    them); errors are ``Status`` dicts. ``/openapi/v2`` comes as JSON or, for kubectl's
+    protobuf-only ``Accept``, as a protobuf document; an ``Accept`` we cannot meet gets
+    ``406 NotAcceptable``.
     """
     path = path.split("?", 1)[0].rstrip("/")
     if path != "/openapi" and not path.startswith("/openapi/"):
         return None
+    if path == "/openapi/v2":
+        media = _v2_media(accept)
+        if media == V2_PROTOBUF:
+            return 200, V2_PROTOBUF, v2_protobuf()
+        if media == JSON:
+            return 200, JSON, _v2_body()
     if not _accepts_json(accept):
         return (
             406,
             JSON,
             _status(406, "NotAcceptable", "only application/json is served for OpenAPI documents"),
         )
-    if path == "/openapi/v2":
-        return 200, JSON, _v2_body()
     if path == "/openapi/v3":
         index = json.dumps(v3_index(), sort_keys=True, separators=(",", ":")).encode()
         return 200, JSON, index

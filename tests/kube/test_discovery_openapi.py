@@ -118,11 +118,51 @@ def test_v2_json_document() -> None:
     assert "application/strategic-merge-patch+json" in op["consumes"]
 
 
-def test_protobuf_only_accept_is_not_acceptable() -> None:
-    status, body = get("/openapi/v2", KUBECTL_V2_ACCEPT)
-    assert status == 406
-    assert body["reason"] == "NotAcceptable"
-    assert get("/openapi/v2", KUBECTL_V2_ACCEPT + ",application/json")[0] == 200
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def _fields(data: bytes) -> dict[int, bytes]:
+    """Decode length-delimited protobuf fields (all the v2 document uses)."""
+    out: dict[int, bytes] = {}
+    pos = 0
+    while pos < len(data):
+        key, pos = _read_varint(data, pos)
+        assert key & 7 == 2, f"unexpected wire type in key {key}"
+        length, pos = _read_varint(data, pos)
+        out[key >> 3] = data[pos : pos + length]
+        pos += length
+    return out
+
+
+def test_v2_protobuf_for_kubectls_accept() -> None:
+    result = handle_openapi("/openapi/v2?timeout=32s", KUBECTL_V2_ACCEPT)
+    assert result is not None
+    status, ctype, body = result
+    assert status == 200
+    # the reply spelling Go's mime parser accepts (no "@")
+    assert ctype == "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    assert isinstance(body, bytes)
+    document = _fields(body)
+    assert document[1] == b"2.0"  # swagger
+    info = _fields(document[2])
+    assert (info[1], info[2]) == (b"Kubernetes", b"v1.32.0")
+    assert 9 not in document  # no definitions: every kind is schemaless to kubectl
+
+
+def test_unacceptable_media_types_get_406() -> None:
+    for path in ("/openapi/v2", "/openapi/v3"):
+        status, body = get(path, "application/xml")
+        assert status == 406
+        assert body["reason"] == "NotAcceptable"
+    assert get("/openapi/v2", "application/xml, application/json")[0] == 200
 
 
 @pytest.mark.parametrize(

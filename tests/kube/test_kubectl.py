@@ -570,3 +570,142 @@ def test_commands_fail_loudly_on_unknown_resources(kubectl: Kubectl) -> None:
         kubectl("get", "widgets")
     assert "the server doesn't have a resource type" in str(info.value)
     assert "kubectl" in info.value.command
+
+
+# ---- every kind's table through kubectl ------------------------------------------------------
+
+KINDS_MANIFEST: list[dict[str, Any]] = [
+    {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "creds", "namespace": "default"},
+        "type": "Opaque",
+        "data": {"user": "YWRtaW4=", "pass": "czNjcjN0"},
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "robot", "namespace": "default"},
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "Endpoints",
+        "metadata": {"name": "web", "namespace": "default"},
+        "subsets": [{"addresses": [{"ip": "10.244.0.7"}], "ports": [{"port": 8080}]}],
+    },
+    {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": "web-x1",
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": "web"},
+        },
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        "endpoints": [{"addresses": ["10.244.0.7"], "conditions": {"ready": True}}],
+    },
+    {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "cloud-controller-manager", "namespace": "default"},
+        "spec": {"holderIdentity": "ccm-0_abc", "leaseDurationSeconds": 15},
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "web.1", "namespace": "default"},
+        "involvedObject": {"kind": "Service", "name": "web", "namespace": "default"},
+        "reason": "EnsuringLoadBalancer",
+        "message": "Ensuring load balancer",
+        "type": "Normal",
+        "source": {"component": "service-controller"},
+        "firstTimestamp": "2026-01-01T00:00:00Z",
+        "lastTimestamp": "2026-01-01T00:00:00Z",
+        "count": 1,
+    },
+    {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]},
+            },
+        },
+    },
+]
+
+
+KIND_TABLES: list[tuple[str, list[str], str, list[str]]] = [
+    ("secrets", ["NAME", "TYPE", "DATA", "AGE"], "creds", ["Opaque", "2"]),
+    ("serviceaccounts", ["NAME", "SECRETS", "AGE"], "robot", ["0"]),
+    ("endpoints", ["NAME", "ENDPOINTS", "AGE"], "web", ["10.244.0.7:8080"]),
+    (
+        "endpointslices",
+        ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"],
+        "web-x1",
+        ["IPv4", "8080", "10.244.0.7"],
+    ),
+    ("leases", ["NAME", "HOLDER", "AGE"], "cloud-controller-manager", ["ccm-0_abc"]),
+    ("deployments", ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], "web", ["0/2", "0", "0"]),
+    ("namespaces", ["NAME", "STATUS", "AGE"], "kube-system", ["Active"]),
+]
+
+
+def test_kubectl_prints_each_kinds_columns(kubectl: Kubectl) -> None:
+    """One ``kind: List`` manifest (validated through the v2 document), then every kind's table."""
+    manifest = {"apiVersion": "v1", "kind": "List", "items": KINDS_MANIFEST}
+    kubectl("apply", "-f", str(kubectl.write("kinds.yaml", manifest)))
+    for resource, header, name, cells in KIND_TABLES:
+        rows = table(kubectl("get", resource).stdout)
+        assert rows[0] == header, resource
+        row = next(r for r in rows[1:] if r[0] == name)
+        assert row[1 : 1 + len(cells)] == cells, resource
+        assert row[-1].endswith(("s", "m")), f"{resource} AGE cell {row[-1]!r}"
+
+
+def test_kubectl_prints_events_and_pods(kubectl: Kubectl) -> None:
+    manifest = {"apiVersion": "v1", "kind": "List", "items": KINDS_MANIFEST}
+    kubectl("apply", "-f", str(kubectl.write("kinds.yaml", manifest)))
+    events = table(kubectl("get", "events").stdout)
+    assert events[0] == ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert events[1][1:] == [
+        "Normal",
+        "EnsuringLoadBalancer",
+        "service/web",
+        "Ensuring load balancer",
+    ]
+    assert events[1][0].endswith("d")  # last seen on 2026-01-01: days ago
+
+    assert kubectl("run", "p1", "--image=nginx:1.27").stdout.strip() == "pod/p1 created"
+    pods = table(kubectl("get", "pods").stdout)
+    assert pods[0] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert pods[1][:4] == ["p1", "0/1", "Pending", "0"]
+
+
+# ---- server-side apply and generator subcommands ----------------------------------------------
+
+
+def test_server_side_apply_creates_and_updates(kubectl: Kubectl) -> None:
+    path = kubectl.write("cm.yaml", configmap("ssa", {"a": "1"}))
+    out = kubectl("apply", "--server-side", "-f", str(path)).stdout.strip()
+    assert out == "configmap/ssa serverside-applied"
+    kubectl.write("cm.yaml", configmap("ssa", {"a": "2"}))
+    kubectl("apply", "--server-side", "-f", str(path))
+    obj = kubectl.json("cm", "ssa", "--show-managed-fields")
+    assert obj["data"] == {"a": "2"}
+    assert "kubectl" in {m["manager"] for m in obj["metadata"].get("managedFields", [])}
+
+
+@pytest.mark.xfail(
+    reason="simulator gap: kubectl's generator subcommands (create configmap|namespace|secret|"
+    "service) POST protobuf bodies; the simulator answers 415 (spec 0.3, 1.8)",
+    strict=True,
+)
+def test_create_generators_send_protobuf(kubectl: Kubectl) -> None:
+    kubectl("create", "configmap", "lit", "--from-literal=a=1")
+    assert kubectl.json("cm", "lit")["data"] == {"a": "1"}
