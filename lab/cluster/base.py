@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NewType, Protocol
 
@@ -37,13 +37,20 @@ class Role(enum.StrEnum):
 
 @dataclasses.dataclass(frozen=True)
 class NodeSpec:
-    """A node the lab wants. ``name``/``ip`` may be None where the backend assigns them (kind
-    names nodes ``<cluster>-<role>[N]`` and takes IPs from the Docker network)."""
+    """A node the lab wants.
+
+    ``name``/``ip`` may be None where the backend assigns them: kind names nodes
+    ``<cluster>-<role>[N]`` and Docker hands out the IPs (a requested ``ip`` cannot be honoured
+    there; the provider reports the real addresses through its ``on_nodes`` hook), the sim
+    backend fills both the same way. ``labels`` become kubelet ``--node-labels`` (kubelet only
+    accepts ``kubernetes.io`` keys on its allow-list, e.g. topology and instance-type).
+    """
 
     role: Role = Role.WORKER
     name: str | None = None
     ip: str | None = None
     provider_id: ProviderID | None = None
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
 
 @dataclasses.dataclass(frozen=True)

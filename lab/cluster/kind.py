@@ -426,6 +426,15 @@ class DiscoverNodes:
         if without_ip:
             raise RuntimeError(f"node containers without an IPv4 address: {without_ip}")
         ctx.nodes = nodes
+        wanted = dict(zip(expected, (n.ip for n in ctx.spec.nodes), strict=True))
+        for node in nodes:
+            if wanted.get(node.name) and wanted[node.name] != node.ip:
+                log.info(
+                    "node %s got %s from Docker, not the requested %s; on_nodes reports it",
+                    node.name,
+                    node.ip,
+                    wanted[node.name],
+                )
         if p.on_nodes is not None:
             p.on_nodes(nodes)
 

@@ -112,9 +112,12 @@ def config_document(
 ) -> dict[str, Any]:
     """The kind ``Cluster`` object (as a dict) for ``nodes`` at ``version``.
 
-    ``image`` overrides the pinned ``kindest/node`` image (e.g. a locally built one).
-    ``node_labels`` become kubelet ``--node-labels`` on every node (kubelet refuses most
-    ``kubernetes.io`` keys there; topology and instance-type keys are allowed).
+    ``image`` overrides the pinned ``kindest/node`` image (e.g. a locally built one); it must
+    run Kubernetes ``version``, because patches name the kubeadm API of that version and kind
+    silently skips a patch whose ``apiVersion`` does not match its generated config.
+    ``node_labels`` become kubelet ``--node-labels`` on every node, merged under each node's
+    own ``NodeSpec.labels`` (kubelet refuses most ``kubernetes.io`` keys there; topology and
+    instance-type keys are allowed).
     """
     kube = KubeVersion.parse(version)
     if not nodes:
@@ -135,8 +138,9 @@ def config_document(
                 f"({name!r}); leave name unset for the kind backend"
             )
         node: dict[str, Any] = {"role": spec.role.value, "image": image_ref}
-        if node_labels:
-            node["labels"] = dict(node_labels)
+        merged_labels = {**(node_labels or {}), **spec.labels}
+        if merged_labels:
+            node["labels"] = merged_labels
         if spec.provider_id is not None:
             node["kubeadmConfigPatches"] = [
                 node_patch(kube, provider_id=spec.provider_id, first_control_plane=index == 0)

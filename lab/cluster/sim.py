@@ -120,6 +120,7 @@ class RegisterNodes:
                     version=ctx.spec.version,
                     role=node.role,
                     provider_id=node.provider_id,
+                    labels=dict(node.labels),
                     control_plane_taints=len(ctx.spec.nodes) > 1,  # kind untaints single nodes
                 )
             )

@@ -191,3 +191,17 @@ def test_checked_in_examples_match_the_renderer(version: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     assert path.read_text() == text, "regenerate with CCM_LAB_UPDATE_EXAMPLES=1"
+
+
+def test_per_node_labels_merge_over_cluster_labels() -> None:
+    doc = config_document(
+        cluster_name="c",
+        version="1.29",
+        nodes=[
+            NodeSpec(Role.CONTROL_PLANE),
+            NodeSpec(Role.WORKER, labels={"topology.kubernetes.io/zone": "us-east-1b"}),
+        ],
+        node_labels={"topology.kubernetes.io/zone": "us-east-1a", "tier": "lab"},
+    )
+    assert doc["nodes"][0]["labels"] == {"topology.kubernetes.io/zone": "us-east-1a", "tier": "lab"}
+    assert doc["nodes"][1]["labels"] == {"topology.kubernetes.io/zone": "us-east-1b", "tier": "lab"}

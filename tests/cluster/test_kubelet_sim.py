@@ -179,8 +179,17 @@ def test_stop_heartbeat_makes_node_not_ready_and_resume_recovers(
     kubelet.register(CP)
     kubelet.register(WORKER)
     kubelet.stop_heartbeat("w1")
+    # Like the node lifecycle controller: conditions first, then (separate write) the taints.
     node = wait_for(
-        "w1 Ready=Unknown", node_if(core, "w1", lambda n: ready(n)["status"] == "Unknown")
+        "w1 Ready=Unknown and tainted unreachable",
+        node_if(
+            core,
+            "w1",
+            lambda n: (
+                ready(n)["status"] == "Unknown"
+                and ("node.kubernetes.io/unreachable", "NoExecute") in taint_keys(n)
+            ),
+        ),
     )
     condition = ready(node)
     assert condition["reason"] == "NodeStatusUnknown"
