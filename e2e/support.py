@@ -1,0 +1,196 @@
+"""Shared vocabulary of the e2e catalog: object builders, waits and evidence snapshots.
+
+Scenario modules (``e2e/test_<id>.py``) use only these helpers, the ``lab`` fixtures and
+public clients (the official Kubernetes client, boto3 against the lab's endpoint, the trail),
+so every module runs unchanged on any backend. Evidence is captured as plain values (frozen
+sets of rules, event tuples) so assertions read as the catalog's sentences.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+ANN = "service.beta.kubernetes.io/aws-load-balancer-"
+FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
+UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
+
+
+def wait_for(
+    predicate: Callable[[], Any], *, timeout: float = 20.0, interval: float = 0.05, what: str = ""
+) -> Any:
+    """Poll until ``predicate()`` is truthy and return it; ``TimeoutError`` names ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+# --- Kubernetes objects -----------------------------------------------------------------------
+
+
+def lb_service(
+    name: str,
+    *,
+    annotations: Mapping[str, str] | None = None,
+    ports: Iterable[int] = (80,),
+    namespace: str = "default",
+    source_ranges: Iterable[str] = (),
+    external_traffic_policy: str | None = None,
+) -> dict[str, Any]:
+    """A ``type: LoadBalancer`` Service body."""
+    spec: dict[str, Any] = {
+        "type": "LoadBalancer",
+        "selector": {"app": name},
+        "ports": [
+            {"name": f"p{port}", "port": port, "targetPort": 8080, "protocol": "TCP"}
+            for port in ports
+        ],
+    }
+    if source_ranges:
+        spec["loadBalancerSourceRanges"] = list(source_ranges)
+    if external_traffic_policy:
+        spec["externalTrafficPolicy"] = external_traffic_policy
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {})},
+        "spec": spec,
+    }
+
+
+def create_service(core: client.CoreV1Api, body: dict[str, Any]) -> dict[str, Any]:
+    ns = body["metadata"].get("namespace", "default")
+    created = core.create_namespaced_service(ns, body)
+    return client.ApiClient().sanitize_for_serialization(created)  # type: ignore[no-any-return]
+
+
+def get_service(core: client.CoreV1Api, name: str, namespace: str = "default") -> Any:
+    try:
+        return core.read_namespaced_service(name, namespace)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def wait_hostname(
+    core: client.CoreV1Api, name: str, namespace: str = "default", timeout: float = 20.0
+) -> str:
+    """Wait for ``status.loadBalancer.ingress[0].hostname`` and return it."""
+
+    def hostname() -> str | None:
+        svc = get_service(core, name, namespace)
+        ingress = (svc.status.load_balancer.ingress or []) if svc else []
+        return ingress[0].hostname if ingress and ingress[0].hostname else None
+
+    return str(wait_for(hostname, timeout=timeout, what=f"an ELB hostname on {name}"))
+
+
+def wait_gone(
+    core: client.CoreV1Api, name: str, namespace: str = "default", timeout: float = 20.0
+) -> None:
+    wait_for(
+        lambda: get_service(core, name, namespace) is None,
+        timeout=timeout,
+        what=f"Service {namespace}/{name} to be gone",
+    )
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    reason: str
+    message: str
+    count: int
+
+
+def events_for(
+    core: client.CoreV1Api, kind: str, name: str, namespace: str = "default"
+) -> list[Event]:
+    """core/v1 Events about one object, oldest first."""
+    listed = core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.kind={kind},involvedObject.name={name}"
+    )
+    items = sorted(
+        listed.items,
+        key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp,
+    )
+    return [Event(e.type, e.reason, e.message or "", e.count or 1) for e in items]
+
+
+def reasons(events: Iterable[Event]) -> list[str]:
+    return [e.reason for e in events]
+
+
+def node_taint_keys(node: Any) -> set[str]:
+    return {t.key for t in (node.spec.taints or [])}
+
+
+# --- AWS evidence -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class Rule:
+    """One ingress permission, ungrouped: protocol, ports and a single source."""
+
+    protocol: str
+    from_port: int | None
+    to_port: int | None
+    source: str  # a group id or a CIDR
+
+
+def ingress_rules(ec2: Any, group_id: str) -> frozenset[Rule]:
+    """The group's ingress rules, one per (permission, source)."""
+    group = ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"][0]
+    rules: set[Rule] = set()
+    for perm in group.get("IpPermissions", []):
+        proto = str(perm.get("IpProtocol"))
+        lo, hi = perm.get("FromPort"), perm.get("ToPort")
+        for pair in perm.get("UserIdGroupPairs", []):
+            rules.add(Rule(proto, lo, hi, pair["GroupId"]))
+        for rng in perm.get("IpRanges", []):
+            rules.add(Rule(proto, lo, hi, rng["CidrIp"]))
+    return frozenset(rules)
+
+
+def all_traffic_from(group_id: str) -> Rule:
+    return Rule("-1", None, None, group_id)
+
+
+def group_exists(ec2: Any, group_id: str) -> bool:
+    found = ec2.describe_security_groups(Filters=[{"Name": "group-id", "Values": [group_id]}])
+    return bool(found["SecurityGroups"])
+
+
+def group_id_by_name(ec2: Any, name: str) -> str | None:
+    found = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": [name]}])
+    groups = found["SecurityGroups"]
+    return str(groups[0]["GroupId"]) if groups else None
+
+
+def describe_elb(elb: Any, name: str) -> dict[str, Any] | None:
+    try:
+        found = elb.describe_load_balancers(LoadBalancerNames=[name])
+    except elb.exceptions.AccessPointNotFoundException:
+        return None
+    descs = found["LoadBalancerDescriptions"]
+    return dict(descs[0]) if descs else None
+
+
+def elb_name(service: Mapping[str, Any]) -> str:
+    """Upstream's name: ``a`` + uid without dashes, cut to 32 characters."""
+    return ("a" + str(service["metadata"]["uid"]).replace("-", ""))[:32]
+
+
+def registered_instances(elb: Any, name: str) -> set[str]:
+    desc = describe_elb(elb, name)
+    return {i["InstanceId"] for i in (desc or {}).get("Instances", [])}
