@@ -7,9 +7,10 @@ Neighbours: the generic node and node-lifecycle controllers call :class:`AWSInst
 Design (upstream ``instances_v2.go``, §5): a node is found by ``spec.providerID`` first, by a
 resource-based name (``i-…``, with or without a domain) next, and by an exact
 ``PrivateDnsName`` match last; the legacy ``node-name-private-dns`` switch keeps only the last
-for nodes without a providerID. "Not found" is never "gone": only ``InvalidInstanceID.NotFound``
-or a terminated instance makes :meth:`AWSInstances.instance_exists` answer ``False``; a failed
-name lookup raises :class:`InstanceNotFound` so the lifecycle controller deletes nothing.
+for node initialization (existence checks keep using the providerID). "Not found" is never
+"gone": only ``InvalidInstanceID.NotFound`` or a terminated instance makes
+:meth:`AWSInstances.instance_exists` answer ``False``; a failed name lookup raises
+:class:`InstanceNotFound` so the lifecycle controller deletes nothing.
 """
 
 from __future__ import annotations
@@ -165,19 +166,21 @@ class AWSInstances:
             raise CloudError(f"found {len(found)} instances with PrivateDnsName {name!r}")
         return found[0]
 
-    def find(self, node: Node) -> InstanceTypeDef | None:
+    def find(self, node: Node, *, for_metadata: bool = False) -> InstanceTypeDef | None:
         """The node's instance; ``None`` only when EC2 says the id does not exist.
 
         Raises :class:`InstanceNotFound` when no id can be determined for the node.
         """
+        if for_metadata and self.ctx.legacy.enabled("node-name-private-dns"):
+            # LEGACY cloud-provider-aws #63/#335/#384: node initialization maps the node name
+            # to an instance by PrivateDnsName only; providerID and i-… names are not used.
+            return self._by_private_dns(node.name)
+        # FIXED: providerID first; resource-based names are instance ids; PrivateDnsName last.
+        # (Existence and shutdown checks always went by providerID, legacy or not.)
         if node.provider_id:
             return self._by_id(parse_provider_id(node.provider_id))
-        if self.ctx.legacy.enabled("node-name-private-dns"):
-            # LEGACY cloud-provider-aws #63/#335/#384: the node name must be the PrivateDnsName.
-            return self._by_private_dns(node.name)
-        # FIXED: resource-based names are instance ids; exact PrivateDnsName last.
         rbn = instance_id_from_name(node.name)
-        if rbn is not None:
+        if rbn is not None and not self.ctx.legacy.enabled("node-name-private-dns"):
             return self._by_id(rbn)
         return self._by_private_dns(node.name)
 
@@ -195,7 +198,7 @@ class AWSInstances:
         return inst is not None and inst.get("State", {}).get("Name") == "stopped"
 
     def instance_metadata(self, node: Node) -> InstanceMetadata:
-        inst = self.find(node)
+        inst = self.find(node, for_metadata=True)
         if inst is None:
             raise InstanceNotFound(f"instance for node {node.name} does not exist")
         zone = inst.get("Placement", {}).get("AvailabilityZone", "")

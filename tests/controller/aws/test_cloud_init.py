@@ -1,0 +1,109 @@
+"""Start-up: self identity from instance metadata, the off-cluster dummy mode, and a bounded,
+explicit failure when metadata is unreachable (failure catalog §5 ``imds-required``)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any, cast
+
+import pytest
+
+from controller.aws import CloudInitError, load_cloud_config, new_cloud
+from lab.aws import AwsEndpoint
+from lab.imds import ImdsServer
+from tests.controller.aws.conftest import REGION, cloud_config_text
+from tests.controller.aws.topology import CLUSTER, Topology
+
+
+def overrides_only(url: str, topo: Topology) -> str:
+    """Region and endpoints only: identity must come from instance metadata."""
+    text = cloud_config_text(url, topo)
+    return "\n".join(
+        line
+        for line in text.splitlines()
+        if not line.startswith(("VPC", "SubnetID", "KubernetesClusterID"))
+    )
+
+
+@pytest.fixture
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def black_hole() -> Iterator[str]:
+    """A listener that accepts connections and never answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_unreachable_metadata_fails_fast_naming_the_endpoint(
+    aws: AwsEndpoint, topo: Topology, closed_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    endpoint = f"http://127.0.0.1:{closed_port}"
+    monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint)
+    cfg, _ = load_cloud_config(overrides_only(aws.url, topo))
+    start = time.monotonic()
+    with pytest.raises(CloudInitError) as err:
+        new_cloud(cfg, metadata_timeout=2.0)
+    assert time.monotonic() - start < 5
+    assert f"{endpoint}/" in str(err.value)
+    assert "KubernetesClusterID" in str(err.value)  # says how to run off-cluster
+
+
+def test_silent_metadata_is_bounded_by_the_timeout(
+    aws: AwsEndpoint, topo: Topology, black_hole: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", black_hole)
+    cfg, _ = load_cloud_config(overrides_only(aws.url, topo))
+    start = time.monotonic()
+    with pytest.raises(CloudInitError, match=black_hole):
+        new_cloud(cfg, metadata_timeout=1.0)
+    assert time.monotonic() - start < 4
+
+
+def test_dummy_self_instance_needs_no_metadata(
+    aws: AwsEndpoint, topo: Topology, closed_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+    cfg, _ = load_cloud_config(cloud_config_text(aws.url, topo))
+    cloud = new_cloud(cfg)
+    assert (cloud.provider_name, cloud.vpc_id, cloud.cluster_id) == ("aws", topo.vpc, CLUSTER)
+    assert cloud.self_instance_id == "master-dummy"
+    assert cloud.region == REGION
+
+
+@pytest.mark.parametrize("imdsv2", ["required", "optional"])
+def test_identity_from_metadata_and_cluster_id_from_tags(
+    aws: AwsEndpoint, topo: Topology, monkeypatch: pytest.MonkeyPatch, imdsv2: str
+) -> None:
+    iid = topo.instances["node-0"]
+    with ImdsServer(
+        aws.url, REGION, instance_id=iid, cache_ttl=0, imdsv2=cast(Any, imdsv2)
+    ) as imds:
+        monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url)
+        cfg, _ = load_cloud_config(overrides_only(aws.url, topo))
+        cloud = new_cloud(cfg)
+    assert cloud.self_instance_id == iid
+    assert cloud.vpc_id == topo.vpc
+    assert cloud.cluster_id == CLUSTER  # from the instance's kubernetes.io/cluster/<id> tag
+    assert cloud.context.self_subnet_id == topo.public_subnets[0]
+
+
+def test_missing_cluster_id_is_a_clear_error(
+    aws: AwsEndpoint, topo: Topology, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ec2 = aws.client("ec2")
+    iid = topo.instances["node-0"]
+    ec2.delete_tags(Resources=[iid], Tags=[{"Key": f"kubernetes.io/cluster/{CLUSTER}"}])
+    with ImdsServer(aws.url, REGION, instance_id=iid, cache_ttl=0) as imds:
+        monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url)
+        cfg, _ = load_cloud_config(overrides_only(aws.url, topo))
+        with pytest.raises(CloudInitError, match="failed to find ClusterID"):
+            new_cloud(cfg)
