@@ -144,6 +144,8 @@ class KindProvider:
         self.create_timeout = create_timeout
         self.strict_kind_version = strict_kind_version
         self._provider_ids: dict[str, ProviderID] = {}
+        self.gateway: str | None = None
+        self.gateways: dict[str, str] = {}
 
     # --- paths and names ---------------------------------------------------------------
 
@@ -169,7 +171,8 @@ class KindProvider:
             real_controller_manager=True,
             load_images=True,
             stop_node_heartbeat=False,
-            host_address_for_nodes=None,  # ask host_address() once the network exists
+            # the nodes' network gateway, known once discover-nodes ran (else host_address())
+            host_address_for_nodes=self.gateway,
         )
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -291,6 +294,8 @@ class KindProvider:
             iter(networks.values()), {}
         )
         ip = net.get("IPAddress") or None
+        if net.get("Gateway"):
+            self.gateways[name] = str(net["Gateway"])
         return NodeInfo(NodeName(name), role, ip, self._provider_ids.get(name))
 
 
@@ -426,6 +431,7 @@ class DiscoverNodes:
         if without_ip:
             raise RuntimeError(f"node containers without an IPv4 address: {without_ip}")
         ctx.nodes = nodes
+        p.gateway = p.gateways.get(nodes[0].name) if nodes else None
         wanted = dict(zip(expected, (n.ip for n in ctx.spec.nodes), strict=True))
         for node in nodes:
             if wanted.get(node.name) and wanted[node.name] != node.ip:

@@ -90,6 +90,7 @@ def test_provision_runs_exact_commands_and_reports_nodes(fake: FakeCLI, tmp_path
     ]
     assert seen == [expected]
     assert p.nodes() == expected
+    assert p.capabilities().host_address_for_nodes == "172.30.0.1"  # from docker inspect
 
 
 def test_default_network_is_kinds_and_no_network_steps(fake: FakeCLI, tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """A real kind cluster (marker ``kind``): skipped, with the reason, where Docker or kind is absent.
 
-Creates a one-node cluster at the newest pinned version with an AWS-style provider ID and checks
-what a kubelet with ``--cloud-provider=external`` registers: the provider ID we passed (not
-kind's ``kind://`` default), the uninitialized taint and the provided-node-ip annotation.
+Creates a one-node cluster at the newest pinned version the installed kind can drive, with an
+AWS-style provider ID, and checks what a kubelet with ``--cloud-provider=external`` registers:
+the provider ID we passed (not kind's ``kind://`` default), the uninitialized taint, the
+provided-node-ip annotation — and that the sim's kubelet stand-in builds the same labels.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from lab.cluster.base import ClusterSpec, NodeSpec, ProviderID, Role
-from lab.cluster.kind import KindProvider
-from lab.cluster.versions import LATEST
+from lab.cluster.kind import KindProvider, parse_kind_version
+from lab.cluster.node_shapes import node_manifest
+from lab.cluster.versions import NODE_IMAGES
 from lab.exec import CommandError, SubprocessRunner
 
 
@@ -46,10 +48,15 @@ def test_real_kind_cluster_registers_external_cloud_provider_node(tmp_path: Path
 
     from kubernetes import client, config
 
+    kind_version = parse_kind_version(SubprocessRunner().run(["kind", "version"]).stdout)
+    usable = [i for i in NODE_IMAGES if i.kind_release <= kind_version and not i.pair_exactly]
+    if not usable:
+        pytest.skip(f"kind {kind_version} is older than every pinned node image's kind release")
+    version = usable[-1].version  # the newest image this kind binary can drive
     name = f"ccm-lab-t{uuid.uuid4().hex[:6]}"
     provider_id = ProviderID("aws:///us-east-1a/i-0123456789abcdef0")
-    provider = KindProvider(name, state_dir=tmp_path / name, strict_kind_version=False)
-    spec = ClusterSpec(name, LATEST, (NodeSpec(Role.CONTROL_PLANE, provider_id=provider_id),))
+    provider = KindProvider(name, state_dir=tmp_path / name)
+    spec = ClusterSpec(name, version, (NodeSpec(Role.CONTROL_PLANE, provider_id=provider_id),))
     try:
         provider.provision(spec)
         api_client = config.new_client_from_config(str(provider.kubeconfig()))  # type: ignore[no-untyped-call]
@@ -62,5 +69,18 @@ def test_real_kind_cluster_registers_external_cloud_provider_node(tmp_path: Path
         taints = {(t["key"], t["effect"]) for t in node["spec"].get("taints", [])}
         assert ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule") in taints
         assert node["metadata"]["annotations"]["alpha.kubernetes.io/provided-node-ip"] == info.ip
+        # The sim's kubelet stand-in must register the same shape as this real kubelet.
+        standin = node_manifest(
+            version=version,
+            name=info.name,
+            ip=str(info.ip),
+            role=Role.CONTROL_PLANE,
+            provider_id=provider_id,
+            control_plane_taints=False,  # kind untaints a single control plane
+        )
+        assert node["metadata"]["labels"] == standin["metadata"]["labels"]
+        assert standin["metadata"]["annotations"].items() <= node["metadata"]["annotations"].items()
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == str(version)
+        assert provider.capabilities().host_address_for_nodes
     finally:
         provider.delete()
