@@ -17,6 +17,7 @@ import secrets
 import select
 import socket
 import ssl
+import sys
 import tempfile
 import threading
 import time
@@ -64,16 +65,24 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _alive(self) -> bool:
+        """False once the client has gone (used to end idle watch streams early)."""
         sock = self.connection
-        if isinstance(sock, ssl.SSLSocket):
-            return True
         try:
             readable, _, _ = select.select([sock], [], [], 0)
-            if readable:
+            if not readable:
+                return True
+            if not isinstance(sock, ssl.SSLSocket):
                 return bool(sock.recv(1, socket.MSG_PEEK))
-        except OSError:
+            # a watch client sends nothing but a close; peeking is not possible under TLS
+            sock.setblocking(False)
+            try:
+                return bool(sock.recv(1))
+            except ssl.SSLWantReadError:
+                return True
+            finally:
+                sock.setblocking(True)
+        except (OSError, ValueError):
             return False
-        return True
 
     def _serve(self) -> None:
         body = self._read_body()
@@ -112,6 +121,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
             self.close_connection = True
+        except Exception as exc:  # a bug while streaming: record it, drop the connection
+            self.server.api.record_error(req, exc)
+            self.close_connection = True
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
@@ -128,6 +140,12 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], api: Api) -> None:
         self.api = api
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if exc is None or isinstance(exc, OSError):
+            return  # a client went away mid-request
+        self.api.record_error(Request("?", "?", {}), exc)
 
 
 class _LogBuffer(logging.Handler):

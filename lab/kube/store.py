@@ -479,7 +479,14 @@ class Store:
             return self._create_locked(rt, ns, body, dry_run=dry_run, manager=manager)
 
     def _create_locked(
-        self, rt: ResourceType, ns: str, body: Obj, *, dry_run: bool, manager: str
+        self,
+        rt: ResourceType,
+        ns: str,
+        body: Obj,
+        *,
+        dry_run: bool,
+        manager: str,
+        operation: str = "Update",
     ) -> Obj:
         k = rt_key(rt)
         strategy = self.strategies[k]
@@ -521,7 +528,7 @@ class Store:
         strategy.allocate(obj, None, dry_run=dry_run)
         if strategy.generation_managed:
             meta["generation"] = 1
-        self._touch_managed(obj, manager, "Update", rt, subresource="")
+        self._touch_managed(obj, manager, operation, rt, subresource="")
         obj = _ordered(obj)
         if dry_run:
             return obj
@@ -674,8 +681,9 @@ class Store:
                         raise E.not_found(rt, name)
                     cfg = copy.deepcopy(body)
                     cfg.setdefault("metadata", {})["name"] = name
-                    obj = self._create_locked(rt, ns, cfg, dry_run=dry_run, manager=manager)
-                    self._relabel_manager(obj, "Apply")
+                    obj = self._create_locked(
+                        rt, ns, cfg, dry_run=dry_run, manager=manager, operation="Apply"
+                    )
                     return obj, True
             if entry is None:
                 raise E.not_found(rt, name)
@@ -725,11 +733,6 @@ class Store:
                 manager=manager,
                 operation=op,
             ), False
-
-    @staticmethod
-    def _relabel_manager(obj: Obj, operation: str) -> None:
-        for m in obj["metadata"].get("managedFields") or []:
-            m["operation"] = operation
 
     def _finish_update(
         self,

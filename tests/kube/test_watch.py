@@ -212,3 +212,21 @@ def test_concurrent_writers_and_watchers_see_every_event_once_in_order(
     assert expected is not None
     names = {n for _, n, _ in expected}
     assert len(names) == writers * per_writer
+
+
+def test_abandoned_watch_is_released(sim: KubeSimulator, core: client.CoreV1Api) -> None:
+    key = ("", "configmaps")
+    before = len(sim.store.watchers[key])
+    rv = core.list_namespaced_config_map("default").metadata.resource_version
+    conn, resp = open_stream(sim, f"/api/v1/configmaps?watch=1&resourceVersion={rv}")
+    assert resp.status == 200
+    deadline = time.monotonic() + 5
+    while len(sim.store.watchers[key]) == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(sim.store.watchers[key]) == before + 1
+    resp.close()
+    conn.close()
+    deadline = time.monotonic() + 5
+    while len(sim.store.watchers[key]) > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(sim.store.watchers[key]) == before
