@@ -140,7 +140,7 @@ class ControllerManager:
         self.metrics.leader.set(1)
         kinds: tuple[Kind, ...] = ("services", "nodes")
         for kind in kinds:
-            informer = Informer(self.kube, kind, clock=self.clock)
+            informer = Informer(self.kube, kind, clock=self.clock, metrics=self.metrics)
             self.informers[kind] = informer
         services, nodes = self.informers["services"], self.informers["nodes"]
         if "service" in o.controllers:

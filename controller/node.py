@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
 
 from controller.cloud import (
     ANNOTATION_PROVIDED_NODE_IP,
@@ -49,6 +48,7 @@ from controller.runtime.events import NORMAL, WARNING, EventRecorder, ObjectRef
 from controller.runtime.informer import EventSource, Handlers, Store
 from controller.runtime.kube import KubeClient, NotFound, Obj
 from controller.runtime.workqueue import (
+    ControllerMetrics,
     RateLimitingQueue,
     SyncResult,
     process_next,
@@ -98,7 +98,7 @@ class NodeController:
         recorder: EventRecorder | None = None,
         clock: Clock | None = None,
         address_refresh_period: float = 300.0,
-        metrics: Any = None,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         instances = cloud.instances_v2()
         if instances is None:

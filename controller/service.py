@@ -52,9 +52,8 @@ from controller.runtime.events import NORMAL, WARNING, EventRecorder, ObjectRef
 from controller.runtime.informer import EventSource, Handlers, Store
 from controller.runtime.kube import KubeClient, NotFound, Obj
 from controller.runtime.workqueue import (
-    QueueMetrics,
+    ControllerMetrics,
     RateLimitingQueue,
-    SyncMetrics,
     SyncResult,
     process_next,
     run_worker,
@@ -165,7 +164,7 @@ class ServiceController:
         legacy: LegacyFlags | None = None,
         recorder: EventRecorder | None = None,
         clock: Clock | None = None,
-        metrics: Any = None,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         balancer = cloud.load_balancer()
         if balancer is None:
@@ -178,13 +177,12 @@ class ServiceController:
         self.legacy = legacy or LegacyFlags()
         self.clock: Clock = clock or RealClock()
         self.recorder = recorder or EventRecorder(kube, COMPONENT, clock=self.clock)
-        self._sync_metrics: SyncMetrics | None = metrics
-        queue_metrics: QueueMetrics | None = metrics
+        self._sync_metrics = metrics
         self.queue: RateLimitingQueue[str] = RateLimitingQueue(
-            "service", clock=self.clock, metrics=queue_metrics
+            "service", clock=self.clock, metrics=metrics
         )
         self.node_queue: RateLimitingQueue[str] = RateLimitingQueue(
-            "service-node-sync", clock=self.clock, metrics=queue_metrics
+            "service-node-sync", clock=self.clock, metrics=metrics
         )
         self._cache: dict[str, Service] = {}
         self._last_synced_nodes: dict[str, frozenset[tuple[str, str]]] = {}

@@ -124,6 +124,10 @@ def _rv(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+class InformerMetrics(Protocol):
+    def observe_relist(self, kind: str) -> None: ...
+
+
 class Informer:
     """List+watch one kind into a :class:`MemoryStore`, on a background thread."""
 
@@ -135,6 +139,7 @@ class Informer:
         clock: Clock | None = None,
         watch_timeout: float = 300.0,
         max_backoff: float = 5.0,
+        metrics: InformerMetrics | None = None,
     ) -> None:
         self.kube = kube
         self.kind = kind
@@ -142,6 +147,7 @@ class Informer:
         self.clock: Clock = clock or RealClock()
         self.watch_timeout = watch_timeout
         self.max_backoff = max_backoff
+        self._metrics = metrics
         self.resource_version = ""
         self.relists = 0
         self.rewatches = 0
@@ -221,6 +227,8 @@ class Informer:
         self.store.replace(items)
         self.resource_version = rv
         self.relists += 1
+        if self._metrics is not None:
+            self._metrics.observe_relist(self.kind)
         self._synced.set()
         log.debug("%s: listed %d objects at resourceVersion %s", self.kind, len(items), rv)
 

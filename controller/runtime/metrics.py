@@ -79,5 +79,9 @@ class Metrics:
         self.cloud_calls.labels(service=service, action=action, outcome=outcome).inc()
         self.cloud_seconds.labels(service=service, action=action).observe(max(0.0, seconds))
 
+    # InformerMetrics
+    def observe_relist(self, kind: str) -> None:
+        self.relists.labels(kind=kind).inc()
+
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))

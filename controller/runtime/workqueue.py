@@ -217,6 +217,10 @@ class SyncMetrics(Protocol):
     def observe_sync(self, controller: str, outcome: str, seconds: float) -> None: ...
 
 
+class ControllerMetrics(QueueMetrics, SyncMetrics, Protocol):
+    """What controllers report: queue depth and sync outcomes (``runtime.metrics.Metrics``)."""
+
+
 @dataclass(frozen=True)
 class SyncResult:
     """What :func:`process_next` did with one item (for tests and logs)."""

@@ -9,8 +9,14 @@ managers. The cloud is the in-memory fake (the AWS side is exercised by ``e2e/``
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -232,3 +238,71 @@ def test_leader_election_only_leader_acts_and_standby_takes_over(sim: Any, core:
         for m in managers:
             m.stop()
             m.wait(15)
+
+
+# Off-cluster ("dummy self instance") mode: the AWS provider starts without instance metadata,
+# and with no Services and no Nodes it makes no AWS call, so no endpoint is needed.
+OFF_CLUSTER_CONFIG = """[Global]
+Region = us-east-1
+VPC = vpc-0123
+SubnetID = subnet-0123
+KubernetesClusterID = ccm-lab-test
+"""
+
+
+def test_sigterm_shuts_down_cleanly_and_releases_the_lease(sim: Any, tmp_path: Path) -> None:
+    from kubernetes import client
+
+    address_file = tmp_path / "addr"
+    cloud_config = tmp_path / "cloud.conf"
+    cloud_config.write_text(OFF_CLUSTER_CONFIG)
+    argv = [
+        *("--kubeconfig", str(sim.kubeconfig_path), "--cloud-config", str(cloud_config)),
+        *("--metrics-addr", "127.0.0.1:0", "--address-file", str(address_file)),
+        *("--leader-elect", "--leader-elect-identity", "sub"),
+        *("--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms"),
+        *("--leader-elect-retry-period", "200ms"),
+    ]
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller", *argv],
+        cwd=Path(__file__).resolve().parents[2],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        wait_for(address_file.exists, what="address file")
+        url = address_file.read_text().strip()
+        assert url.startswith("http://127.0.0.1:")
+
+        def ready() -> bool:
+            try:
+                with urllib.request.urlopen(url + "/readyz", timeout=2) as resp:
+                    return bool(resp.status == 200)
+            except OSError:
+                return False
+
+        wait_for(ready, what="/readyz")
+        with urllib.request.urlopen(url + "/metrics", timeout=2) as resp:
+            assert "ccm_leader 1.0" in resp.read().decode()
+        coord: Any = client.CoordinationV1Api(sim.api_client())
+        lease = coord.read_namespaced_lease("cloud-controller-manager", "kube-system")
+        assert lease.spec.holder_identity == "sub"
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=15)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=5)
+    assert "received SIGTERM" in stderr
+    assert "released lease kube-system/cloud-controller-manager" in stderr
+    assert "Traceback" not in stderr
+    lease = coord.read_namespaced_lease("cloud-controller-manager", "kube-system")
+    assert lease.spec.holder_identity in ("", None)
