@@ -240,7 +240,8 @@ def _print_service(svc: Obj, now: datetime) -> Cells:
         _str(svc, "metadata", "name"),
         svc_type,
         cluster_ip,
-        service_external_ip(svc, wide=False),
+        # The server prints with Wide on (pkg/printers/storage), so ingress is never cut here.
+        service_external_ip(svc, wide=True),
         ",".join(ports) or "<none>",
         since(_dig(svc, "metadata", "creationTimestamp"), now),
         format_labels(_dig(spec, "selector")),

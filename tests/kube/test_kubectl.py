@@ -208,6 +208,13 @@ def test_get_services_prints_type_ips_and_ports(kubectl: Kubectl) -> None:
     assert wide[0][-1] == "SELECTOR"
     assert wide[1][-1] == "app=web"
 
+    # what the cloud controller writes once the ELB exists; kubectl shows the whole hostname
+    elb = "a1b2c3d4e5f60718293a4b5c6d7e8f90-1234567890.us-east-1.elb.amazonaws.com"
+    ingress = {"status": {"loadBalancer": {"ingress": [{"hostname": elb}]}}}
+    patch = json.dumps(ingress)
+    kubectl("patch", "svc", "web", "--subresource=status", "--type=merge", "-p", patch)
+    assert table(kubectl("get", "svc", "web").stdout)[1][3] == elb
+
 
 def test_get_labels_columns_sorting_and_categories(kubectl: Kubectl) -> None:
     for name, tier in (("b-cm", "back"), ("a-cm", "front")):

@@ -163,13 +163,14 @@ def test_service_external_ip(obj: dict[str, Any], expected: str) -> None:
     assert service_external_ip(obj, wide=False) == expected
 
 
-def test_long_load_balancer_hostname_is_cut_to_16_unless_wide() -> None:
+def test_long_load_balancer_hostname_is_cut_to_16_only_when_not_wide() -> None:
     obj = svc("LoadBalancer")
     host = "a1b2c3d4e5f6-123456789.us-east-1.elb.amazonaws.com"
-    obj["status"] = {"loadBalancer": {"ingress": [{"hostname": host}]}}
-    assert service_external_ip(obj, wide=False) == "a1b2c3d4e5f6-..."
-    assert service_external_ip(obj, wide=True) == host
-    assert row("", "services", obj)["External-IP"] == "a1b2c3d4e5f6-..."
+    obj["status"] = {"loadBalancer": {"ingress": [{"hostname": host}, {"ip": "1.2.3.4"}]}}
+    assert service_external_ip(obj, wide=False) == "1.2.3.4,a1b2c..."
+    assert service_external_ip(obj, wide=True) == f"1.2.3.4,{host}"
+    # the API server renders tables with Wide on: kubectl shows the whole ELB hostname
+    assert row("", "services", obj)["External-IP"] == f"1.2.3.4,{host}"
 
 
 def test_service_without_ports_or_cluster_ip() -> None:
