@@ -164,10 +164,16 @@ def _legacy_resource(rt: ResourceType) -> JSONDict:
     return entry
 
 
+# Verbs of the subresources a v1.32 server has for the kinds we serve; status-like by default.
+SUBRESOURCE_VERBS: Final[dict[str, tuple[str, ...]]] = {
+    "status": ("get", "patch", "update"),
+    "scale": ("get", "patch", "update"),
+    "finalize": ("update",),
+}
+
+
 def _subresource_verbs(subresource: str) -> list[str]:
-    # Every subresource the table declares today (status) takes get/patch/update.
-    del subresource
-    return ["get", "patch", "update"]
+    return list(SUBRESOURCE_VERBS.get(subresource, ("get", "patch", "update")))
 
 
 def api_resource_list(group: str, version: str) -> JSONDict:

@@ -276,3 +276,26 @@ def test_query_string_and_trailing_slash_are_tolerated() -> None:
     assert serve("/api?timeout=32s")[2]["kind"] == "APIVersions"
     assert serve("/apis/")[2]["kind"] == "APIGroupList"
     assert serve("/api/v1/")[2]["kind"] == "APIResourceList"
+
+
+def test_subresource_verbs_follow_the_real_server() -> None:
+    from lab.kube import discovery
+
+    assert discovery._subresource_verbs("status") == ["get", "patch", "update"]
+    assert discovery._subresource_verbs("scale") == ["get", "patch", "update"]
+    assert discovery._subresource_verbs("finalize") == ["update"]
+    widget = ResourceType(
+        "example.com",
+        "v1",
+        "Widget",
+        "widgets",
+        "widget",
+        namespaced=False,
+        subresources=("status", "finalize"),
+    )
+    entry = discovery._aggregated_resource(widget)
+    assert entry["scope"] == "Cluster"
+    assert [(s["subresource"], s["verbs"]) for s in entry["subresources"]] == [
+        ("status", ["get", "patch", "update"]),
+        ("finalize", ["update"]),
+    ]
