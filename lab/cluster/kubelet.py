@@ -24,6 +24,10 @@ against any API server (the simulator or a real one) through the official client
   ``mark_unknown_after_grace=False`` turns this part off (when a real KCM runs).
 * **resume_heartbeat(name)**: the kubelet is back: Lease renewed, conditions healthy again and
   the unreachable taints removed (the lifecycle controller's half).
+* **report_not_ready(name, message)** / **report_ready(name)**: the kubelet keeps renewing its
+  Lease but reports ``Ready=False`` (reason ``KubeletNotReady``, e.g. CNI not initialised); the
+  lifecycle controller's ``node.kubernetes.io/not-ready`` ``NoSchedule``/``NoExecute`` taints are
+  applied and removed with it.
 
 The uninitialized taint, addresses, providerID and zone labels are left to the cloud controller
 under test. Errors in the background loop are logged and kept in ``errors`` so a test can assert
@@ -57,8 +61,15 @@ from lab.cluster.versions import TAINT_UNREACHABLE, KubeVersion
 
 log = logging.getLogger(__name__)
 
+_HEALTHY, _NOT_READY, _UNKNOWN = "healthy", "not-ready", "unknown"
+TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+NOT_READY_REASON = "KubeletNotReady"
 UNKNOWN_REASON = "NodeStatusUnknown"
 UNKNOWN_MESSAGE = "Kubelet stopped posting node status."
+DEFAULT_NOT_READY_MESSAGE = (
+    "container runtime network not ready: NetworkReady=false "
+    "reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
+)
 KUBELET_OWNED_LABELS = (
     "beta.kubernetes.io/arch",
     "beta.kubernetes.io/os",
@@ -88,9 +99,12 @@ class _Tracked:
     uid: str
     lease_rv: str | None
     heartbeating: bool = True
+    #: message of a kubelet-reported Ready=False, None when the kubelet reports Ready
+    not_ready: str | None = None
+    #: what the API currently shows: _HEALTHY, _NOT_READY or _UNKNOWN
+    posted: str = "healthy"
     last_renew: float = 0.0
     last_status: float = 0.0
-    unknown: bool = False
     #: lastTransitionTime per condition type, as the kubelet tracks it
     transitions: dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -251,7 +265,17 @@ class KubeletStandIn:
         with self._lock:
             tracked = self._tracked(name)
             tracked.heartbeating = True
-            tracked.last_renew = tracked.last_status = 0.0  # due now
+            tracked.last_renew = tracked.last_status = 0.0  # due now (and _UNKNOWN != desired)
+
+    def report_not_ready(self, name: str, message: str = DEFAULT_NOT_READY_MESSAGE) -> None:
+        """The kubelet on ``name`` keeps heartbeating but reports ``Ready=False``
+        (``KubeletNotReady`` with ``message``); ``report_ready`` undoes it."""
+        with self._lock:
+            self._tracked(name).not_ready = message
+
+    def report_ready(self, name: str) -> None:
+        with self._lock:
+            self._tracked(name).not_ready = None
 
     def _tracked(self, name: str) -> _Tracked:
         try:
@@ -285,20 +309,24 @@ class KubeletStandIn:
             if mono - node.last_renew >= self.lease_renew_interval:
                 node.lease_rv = self._renew_lease(name, node.uid, node.lease_rv)
                 node.last_renew = mono
-            if node.unknown or mono - node.last_status >= self.status_report_interval:
-                recovering = node.unknown
-                self._post_ready(node, recovering=recovering)
+            desired = _NOT_READY if node.not_ready is not None else _HEALTHY
+            if node.posted != desired or mono - node.last_status >= self.status_report_interval:
+                changed = node.posted != desired
+                self._post_conditions(node, changed=changed)
                 node.last_status = mono
-                if recovering:
-                    self._set_unreachable_taints(name, present=False)
-                    node.unknown = False
+                if changed:
+                    # the lifecycle controller's half: taints follow the Ready condition
+                    self._set_lifecycle_taints(
+                        name, TAINT_NOT_READY if desired == _NOT_READY else None
+                    )
+                    node.posted = desired
         elif (
             self.mark_unknown_after_grace
-            and not node.unknown
+            and node.posted != _UNKNOWN
             and mono - node.last_renew >= self.grace
         ):
             self._mark_unknown(node)
-            node.unknown = True
+            node.posted = _UNKNOWN
 
     def _renew_lease(self, name: str, uid: str, resource_version: str | None) -> str | None:
         for _ in range(3):
@@ -328,14 +356,17 @@ class KubeletStandIn:
                 resource_version = str(current["metadata"].get("resourceVersion") or "") or None
         raise RuntimeError(f"lease {NODE_LEASE_NAMESPACE}/{name}: conflicts on every retry")
 
-    def _post_ready(self, node: _Tracked, *, recovering: bool) -> None:
-        now = self._now()
-        conditions = healthy_conditions(now)
+    def _post_conditions(self, node: _Tracked, *, changed: bool) -> None:
+        """Post the kubelet's conditions (fresh heartbeat; transition time only on change)."""
+        conditions = healthy_conditions(self._now())
         for condition in conditions:
-            if recovering:
-                node.transitions[condition["type"]] = condition["lastTransitionTime"]
+            ctype = condition["type"]
+            if ctype == "Ready" and node.not_ready is not None:
+                condition.update(status="False", reason=NOT_READY_REASON, message=node.not_ready)
+            if changed and (ctype == "Ready" or node.posted == _UNKNOWN):
+                node.transitions[ctype] = condition["lastTransitionTime"]
             condition["lastTransitionTime"] = node.transitions.get(
-                condition["type"], condition["lastTransitionTime"]
+                ctype, condition["lastTransitionTime"]
             )
         self.core.patch_node_status(
             node.reg.name,
@@ -359,25 +390,22 @@ class KubeletStandIn:
         self.core.patch_node_status(
             name, {"status": {"conditions": conditions}}, _content_type=SMP, _preload_content=False
         )
-        self._set_unreachable_taints(name, present=True)
+        self._set_lifecycle_taints(name, TAINT_UNREACHABLE)
         log.info("node %s: no heartbeat for %.1fs, marked Unknown/unreachable", name, self.grace)
 
-    def _set_unreachable_taints(self, name: str, *, present: bool) -> None:
-        """Add or remove the two unreachable taints with an optimistic-concurrency retry."""
+    def _set_lifecycle_taints(self, name: str, key: str | None) -> None:
+        """Replace the lifecycle controller's taints (unreachable / not-ready, NoSchedule and
+        NoExecute) by those for ``key`` (none when None), with an optimistic-concurrency retry."""
         for _ in range(5):
             current = raw(self.core.read_node(name, _preload_content=False))
             taints = [
                 t for t in current.get("spec", {}).get("taints") or []
-                if t.get("key") != TAINT_UNREACHABLE
+                if t.get("key") not in (TAINT_UNREACHABLE, TAINT_NOT_READY)
             ]  # fmt: skip
-            if present:
-                taints.append({"key": TAINT_UNREACHABLE, "effect": "NoSchedule"})
+            if key is not None:
+                taints.append({"key": key, "effect": "NoSchedule"})
                 taints.append(
-                    {
-                        "key": TAINT_UNREACHABLE,
-                        "effect": "NoExecute",
-                        "timeAdded": rfc3339(self._now()),
-                    }
+                    {"key": key, "effect": "NoExecute", "timeAdded": rfc3339(self._now())}
                 )
             patch = {
                 "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},

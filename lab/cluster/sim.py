@@ -207,6 +207,17 @@ class SimProvider:
     def resume_heartbeat(self, node: str) -> None:
         self.require_kubelet().resume_heartbeat(node)
 
+    def report_not_ready(self, node: str, message: str | None = None) -> None:
+        """The node's kubelet keeps heartbeating but reports Ready=False."""
+        kubelet = self.require_kubelet()
+        if message is None:
+            kubelet.report_not_ready(node)
+        else:
+            kubelet.report_not_ready(node, message)
+
+    def report_ready(self, node: str) -> None:
+        self.require_kubelet().report_ready(node)
+
     def logs(self, dest: Path) -> Path:
         """Node and Lease objects as JSON, plus simulator handler and stand-in errors."""
         from kubernetes import client

@@ -288,3 +288,48 @@ def test_json_helper_rejects_non_objects() -> None:
 
     with pytest.raises(TypeError, match="expected a JSON object"):
         raw(Fake())
+
+
+def test_kubelet_reported_not_ready_keeps_lease_and_taints_not_ready(
+    sim: KubeSimulator,
+    kubelet: KubeletStandIn,
+    core: client.CoreV1Api,
+    coordination: client.CoordinationV1Api,
+) -> None:
+    kubelet.register(WORKER)
+    kubelet.report_not_ready("w1", "container runtime is down")
+    node = wait_for(
+        "w1 Ready=False with not-ready taints",
+        node_if(
+            core,
+            "w1",
+            lambda n: (
+                ready(n)["status"] == "False"
+                and ("node.kubernetes.io/not-ready", "NoExecute") in taint_keys(n)
+            ),
+        ),
+    )
+    assert ready(node)["reason"] == "KubeletNotReady"
+    assert ready(node)["message"] == "container runtime is down"
+    others = [c for c in node["status"]["conditions"] if c["type"] != "Ready"]
+    assert {c["status"] for c in others} == {"False"}  # pressure conditions stay healthy
+    assert taint_keys(node) == [
+        ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule"),
+        ("node.kubernetes.io/not-ready", "NoSchedule"),
+        ("node.kubernetes.io/not-ready", "NoExecute"),
+    ]
+    before = lease_json(coordination, "w1")["spec"]["renewTime"]
+    wait_for(
+        "the lease to keep renewing",
+        lambda: lease_json(coordination, "w1")["spec"]["renewTime"] != before,
+    )
+    assert kubectl_nodes(sim)["w1"] == "NotReady"
+    # stays NotReady: not mistaken for the grace-period Unknown path
+    assert ready(node_json(core, "w1"))["status"] == "False"
+
+    kubelet.report_ready("w1")
+    node = wait_for(
+        "w1 Ready again",
+        node_if(core, "w1", lambda n: ready(n)["status"] == "True" and len(taint_keys(n)) == 1),
+    )
+    assert ready(node)["reason"] == "KubeletReady"
