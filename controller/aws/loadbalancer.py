@@ -250,19 +250,21 @@ class ClassicLoadBalancers:
             raise LoadBalancerNotFound(f"Load balancer not found: {name} ({service.key})")
         self._ensure_ssl_policy(name, spec)
         self._ensure_instances(name, lb, instances)
-        managed = self._managed_group(name, lb)
         lb_group = choose_lb_group(
             self.ctx,
             lb.get("SecurityGroups", []),
             security_groups=spec.security_groups,
             extra_security_groups=spec.extra_security_groups,
-            preferred=[managed] if managed else (),
+        )
+        owned = (
+            lb_group not in spec.annotated_security_groups
+            and lb_group != self.ctx.config.elb_security_group
         )
         self.groups.update_node_rules(
             lb_group,
             instances,
             deleting=False,
-            may_revoke=self._may_revoke(lb_group, name=name, owned=lb_group == managed),
+            may_revoke=self._may_revoke(lb_group, name=name, owned=owned),
         )
 
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
@@ -297,16 +299,6 @@ class ClassicLoadBalancers:
             self.groups.delete_with_backoff(to_delete, lb_name=name)
 
     # -- steps ---------------------------------------------------------------------------
-
-    def _managed_group(self, name: str, lb: LoadBalancerDescriptionTypeDef) -> str:
-        """The ELB's ``k8s-elb-<name>`` group if it is attached (update path)."""
-        ids = list(lb.get("SecurityGroups", []))
-        if not ids:
-            return ""
-        for g in self.groups.describe(filters=[{"Name": "group-id", "Values": ids}]):
-            if g.get("GroupName") == f"k8s-elb-{name}":
-                return g["GroupId"]
-        return ""
 
     def _create(
         self,

@@ -154,7 +154,6 @@ def test_update_follows_upstream_sequence(
     assert actions(aws, mark) == [
         "DescribeLoadBalancers",
         "DeregisterInstancesFromLoadBalancer",
-        "DescribeSecurityGroups",  # the ELB's groups: which one is the managed group
         "DescribeSecurityGroups",  # all groups
         "DescribeSecurityGroups",  # ip-permission.group-id
     ]
@@ -284,3 +283,23 @@ def test_elb_security_group_is_used_never_created_or_deleted(
     assert aws.trail.calls("CreateSecurityGroup") == []
     assert aws.trail.calls("DeleteSecurityGroup") == []
     assert group_id(aws, "shared-elb") == shared
+
+
+def test_adding_security_groups_annotation_replaces_and_removes_owned_group(
+    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    ec2 = aws.client("ec2")
+    user = ec2.create_security_group(GroupName="user-sg", Description="u", VpcId=topo.vpc)[
+        "GroupId"
+    ]
+    lb = make_cloud().load_balancer()
+    lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+    owned = group_id(aws, f"k8s-elb-{LB_NAME}")
+    lb.ensure_load_balancer("kubernetes", service({A.A_SECURITY_GROUPS: user}), nodes(topo))
+    assert elb_groups(aws) == [user]
+    assert group_id(aws, f"k8s-elb-{LB_NAME}") is None  # no leak (cloud-provider-aws #1208)
+    assert ingress(ec2, topo.nodes_group) == {("-1", topo.nodes_group), ("-1", user)}
+    assert owned not in {g for _, g in ingress(ec2, topo.nodes_group)}
+    # the user's group's own rules are never edited
+    for action in ("AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress"):
+        assert user not in {e.params["GroupId"] for e in aws.trail.calls(action)}
