@@ -146,6 +146,7 @@ class AwsApp:
 
         self.lab = lab
         self.control = ControlRoutes(lab)
+        self._apps: dict[tuple[str, str], Any] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO", ""))
@@ -209,8 +210,23 @@ class AwsApp:
             if error is not None:
                 response = error_response(request.service, error, request_id=new_request_id())
                 return response, error.source
-            response = _call_wsgi(lab.moto, environ)
+            response = _call_wsgi(self._moto_app(environ, request), environ)
             return lab.fidelity.after(request, response, context), ""
+
+    def _moto_app(self, environ: dict[str, Any], request: AwsRequest) -> Any:
+        """moto's per-service app for this call, cached per (service, region).
+
+        moto's dispatcher infers the service from the signing scope on every request, scanning
+        its package directory each time (~1 ms); for signed calls that choice depends only on
+        the scope, so the lab remembers it.
+        """
+        if not request.signed:
+            return self.lab.moto.get_application(environ)
+        key = (request.service, request.region)
+        app = self._apps.get(key)
+        if app is None:
+            app = self._apps[key] = self.lab.moto.get_application(environ)
+        return app
 
     def _record(
         self,

@@ -58,6 +58,8 @@ class AwsRequest:
     user_agent: str = ""
     source: str = ""
     """Caller address ``host:port``."""
+    signed: bool = False
+    """Whether the call carried a SigV4 scope (service and region came from it)."""
 
 
 def _signing_scope(environ: Mapping[str, Any]) -> tuple[str, str]:
@@ -93,6 +95,7 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
         version=version,
         user_agent=str(environ.get("HTTP_USER_AGENT", "")),
         source=source,
+        signed=bool(service),
     )
 
 

@@ -1,0 +1,256 @@
+"""Benchmark of the lab's AWS endpoint (moto + fidelity layer + trail).
+
+Measures, in one run:
+
+1. start-to-ready: ``AwsEndpoint`` in-process (thread) and ``AwsProcess`` (child process);
+2. per-call latency of a representative controller call mix against three endpoints on the same
+   machine, rounds interleaved so machine load hits all alike:
+   * ``moto``: moto's own server app, no lab layer (the baseline),
+   * ``lab-bare``: the lab's app with fidelity off and the trail off,
+   * ``lab-full``: fidelity on and trail on (the default);
+   and the ratio of each to the baseline (target: lab-full <= 1.15 x moto);
+3. sustained calls/second for ``DescribeSecurityGroups`` (one group by id) among 500 groups on
+   ``lab-full`` (10,000 calls; ``--quick``: 1,000).
+
+Usage: ``.venv/bin/python benchmarks/aws.py [--quick]``. Prints a table; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lab.aws import AwsEndpoint
+from lab.aws.endpoint import make_client
+from lab.aws.process import AwsProcess
+
+
+class RawMoto:
+    """moto's server app on port 0 with no lab layer (the baseline)."""
+
+    def __init__(self) -> None:
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        class Quiet(MotoRequestHandler):
+            def log_request(self, *args: Any) -> None:
+                return None
+
+        app = DomainDispatcherApplication(create_backend_app)
+        self.server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.port}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _populate(clients: dict[str, Any], *, groups: int, tag: str) -> dict[str, Any]:
+    """Topology for the call mix: groups with cross references, instances, Classic ELBs."""
+    ec2, elb = clients["ec2"], clients["elb"]
+    vpc = ec2.describe_vpcs()["Vpcs"][0]["VpcId"]
+    subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]
+    ids = [
+        ec2.create_security_group(GroupName=f"{tag}-g{i}", Description="bench", VpcId=vpc)[
+            "GroupId"
+        ]
+        for i in range(groups)
+    ]
+    for i in range(0, min(groups, 40), 2):
+        ec2.authorize_security_group_ingress(
+            GroupId=ids[i],
+            IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": ids[i + 1]}]}],
+        )
+    ec2.run_instances(
+        ImageId="ami-12c6146b", MinCount=5, MaxCount=5, SubnetId=subnet, SecurityGroupIds=[ids[0]]
+    )
+    for i in range(3):
+        elb.create_load_balancer(
+            LoadBalancerName=f"{tag}-lb{i}",
+            Listeners=[
+                {
+                    "Protocol": "TCP",
+                    "LoadBalancerPort": 80,
+                    "InstanceProtocol": "TCP",
+                    "InstancePort": 30080,
+                }
+            ],
+            Subnets=[subnet],
+            SecurityGroups=[ids[2 * i], ids[2 * i + 1]],
+        )
+    return {"ids": ids, "vpc": vpc}
+
+
+def _mix(clients: dict[str, Any], world: dict[str, Any], tag: str) -> list[Callable[[], Any]]:
+    """One round of calls shaped like a controller's sync (reads dominate)."""
+    ec2, elb = clients["ec2"], clients["elb"]
+    ids, vpc = world["ids"], world["vpc"]
+    perm = [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": ids[3]}]}]
+
+    def create_delete() -> None:
+        gid = ec2.create_security_group(GroupName=f"{tag}-tmp", Description="t", VpcId=vpc)[
+            "GroupId"
+        ]
+        ec2.delete_security_group(GroupId=gid)
+
+    return [
+        lambda: ec2.describe_security_groups(GroupIds=[ids[1]]),
+        lambda: ec2.describe_security_groups(
+            Filters=[{"Name": "ip-permission.group-id", "Values": [ids[1]]}]
+        ),
+        lambda: ec2.describe_security_groups(
+            Filters=[
+                {"Name": "group-name", "Values": [f"{tag}-g4"]},
+                {"Name": "vpc-id", "Values": [vpc]},
+            ]
+        ),
+        ec2.describe_instances,
+        lambda: elb.describe_load_balancers(LoadBalancerNames=[f"{tag}-lb0"]),
+        lambda: elb.describe_load_balancer_attributes(LoadBalancerName=f"{tag}-lb1"),
+        lambda: ec2.authorize_security_group_ingress(GroupId=ids[5], IpPermissions=perm),
+        lambda: ec2.revoke_security_group_ingress(GroupId=ids[5], IpPermissions=perm),
+        create_delete,
+    ]
+
+
+def _clients(url: str) -> dict[str, Any]:
+    return {s: make_client(s, url, "us-east-1") for s in ("ec2", "elb")}
+
+
+def bench_startup(rounds: int) -> dict[str, float]:
+    thread_times: list[float] = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        endpoint = AwsEndpoint().start()
+        thread_times.append(time.perf_counter() - started)
+        endpoint.stop()
+    started = time.perf_counter()
+    process = AwsProcess().start()
+    process_time = time.perf_counter() - started
+    process.stop()
+    return {"thread_median_s": statistics.median(thread_times), "process_s": process_time}
+
+
+def bench_latency(rounds: int) -> dict[str, list[float]]:
+    from lab.aws.app import AwsApp, AwsLab, LabSettings
+    from lab.aws.endpoint import make_wsgi_server
+    from lab.aws.fidelity import FidelityConfig
+
+    raw = RawMoto()
+    full = AwsEndpoint().start()
+    bare_lab = AwsLab(LabSettings(fidelity=FidelityConfig(enabled=False), trail_enabled=False))
+    bare_server = make_wsgi_server(AwsApp(bare_lab), host="127.0.0.1", port=0)
+    threading.Thread(target=bare_server.serve_forever, daemon=True).start()
+    targets = {
+        "moto": raw.url,
+        "lab-bare": f"http://127.0.0.1:{bare_server.port}",
+        "lab-full": full.url,
+    }
+    mixes: dict[str, list[Callable[[], Any]]] = {}
+    for name, url in targets.items():  # shared moto state: distinct names per target
+        clients = _clients(url)
+        world = _populate(clients, groups=50, tag=name)
+        mixes[name] = _mix(clients, world, name)
+        for call in mixes[name]:  # warm up
+            call()
+    samples: dict[str, list[float]] = {name: [] for name in targets}
+    for _ in range(rounds):
+        for name, mix in mixes.items():
+            for call in mix:
+                started = time.perf_counter()
+                call()
+                samples[name].append((time.perf_counter() - started) * 1000.0)
+    raw.stop()
+    full.stop()
+    bare_server.shutdown()
+    bare_server.server_close()
+    return samples
+
+
+def bench_throughput(calls: int, groups: int) -> tuple[float, float]:
+    with AwsEndpoint() as aws:
+        ec2 = aws.client("ec2")
+        vpc = ec2.describe_vpcs()["Vpcs"][0]["VpcId"]
+        ids = [
+            ec2.create_security_group(GroupName=f"t{i}", Description="t", VpcId=vpc)["GroupId"]
+            for i in range(groups)
+        ]
+        started = time.perf_counter()
+        for i in range(calls):
+            ec2.describe_security_groups(GroupIds=[ids[i % groups]])
+        elapsed = time.perf_counter() - started
+        assert aws.trail.count("DescribeSecurityGroups") == calls
+    return calls / elapsed, elapsed
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="smaller run (~15 s)")
+    args = parser.parse_args()
+    rounds = 15 if args.quick else 60
+    calls = 1_000 if args.quick else 10_000
+
+    startup = bench_startup(2 if args.quick else 3)
+    samples = bench_latency(rounds)
+    rate, elapsed = bench_throughput(calls, 500)
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title="lab/aws endpoint benchmark" + (" (quick)" if args.quick else ""))
+    for column in ("measure", "value"):
+        table.add_column(column)
+    table.add_row(
+        "start-to-ready, AwsEndpoint (thread), median", f"{startup['thread_median_s']:.3f} s"
+    )
+    table.add_row("start-to-ready, AwsProcess (child)", f"{startup['process_s']:.3f} s")
+    console.print(table)
+
+    lat = Table(title=f"call-mix latency, {rounds} rounds x 9 calls (ms)")
+    for column in ("endpoint", "mean", "median", "p95", "mean vs moto"):
+        lat.add_column(column, justify="right")
+    base = statistics.mean(samples["moto"])
+    for name, values in samples.items():
+        mean = statistics.mean(values)
+        lat.add_row(
+            name,
+            f"{mean:.2f}",
+            f"{statistics.median(values):.2f}",
+            f"{_pct(values, 0.95):.2f}",
+            f"{mean / base:.3f}",
+        )
+    console.print(lat)
+    full = statistics.mean(samples["lab-full"])
+    overhead = full / base - 1.0
+    layer = full / statistics.mean(samples["lab-bare"]) - 1.0
+    console.print(f"lab-full vs moto: {overhead * 100:+.1f}% (target <= +15%)")
+    console.print(f"fidelity+trail alone (lab-full vs lab-bare): {layer * 100:+.1f}%")
+    console.print(
+        f"sustained DescribeSecurityGroups (1 of 500 groups by id), lab-full: "
+        f"{calls} calls in {elapsed:.1f} s = {rate:.0f} calls/s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
