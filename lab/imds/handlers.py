@@ -62,7 +62,7 @@ INSTANCE_HEADER = "X-Ccm-Lab-Instance-Id"
 HOPS_HEADER = "X-Ccm-Lab-Client-Hops"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"
 TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
-_VERSION = re.compile(r"^(latest|\d{4}-\d{2}-\d{2}|1\.0)$")
+VERSION = re.compile(r"^(latest|\d{4}-\d{2}-\d{2}|1\.0)$")
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ class ImdsService:
         parts = [p for p in path.split("/") if p]
         if not parts:
             return _text("latest")
-        if not _VERSION.match(parts[0]):
+        if not VERSION.match(parts[0]):
             raise NotFound(f"/{path}")
         instance_id = self.resolve(caller)
         view = self._serving_view(instance_id)

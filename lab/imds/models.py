@@ -372,6 +372,7 @@ def build_metadata_tree(
         "local-hostname": view.private_dns_name,
         "local-ipv4": view.private_ip,
         "placement": placement,
+        "profile": "default-hvm",
         "reservation-id": view.reservation_id,
         "security-groups": "\n".join(view.security_group_names),
         "services": {"domain": domain, "partition": partition},

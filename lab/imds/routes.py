@@ -32,12 +32,13 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from lab.imds.exceptions import ImdsError, InvalidControlRequest, MethodNotAllowed
+from lab.imds.exceptions import ImdsError, InvalidControlRequest, MethodNotAllowed, NotFound
 from lab.imds.handlers import (
     HOPS_HEADER,
     INSTANCE_HEADER,
     TOKEN_HEADER,
     TTL_HEADER,
+    VERSION,
     Caller,
     ImdsService,
     Reply,
@@ -136,6 +137,8 @@ class ImdsApp:
     # -- views -------------------------------------------------------------------------------
 
     def _token(self, request: Request, version: str) -> Reply:
+        if not VERSION.match(version):
+            raise NotFound(f"/{version}/api/token")
         if request.method != "PUT":
             raise MethodNotAllowed(f"{request.method} /{version}/api/token: use PUT")
         return self.service.put_token(_caller(request), request.headers.get(TTL_HEADER))

@@ -26,7 +26,7 @@ import urllib.request
 from types import TracebackType
 from typing import Self
 
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from lab.imds.control import ImdsControl
 from lab.imds.ec2 import Boto3Ec2Reader, Ec2Reader
@@ -36,10 +36,22 @@ from lab.imds.models import Clock, HttpTokens, InstanceID, Settings, TagExposure
 from lab.imds.routes import ImdsApp
 
 log = logging.getLogger(__name__)
+access_log = logging.getLogger("lab.imds.access")
+
+
+class _RequestHandler(WSGIRequestHandler):
+    """Request lines go to ``lab.imds.access`` at DEBUG instead of werkzeug's stderr printer."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        access_log.debug('%s "%s" %s %s', self.address_string(), self.requestline, code, size)
+
+    def log(self, type: str, message: str, *args: object) -> None:
+        level = logging.WARNING if type == "error" else logging.DEBUG
+        access_log.log(level, message, *args)
 
 
 class _RecentLog(logging.Handler):
-    """Keeps the last records of ``lab.imds`` and ``werkzeug`` for readiness failures."""
+    """Keeps the last records of ``lab.imds`` (including request lines) for readiness errors."""
 
     def __init__(self, size: int = 200) -> None:
         super().__init__(logging.DEBUG)
@@ -115,10 +127,15 @@ class ImdsServer:
         with self._lock:
             if self._server is not None:
                 return self
-            for name in ("lab.imds", "werkzeug"):
-                logging.getLogger(name).addHandler(self._recent)
+            logging.getLogger("lab.imds").addHandler(self._recent)
             self._stopping.clear()
-            server = make_server(self._host, self._requested_port, self.app, threaded=True)
+            server = make_server(
+                self._host,
+                self._requested_port,
+                self.app,
+                threaded=True,
+                request_handler=_RequestHandler,
+            )
             self._server = server
             self._thread = threading.Thread(
                 target=server.serve_forever,
@@ -160,8 +177,7 @@ class ImdsServer:
         server.server_close()
         if thread is not None:
             thread.join(timeout=5)
-        for name in ("lab.imds", "werkzeug"):
-            logging.getLogger(name).removeHandler(self._recent)
+        logging.getLogger("lab.imds").removeHandler(self._recent)
 
     def __enter__(self) -> Self:
         return self.start()

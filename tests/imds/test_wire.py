@@ -101,6 +101,7 @@ def test_instance_switched_to_required_at_run_time(
 def test_wrong_methods(imds: ImdsServer) -> None:
     assert http("GET", f"{imds.url}/latest/api/token").status == 405
     assert http("POST", f"{imds.url}/latest/meta-data/instance-id").status == 405
+    assert http("PUT", f"{imds.url}/v9/api/token", headers={TTL: "60"}).status == 404
 
 
 def test_withheld_token_response_sends_nothing(imds: ImdsServer) -> None:
