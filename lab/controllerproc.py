@@ -80,34 +80,78 @@ class ControllerSpec:
         return env
 
 
-class ControllerProcess:
-    """One run of the controller. ``start()`` waits until ``/healthz`` answers."""
+def spawn_detached(argv: Sequence[str], *, log_path: Path, env: Mapping[str, str]) -> int:
+    """Start ``argv`` in its own session, output appended to ``log_path``; returns the pid.
 
-    def __init__(self, spec: ControllerSpec) -> None:
+    For processes meant to outlive the one starting them (``invoke lab.up`` returns while the
+    lab runs on): no ``Popen`` object is left to complain that its child still runs.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, str(log_path), flags, 0o644),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
+    return os.posix_spawn(argv[0], list(argv), dict(env), file_actions=actions, setsid=True)
+
+
+def pid_alive(pid: int | None) -> bool:
+    """True while ``pid`` runs (a zombie, exited but not reaped, counts as gone)."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+class ControllerProcess:
+    """One run of the controller. ``start()`` waits until ``/healthz`` answers.
+
+    ``detached=True`` spawns it in its own session with nothing holding it, for
+    ``invoke lab.*`` (the controller outlives the command); otherwise it is a child the
+    caller owns (tests), with its exit code available.
+    """
+
+    def __init__(self, spec: ControllerSpec, *, detached: bool = False) -> None:
         self.spec = spec
+        self.detached = detached
         self._proc: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None
         self._log: IO[bytes] | None = None
         self.health_url: str | None = None
         self._address_file = spec.log_path.with_suffix(".address")
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
+        return self._proc.pid if self._proc else self._pid
 
     def start(self, *, wait_ready: bool = True, timeout: float = 30.0) -> ControllerProcess:
-        if self._proc is not None and self._proc.poll() is None:
+        if self.running():
             return self
         self.spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._address_file.unlink(missing_ok=True)
-        log = self.spec.log_path.open("ab")
-        self._log = log
-        self._proc = subprocess.Popen(
-            self.spec.argv(address_file=self._address_file),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=self.spec.environ(),
-            start_new_session=True,
-        )
+        argv = self.spec.argv(address_file=self._address_file)
+        if self.detached:
+            self._pid = spawn_detached(argv, log_path=self.spec.log_path, env=self.spec.environ())
+        else:
+            log = self.spec.log_path.open("ab")
+            self._log = log
+            self._proc = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.spec.environ(),
+                start_new_session=True,
+            )
         if wait_ready:
             self.wait_ready(timeout=timeout)
         return self
@@ -116,7 +160,7 @@ class ControllerProcess:
         """Wait for the address file and a 200 from ``/healthz``; returns the base URL."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._proc is None or self._proc.poll() is not None:
+            if not self.running():
                 raise ControllerError(
                     f"the controller exited with code {self.returncode} before it was ready; "
                     f"log {self.spec.log_path}:\n{self.log_tail()}"
@@ -148,7 +192,9 @@ class ControllerProcess:
         return self._proc.poll() if self._proc else None
 
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        if self._proc is not None:
+            return self._proc.poll() is None
+        return pid_alive(self._pid)
 
     def log_text(self) -> str:
         try:
