@@ -251,6 +251,33 @@ def test_get_machine_readable_outputs(kubectl: Kubectl) -> None:
     assert 'configmaps "nope" not found' in missing.stderr
 
 
+def test_get_pages_selects_and_deletes_by_label(kubectl: Kubectl) -> None:
+    items = [configmap(f"page-{i}", {"i": str(i)}, labels={"batch": "b1"}) for i in range(5)]
+    many = {"apiVersion": "v1", "kind": "List", "items": items}
+    kubectl("create", "-f", str(kubectl.write("many.yaml", many)))
+    chunked = table(kubectl("get", "cm", "-l", "batch=b1", "--chunk-size=2").stdout)
+    assert chunked[0] == ["NAME", "DATA", "AGE"]  # one header across the three pages
+    assert [r[0] for r in chunked[1:]] == [f"page-{i}" for i in range(5)]
+    picked = kubectl("get", "cm", "--field-selector=metadata.name=page-3", "-o", "name")
+    assert picked.stdout.split() == ["configmap/page-3"]
+    columns = kubectl(
+        "get", "cm", "-l", "batch", "-o", "custom-columns=NAME:.metadata.name,I:.data.i"
+    ).stdout
+    assert table(columns)[1] == ["page-0", "0"]
+    deleted = kubectl("delete", "cm", "-l", "batch=b1").stdout.splitlines()
+    assert len(deleted) == 5
+    assert kubectl("get", "cm", "-l", "batch", "-o", "name").stdout.strip() == ""
+
+
+def test_resource_version_precondition_conflicts(kubectl: Kubectl) -> None:
+    kubectl("create", "-f", str(kubectl.write("cm.yaml", configmap("rv", {"a": "1"}))))
+    rv = kubectl.json("cm", "rv")["metadata"]["resourceVersion"]
+    kubectl("label", "cm", "rv", "first=yes", f"--resource-version={rv}")
+    stale = kubectl("label", "cm", "rv", "second=yes", f"--resource-version={rv}", check=False)
+    assert stale.returncode == 1
+    assert "the object has been modified" in stale.stderr
+
+
 def test_api_resources_come_from_discovery(kubectl: Kubectl) -> None:
     rows = table(kubectl("api-resources").stdout)
     assert rows[0] == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
