@@ -26,10 +26,12 @@ import yaml
 from lab.kube import errors as E
 from lab.kube import patch as P
 from lab.kube.control import FaultRule, Faults, default_reason
+from lab.kube.protobuf import PROTOBUF, ProtobufError, decode_object
 from lab.kube.resources import ResourceType
 from lab.kube.routes import Route, parse, verb_for
 from lab.kube.selectors import parse_field_selector, parse_label_selector
 from lab.kube.store import DeleteOptions, Selection, Store, rt_key
+from lab.kube.strategies import unknown_fields
 from lab.kube.watch import CLOSED, Event, ExpiredError, Watcher, dumps, with_type
 
 log = logging.getLogger(__name__)
@@ -190,8 +192,9 @@ class Api:
             if rt.namespaced and route.namespace is None:
                 raise E.unknown_path()
             body = self._body(req, rt, ns)
+            warnings = self._field_validation(q, rt, body)
             obj = self.store.create(rt, ns, body, dry_run=dry_run, manager=manager)
-            return self._object(rt, obj, 201)
+            return self._object(rt, obj, 201, warnings)
         assert route.name is not None or verb == "deletecollection"
         name = route.name or ""
         if verb == "update":
@@ -204,10 +207,11 @@ class Api:
                     f"the name of the object ({meta['name']}) does not match the name on the URL "
                     f"({name})"
                 )
+            warnings = self._field_validation(q, rt, body)
             obj, created = self.store.update(
                 rt, ns, name, body, subresource=route.subresource, dry_run=dry_run, manager=manager
             )
-            return self._object(rt, obj, 201 if created else 200)
+            return self._object(rt, obj, 201 if created else 200, warnings)
         if verb == "patch":
             ptype = req.headers.get("content-type", "").split(";")[0].strip()
             if ptype not in P.PATCH_TYPES:
@@ -224,6 +228,7 @@ class Api:
             body = self._decode(req.body, yaml_ok=ptype == P.APPLY)
             if ptype == P.APPLY and isinstance(body, dict):
                 self._check_gv(rt, body)
+            warnings = self._field_validation(q, rt, body) if isinstance(body, dict) else {}
             obj, created = self.store.patch(
                 rt,
                 ns,
@@ -234,7 +239,7 @@ class Api:
                 dry_run=dry_run,
                 manager=manager,
             )
-            return self._object(rt, obj, 201 if created else 200)
+            return self._object(rt, obj, 201 if created else 200, warnings)
         opts = self._delete_options(req, q, dry_run)
         if verb == "delete":
             obj, removed = self.store.delete(rt, ns, name, opts)
@@ -266,8 +271,39 @@ class Api:
         }
         return _json(200, body)
 
-    def _object(self, rt: ResourceType, obj: dict[str, Any], code: int) -> Response:
-        return Response(code, with_type(rt.kind, rt.api_version, dumps(obj)))
+    def _object(
+        self,
+        rt: ResourceType,
+        obj: dict[str, Any],
+        code: int,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        return Response(code, with_type(rt.kind, rt.api_version, dumps(obj)), headers=headers or {})
+
+    @staticmethod
+    def _field_validation(
+        q: dict[str, str], rt: ResourceType, body: dict[str, Any]
+    ) -> dict[str, str]:
+        """Apply ``fieldValidation`` (Strict | Warn, the default | Ignore) to unknown fields:
+        Strict rejects them, the others drop them (Warn with a ``Warning`` header)."""
+        mode = q.get("fieldValidation") or "Warn"
+        if mode not in ("Ignore", "Warn", "Strict"):
+            raise E.bad_request(
+                f'fieldValidation: Unsupported value: "{mode}": supported values: '
+                '"Ignore", "Strict", "Warn"'
+            )
+        unknown = unknown_fields(rt, body)
+        if not unknown:
+            return {}
+        if mode == "Strict":
+            listed = ", ".join(f'unknown field "{f}"' for f in unknown)
+            raise E.bad_request(f"strict decoding error: {listed}")
+        for path in unknown:
+            holder = body.get("metadata", {}) if path.startswith("metadata.") else body
+            holder.pop(path.removeprefix("metadata."), None)
+        if mode == "Ignore":
+            return {}
+        return {"Warning": ", ".join(f'299 - "unknown field \\"{f}\\""' for f in unknown)}
 
     @staticmethod
     def _dry_run(q: dict[str, str]) -> bool:
@@ -294,8 +330,15 @@ class Api:
             body = self._decode(req.body, yaml_ok=False)
         elif ctype in ("application/yaml", "application/x-yaml", "text/yaml"):
             body = self._decode(req.body, yaml_ok=True)
+        elif ctype == PROTOBUF:
+            try:
+                body = decode_object(req.body)
+            except ProtobufError as exc:
+                if "not supported" in str(exc):
+                    raise E.unsupported_media_type([JSON, "application/yaml"]) from None
+                raise E.bad_request(f"error decoding protobuf request body: {exc}") from None
         else:
-            raise E.unsupported_media_type([JSON, "application/yaml"])
+            raise E.unsupported_media_type([JSON, "application/yaml", PROTOBUF])
         if not isinstance(body, dict):
             raise E.bad_request(
                 f"Object 'Kind' is missing in '{req.body[:200].decode(errors='replace')}'"

@@ -20,6 +20,67 @@ Obj = dict[str, Any]
 
 GENERIC_FIELDS = ("metadata.name", "metadata.namespace")
 
+OBJECT_META_FIELDS = frozenset(
+    [
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    ]
+)
+# top-level JSON fields of each kind besides apiVersion/kind/metadata (k8s.io/api types.go);
+# the basis of fieldValidation (unknown-field detection is top-level and metadata only)
+TOP_LEVEL_FIELDS: dict[tuple[str, str], frozenset[str]] = {
+    key: frozenset(fields.split())
+    for key, fields in {
+        ("", "namespaces"): "spec status",
+        ("", "nodes"): "spec status",
+        ("", "services"): "spec status",
+        ("", "pods"): "spec status",
+        ("", "endpoints"): "subsets",
+        ("", "events"): "involvedObject reason message source firstTimestamp lastTimestamp "
+        "count type eventTime series action related reportingComponent reportingInstance",
+        ("", "configmaps"): "data binaryData immutable",
+        ("", "secrets"): "data stringData type immutable",
+        ("", "serviceaccounts"): "secrets imagePullSecrets automountServiceAccountToken",
+        ("discovery.k8s.io", "endpointslices"): "addressType endpoints ports",
+        ("coordination.k8s.io", "leases"): "spec",
+        ("events.k8s.io", "events"): "eventTime series reportingController reportingInstance "
+        "action reason regarding related note type deprecatedSource deprecatedFirstTimestamp "
+        "deprecatedLastTimestamp deprecatedCount",
+        ("apps", "deployments"): "spec status",
+    }.items()
+}
+
+
+def unknown_fields(rt: ResourceType, body: Obj) -> list[str]:
+    """Paths of fields in ``body`` that ``rt``'s schema does not have (top level, metadata)."""
+    known = TOP_LEVEL_FIELDS.get((rt.group, rt.plural))
+    if known is None:
+        return []
+    out = [
+        k
+        for k in body
+        if k not in known and k not in ("apiVersion", "kind", "metadata") and not k.startswith("$")
+    ]
+    meta = body.get("metadata")
+    if isinstance(meta, dict):
+        out += [
+            f"metadata.{k}" for k in meta if k not in OBJECT_META_FIELDS and not k.startswith("$")
+        ]
+    return out
+
 
 def _get(obj: Obj, path: str) -> Any:
     cur: Any = obj
@@ -197,40 +258,15 @@ class PodStrategy(Strategy):
 
     def default(self, obj: Obj, old: Obj | None) -> None:
         spec = obj.setdefault("spec", {})
-        spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("terminationGracePeriodSeconds", 30)
-        spec.setdefault("dnsPolicy", "ClusterFirst")
-        spec.setdefault("schedulerName", "default-scheduler")
-        spec.setdefault("securityContext", {})
+        default_pod_spec(spec)
         spec.setdefault("enableServiceLinks", True)
         spec.setdefault("serviceAccountName", "default")
         spec.setdefault("serviceAccount", spec["serviceAccountName"])
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
         spec.setdefault("priority", 0)
-        for c in spec.get("containers") or []:
-            c.setdefault("terminationMessagePath", "/dev/termination-log")
-            c.setdefault("terminationMessagePolicy", "File")
-            c.setdefault("resources", {})
-            c.setdefault(
-                "imagePullPolicy",
-                "IfNotPresent"
-                if ":" in c.get("image", ":") and not str(c.get("image", "")).endswith(":latest")
-                else "Always",
-            )
-            for p in c.get("ports") or []:
-                p.setdefault("protocol", "TCP")
 
     def validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
-        containers = (obj.get("spec") or {}).get("containers")
-        if not containers:
-            return [required("spec.containers")]
-        errs: list[FieldError] = []
-        for i, c in enumerate(containers):
-            if not c.get("name"):
-                errs.append(required(f"spec.containers[{i}].name"))
-            if not c.get("image") and old is None:
-                errs.append(required(f"spec.containers[{i}].image"))
-        return errs
+        return validate_pod_spec(obj.get("spec") or {}, "spec", creating=old is None)
 
     def grace_period(self, obj: Obj, requested: int | None) -> int:
         spec = obj.get("spec") or {}
@@ -240,6 +276,37 @@ class PodStrategy(Strategy):
         if requested is not None:
             return max(requested, 0)
         return int(spec.get("terminationGracePeriodSeconds", 30))
+
+
+def default_pod_spec(spec: Obj) -> None:
+    """``SetDefaults_PodSpec`` and container defaults, for pods and pod templates."""
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("securityContext", {})
+    for c in spec.get("containers") or []:
+        c.setdefault("terminationMessagePath", "/dev/termination-log")
+        c.setdefault("terminationMessagePolicy", "File")
+        c.setdefault("resources", {})
+        image = str(c.get("image", ""))
+        tagged = ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest")
+        c.setdefault("imagePullPolicy", "IfNotPresent" if tagged else "Always")
+        for p in c.get("ports") or []:
+            p.setdefault("protocol", "TCP")
+
+
+def validate_pod_spec(spec: Obj, path: str, *, creating: bool) -> list[FieldError]:
+    containers = spec.get("containers")
+    if not containers:
+        return [required(f"{path}.containers")]
+    errs: list[FieldError] = []
+    for i, c in enumerate(containers):
+        if not c.get("name"):
+            errs.append(required(f"{path}.containers[{i}].name"))
+        if not c.get("image") and creating:
+            errs.append(required(f"{path}.containers[{i}].image"))
+    return errs
 
 
 class SecretStrategy(Strategy):
@@ -291,13 +358,16 @@ class DeploymentStrategy(Strategy):
         spec.setdefault("replicas", 1)
         spec.setdefault("revisionHistoryLimit", 10)
         spec.setdefault("progressDeadlineSeconds", 600)
-        spec.setdefault(
-            "strategy",
-            {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"},
-            },
-        )
+        strategy = spec.get("strategy") or {}
+        if not strategy.get("type"):
+            strategy["type"] = "RollingUpdate"
+        if strategy["type"] == "RollingUpdate":
+            rolling = strategy.setdefault("rollingUpdate", {})
+            rolling.setdefault("maxUnavailable", "25%")
+            rolling.setdefault("maxSurge", "25%")
+        spec["strategy"] = strategy
+        template = spec.setdefault("template", {})
+        default_pod_spec(template.setdefault("spec", {}))
 
     def validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
         spec = obj.get("spec") or {}
@@ -306,8 +376,12 @@ class DeploymentStrategy(Strategy):
             spec.get("selector") or {}
         ).get("matchExpressions"):
             errs.append(required("spec.selector"))
-        labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+        template = spec.get("template") or {}
+        labels = (template.get("metadata") or {}).get("labels")
         errs.extend(validate_labels(labels, "spec.template.metadata.labels"))
+        errs.extend(
+            validate_pod_spec(template.get("spec") or {}, "spec.template.spec", creating=True)
+        )
         return errs
 
 
