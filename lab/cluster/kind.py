@@ -143,7 +143,8 @@ class KindProvider:
         self.wait = wait
         self.create_timeout = create_timeout
         self.strict_kind_version = strict_kind_version
-        self._provider_ids: dict[str, ProviderID] = {}
+        #: provider IDs by kind node name, as passed to the kubelets (set by provision())
+        self.provider_ids: dict[str, ProviderID] = {}
         self.gateway: str | None = None
         self.gateways: dict[str, str] = {}
 
@@ -193,6 +194,12 @@ class KindProvider:
             raise ValueError(f"spec.name {spec.name!r} differs from provider name {self.name!r}")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         ctx = KindContext(spec=spec, provider=self)
+        names = kind_node_names(self.name, [n.role for n in spec.nodes])
+        self.provider_ids = {
+            name: node.provider_id
+            for name, node in zip(names, spec.nodes, strict=True)
+            if node.provider_id is not None
+        }
         # kind's delete() finds what to remove by label, so no step log is kept for teardown
         StepRun(self.steps(), progress=progress).run(ctx, retain=retain)
 
@@ -296,7 +303,7 @@ class KindProvider:
         ip = net.get("IPAddress") or None
         if net.get("Gateway"):
             self.gateways[name] = str(net["Gateway"])
-        return NodeInfo(NodeName(name), role, ip, self._provider_ids.get(name))
+        return NodeInfo(NodeName(name), role, ip, self.provider_ids.get(name))
 
 
 # --- steps -----------------------------------------------------------------------------
@@ -375,12 +382,6 @@ class CreateCluster:
 
     def execute(self, ctx: KindContext) -> None:
         p = ctx.provider
-        names = kind_node_names(p.name, [n.role for n in ctx.spec.nodes])
-        p._provider_ids = {
-            name: spec.provider_id
-            for name, spec in zip(names, ctx.spec.nodes, strict=True)
-            if spec.provider_id is not None
-        }
         p.runner.run(
             [
                 p.kind_binary,

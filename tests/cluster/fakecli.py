@@ -15,7 +15,7 @@ from typing import Any
 
 from lab.exec import SubprocessRunner
 
-_PRELUDE = """#!{python}
+_PRELUDE = """#!{python} -IS
 import json, os, sys
 from pathlib import Path
 root = Path({root!r})
