@@ -322,19 +322,26 @@ def _pod_status_and_counts(pod: Obj, now: datetime) -> tuple[str, int, int, str]
     init_specs = _list(pod, "spec", "initContainers")
     sidecars = {_str(c, "name") for c in init_specs if _str(c, "restartPolicy") == "Always"}
     total = len(_list(pod, "spec", "containers")) + len(sidecars)
-    ready = restarts = 0
+    ready = 0
+    # Restarts count init containers only while the pod is initializing; once it is running,
+    # only sidecars (restartable init containers) and regular containers count.
+    restarts = sidecar_restarts = 0
     last_restart: datetime | None = None
+    sidecar_last_restart: datetime | None = None
 
-    def note_restart(container: object) -> None:
-        nonlocal last_restart
+    def later(current: datetime | None, container: object) -> datetime | None:
         finished = parse_time(_dig(container, "lastState", "terminated", "finishedAt"))
-        if finished and (last_restart is None or finished > last_restart):
-            last_restart = finished
+        if finished and (current is None or finished > current):
+            return finished
+        return current
 
     initializing = False
     for index, container in enumerate(_list(status, "initContainerStatuses")):
         restarts += _int(container, "restartCount")
-        note_restart(container)
+        last_restart = later(last_restart, container)
+        if _str(container, "name") in sidecars:
+            sidecar_restarts += _int(container, "restartCount")
+            sidecar_last_restart = later(sidecar_last_restart, container)
         terminated = _dig(container, "state", "terminated")
         waiting_reason = _str(container, "state", "waiting", "reason")
         if isinstance(terminated, Mapping) and _int(terminated, "exitCode") == 0:
@@ -361,10 +368,11 @@ def _pod_status_and_counts(pod: Obj, now: datetime) -> tuple[str, int, int, str]
         for c in _list(status, "conditions")
     )
     if not initializing or initialized:
+        restarts, last_restart = sidecar_restarts, sidecar_last_restart
         has_running = False
         for container in reversed(_list(status, "containerStatuses")):
             restarts += _int(container, "restartCount")
-            note_restart(container)
+            last_restart = later(last_restart, container)
             waiting = _str(container, "state", "waiting", "reason")
             terminated = _dig(container, "state", "terminated")
             if waiting:

@@ -355,6 +355,33 @@ def test_pod_init_containers_progress() -> None:
     assert row("", "pods", crash)["Status"] == "Init:CrashLoopBackOff"
 
 
+def test_restarts_count_init_containers_only_while_initializing() -> None:
+    crashed_init = {
+        "name": "i1",
+        "restartCount": 4,
+        "state": {"terminated": {"exitCode": 0}},
+        "lastState": {"terminated": {"exitCode": 1, "finishedAt": ago(minutes=30)}},
+    }
+    running_pod = pod(
+        {
+            "phase": "Running",
+            "initContainerStatuses": [crashed_init],
+            "containerStatuses": [running("a", restarts=1)],
+        },
+        containers=[{"name": "a"}],
+        initContainers=[{"name": "i1"}],
+    )
+    assert row("", "pods", running_pod)["Restarts"] == "1"
+    stuck = {**crashed_init, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+    initializing = pod(
+        {"phase": "Pending", "initContainerStatuses": [stuck]},
+        containers=[{"name": "a"}],
+        initContainers=[{"name": "i1"}],
+    )
+    cells = row("", "pods", initializing)
+    assert (cells["Status"], cells["Restarts"]) == ("Init:CrashLoopBackOff", "4 (30m ago)")
+
+
 def test_sidecar_init_container_counts_towards_ready() -> None:
     obj = pod(
         {
