@@ -125,7 +125,8 @@ def render_attach_text(config: AttachConfiguration, *, waiting_for_client: bool)
 
 
 def render_attach_rich(config: AttachConfiguration, *, waiting_for_client: bool) -> RenderableType:
-    """The same instructions as a rich renderable (a panel with highlighted JSON)."""
+    """The same instructions as a rich renderable: a panel, then the JSON outside any border
+    so that it can be copied from the terminal as is."""
     from rich.console import Group
     from rich.panel import Panel
     from rich.syntax import Syntax
@@ -137,5 +138,5 @@ def render_attach_rich(config: AttachConfiguration, *, waiting_for_client: bool)
     parts: list[RenderableType] = [head, body]
     if waiting_for_client:
         parts.append(Text("the program waits for a debugger before it starts", style="yellow"))
-    parts.append(Syntax(json.dumps(config, indent=2), "json", word_wrap=True))
-    return Panel(Group(*parts), title="lab.debug", expand=False)
+    panel = Panel(Group(*parts), title="lab.debug", expand=False)
+    return Group(panel, Syntax(json.dumps(config, indent=2), "json", word_wrap=True))

@@ -13,13 +13,17 @@ logs; removed when the session ends).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, TypedDict
 
 from lab.debug.attach import (
@@ -151,7 +155,8 @@ def run_foreground(
 ) -> int:
     """Run ``target`` under debugpy until it exits or Ctrl-C; print how to attach.
 
-    Returns the program's exit status (130 after Ctrl-C). Output goes to ``console`` (rich) if
+    Returns the program's exit status (128 + signal number after Ctrl-C, SIGTERM or SIGHUP:
+    the program and its adapter are stopped either way). Output goes to ``console`` (rich) if
     given, else to stdout as plain text.
     """
     session = start_session(
@@ -177,10 +182,46 @@ def run_foreground(
         sys.stdout.write(footer + "\n")
         sys.stdout.flush()
     try:
-        code = session.debuggee.wait()
-    except KeyboardInterrupt:
-        logger.info("interrupted; stopping the debuggee")
+        with _signals_interrupt():
+            code = session.debuggee.wait()
+    except _Interrupted as exc:
+        logger.info("%s; stopping the debuggee", exc)
+        return 128 + exc.signum
+    finally:
         end_session(session, timeout=stop_timeout)
-        return 130
-    end_session(session, timeout=stop_timeout)
     return code
+
+
+class _Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"received {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """Turn SIGINT, SIGTERM and SIGHUP into ``_Interrupted`` while waiting.
+
+    The debuggee runs in its own session (so a Ctrl-C meant for the debugger UI does not kill
+    it); the foreground process must therefore clean up on every way it can be told to stop.
+    Outside the main thread signals cannot be handled; then only the ``finally`` applies.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise _Interrupted(signum)
+
+    # A signal the caller ignores (nohup, a background job) stays ignored.
+    wanted = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+    previous = {
+        sig: signal.signal(sig, handler)
+        for sig in wanted
+        if signal.getsignal(sig) is not signal.SIG_IGN
+    }
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

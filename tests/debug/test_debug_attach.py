@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,15 @@ def target(tmp_path: Path) -> Path:
     script = tmp_path / "target_app.py"
     script.write_text(TARGET, encoding="utf-8")
     return script
+
+
+@pytest.fixture
+def stop_later() -> Iterator[list[Debuggee]]:
+    """Debuggees appended here are stopped at teardown even if the test fails midway."""
+    started: list[Debuggee] = []
+    yield started
+    for debuggee in started:
+        debuggee.stop()
 
 
 def _gone(debuggee: Debuggee, pid: int, port: int) -> None:
@@ -140,9 +150,12 @@ def test_breakpoint_evaluate_continue_and_clean_exit(tmp_path: Path, target: Pat
     _gone(debuggee, pid, port)
 
 
-def test_stop_while_paused_at_a_breakpoint_leaves_nothing(tmp_path: Path, target: Path) -> None:
+def test_stop_while_paused_at_a_breakpoint_leaves_nothing(
+    tmp_path: Path, target: Path, stop_later: list[Debuggee]
+) -> None:
     trigger = tmp_path / "go"
     debuggee = Debuggee([str(target), str(trigger)], tmp_path / "logs")
+    stop_later.append(debuggee)
     ep = debuggee.start()
     client = attach_session(
         ep.host, ep.port, breakpoints={target: [find_line(target, MARKER)]}, timeout=TIMEOUT
@@ -158,8 +171,11 @@ def test_stop_while_paused_at_a_breakpoint_leaves_nothing(tmp_path: Path, target
     _gone(debuggee, ep.pid, ep.port)
 
 
-def test_stop_while_waiting_for_a_client(tmp_path: Path, target: Path) -> None:
+def test_stop_while_waiting_for_a_client(
+    tmp_path: Path, target: Path, stop_later: list[Debuggee]
+) -> None:
     debuggee = Debuggee([str(target), str(tmp_path / "never")], tmp_path / "logs")
+    stop_later.append(debuggee)
     ep = debuggee.start()
     assert debuggee.returncode is None  # blocked in wait_for_client
     assert port_is_listening(ep.host, ep.port)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -52,3 +56,44 @@ def test_session_state_is_readable_while_running(tmp_path: Path) -> None:
         end_session(session)
     assert read_session_state(tmp_path / "debug") is None
     assert not port_is_listening("127.0.0.1", state["port"])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_foreground_session_cleans_up_when_told_to_stop(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text("import time\ntime.sleep(60)\n")
+    log_dir = tmp_path / "debug"
+    runner = tmp_path / "runner.py"
+    # Default signal dispositions in the child: a test runner may have SIGINT ignored.
+    runner.write_text(
+        "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "import sys\nfrom pathlib import Path\nfrom lab.debug import run_foreground\n"
+        f"sys.exit(run_foreground([{str(script)!r}], Path({str(log_dir)!r}), "
+        f"remote_root=Path({str(tmp_path)!r})))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(runner)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        state = None
+        while state is None and time.monotonic() < deadline and proc.poll() is None:
+            state = read_session_state(log_dir)
+            time.sleep(0.05)
+        assert state is not None, "session never started"
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + sig, out.decode()
+    assert b"debugpy is listening on" in out
+    assert not Path(f"/proc/{state['pid']}").exists()
+    assert not port_is_listening("127.0.0.1", state["port"])
+    assert read_session_state(log_dir) is None
