@@ -11,7 +11,9 @@ subnet's CIDR) are cached for the life of the reader.
 
 Neighbours: ``handlers`` calls ``Ec2Reader``; tests may pass any object with the same shape.
 Design reason: a Protocol seam keeps boto3 out of the models, and errors from the endpoint are
-mapped here (unknown instance -> ``None``, transport failure -> ``Ec2Unreachable``).
+mapped here (unknown instance -> ``None``, an error reply -> ``Ec2Error``, transport failure
+-> ``Ec2Unreachable``; both are 502s). Calls carry ``ccm-lab-imds`` in their User-Agent so the
+AWS trail can separate them from the controller's.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lab.imds.exceptions import Ec2Unreachable
+from lab.imds.exceptions import Ec2Error, Ec2Unreachable
 from lab.imds.models import Clock, HttpTokens, InstanceID, InstanceView, InterfaceView
 
 if TYPE_CHECKING:
@@ -36,6 +38,10 @@ if TYPE_CHECKING:
     from mypy_boto3_ec2.type_defs import InstanceTypeDef, ReservationTypeDef
 
 log = logging.getLogger(__name__)
+
+#: Added to the User-Agent of every EC2 call the IMDS makes, so the AWS trail can tell them
+#: apart from the controller's calls (``TrailEvent.user_agent``).
+USER_AGENT_EXTRA = "ccm-lab-imds"
 
 
 class Ec2Reader(Protocol):
@@ -80,7 +86,8 @@ class Boto3Ec2Reader:
             aws_access_key_id=access_key,
             aws_secret_access_key=secret_key,
             config=Config(
-                retries={"max_attempts": 2, "mode": "standard"},
+                user_agent_extra=USER_AGENT_EXTRA,
+                retries={"total_max_attempts": 2, "mode": "standard"},
                 connect_timeout=2,
                 read_timeout=10,
             ),
@@ -118,7 +125,7 @@ class Boto3Ec2Reader:
         except ClientError as exc:
             if _is_not_found(exc):
                 return None
-            raise
+            raise Ec2Error(f"DescribeInstanceAttribute({instance_id}): {exc}") from exc
         except BotoCoreError as exc:
             raise Ec2Unreachable(f"{self.endpoint_url}: {exc}") from exc
         value = attr.get("UserData", {}).get("Value")
@@ -132,7 +139,7 @@ class Boto3Ec2Reader:
         except ClientError as exc:
             if _is_not_found(exc):
                 return None
-            raise
+            raise Ec2Error(f"DescribeInstances({instance_id}): {exc}") from exc
         except BotoCoreError as exc:
             raise Ec2Unreachable(f"{self.endpoint_url}: {exc}") from exc
         for reservation in reply.get("Reservations", []):

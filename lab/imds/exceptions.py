@@ -84,5 +84,13 @@ class Ec2Unreachable(ImdsError):
     title = "Bad Gateway"
 
 
+class Ec2Error(ImdsError):
+    """The AWS endpoint answered a read with an error (e.g. an injected throttling fault)."""
+
+    status = 502
+    code = "Ec2Error"
+    title = "Bad Gateway"
+
+
 class ImdsReadinessError(RuntimeError):
     """The server did not become ready in time; the message carries its recent log."""
