@@ -61,7 +61,7 @@ from lab.cluster.versions import TAINT_UNREACHABLE, KubeVersion
 
 log = logging.getLogger(__name__)
 
-_HEALTHY, _NOT_READY, _UNKNOWN = "healthy", "not-ready", "unknown"
+_HEALTHY, _NOT_READY, _UNKNOWN, _STALE = "healthy", "not-ready", "unknown", "stale"
 TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 NOT_READY_REASON = "KubeletNotReady"
 UNKNOWN_REASON = "NodeStatusUnknown"
@@ -101,7 +101,7 @@ class _Tracked:
     heartbeating: bool = True
     #: message of a kubelet-reported Ready=False, None when the kubelet reports Ready
     not_ready: str | None = None
-    #: what the API currently shows: _HEALTHY, _NOT_READY or _UNKNOWN
+    #: what the API currently shows: _HEALTHY, _NOT_READY, _UNKNOWN, or _STALE (found existing)
     posted: str = "healthy"
     last_renew: float = 0.0
     last_status: float = 0.0
@@ -198,6 +198,7 @@ class KubeletStandIn:
             control_plane_taints=reg.control_plane_taints,
             now=self._now(),
         )
+        posted = _HEALTHY
         try:
             body = _model(client.V1Node, manifest)
             node = raw(self.core.create_node(body=body, _preload_content=False))
@@ -205,13 +206,20 @@ class KubeletStandIn:
             if not is_conflict(err):
                 raise
             node = self._reconcile_existing(reg.name, manifest["metadata"])
+            posted = _STALE  # post fresh conditions (and clear lifecycle taints) on the next tick
         uid = str(node["metadata"]["uid"])
         lease_rv = self._ensure_lease(reg.name, uid)
         transitions = {c["type"]: c["lastTransitionTime"] for c in manifest["status"]["conditions"]}
         mono = time.monotonic()
         with self._lock:
             self._nodes[reg.name] = _Tracked(
-                reg, uid, lease_rv, last_renew=mono, last_status=mono, transitions=transitions
+                reg,
+                uid,
+                lease_rv,
+                posted=posted,
+                last_renew=mono,
+                last_status=mono,
+                transitions=transitions,
             )
         log.info("registered node %s (kubelet %s)", reg.name, reg.version)
         return node
@@ -363,7 +371,7 @@ class KubeletStandIn:
             ctype = condition["type"]
             if ctype == "Ready" and node.not_ready is not None:
                 condition.update(status="False", reason=NOT_READY_REASON, message=node.not_ready)
-            if changed and (ctype == "Ready" or node.posted == _UNKNOWN):
+            if changed and (ctype == "Ready" or node.posted in (_UNKNOWN, _STALE)):
                 node.transitions[ctype] = condition["lastTransitionTime"]
             condition["lastTransitionTime"] = node.transitions.get(
                 ctype, condition["lastTransitionTime"]

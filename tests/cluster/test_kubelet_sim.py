@@ -92,6 +92,7 @@ def taint_keys(node: dict[str, Any]) -> list[tuple[str, str]]:
     return [(t["key"], t["effect"]) for t in node["spec"].get("taints") or []]
 
 
+UNREACHABLE_NO_EXECUTE = ("node.kubernetes.io/unreachable", "NoExecute")
 CP = NodeRegistration(
     name="cp",
     ip="10.0.1.10",
@@ -255,10 +256,23 @@ def test_reregistering_an_existing_node_reconciles_it(
         _content_type="application/merge-patch+json",
     )
     uid = node_json(core, "w1")["metadata"]["uid"]
+    kubelet.stop_heartbeat("w1")
+    wait_for(
+        "w1 unreachable",
+        node_if(
+            core, "w1", lambda n: ("node.kubernetes.io/unreachable", "NoExecute") in taint_keys(n)
+        ),
+    )
     again = kubelet.register(WORKER)  # a restarted kubelet: the Node exists
     assert again["metadata"]["uid"] == uid
     annotations = node_json(core, "w1")["metadata"]["annotations"]
     assert annotations["alpha.kubernetes.io/provided-node-ip"] == "10.0.1.11"
+    # the restarted kubelet posts Ready at once; the lifecycle taints go away
+    node = wait_for(
+        "w1 Ready after re-registration",
+        node_if(core, "w1", lambda n: ready(n)["status"] == "True" and len(taint_keys(n)) == 1),
+    )
+    assert taint_keys(node) == [("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule")]
 
 
 def test_unregister_deletes_node_and_lease(
