@@ -352,11 +352,6 @@ def test_create_and_replace_with_default_validation(kubectl: Kubectl) -> None:
     assert kubectl.json("cm", "made")["data"] == {"a": "2"}
 
 
-@pytest.mark.xfail(
-    reason="simulator gap: fieldValidation=Strict is accepted but unknown fields are not "
-    "rejected (spec 6.9: 400 'strict decoding error: unknown field \"dataa\"')",
-    strict=True,
-)
 def test_create_rejects_unknown_fields_when_strict(kubectl: Kubectl) -> None:
     bad = configmap("strict", {"a": "1"})
     bad["dataa"] = {"typo": "x"}
@@ -735,11 +730,15 @@ def test_server_side_apply_creates_and_updates(kubectl: Kubectl) -> None:
     assert "kubectl" in {m["manager"] for m in obj["metadata"].get("managedFields", [])}
 
 
-@pytest.mark.xfail(
-    reason="simulator gap: kubectl's generator subcommands (create configmap|namespace|secret|"
-    "service) POST protobuf bodies; the simulator answers 415 (spec 0.3, 1.8)",
-    strict=True,
-)
 def test_create_generators_send_protobuf(kubectl: Kubectl) -> None:
-    kubectl("create", "configmap", "lit", "--from-literal=a=1")
-    assert kubectl.json("cm", "lit")["data"] == {"a": "1"}
+    """``kubectl create <kind> ...`` POSTs protobuf bodies (spec 0.3); the server decodes them."""
+    kubectl("create", "configmap", "lit", "--from-literal=a=1", "--from-literal=b=2")
+    assert kubectl.json("cm", "lit")["data"] == {"a": "1", "b": "2"}
+    kubectl("create", "namespace", "team-a")
+    assert table(kubectl("get", "ns", "team-a").stdout)[1][:2] == ["team-a", "Active"]
+    kubectl("create", "secret", "generic", "creds", "--from-literal=user=admin")
+    assert kubectl.json("secret", "creds")["data"] == {"user": "YWRtaW4="}
+    kubectl("create", "service", "clusterip", "api", "--tcp=80:8080")
+    svc = kubectl.json("svc", "api")
+    assert svc["spec"]["ports"][0]["port"] == 80
+    assert svc["spec"]["clusterIP"].startswith("10.96.")
