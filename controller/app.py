@@ -66,6 +66,14 @@ class Options:
     informer_sync_timeout: float = 60.0
 
 
+def _write_atomically(path: str, text: str) -> None:
+    """Readers polling for the file never see it half written."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
 def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
@@ -110,8 +118,7 @@ class ControllerManager:
             self.server.ready["controllers"] = self._ready
             log.info("serving /healthz, /readyz and /metrics on %s", self.server.url)
             if self.options.address_file:
-                with open(self.options.address_file, "w", encoding="utf-8") as fh:
-                    fh.write(self.server.url + "\n")
+                _write_atomically(self.options.address_file, self.server.url + "\n")
         if self.options.leader_elect:
             self.elector = LeaderElector(
                 self.kube,

@@ -287,6 +287,8 @@ class ServiceController:
         previous = dict((obj.get("status") or {}).get("loadBalancer") or {})
         if not wants_load_balancer(svc) or needs_cleanup(svc):
             new_status = self._delete(svc)
+            if svc.deleting and set(svc.finalizers) <= {LB_FINALIZER}:
+                return  # removing the last finalizer deleted the object: no status to write
         else:
             status = self._ensure(svc)
             if status is None:
