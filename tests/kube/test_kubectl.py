@@ -742,3 +742,18 @@ def test_create_generators_send_protobuf(kubectl: Kubectl) -> None:
     svc = kubectl.json("svc", "api")
     assert svc["spec"]["ports"][0]["port"] == 80
     assert svc["spec"]["clusterIP"].startswith("10.96.")
+
+
+def test_kubectl_over_tls_with_a_bearer_token(tmp_path: Path) -> None:
+    """The TLS simulator's kubeconfig (CA data and token) is all kubectl needs."""
+    with KubeSimulator(tls=True) as secure:
+        k = Kubectl(secure.kubeconfig_path, tmp_path)
+        assert secure.url.startswith("https://")
+        rows = table(k("get", "svc", "kubernetes").stdout)
+        assert rows[1][:3] == ["kubernetes", "ClusterIP", "10.96.0.1"]
+        insecure = dict(secure.kubeconfig())
+        insecure["users"] = [{"name": "ccm-lab-admin", "user": {"token": "wrong"}}]
+        bad = Kubectl(k.write("bad-kubeconfig", insecure), tmp_path)
+        denied = bad("get", "svc", check=False)
+        assert denied.returncode == 1
+        assert "Unauthorized" in denied.stderr or "must be logged in" in denied.stderr
