@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import ipaddress
 import logging
 import os
 import signal
@@ -52,6 +53,7 @@ ENDPOINTS_FILE = "debugpy-adapter-endpoints.json"
 OUTPUT_LOG = "debuggee.log"
 ADAPTER_LOG_PREFIX = "debugpy.adapter-"
 ADAPTER_GRACE = 2.0
+ENDPOINTS_GRACE = 5.0
 
 
 class DebuggeeError(RuntimeError):
@@ -98,8 +100,18 @@ _PROC_NET = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 _TCP_LISTEN = "0A"
 
 
+def _proc_net_address(host: str) -> str | None:
+    """``host`` as /proc/net/tcp{,6} spells it (32-bit words in host byte order), if numeric."""
+    try:
+        packed = ipaddress.ip_address(host).packed
+    except ValueError:
+        return None
+    words = [packed[i : i + 4] for i in range(0, len(packed), 4)]
+    return "".join(f"{int.from_bytes(w, sys.byteorder):08X}" for w in words)
+
+
 def port_is_listening(host: str, port: int) -> bool:
-    """True if a TCP socket listens on ``port`` (on Linux: any address; elsewhere: ``host``).
+    """True if a TCP socket listens on ``host:port`` (any address if ``host`` is a name).
 
     Never probes by connecting: debugpy's adapter takes any TCP connection for a client
     session, and one that closes without ``initialize`` leaves the adapter refusing to serve
@@ -108,11 +120,16 @@ def port_is_listening(host: str, port: int) -> bool:
     held by a closing connection.
     """
     if all(p.exists() for p in _PROC_NET):
+        address = _proc_net_address(host)
         for table in _PROC_NET:
             for row in table.read_text().splitlines()[1:]:
                 fields = row.split()
-                local, state = fields[1], fields[3]
-                if state == _TCP_LISTEN and int(local.rpartition(":")[2], 16) == port:
+                local_address, _, local_port = fields[1].rpartition(":")
+                if (
+                    fields[3] == _TCP_LISTEN
+                    and int(local_port, 16) == port
+                    and address in (None, local_address)
+                ):
                     return True
         return False
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
@@ -280,10 +297,19 @@ class Debuggee:
     def _wait_ready(self) -> ReadyFile:
         assert self._proc is not None
         deadline = time.monotonic() + self.ready_timeout
+        ready_seen: float | None = None
         while True:
             # The adapter writes its endpoints file just after handing the port to the
-            # debuggee; waiting for both makes "endpoints file gone" an unambiguous exit signal.
-            if self.ready_path.exists() and self.endpoints_path.exists():
+            # debuggee; waiting for both makes "endpoints file gone" an unambiguous exit
+            # signal. Should a debugpy release stop writing it, go on after a grace period
+            # (stop() then relies on the adapter's pid alone).
+            if ready_seen is None and self.ready_path.exists():
+                ready_seen = time.monotonic()
+            if ready_seen is not None and (
+                self.endpoints_path.exists() or time.monotonic() - ready_seen > ENDPOINTS_GRACE
+            ):
+                if not self.endpoints_path.exists():
+                    logger.warning("debugpy adapter wrote no %s; continuing", self.endpoints_path)
                 try:
                     return read_ready_file(self.ready_path)
                 except ReadyFileError as exc:

@@ -10,6 +10,7 @@ processes two items in a function with a local ``service_name``. The test attach
 from __future__ import annotations
 
 import os
+import socket
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -262,3 +263,16 @@ def test_detach_and_reattach(tmp_path: Path, target: Path) -> None:
             second.disconnect(timeout=TIMEOUT)
         assert debuggee.wait(TIMEOUT) == 0
     _gone(debuggee, ep.pid, ep.port)
+
+
+def test_port_is_listening_sees_only_listeners() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        port = server.getsockname()[1]
+        if Path("/proc/net/tcp").exists():
+            assert not port_is_listening("127.0.0.1", port)  # bound, not listening
+        server.listen()
+        assert port_is_listening("127.0.0.1", port)
+        if Path("/proc/net/tcp").exists():
+            assert not port_is_listening("127.0.0.2", port)  # another loopback address
+    assert not port_is_listening("127.0.0.1", port)
