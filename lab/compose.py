@@ -237,6 +237,22 @@ class Lab:
         )
         return dataclasses.replace(reg, **changes) if changes else reg
 
+    def reregister(self, name: str, **changes: Any) -> dict[str, Any]:
+        """Register node ``name`` again as a kubelet started with other flags would.
+
+        The Node (and its Lease) is deleted and created anew from
+        :meth:`registration` with ``changes`` (``ip=``, ``name=``, ``version=``,
+        ``provider_id=``, ``labels=``...). Returns the new Node as the server has it.
+        """
+        kubelet = self._need(self.kubelet, "kubelet stand-in")
+        node = self.node(name)
+        kubelet.unregister(name, delete=True)
+        return dict(kubelet.register(self.registration(node, **changes)))
+
+    def remove_node(self, name: str) -> None:
+        """Delete node ``name`` from the cluster (its instance stays)."""
+        self._need(self.kubelet, "kubelet stand-in").unregister(name, delete=True)
+
     def _write_cloud_config(self, extra_global: Sequence[tuple[str, str]] = ()) -> Path:
         aws = self._need(self.aws, "aws")
         self.cloud_config_path.write_text(
