@@ -62,9 +62,7 @@ def test_session_credentials_from_env_endpoint(
     assert IMDSRegionProvider(session).provide() == REGION
 
 
-def test_v2_required_instance_still_serves_botocore(
-    aws_url: str, ec2: Any, clock: Any, world: World
-) -> None:
+def test_v2_required_instance_still_serves_botocore(aws_url: str, world: World) -> None:
     node = run_node(world, http_tokens="required")
     with ImdsServer(aws_url, REGION, instance_id=node.instance_id, cache_ttl=0) as imds:
         fetcher = InstanceMetadataRegionFetcher(base_url=imds.url, timeout=2)
@@ -79,7 +77,7 @@ def test_v1_fallback_when_token_response_withheld(imds: ImdsServer) -> None:
     assert _tokens_minted(imds) == 0  # the region came over IMDSv1
 
 
-def test_required_v2_refuses_v1_fallback(aws_url: str, ec2: Any, world: World) -> None:
+def test_required_v2_refuses_v1_fallback(aws_url: str, world: World) -> None:
     """The container-on-a-v2-only-instance failure: PUT times out, v1 GET gets 401."""
     node = run_node(world, http_tokens="required")
     with ImdsServer(
@@ -93,7 +91,7 @@ def test_required_v2_refuses_v1_fallback(aws_url: str, ec2: Any, world: World) -
     assert creds == {}
 
 
-def test_hop_limit_two_lets_container_through(aws_url: str, ec2: Any, world: World) -> None:
+def test_hop_limit_two_lets_container_through(aws_url: str, world: World) -> None:
     node = run_node(world, http_tokens="required", hop_limit=2)
     with ImdsServer(
         aws_url, REGION, instance_id=node.instance_id, cache_ttl=0, client_hops=2

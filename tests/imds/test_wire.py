@@ -71,7 +71,7 @@ def test_invalid_token_is_401_even_when_v1_allowed(imds: ImdsServer) -> None:
     assert reply.headers["X-Ccm-Lab-Error"] == "Unauthorized"
 
 
-def test_token_is_bound_to_its_instance(imds: ImdsServer, ec2: Any, world: World) -> None:
+def test_token_is_bound_to_its_instance(imds: ImdsServer, world: World) -> None:
     other = run_node(world)
     tok = token(imds.url)
     mine = get(imds.url, "latest/meta-data/instance-id", tok)
@@ -82,7 +82,7 @@ def test_token_is_bound_to_its_instance(imds: ImdsServer, ec2: Any, world: World
     assert theirs.status == 401
 
 
-def test_required_instance_refuses_v1(aws_url: str, ec2: Any, world: World) -> None:
+def test_required_instance_refuses_v1(aws_url: str, world: World) -> None:
     node = run_node(world, http_tokens="required")
     with ImdsServer(aws_url, REGION, instance_id=node.instance_id, cache_ttl=0) as imds:
         assert get(imds.url, "latest/meta-data/instance-id").status == 401
@@ -217,7 +217,7 @@ def test_identity_document_consistent_with_metadata(imds: ImdsServer) -> None:
     ]
 
 
-def test_user_data(imds: ImdsServer, aws_url: str, ec2: Any, world: World) -> None:
+def test_user_data(imds: ImdsServer, aws_url: str, world: World) -> None:
     assert get(imds.url, "latest/user-data").body == "#!/bin/sh\necho ccm-lab\n"
     bare = run_node(world, user_data=None)
     assert get(imds.url, "latest/user-data", **{INSTANCE_HEADER: bare.instance_id}).status == 404
@@ -261,7 +261,7 @@ def test_server_can_expose_tags_regardless_of_instance(imds: ImdsServer) -> None
 
 
 def test_caller_mapping_header_source_default(
-    imds: ImdsServer, ec2: Any, node: SeededInstance, world: World
+    imds: ImdsServer, node: SeededInstance, world: World
 ) -> None:
     other = run_node(world)
     path = "latest/meta-data/local-ipv4"
