@@ -30,6 +30,8 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
 7. ``RegisterInstancesWithLoadBalancer`` / ``DeregisterInstancesFromLoadBalancer`` return an
    empty ``Instances`` list in moto (AWS returns the registered set), and registering an instance
    twice lists it twice (AWS is idempotent).
+8. ``RegisterInstancesWithLoadBalancer`` accepts instance ids that do not exist; AWS answers
+   ``InvalidInstance``.
 
 Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends with
 ``.elb.amazonaws.com``; ``ApplySecurityGroupsToLoadBalancer`` replaces the set in the given
@@ -73,8 +75,9 @@ class FidelityConfig:
     instance_shutting_down_s: float = 0.0
     terminated_visible_s: float | None = 3600.0
     """Seconds a terminated instance stays in ``DescribeInstances``; ``None`` = forever."""
-    elb_defaults: bool = True
-    """Default health check, attribute defaults and register/deregister results (gaps 5-7)."""
+    elb_fixes: bool = True
+    """Classic ELB API fixes: default health check and attributes, register/deregister
+    results, unknown instances refused (gaps 5-8)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,7 +93,7 @@ class FidelityConfig:
 
 
 def _validate(name: str, value: Any) -> None:
-    bools = {"enabled", "sg_dependency_violation", "elb_defaults"}
+    bools = {"enabled", "sg_dependency_violation", "elb_fixes"}
     seconds = {
         "elb_sg_release_s",
         "instance_pending_s",
@@ -203,7 +206,31 @@ class FidelityLayer:
                 return self._check_sg_delete(request), context
         elif request.action == "DeleteLoadBalancer" and cfg.elb_sg_release_s > 0:
             context["groups"] = self._lb_groups(request)
+        elif (
+            request.service == "elb"
+            and request.action == "RegisterInstancesWithLoadBalancer"
+            and cfg.elb_fixes
+        ):
+            return self._check_register(request), context
         return None, context
+
+    def _check_register(self, request: AwsRequest) -> AwsError | None:
+        view = self._views(request.region)
+        known = {i.id for i in view.ec2.all_instances() if i.state != "terminated"}
+        wanted = [
+            value
+            for key, value in request.params.items()
+            if key.startswith("Instances.member.") and key.endswith(".InstanceId")
+        ]
+        unknown = [i for i in wanted if i not in known]
+        if not unknown:
+            return None
+        return AwsError(
+            f"The specified EC2 instance(s) do not exist or are terminated: {', '.join(unknown)}",
+            code="InvalidInstance",
+            status=400,
+            source="fidelity:elb_register",
+        )
 
     def _lb_groups(self, request: AwsRequest) -> frozenset[str]:
         view = self._views(request.region)
@@ -289,8 +316,8 @@ class FidelityLayer:
             return response
         if action == "DescribeLoadBalancers" and cfg.elb_sg_order != "creation":
             return self._reorder_groups(response)
-        if cfg.elb_defaults:
-            return self._elb_defaults(request, response)
+        if cfg.elb_fixes:
+            return self._elb_fixes(request, response)
         return response
 
     def _reorder_groups(self, response: WireResponse) -> WireResponse:
@@ -307,7 +334,7 @@ class FidelityLayer:
 
         return response.with_body(_SG_BLOCK.sub(reorder, response.body))
 
-    def _elb_defaults(self, request: AwsRequest, response: WireResponse) -> WireResponse:
+    def _elb_fixes(self, request: AwsRequest, response: WireResponse) -> WireResponse:
         action = request.action
         view = self._views(request.region)
         name = request.params.get("LoadBalancerName", "")

@@ -332,3 +332,20 @@ def test_register_instances_returns_the_registered_set(aws: AwsEndpoint, enabled
         assert listed == [{"InstanceId": two}]
     else:
         assert first == again == left == []  # moto: the result is always empty
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_registering_an_unknown_instance_is_refused(aws: AwsEndpoint, enabled: bool) -> None:
+    aws.control.set_fidelity(enabled=enabled)
+    ec2, elb = aws.client("ec2"), aws.client("elb")
+    b.classic_elb(elb, ec2, "lb", [b.group(ec2, "g")])
+    real, ghost = b.instance(ec2), "i-0123456789abcdef0"
+    instances = [{"InstanceId": real}, {"InstanceId": ghost}]
+    if enabled:
+        with pytest.raises(ClientError) as err:
+            elb.register_instances_with_load_balancer(LoadBalancerName="lb", Instances=instances)
+        assert err.value.response["Error"]["Code"] == "InvalidInstance"
+        assert ghost in err.value.response["Error"]["Message"]
+        assert real not in err.value.response["Error"]["Message"]
+    else:
+        elb.register_instances_with_load_balancer(LoadBalancerName="lb", Instances=instances)
