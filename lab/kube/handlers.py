@@ -26,11 +26,12 @@ import yaml
 from lab.kube import errors as E
 from lab.kube import patch as P
 from lab.kube.control import FaultRule, Faults, default_reason
+from lab.kube.deletion import DeleteOptions
 from lab.kube.protobuf import PROTOBUF, ProtobufError, decode_object
 from lab.kube.resources import ResourceType
 from lab.kube.routes import Route, parse, verb_for
 from lab.kube.selectors import parse_field_selector, parse_label_selector
-from lab.kube.store import DeleteOptions, Selection, Store, rt_key
+from lab.kube.store import Selection, Store, rt_key
 from lab.kube.strategies import unknown_fields
 from lab.kube.watch import CLOSED, Event, ExpiredError, Watcher, dumps, with_type
 
@@ -311,8 +312,7 @@ class Api:
             return False
         if q["dryRun"] != "All":
             raise E.invalid_options(
-                "DryRunOptions" if False else "CreateOptions",
-                [E.not_supported("dryRun", q["dryRun"], ["All"])],
+                "DryRunOptions", [E.not_supported("dryRun", q["dryRun"], ["All"])]
             )
         return True
 

@@ -21,12 +21,14 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from lab.kube import errors as E
 from lab.kube import patch as P
+from lab.kube.deletion import DeleteOptions, Deleter
 from lab.kube.resources import RESOURCES, ResourceType
+from lab.kube.seed import namespace_companions, seed_defaults
 from lab.kube.selectors import FieldRequirement, Requirement, fields_match, labels_match
 from lab.kube.strategies import Strategy, build_strategies
 from lab.kube.validation import validate_meta_update, validate_metadata
@@ -36,14 +38,7 @@ log = logging.getLogger(__name__)
 
 RTKey = tuple[str, str]  # (group, plural)
 ObjKey = tuple[str, str]  # (namespace, name)
-IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
-SEED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
-_CA_DESCRIPTION = (
-    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
-    "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
-    "guaranteed across distributions of Kubernetes clusters."
-)
 
 
 def rt_key(rt: ResourceType) -> RTKey:
@@ -92,16 +87,6 @@ class Selection:
 
 
 @dataclass
-class DeleteOptions:
-    grace_period: int | None = None
-    propagation: str | None = None  # Orphan | Background | Foreground
-    orphan_dependents: bool | None = None
-    precondition_uid: str | None = None
-    precondition_rv: str | None = None
-    dry_run: bool = False
-
-
-@dataclass
 class _Tables:
     objects: dict[RTKey, dict[ObjKey, Entry]] = field(default_factory=dict)
     sorted_keys: dict[RTKey, list[ObjKey] | None] = field(default_factory=dict)
@@ -132,6 +117,7 @@ class Store:
         self.watchers: dict[RTKey, set[Watcher]] = {k: set() for k in self.by_key}
         self._t = _Tables()
         self._seed = seed
+        self.deleter = Deleter(self)
         self.reset()
 
     # ------------------------------------------------------------------ lifecycle / admin
@@ -150,82 +136,7 @@ class Store:
                 self.seed_defaults()
 
     def seed_defaults(self) -> None:
-        ns_rt = self.rt("", "namespaces")
-        for ns in SEED_NAMESPACES:
-            if ("", ns) not in self._t.objects[rt_key(ns_rt)]:
-                self.create(ns_rt, "", {"metadata": {"name": ns}}, manager="kube-apiserver")
-        svc = self.rt("", "services")
-        seeds: list[tuple[str, dict[str, Any]]] = [
-            (
-                "default",
-                {
-                    "metadata": {
-                        "name": "kubernetes",
-                        "labels": {"component": "apiserver", "provider": "kubernetes"},
-                    },
-                    "spec": {
-                        "clusterIP": self._first_service_ip(),
-                        "ports": [
-                            {"name": "https", "protocol": "TCP", "port": 443, "targetPort": 6443}
-                        ],
-                    },
-                },
-            ),
-            (
-                "kube-system",
-                {
-                    "metadata": {"name": "kube-dns", "labels": {"k8s-app": "kube-dns"}},
-                    "spec": {
-                        "clusterIP": self._service_ip(10),
-                        "selector": {"k8s-app": "kube-dns"},
-                        "ports": [
-                            {"name": "dns", "protocol": "UDP", "port": 53, "targetPort": 53},
-                            {"name": "dns-tcp", "protocol": "TCP", "port": 53, "targetPort": 53},
-                            {
-                                "name": "metrics",
-                                "protocol": "TCP",
-                                "port": 9153,
-                                "targetPort": 9153,
-                            },
-                        ],
-                    },
-                },
-            ),
-        ]
-        for ns, body in seeds:
-            if (ns, body["metadata"]["name"]) not in self._t.objects[rt_key(svc)]:
-                self.create(svc, ns, body, manager="kube-apiserver")
-
-    def _service_ip(self, offset: int) -> str:
-        import ipaddress
-
-        strategy = self.strategies[("", "services")]
-        net = getattr(strategy, "network", ipaddress.ip_network("10.96.0.0/16"))
-        return str(net.network_address + offset)
-
-    def _first_service_ip(self) -> str:
-        return self._service_ip(1)
-
-    def _namespace_companions(self, ns: str) -> None:
-        """What kube-controller-manager adds to every namespace: SA ``default``, root CA map."""
-        sa, cm = self.rt("", "serviceaccounts"), self.rt("", "configmaps")
-        if (ns, "default") not in self._t.objects[rt_key(sa)]:
-            self.create(
-                sa, ns, {"metadata": {"name": "default"}}, manager="kube-controller-manager"
-            )
-        if (ns, "kube-root-ca.crt") not in self._t.objects[rt_key(cm)]:
-            self.create(
-                cm,
-                ns,
-                {
-                    "metadata": {
-                        "name": "kube-root-ca.crt",
-                        "annotations": {"kubernetes.io/description": _CA_DESCRIPTION},
-                    },
-                    "data": {"ca.crt": self.ca_pem},
-                },
-                manager="kube-controller-manager",
-            )
+        seed_defaults(self)
 
     ca_pem = "-----BEGIN CERTIFICATE-----\nsimulated\n-----END CERTIFICATE-----\n"
 
@@ -309,7 +220,7 @@ class Store:
             else:
                 deps.add((k, key))
 
-    def _commit(self, rt: ResourceType, etype: str, obj: Obj, old: Obj | None) -> Obj:
+    def commit(self, rt: ResourceType, etype: str, obj: Obj, old: Obj | None) -> Obj:
         """Assign the next revision, store (or remove) and publish. Returns the stored dict."""
         k = rt_key(rt)
         self.rv += 1
@@ -326,6 +237,25 @@ class Store:
         for w in self.watchers[k]:
             w.push(ev)
         return obj
+
+    def dependents(self, uid: str) -> list[tuple[ResourceType, Obj]]:
+        """Objects whose ownerReferences name ``uid`` (from the owner index)."""
+        out = []
+        for k, key in sorted(self._t.owners.get(uid, set())):
+            entry = self._t.objects[k].get(key)
+            if entry is not None:
+                out.append((self.by_key[k], entry.obj))
+        return out
+
+    def in_namespace(self, ns: str) -> list[tuple[ResourceType, Obj]]:
+        """Every namespaced object in ``ns``."""
+        return [
+            (self.by_key[k], entry.obj)
+            for k, table in self._t.objects.items()
+            if self.by_key[k].namespaced
+            for key, entry in list(table.items())
+            if key[0] == ns
+        ]
 
     # ------------------------------------------------------------------ reads
     def get(self, rt: ResourceType, ns: str, name: str) -> Entry:
@@ -532,9 +462,9 @@ class Store:
         obj = _ordered(obj)
         if dry_run:
             return obj
-        stored = self._commit(rt, "ADDED", obj, None)
+        stored = self.commit(rt, "ADDED", obj, None)
         if k == ("", "namespaces"):
-            self._namespace_companions(meta["name"])
+            namespace_companions(self, meta["name"])
         return stored
 
     def _generate_name(self, k: RTKey, ns: str, prefix: str) -> str:
@@ -796,195 +726,25 @@ class Store:
             and not meta.get("deletionGracePeriodSeconds")
             and not self._blocked_namespace(k, new)
         ):
-            return self._final_delete(rt, new, old)
-        stored = self._commit(rt, "MODIFIED", new, old)
+            return self.deleter.final_delete(rt, new, old)
+        stored = self.commit(rt, "MODIFIED", new, old)
         if k == ("", "namespaces") and meta.get("deletionTimestamp"):
-            self._maybe_finish_namespace(ometa["name"])
+            self.deleter.maybe_finish_namespace(ometa["name"])
         return stored
 
     @staticmethod
     def _blocked_namespace(k: RTKey, obj: Obj) -> bool:
         return k == ("", "namespaces") and bool((obj.get("spec") or {}).get("finalizers"))
 
-    # ------------------------------------------------------------------ delete
+    # ------------------------------------------------------------------ delete (deletion.py)
     def delete(self, rt: ResourceType, ns: str, name: str, opts: DeleteOptions) -> tuple[Obj, bool]:
         """Delete (or start deleting) one object. Returns (object, removed-now)."""
-        with self.lock:
-            entry = self.find(rt, ns, name)
-            if entry is None:
-                raise E.not_found(rt, name)
-            return self._delete_locked(rt, entry.obj, opts)
-
-    def _delete_locked(self, rt: ResourceType, obj: Obj, opts: DeleteOptions) -> tuple[Obj, bool]:
-        k = rt_key(rt)
-        meta = obj["metadata"]
-        name = meta["name"]
-        if opts.precondition_uid and opts.precondition_uid != meta["uid"]:
-            raise E.conflict(
-                rt,
-                name,
-                f"the UID in the precondition ({opts.precondition_uid}) does not "
-                f"match the UID in record ({meta['uid']}). The object might have been "
-                "deleted and then recreated",
-                kind=rt.kind,
-            )
-        if opts.precondition_rv and opts.precondition_rv != meta["resourceVersion"]:
-            raise E.conflict(
-                rt,
-                name,
-                f"the ResourceVersion in the precondition ({opts.precondition_rv}) "
-                f"does not match the ResourceVersion in record ({meta['resourceVersion']}). "
-                "The object might have been modified",
-                kind=rt.kind,
-            )
-        if k == ("", "namespaces"):
-            return self._delete_namespace(rt, obj, opts)
-        strategy = self.strategies[k]
-        grace = opts.grace_period
-        if grace is not None and grace < 0:
-            grace = 1
-        orphan = opts.propagation == "Orphan" or (
-            opts.propagation is None and opts.orphan_dependents
-        )
-        if meta.get("deletionTimestamp"):
-            pending = meta.get("deletionGracePeriodSeconds") or 0
-            if pending and grace is not None and grace < pending:
-                if grace == 0 and not meta.get("finalizers"):
-                    return self._final_delete(
-                        rt, obj, obj, dry_run=opts.dry_run, orphan=bool(orphan)
-                    ), True
-                new = copy.deepcopy(obj)
-                new["metadata"]["deletionGracePeriodSeconds"] = grace
-                new["metadata"]["deletionTimestamp"] = _later(grace)
-                if grace == 0:
-                    new["metadata"]["deletionGracePeriodSeconds"] = 0
-                return (new if opts.dry_run else self._commit(rt, "MODIFIED", new, obj)), False
-            return obj, False
-        if not opts.dry_run:
-            if orphan:
-                self._orphan_dependents(meta["uid"])
-            elif opts.propagation == "Foreground":
-                self._delete_dependents(meta["uid"])
-        gp = strategy.grace_period(obj, grace)
-        if gp > 0 or meta.get("finalizers"):
-            new = copy.deepcopy(obj)
-            nmeta = new["metadata"]
-            nmeta["deletionTimestamp"] = _later(gp)
-            nmeta["deletionGracePeriodSeconds"] = gp
-            if nmeta.get("generation"):
-                nmeta["generation"] = int(nmeta["generation"]) + 1
-            if opts.dry_run:
-                return new, False
-            return self._commit(rt, "MODIFIED", new, obj), False
-        return self._final_delete(rt, obj, obj, dry_run=opts.dry_run, orphan=bool(orphan)), True
-
-    def _final_delete(
-        self, rt: ResourceType, last: Obj, old: Obj, *, dry_run: bool = False, orphan: bool = False
-    ) -> Obj:
-        if dry_run:
-            return last
-        k = rt_key(rt)
-        reply = copy.deepcopy(last)
-        gone = copy.deepcopy(last)
-        self.strategies[k].release(last)
-        self._commit(rt, "DELETED", gone, old)
-        uid = last["metadata"]["uid"]
-        if orphan:
-            self._orphan_dependents(uid)
-        else:
-            self._delete_dependents(uid)
-        ns = last["metadata"].get("namespace")
-        if ns:
-            self._maybe_finish_namespace(ns)
-        return reply
-
-    def _dependents(self, uid: str) -> list[tuple[ResourceType, Obj]]:
-        out = []
-        for k, key in sorted(self._t.owners.get(uid, set())):
-            entry = self._t.objects[k].get(key)
-            if entry is not None:
-                out.append((self.by_key[k], entry.obj))
-        return out
-
-    def _delete_dependents(self, uid: str) -> None:
-        for rt, obj in self._dependents(uid):
-            current = self.find(rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-            if current is not None and not current.obj["metadata"].get("deletionTimestamp"):
-                self._delete_locked(rt, current.obj, DeleteOptions(propagation="Background"))
-
-    def _orphan_dependents(self, uid: str) -> None:
-        for rt, obj in self._dependents(uid):
-            new = copy.deepcopy(obj)
-            refs = [r for r in new["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
-            if refs:
-                new["metadata"]["ownerReferences"] = refs
-            else:
-                new["metadata"].pop("ownerReferences", None)
-            self._commit(rt, "MODIFIED", new, obj)
-
-    def _delete_namespace(
-        self, rt: ResourceType, obj: Obj, opts: DeleteOptions
-    ) -> tuple[Obj, bool]:
-        name = obj["metadata"]["name"]
-        if name in IMMORTAL_NAMESPACES:
-            raise E.forbidden_error(rt, name, "this namespace may not be deleted")
-        if obj["metadata"].get("deletionTimestamp"):
-            return obj, False
-        new = copy.deepcopy(obj)
-        new["metadata"]["deletionTimestamp"] = now_rfc3339()
-        new["metadata"]["deletionGracePeriodSeconds"] = 0
-        new.setdefault("status", {})["phase"] = "Terminating"
-        if opts.dry_run:
-            return new, False
-        reply = self._commit(rt, "MODIFIED", new, obj)
-        for k, table in self._t.objects.items():
-            if not self.by_key[k].namespaced:
-                continue
-            for key in [key for key in table if key[0] == name]:
-                entry = table.get(key)
-                if entry is not None and not entry.obj["metadata"].get("deletionTimestamp"):
-                    self._delete_locked(
-                        self.by_key[k],
-                        entry.obj,
-                        DeleteOptions(grace_period=0, propagation="Background"),
-                    )
-        self._maybe_finish_namespace(name)
-        return copy.deepcopy(reply), False
-
-    def _maybe_finish_namespace(self, ns: str) -> None:
-        ns_rt = self.rt("", "namespaces")
-        entry = self.find(ns_rt, "", ns)
-        if entry is None or not entry.obj["metadata"].get("deletionTimestamp"):
-            return
-        if any(
-            key[0] == ns
-            for k, t in self._t.objects.items()
-            if self.by_key[k].namespaced
-            for key in t
-        ):
-            return
-        obj = entry.obj
-        if (obj.get("spec") or {}).get("finalizers"):
-            new = copy.deepcopy(obj)
-            new["spec"]["finalizers"] = []
-            obj = self._commit(ns_rt, "MODIFIED", new, obj)
-        if not obj["metadata"].get("finalizers"):
-            self._final_delete(ns_rt, obj, obj)
+        return self.deleter.delete(rt, ns, name, opts)
 
     def delete_collection(
         self, rt: ResourceType, ns: str | None, selection: Selection, opts: DeleteOptions
     ) -> list[Obj]:
-        with self.lock:
-            listed = self.list_objects(rt, ns, selection)
-            out = []
-            for entry in listed.entries:
-                meta = entry.obj["metadata"]
-                current = self.find(rt, meta.get("namespace", ""), meta["name"])
-                if current is None:
-                    continue
-                obj, _ = self._delete_locked(rt, current.obj, opts)
-                out.append(obj)
-            return out
+        return self.deleter.delete_collection(rt, ns, selection, opts)
 
     # ------------------------------------------------------------------ helpers for HTTP layer
     def encode_item(self, entry: Entry) -> bytes:
@@ -1005,10 +765,6 @@ class Store:
 
 
 _CLOSED = CLOSED
-
-
-def _later(seconds: int) -> str:
-    return (datetime.now(UTC) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _ordered(obj: Obj) -> Obj:
