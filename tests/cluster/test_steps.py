@@ -112,3 +112,21 @@ def test_undo_all_after_retained_failure_includes_the_failed_step() -> None:
         run.run(ctx, retain=True)
     assert run.undo_all(ctx) == []
     assert ctx.events == ["do a", "do b", "undo b", "undo a"]
+
+
+def test_rich_progress_prints_one_line_per_transition() -> None:
+    import io
+
+    from rich.console import Console
+
+    from lab.cluster.progress import RichProgress
+
+    out = io.StringIO()
+    progress = RichProgress(Console(file=out, force_terminal=False, width=120))
+    with pytest.raises(ProvisionError):
+        run_steps([FakeStep("a"), FakeStep("b[x]", fail=True)], Journal(), progress=progress)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("✓ [1/2] a  ")
+    assert lines[0].endswith("s")
+    assert lines[1] == "✗ [2/2] b[x]  b[x] broke"  # markup in names is escaped
+    assert lines[2:] == ["↶ undo b[x]", "↶ undo a"]
