@@ -16,8 +16,9 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import boto3
 import botocore.config
@@ -25,6 +26,7 @@ import botocore.session
 from botocore.exceptions import BotoCoreError, ClientError
 
 from controller.aws.config import CloudConfig
+from controller.cloud import CloudError, RetryAfter
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -40,6 +42,48 @@ _CLIENT_CONFIG = botocore.config.Config(
 )
 
 AWSError = (ClientError, BotoCoreError)
+THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "TooManyRequestsException",
+        "SlowDown",
+    }
+)
+THROTTLE_RETRY_SECONDS = 10.0
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class AWSAPIError(CloudError):
+    """An AWS call failed; ``code`` is the AWS error code (``""`` for transport errors)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def translate(exc: ClientError | BotoCoreError) -> CloudError:
+    """SDK errors to the contract's vocabulary: throttling asks for a later retry."""
+    code = error_code(exc)
+    if code in THROTTLING_CODES:
+        return RetryAfter(THROTTLE_RETRY_SECONDS, f"AWS throttled the request ({code}): {exc}")
+    return AWSAPIError(code, f"AWS error{f' {code}' if code else ''}: {exc}")
+
+
+def aws_errors(func: _F) -> _F:
+    """Decorate a contract method so botocore exceptions never leave ``controller.aws``."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc) from exc
+
+    return cast(_F, wrapper)
 
 
 def error_code(exc: BaseException) -> str:

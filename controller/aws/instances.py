@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
-from controller.aws.clients import error_code
+from controller.aws.clients import aws_errors, error_code
 from controller.aws.context import AWSContext
 from controller.aws.tags import tag_map
 from controller.cloud import (
@@ -186,6 +186,7 @@ class AWSInstances:
 
     # -- InstancesV2 ---------------------------------------------------------------------
 
+    @aws_errors
     def instance_exists(self, node: Node) -> bool:
         inst = self.find(node)
         if inst is None:
@@ -193,10 +194,12 @@ class AWSInstances:
         state = inst.get("State", {}).get("Name")
         return state is not None and state != "terminated"
 
+    @aws_errors
     def instance_shutdown(self, node: Node) -> bool:
         inst = self.find(node)
         return inst is not None and inst.get("State", {}).get("Name") == "stopped"
 
+    @aws_errors
     def instance_metadata(self, node: Node) -> InstanceMetadata:
         inst = self.find(node, for_metadata=True)
         if inst is None:

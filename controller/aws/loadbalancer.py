@@ -32,7 +32,7 @@ from controller.aws.annotations import (
     id_list,
     parse_service,
 )
-from controller.aws.clients import error_code
+from controller.aws.clients import aws_errors, error_code
 from controller.aws.context import AWSContext
 from controller.aws.instances import InstanceCache
 from controller.aws.securitygroups import SecurityGroups, choose_lb_group
@@ -175,6 +175,7 @@ class ClassicLoadBalancers:
     def get_load_balancer_name(self, cluster_name: str, service: Service) -> str:
         return load_balancer_name(service)
 
+    @aws_errors
     def get_load_balancer(
         self, cluster_name: str, service: Service
     ) -> tuple[LoadBalancerStatus | None, bool]:
@@ -183,6 +184,7 @@ class ClassicLoadBalancers:
             return None, False
         return self._status(lb), True
 
+    @aws_errors
     def ensure_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerStatus:
@@ -239,6 +241,7 @@ class ClassicLoadBalancers:
         self._ensure_instances(name, lb, instances)
         return self._status(lb)
 
+    @aws_errors
     def update_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> None:
@@ -267,6 +270,7 @@ class ClassicLoadBalancers:
             may_revoke=self._may_revoke(lb_group, name=name, owned=owned),
         )
 
+    @aws_errors
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
         name = load_balancer_name(service)
         lb = self.describe(name)

@@ -107,3 +107,49 @@ def test_missing_cluster_id_is_a_clear_error(
         cfg, _ = load_cloud_config(overrides_only(aws.url, topo))
         with pytest.raises(CloudInitError, match="failed to find ClusterID"):
             new_cloud(cfg)
+
+
+@pytest.fixture
+def imds_v1_only() -> Iterator[str]:
+    """A metadata server that refuses IMDSv2 tokens (405) and answers v1 GETs."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    answers = {
+        "/latest/meta-data/instance-id": "i-0v1only",
+        "/latest/meta-data/placement/availability-zone": "eu-west-1b",
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            self.send_error(405)
+
+        def do_GET(self) -> None:
+            body = answers.get(self.path)
+            if body is None:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_metadata_falls_back_to_v1_and_derives_region(imds_v1_only: str) -> None:
+    from controller.aws.metadata import fetch_self_identity, metadata_endpoint
+
+    ident = fetch_self_identity(metadata_endpoint(imds_v1_only), timeout=2.0)
+    assert (ident.instance_id, ident.availability_zone, ident.region) == (
+        "i-0v1only",
+        "eu-west-1b",
+        "eu-west-1",
+    )

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
+from controller.aws.clients import AWSAPIError
 from controller.aws.instances import (
     InvalidProviderID,
     build_provider_id,
     instance_id_from_name,
     parse_provider_id,
 )
-from controller.cloud import InstanceNotFound, Node, NodeAddress
+from controller.cloud import InstanceNotFound, Node, NodeAddress, RetryAfter
 from lab.aws import AwsEndpoint
 from tests.controller.aws.conftest import REGION, MakeCloud
 from tests.controller.aws.topology import Topology
@@ -79,9 +80,10 @@ def test_lookup_error_is_not_absence(
     with pytest.raises(InstanceNotFound):
         inst.instance_exists(Node(name="node00.k8s.internal"))
     aws.control.add_fault(action="DescribeInstances", code="UnauthorizedOperation", status=403)
-    with pytest.raises(ClientError) as err:
+    with pytest.raises(AWSAPIError) as err:
         inst.instance_exists(Node(name="n", provider_id=topo.provider_id("node-0")))
-    assert err.value.response["Error"]["Code"] == "UnauthorizedOperation"
+    assert err.value.code == "UnauthorizedOperation"
+    assert isinstance(err.value.__cause__, ClientError)  # translated, not leaked
 
 
 def test_metadata(aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud) -> None:
@@ -135,3 +137,13 @@ def test_legacy_node_name_private_dns_only(
     assert inst.instance_metadata(Node(name=topo.private_dns[iid])).provider_id.endswith(iid)
     calls = aws.trail.calls("DescribeInstances")
     assert all("Filters" in c.params for c in calls)  # never by instance id
+
+
+def test_throttling_becomes_retry_after(
+    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    inst = make_cloud().instances_v2()
+    aws.control.add_fault(action="DescribeInstances", code="RequestLimitExceeded", status=503)
+    with pytest.raises(RetryAfter) as err:
+        inst.instance_exists(Node(name="n", provider_id=topo.provider_id("node-0")))
+    assert err.value.delay > 0

@@ -211,3 +211,17 @@ def test_shared_elb_sg_fixed_keeps_rule_until_last_elb_goes(
     assert revoked(aws) == [(topo.nodes_group, [f"all from {shared}"])]
     assert ingress(aws.client("ec2"), topo.nodes_group) == {("-1", topo.nodes_group)}
     assert aws.trail.calls("DeleteSecurityGroup") == []
+
+
+def test_fixed_delete_retries_while_elb_network_interfaces_detach(
+    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    aws.control.set_fidelity(elb_sg_release_s=0.25)  # groups stay "in use" after the ELB goes
+    lb = make_cloud(sg_delete_timeout=5.0).load_balancer()
+    lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+    lb.ensure_load_balancer_deleted("kubernetes", service())
+    codes = [e.error_code for e in aws.trail.calls("DeleteSecurityGroup")]
+    assert codes[-1] is None
+    assert set(codes[:-1]) == {"DependencyViolation"}
+    assert len(codes) >= 2
+    assert group_id(aws, f"k8s-elb-{LB_NAME}") is None
