@@ -33,7 +33,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NewType, cast
 
@@ -242,6 +242,46 @@ class Topology:
     @property
     def route_table_ids(self) -> tuple[str, ...]:
         return tuple(sorted({s.route_table_id for s in self.subnets.values()}))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form (for ``.lab/<name>/topology.json``); see ``from_dict``."""
+        return {
+            "cluster_id": self.cluster_id,
+            "region": self.region,
+            "vpc_id": self.vpc_id,
+            "vpc_cidr": self.vpc_cidr,
+            "internet_gateway_id": self.internet_gateway_id,
+            "subnets": {z: asdict(s) for z, s in self.subnets.items()},
+            "node_security_group": asdict(self.node_security_group),
+            "extra_groups": {n: asdict(g) for n, g in self.extra_groups.items()},
+            "instances": {
+                n: {**asdict(i), "security_group_ids": list(i.security_group_ids)}
+                for n, i in self.instances.items()
+            },
+            "image_id": self.image_id,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Topology:
+        return cls(
+            cluster_id=data["cluster_id"],
+            region=data["region"],
+            vpc_id=data["vpc_id"],
+            vpc_cidr=data["vpc_cidr"],
+            internet_gateway_id=data.get("internet_gateway_id"),
+            subnets=MappingProxyType({z: SubnetInfo(**s) for z, s in data["subnets"].items()}),
+            node_security_group=GroupInfo(**data["node_security_group"]),
+            extra_groups=MappingProxyType(
+                {n: GroupInfo(**g) for n, g in data["extra_groups"].items()}
+            ),
+            instances=MappingProxyType(
+                {
+                    n: InstanceInfo(**{**i, "security_group_ids": tuple(i["security_group_ids"])})
+                    for n, i in data["instances"].items()
+                }
+            ),
+            image_id=data["image_id"],
+        )
 
 
 # -- seeding -----------------------------------------------------------------------------------

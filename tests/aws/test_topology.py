@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -165,6 +166,7 @@ def test_reseed_converges_without_creating(seeded: tuple[Any, Topology]) -> None
     )
     again = seed_topology(ec2, SPEC)
     assert again == first
+    assert Topology.from_dict(json.loads(json.dumps(first.to_dict()))) == first
     assert describe_topology(ec2, SPEC) == first
     assert counts == (
         len(ec2.describe_vpcs()["Vpcs"]),
