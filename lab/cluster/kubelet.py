@@ -15,7 +15,8 @@ against any API server (the simulator or a real one) through the official client
   Status posts are strategic-merge patches of ``status.conditions`` (merge key ``type``), so
   addresses and labels written by the cloud controller are left alone.
 * **stop_heartbeat(name)**: the kubelet dies. Nothing is renewed; once
-  ``node_monitor_grace_period`` (KCM default 40 s) has passed since the last renewal, the
+  ``node_monitor_grace_period`` (KCM default 40 s, 50 s from 1.32:
+  ``versions.node_monitor_grace_period``) has passed since the last renewal, the
   stand-in applies what kube-controller-manager's *node lifecycle controller* does then: every
   condition becomes ``Unknown`` (reason ``NodeStatusUnknown``, message ``Kubelet stopped
   posting node status.``, ``lastHeartbeatTime`` kept, ``lastTransitionTime`` now), and the

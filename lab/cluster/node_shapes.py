@@ -14,8 +14,9 @@ What is version-dependent (docs/reference/peers.md §1.2, upstream-ccm.md §6-§
   ``InternalIP=<ip>`` + ``Hostname=<name>``; without ``--node-ip`` kubelets up to 1.28 still seed
   them, 1.29+ leave addresses empty for the CCM; ``--node-ip=0.0.0.0`` seeds the default address
   again from 1.30.
-* ``status.nodeInfo.kubeletVersion``; ``kubeProxyVersion`` is filled only before 1.31
-  (KEP-4004 stopped kubelets reporting it — [unverified] exact release).
+* ``status.nodeInfo.kubeletVersion``; ``kubeProxyVersion`` (the same string) only before 1.33:
+  KEP-4004's ``DisableNodeKubeProxyVersion`` became default-on in 1.33 (k/k#129713; it was
+  briefly on in 1.31.0 and reverted in 1.31.1 by k/k#126720, which is not modelled).
 
 Always present: the ``node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule`` taint,
 and ``alpha.kubernetes.io/provided-node-ip`` when ``--node-ip`` is a specific address (kind
@@ -204,7 +205,7 @@ def node_manifest(
             "bootID": _stable_uuid(name, "boot"),
             "containerRuntimeVersion": "containerd://1.7.24",
             "kernelVersion": "6.8.0-ccm-lab",
-            "kubeProxyVersion": kubelet_version if not kube.at_least(31) else "",
+            "kubeProxyVersion": kubelet_version if not kube.at_least(33) else "",
             "kubeletVersion": kubelet_version,
             "machineID": uuid.UUID(_stable_uuid(name, "machine")).hex,
             "operatingSystem": "linux",

@@ -214,6 +214,12 @@ def kubelet_seeds_default_address_for_unspecified_ip(version: KubeVersion) -> bo
     return not version.at_least(29) or version.at_least(30)
 
 
+def node_monitor_grace_period(version: KubeVersion) -> float:
+    """kube-controller-manager's default ``--node-monitor-grace-period`` (seconds): 40, raised
+    to 50 in 1.32 (k/k#126287). The kubelet stand-in's NotReady delay for that version."""
+    return 50.0 if version.at_least(32) else 40.0
+
+
 LABEL_ROLE_MASTER = "node-role.kubernetes.io/master"
 LABEL_ROLE_CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 LABEL_EXCLUDE_FROM_LB = "node.kubernetes.io/exclude-from-external-load-balancers"

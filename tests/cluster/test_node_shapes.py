@@ -147,7 +147,15 @@ def test_initial_addresses_by_version_and_node_ip_flag(
 
 def test_kube_proxy_version_reported_only_by_older_kubelets() -> None:
     assert worker("1.29")["status"]["nodeInfo"]["kubeProxyVersion"] == "v1.29.2"
+    assert worker("1.32")["status"]["nodeInfo"]["kubeProxyVersion"] == "v1.32.0"
     assert worker("1.33")["status"]["nodeInfo"]["kubeProxyVersion"] == ""
+
+
+def test_grace_period_default_by_version() -> None:
+    from lab.cluster.versions import KubeVersion, node_monitor_grace_period
+
+    assert node_monitor_grace_period(KubeVersion.parse("1.31")) == 40.0
+    assert node_monitor_grace_period(KubeVersion.parse("1.32")) == 50.0
 
 
 def test_extra_labels_and_capacity() -> None:
