@@ -210,7 +210,10 @@ def kubelet_seeds_addresses_without_node_ip(version: KubeVersion) -> bool:
 
 def kubelet_seeds_default_address_for_unspecified_ip(version: KubeVersion) -> bool:
     """``--node-ip=0.0.0.0`` means "seed the default address, let the CCM override" from 1.30
-    (k/k#125337); 1.29 treats it like no ``--node-ip`` (no addresses); older kubelets seed."""
+    (k/k#125337); 1.29 treats it like no ``--node-ip`` (no addresses); older kubelets seed.
+
+    The 1.30 boundary is peers.md §1.2's; #125337 merged in June 2024 (the 1.31 cycle) and
+    whether 1.30 got it only through a patch release was not checked here."""
     return not version.at_least(29) or version.at_least(30)
 
 
