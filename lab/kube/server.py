@@ -30,9 +30,10 @@ from typing import Any
 import yaml
 
 from lab.kube.control import ControlClient
-from lab.kube.handlers import Api, Request
+from lab.kube.handlers import Api
 from lab.kube.store import Store
 from lab.kube.tls import ServingCerts, make_certs
+from lab.kube.wire import Request
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,279 @@
+"""The wire side of a request: request/response model, body decoding, query options.
+
+Transport-neutral helpers for ``handlers.py`` and ``streams.py``: decoding JSON, YAML and
+protobuf bodies with the API server's error texts, ``fieldValidation``, ``dryRun``,
+DeleteOptions (query and body merged), label/field selections and list/watch option
+validation (``apiserver-spec.md`` §1.6, §1.8, §3.3, §6.3, §6.9, §8.1).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import yaml
+
+from lab.kube import errors as E
+from lab.kube.deletion import DeleteOptions
+from lab.kube.protobuf import PROTOBUF, ProtobufError, decode_object
+from lab.kube.resources import ResourceType
+from lab.kube.selectors import parse_field_selector, parse_label_selector
+from lab.kube.store import Selection, Store, rt_key
+from lab.kube.strategies import unknown_fields
+from lab.kube.watch import dumps
+
+JSON = "application/json"
+
+
+@dataclass
+class Request:
+    method: str
+    target: str  # path with query
+    headers: dict[str, str]  # lower-case names
+    body: bytes = b""
+    server_address: str = "127.0.0.1"
+    alive: Callable[[], bool] = field(default=lambda: True, repr=False)
+
+    @property
+    def path(self) -> str:
+        return urlsplit(self.target).path
+
+    @property
+    def query(self) -> dict[str, str]:
+        q = parse_qs(urlsplit(self.target).query, keep_blank_values=True)
+        return {k: v[0] for k, v in q.items()}
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: str = JSON
+    headers: dict[str, str] = field(default_factory=dict)
+    stream: Iterator[bytes] | None = None
+
+
+def bool_param(q: dict[str, str], name: str) -> bool:
+    if name not in q:
+        return False
+    return q[name] not in ("0",) and q[name].lower() != "false"
+
+
+def json_response(status: int, body: Any) -> Response:
+    return Response(status, dumps(body))
+
+
+def error_response(err: E.ApiError) -> Response:
+    return Response(err.code, dumps(err.status()), headers=dict(err.headers))
+
+
+def field_validation(q: dict[str, str], rt: ResourceType, body: dict[str, Any]) -> dict[str, str]:
+    """Apply ``fieldValidation`` (Strict | Warn, the default | Ignore) to unknown fields:
+    Strict rejects them, the others drop them (Warn with a ``Warning`` header)."""
+    mode = q.get("fieldValidation") or "Warn"
+    if mode not in ("Ignore", "Warn", "Strict"):
+        raise E.bad_request(
+            f'fieldValidation: Unsupported value: "{mode}": supported values: '
+            '"Ignore", "Strict", "Warn"'
+        )
+    unknown = unknown_fields(rt, body)
+    if not unknown:
+        return {}
+    if mode == "Strict":
+        listed = ", ".join(f'unknown field "{f}"' for f in unknown)
+        raise E.bad_request(f"strict decoding error: {listed}")
+    for path in unknown:
+        holder = body.get("metadata", {}) if path.startswith("metadata.") else body
+        holder.pop(path.removeprefix("metadata."), None)
+    if mode == "Ignore":
+        return {}
+    return {"Warning": ", ".join(f'299 - "unknown field \\"{f}\\""' for f in unknown)}
+
+
+def dry_run(q: dict[str, str]) -> bool:
+    if "dryRun" not in q:
+        return False
+    if q["dryRun"] != "All":
+        raise E.invalid_options("DryRunOptions", [E.not_supported("dryRun", q["dryRun"], ["All"])])
+    return True
+
+
+def decode(raw: bytes, *, yaml_ok: bool) -> Any:
+    try:
+        if yaml_ok:
+            return yaml.safe_load(raw.decode() or "{}")
+        return json.loads(raw or b"{}")
+    except (ValueError, yaml.YAMLError) as exc:
+        raise E.bad_request(f"error decoding request body: {exc}") from None
+
+
+def decode_body(req: Request, rt: ResourceType, ns: str) -> dict[str, Any]:
+    ctype = req.headers.get("content-type", "").split(";")[0].strip()
+    if ctype in ("", JSON, "*/*"):
+        body = decode(req.body, yaml_ok=False)
+    elif ctype in ("application/yaml", "application/x-yaml", "text/yaml"):
+        body = decode(req.body, yaml_ok=True)
+    elif ctype == PROTOBUF:
+        try:
+            body = decode_object(req.body)
+        except ProtobufError as exc:
+            if "not supported" in str(exc):
+                raise E.unsupported_media_type([JSON, "application/yaml"]) from None
+            raise E.bad_request(f"error decoding protobuf request body: {exc}") from None
+    else:
+        raise E.unsupported_media_type([JSON, "application/yaml", PROTOBUF])
+    if not isinstance(body, dict):
+        raise E.bad_request(
+            f"Object 'Kind' is missing in '{req.body[:200].decode(errors='replace')}'"
+        )
+    check_gv(rt, body)
+    meta = body.get("metadata")
+    if (
+        isinstance(meta, dict)
+        and rt.namespaced
+        and meta.get("namespace")
+        and meta["namespace"] != ns
+    ):
+        raise E.bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+    return body
+
+
+def check_gv(rt: ResourceType, body: dict[str, Any]) -> None:
+    av = body.get("apiVersion")
+    if av and av != rt.api_version:
+        raise E.bad_request(
+            f"the API version in the data ({av}) does not match the expected API version "
+            f"({rt.api_version})"
+        )
+    kind = body.get("kind")
+    if kind and kind != rt.kind:
+        raise E.bad_request(
+            f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+        )
+
+
+def delete_options(req: Request, q: dict[str, str], dry_run: bool) -> DeleteOptions:
+    body: dict[str, Any] = {}
+    if req.body.strip():
+        decoded = decode(req.body, yaml_ok=False)
+        if isinstance(decoded, dict):
+            body = decoded
+    opts = DeleteOptions(dry_run=dry_run or body.get("dryRun") == ["All"])
+    gp = q.get("gracePeriodSeconds", body.get("gracePeriodSeconds"))
+    if gp not in (None, ""):
+        try:
+            opts.grace_period = int(gp)
+        except (TypeError, ValueError):
+            raise E.bad_request(f"invalid gracePeriodSeconds: {gp!r}") from None
+    opts.propagation = q.get("propagationPolicy") or body.get("propagationPolicy")
+    od = q.get("orphanDependents", body.get("orphanDependents"))
+    if od is not None:
+        opts.orphan_dependents = (
+            od if isinstance(od, bool) else str(od).lower() not in ("0", "false")
+        )
+    pre = body.get("preconditions") or {}
+    opts.precondition_uid = pre.get("uid")
+    opts.precondition_rv = pre.get("resourceVersion")
+    errs = []
+    if opts.propagation and opts.orphan_dependents is not None:
+        errs.append(
+            E.invalid_value(
+                "propagationPolicy",
+                opts.propagation,
+                "orphanDependents and deletionPropagation cannot be both set",
+            )
+        )
+    if opts.propagation not in (None, "Orphan", "Background", "Foreground"):
+        errs.append(
+            E.not_supported(
+                "propagationPolicy",
+                opts.propagation,
+                ["Foreground", "Background", "Orphan", "nil"],
+            )
+        )
+    if errs:
+        raise E.invalid_options("DeleteOptions", errs)
+    return opts
+
+
+def selection(
+    store: Store, q: dict[str, str], rt: ResourceType, name: str | None = None
+) -> Selection:
+    sel = Selection()
+    if q.get("labelSelector"):
+        sel.labels = parse_label_selector(q["labelSelector"])
+    fs = q.get("fieldSelector", "")
+    fields = parse_field_selector(fs) if fs else ()
+    if name is not None:
+        from lab.kube.selectors import FieldRequirement
+
+        fields = (*fields, FieldRequirement("metadata.name", "=", name))
+    if fields:
+        store.strategies[rt_key(rt)].check_field_selector(tuple(f.field for f in fields))
+        sel.fields = fields
+    return sel
+
+
+def list_options(q: dict[str, str], *, watch: bool) -> None:
+    errs = []
+    rvm = q.get("resourceVersionMatch", "")
+    if watch:
+        if "sendInitialEvents" in q:
+            if rvm != "NotOlderThan":
+                errs.append(
+                    E.forbidden(
+                        "resourceVersionMatch",
+                        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                    )
+                )
+            elif not bool_param(q, "allowWatchBookmarks"):
+                errs.append(
+                    E.forbidden(
+                        "allowWatchBookmarks",
+                        "sendInitialEvents requires setting allowWatchBookmarks to true",
+                    )
+                )
+        elif rvm:
+            errs.append(
+                E.forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden "
+                    "for watch unless sendInitialEvents is provided",
+                )
+            )
+    else:
+        if "sendInitialEvents" in q:
+            errs.append(E.forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"))
+        if rvm:
+            if not q.get("resourceVersion"):
+                errs.append(
+                    E.forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    )
+                )
+            if q.get("continue"):
+                errs.append(
+                    E.forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    )
+                )
+            if rvm == "Exact" and q.get("resourceVersion") == "0":
+                errs.append(
+                    E.forbidden(
+                        "resourceVersionMatch",
+                        'resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+                    )
+                )
+            if rvm not in ("Exact", "NotOlderThan"):
+                errs.append(
+                    E.not_supported("resourceVersionMatch", rvm, ["Exact", "NotOlderThan", ""])
+                )
+    if errs:
+        raise E.invalid_options("ListOptions", errs)
