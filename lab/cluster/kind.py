@@ -252,7 +252,8 @@ class KindProvider:
         if not names:
             return []
         inspected = self.runner.run([self.docker_binary, "inspect", *names], timeout=30)
-        return [self._node_from_inspect(item) for item in json.loads(inspected.stdout)]
+        nodes = [self._node_from_inspect(item) for item in json.loads(inspected.stdout)]
+        return sorted((n for n in nodes if n is not None), key=lambda n: n.name)
 
     def host_address(self) -> str:
         """The gateway of the nodes' Docker network: where nodes reach host processes."""
@@ -292,10 +293,15 @@ class KindProvider:
         )
         return self.network in result.stdout.split()
 
-    def _node_from_inspect(self, item: dict[str, Any]) -> NodeInfo:
+    def _node_from_inspect(self, item: dict[str, Any]) -> NodeInfo | None:
+        """A Kubernetes node from a container, or None for kind's other containers (the
+        ``external-load-balancer`` it runs in front of several control planes)."""
         name = str(item["Name"]).lstrip("/")
         labels = item.get("Config", {}).get("Labels") or {}
-        role = Role(labels.get(ROLE_LABEL, Role.WORKER.value))
+        try:
+            role = Role(labels.get(ROLE_LABEL, ""))
+        except ValueError:
+            return None
         networks = item.get("NetworkSettings", {}).get("Networks") or {}
         net: dict[str, Any] = networks.get(self.network or "kind") or next(
             iter(networks.values()), {}

@@ -154,6 +154,21 @@ def test_existing_network_is_reused_and_not_removed_on_failure(
     assert ["kind", "delete", "cluster"] in verbs
 
 
+def test_external_load_balancer_container_is_not_a_node(fake: FakeCLI, tmp_path: Path) -> None:
+    fake.set(
+        containers=[
+            container("lab1-external-load-balancer", "external-load-balancer", "lab1", "10.0.1.9"),
+            container("lab1-control-plane", "control-plane", "lab1", "10.0.1.2"),
+            container("lab1-control-plane2", "control-plane", "lab1", "10.0.1.4"),
+        ]
+    )
+    p = provider(fake, tmp_path)
+    assert [(n.name, n.role) for n in p.nodes()] == [
+        ("lab1-control-plane", Role.CONTROL_PLANE),
+        ("lab1-control-plane2", Role.CONTROL_PLANE),
+    ]
+
+
 def test_missing_node_container_fails_discovery_and_deletes(fake: FakeCLI, tmp_path: Path) -> None:
     fake.set(containers=[container("lab1-control-plane", "control-plane", "lab1", "172.18.0.2")])
     p = provider(fake, tmp_path)
