@@ -194,3 +194,81 @@ def elb_name(service: Mapping[str, Any]) -> str:
 def registered_instances(elb: Any, name: str) -> set[str]:
     desc = describe_elb(elb, name)
     return {i["InstanceId"] for i in (desc or {}).get("Instances", [])}
+
+
+# --- user-made groups, controller calls (lb-walkthrough, k8s-84256) --------------------------
+
+#: Verbs of AWS actions that change something (EC2 security groups, Classic ELB).
+MUTATING_VERBS = (
+    "Create",
+    "Delete",
+    "Authorize",
+    "Revoke",
+    "Register",
+    "Deregister",
+    "Modify",
+    "Configure",
+    "Apply",
+    "Attach",
+    "Detach",
+    "Set",
+    "Add",
+    "Remove",
+)
+CONTROLLER_USER_AGENT = "ccm-lab-controller"
+
+
+def cluster_tag(cluster_id: str) -> str:
+    return f"kubernetes.io/cluster/{cluster_id}"
+
+
+def create_user_group(
+    ec2: Any,
+    *,
+    vpc_id: str,
+    name: str,
+    tags: Mapping[str, str] | None = None,
+    rules: Iterable[Rule] = (),
+) -> str:
+    """A security group made by a user (not the controller), with ``tags`` and ``rules``."""
+    kwargs: dict[str, Any] = {"GroupName": name, "Description": f"{name} (user)", "VpcId": vpc_id}
+    if tags:
+        kwargs["TagSpecifications"] = [
+            {
+                "ResourceType": "security-group",
+                "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+            }
+        ]
+    group_id = str(ec2.create_security_group(**kwargs)["GroupId"])
+    perms: list[dict[str, Any]] = []
+    for rule in rules:
+        perm: dict[str, Any] = {"IpProtocol": rule.protocol}
+        if rule.from_port is not None:
+            perm["FromPort"] = rule.from_port
+        if rule.to_port is not None:
+            perm["ToPort"] = rule.to_port
+        if rule.source.startswith("sg-"):
+            perm["UserIdGroupPairs"] = [{"GroupId": rule.source}]
+        else:
+            perm["IpRanges"] = [{"CidrIp": rule.source}]
+        perms.append(perm)
+    if perms:
+        ec2.authorize_security_group_ingress(GroupId=group_id, IpPermissions=perms)
+    return group_id
+
+
+def controller_calls(trail: Any, *, since_seq: int = 0) -> list[Any]:
+    """Trail events the controller made (its User-Agent names ``ccm-lab-controller``)."""
+    return [
+        e for e in trail.calls(since_seq=since_seq) if CONTROLLER_USER_AGENT in (e.user_agent or "")
+    ]
+
+
+def is_mutating(action: str) -> bool:
+    return action.startswith(MUTATING_VERBS)
+
+
+def finalizers(core: client.CoreV1Api, name: str, namespace: str = "default") -> list[str]:
+    """The Service's finalizers (empty when it is gone)."""
+    svc = get_service(core, name, namespace)
+    return list(svc.metadata.finalizers or []) if svc is not None else []

@@ -103,8 +103,11 @@ def test_fixed_by_patching_the_annotation(lab: Lab, core_v1: Any) -> None:
     _stuck_evidence(lab, core_v1, worker.name)
     node_patches.fix_provided_ip(core_v1, worker.name, worker.private_ip)
     node = wait_for(lambda: _initialized(core_v1, worker.name), timeout=20, what="init")
-    events = [e for e in events_for(core_v1, "Node", worker.name) if e.reason == "Synced"]
-    assert events, "a Synced event after the fix"
+    wait_for(
+        lambda: "Synced" in [e.reason for e in events_for(core_v1, "Node", worker.name)],
+        timeout=10,
+        what="a Synced event after the fix",
+    )
     labels = node.metadata.labels
     assert labels["topology.kubernetes.io/zone"] == worker.zone
 

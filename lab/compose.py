@@ -77,7 +77,7 @@ class LabConfig:
     provider_ids: bool = True
     #: Kubelet stand-in timing: fast enough for tests, shaped like a real kubelet.
     lease_renew_interval: float = 2.0
-    node_monitor_grace_period: float = 6.0
+    node_monitor_grace_period: float = 4.0
     state_dir: Path | None = None
 
     def __post_init__(self) -> None:
@@ -237,16 +237,16 @@ class Lab:
         )
         return dataclasses.replace(reg, **changes) if changes else reg
 
-    def reregister(self, name: str, **changes: Any) -> dict[str, Any]:
-        """Register node ``name`` again as a kubelet started with other flags would.
+    def reregister(self, node_name: str, /, **changes: Any) -> dict[str, Any]:
+        """Register node ``node_name`` again as a kubelet started with other flags would.
 
         The Node (and its Lease) is deleted and created anew from
         :meth:`registration` with ``changes`` (``ip=``, ``name=``, ``version=``,
         ``provider_id=``, ``labels=``...). Returns the new Node as the server has it.
         """
         kubelet = self._need(self.kubelet, "kubelet stand-in")
-        node = self.node(name)
-        kubelet.unregister(name, delete=True)
+        node = self.node(node_name)
+        kubelet.unregister(node_name, delete=True)
         return dict(kubelet.register(self.registration(node, **changes)))
 
     def remove_node(self, name: str) -> None:

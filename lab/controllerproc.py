@@ -157,7 +157,8 @@ class ControllerProcess:
         return self
 
     def wait_ready(self, *, timeout: float = 30.0) -> str:
-        """Wait for the address file and a 200 from ``/healthz``; returns the base URL."""
+        """Wait for the address file and a 200 from ``/readyz`` (informers synced, controllers
+        running); returns the base URL."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.running():
@@ -167,7 +168,7 @@ class ControllerProcess:
                 )
             if self._address_file.exists():
                 url = self._address_file.read_text(encoding="utf-8").strip()
-                if url and _get_ok(f"{url}/healthz"):
+                if url and _get_ok(f"{url}/readyz"):
                     self.health_url = url
                     return url
             time.sleep(0.05)
