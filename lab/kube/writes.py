@@ -1,0 +1,402 @@
+"""Writes: create, update (PUT) and patch, with the generic metadata rules.
+
+Part of the store (``store.py``) by composition: :class:`Writer` runs every write under the
+store's lock and commits through ``Store.commit``. Order of processing follows the API
+server's create and update handlers (``apiserver-spec.md`` §6.1, §3.2, §6.5): decode, system
+fields, strategy PrepareFor*, defaulting, validation, allocation, generation, managedFields,
+then the write itself, skipped when the result equals the stored object (no new
+resourceVersion, no event).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from lab.kube import errors as E
+from lab.kube import patch as P
+from lab.kube.deletion import now_rfc3339, rt_key
+from lab.kube.resources import ResourceType
+from lab.kube.seed import namespace_companions
+from lab.kube.validation import validate_meta_update, validate_metadata
+from lab.kube.watch import Obj
+
+if TYPE_CHECKING:
+    from lab.kube.store import Store
+
+RTKey = tuple[str, str]
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+
+class Writer:
+    """The store's create/update/patch path."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # ------------------------------------------------------------------ create
+    def create(
+        self,
+        rt: ResourceType,
+        ns: str,
+        body: Obj,
+        *,
+        dry_run: bool = False,
+        manager: str = "",
+    ) -> Obj:
+        with self.store.lock:
+            return self._create_locked(rt, ns, body, dry_run=dry_run, manager=manager)
+
+    def _create_locked(
+        self,
+        rt: ResourceType,
+        ns: str,
+        body: Obj,
+        *,
+        dry_run: bool,
+        manager: str,
+        operation: str = "Update",
+    ) -> Obj:
+        k = rt_key(rt)
+        strategy = self.store.strategies[k]
+        obj = copy.deepcopy(body)
+        obj.pop("kind", None)
+        obj.pop("apiVersion", None)
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            meta = obj["metadata"] = {}
+        if rt.namespaced:
+            meta["namespace"] = ns
+            self._check_namespace(ns)
+        else:
+            meta.pop("namespace", None)
+        for f in (
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "resourceVersion",
+            "generation",
+            "selfLink",
+        ):
+            meta.pop(f, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339()
+        generated = not meta.get("name") and bool(meta.get("generateName"))
+        if generated:
+            meta["name"] = self._generate_name(k, ns, meta["generateName"])
+        strategy.prepare_for_create(obj)
+        strategy.default(obj, None)
+        errs = validate_metadata(meta, name_rule=strategy.name_rule, namespaced=rt.namespaced)
+        errs += strategy.validate(obj, None)
+        if errs:
+            raise E.invalid(rt, meta.get("name") or meta.get("generateName", ""), errs)
+        existing = self.store._t.objects[k].get((meta.get("namespace", ""), meta["name"]))
+        if existing is not None:
+            raise E.already_exists(
+                rt, meta["name"], deleting=bool(existing.obj["metadata"].get("deletionTimestamp"))
+            )
+        strategy.allocate(obj, None, dry_run=dry_run)
+        if strategy.generation_managed:
+            meta["generation"] = 1
+        self._touch_managed(obj, manager, operation, rt, subresource="")
+        obj = _ordered(obj)
+        if dry_run:
+            return obj
+        stored = self.store.commit(rt, "ADDED", obj, None)
+        if k == ("", "namespaces"):
+            namespace_companions(self.store, meta["name"])
+        return stored
+
+    def _generate_name(self, k: RTKey, ns: str, prefix: str) -> str:
+        base = prefix[:58]
+        for _ in range(8):
+            name = base + "".join(random.choice(_NAME_CHARS) for _ in range(5))
+            if (ns, name) not in self.store._t.objects[k]:
+                return name
+        rt = self.store.by_key[k]
+        raise E.ApiError(
+            409,
+            "AlreadyExists",
+            f'{rt.plural} "{base}" already exists, the server '
+            "was not able to generate a unique name for the object",
+            details={"name": base, "kind": rt.plural},
+        )
+
+    def _check_namespace(self, ns: str) -> None:
+        entry = self.store._t.objects[("", "namespaces")].get(("", ns))
+        if entry is None:
+            raise E.namespace_not_found(ns)
+        if entry.obj["metadata"].get("deletionTimestamp"):
+            raise E.ApiError(
+                403,
+                "Forbidden",
+                f"unable to create new content in namespace {ns} because it is being terminated",
+                details={
+                    "name": ns,
+                    "kind": "namespaces",
+                    "causes": [
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": f"namespace {ns} is being terminated",
+                            "field": "metadata.namespace",
+                        }
+                    ],
+                },
+            )
+
+    @staticmethod
+    def _touch_managed(
+        obj: Obj, manager: str, operation: str, rt: ResourceType, *, subresource: str
+    ) -> None:
+        meta = obj["metadata"]
+        entries = [m for m in meta.get("managedFields") or [] if isinstance(m, dict)]
+        entry: dict[str, Any] = {
+            "manager": manager or "unknown",
+            "operation": operation,
+            "apiVersion": rt.api_version,
+            "time": now_rfc3339(),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {}},
+        }
+        if subresource:
+            entry["subresource"] = subresource
+        entries = [
+            m
+            for m in entries
+            if not (
+                m.get("manager") == entry["manager"]
+                and m.get("operation") == operation
+                and m.get("subresource", "") == subresource
+            )
+        ]
+        entries.append(entry)
+        meta["managedFields"] = entries
+
+    # ------------------------------------------------------------------ update / patch
+    def update(
+        self,
+        rt: ResourceType,
+        ns: str,
+        name: str,
+        body: Obj,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+        manager: str = "",
+    ) -> tuple[Obj, bool]:
+        with self.store.lock:
+            strategy = self.store.strategies[rt_key(rt)]
+            entry = self.store.find(rt, ns, name)
+            new = copy.deepcopy(body)
+            new.pop("kind", None)
+            new.pop("apiVersion", None)
+            meta = new.setdefault("metadata", {})
+            if entry is None:
+                if strategy.create_on_update and not subresource:
+                    return self._create_locked(rt, ns, new, dry_run=dry_run, manager=manager), True
+                raise E.not_found(rt, name)
+            old = entry.obj
+            rv = meta.get("resourceVersion")
+            if rv:
+                if rv != old["metadata"]["resourceVersion"]:
+                    raise E.stale(rt, name)
+            elif not strategy.unconditional_update:
+                raise E.invalid(
+                    rt,
+                    name,
+                    [
+                        E.invalid_value(
+                            "metadata.resourceVersion", 0, "must be specified for an update"
+                        )
+                    ],
+                )
+            uid = meta.get("uid")
+            if uid and uid != old["metadata"]["uid"]:
+                raise E.conflict(
+                    rt,
+                    name,
+                    f"Precondition failed: UID in precondition: {uid}, "
+                    f"UID in object meta: {old['metadata']['uid']}",
+                )
+            return self._finish_update(
+                rt,
+                old,
+                new,
+                subresource=subresource,
+                dry_run=dry_run,
+                manager=manager,
+                operation="Update",
+            ), False
+
+    def patch(
+        self,
+        rt: ResourceType,
+        ns: str,
+        name: str,
+        patch_type: str,
+        body: Any,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+        manager: str = "",
+    ) -> tuple[Obj, bool]:
+        with self.store.lock:
+            k = rt_key(rt)
+            entry = self.store.find(rt, ns, name)
+            if patch_type == P.APPLY:
+                if not isinstance(body, dict):
+                    raise E.bad_request("error decoding YAML: apply patch must be an object")
+                if entry is None:
+                    if subresource:
+                        raise E.not_found(rt, name)
+                    cfg = copy.deepcopy(body)
+                    cfg.setdefault("metadata", {})["name"] = name
+                    obj = self._create_locked(
+                        rt, ns, cfg, dry_run=dry_run, manager=manager, operation="Apply"
+                    )
+                    return obj, True
+            if entry is None:
+                raise E.not_found(rt, name)
+            old = entry.obj
+            base = {"kind": rt.kind, "apiVersion": rt.api_version, **copy.deepcopy(old)}
+            if patch_type == P.JSONPatch:
+                new = P.apply_json_patch(base, body)
+            elif patch_type == P.MERGE:
+                if not isinstance(body, dict):
+                    raise E.bad_request(
+                        "json: cannot unmarshal array into Go value of type map[string]interface {}"
+                    )
+                new = P.merge_patch(base, body)
+            elif patch_type == P.STRATEGIC:
+                if not isinstance(body, dict):
+                    raise E.bad_request(
+                        "json: cannot unmarshal array into Go value of type map[string]interface {}"
+                    )
+                new = P.strategic_merge(base, body, P.strategies_for(rt.kind))
+            else:
+                new = P.apply_patch(base, body, rt.kind)
+            if not isinstance(new, dict):
+                raise E.bad_request("patched object is not a JSON object")
+            new.pop("kind", None)
+            new.pop("apiVersion", None)
+            meta = new.get("metadata")
+            if not isinstance(meta, dict):
+                meta = new["metadata"] = {}
+            rv = meta.get("resourceVersion")
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise E.stale(rt, name)
+            if not meta.get("managedFields") and old["metadata"].get("managedFields"):
+                meta["managedFields"] = old["metadata"]["managedFields"]
+            if meta.get("name") != name:
+                raise E.bad_request(
+                    f"the name of the object ({meta.get('name')}) does not match the "
+                    f"name on the URL ({name})"
+                )
+            del k
+            op = "Apply" if patch_type == P.APPLY else "Update"
+            return self._finish_update(
+                rt,
+                old,
+                new,
+                subresource=subresource,
+                dry_run=dry_run,
+                manager=manager,
+                operation=op,
+            ), False
+
+    def _finish_update(
+        self,
+        rt: ResourceType,
+        old: Obj,
+        new: Obj,
+        *,
+        subresource: str,
+        dry_run: bool,
+        manager: str,
+        operation: str,
+    ) -> Obj:
+        k = rt_key(rt)
+        strategy = self.store.strategies[k]
+        meta, ometa = new["metadata"], old["metadata"]
+        for f in (
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ):
+            if f in ometa:
+                if f == "uid" and meta.get("uid") and meta["uid"] != ometa["uid"]:
+                    continue  # reported by validate_meta_update
+                meta[f] = ometa[f]
+            else:
+                meta.pop(f, None)
+        meta["resourceVersion"] = ometa["resourceVersion"]
+        if subresource == "finalize":
+            new = {
+                **copy.deepcopy(old),
+                "spec": {
+                    **(old.get("spec") or {}),
+                    "finalizers": (new.get("spec") or {}).get("finalizers") or [],
+                },
+            }
+            meta = new["metadata"]
+        else:
+            strategy.prepare_for_update(new, old, subresource)
+        strategy.default(new, old)
+        errs = validate_metadata(meta, name_rule=strategy.name_rule, namespaced=rt.namespaced)
+        errs += validate_meta_update(new, old)
+        errs += strategy.validate(new, old)
+        if errs:
+            raise E.invalid(rt, ometa["name"], errs)
+        strategy.allocate(new, old, dry_run=dry_run)
+        if strategy.generation_managed and new.get("spec") != old.get("spec"):
+            meta["generation"] = int(ometa.get("generation", 0)) + 1
+        new = _ordered(new)
+        if _same(new, old):
+            return old
+        self._touch_managed(new, manager, operation, rt, subresource=subresource)
+        if dry_run:
+            return new
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and not meta.get("deletionGracePeriodSeconds")
+            and not self._blocked_namespace(k, new)
+        ):
+            return self.store.deleter.final_delete(rt, new, old)
+        stored = self.store.commit(rt, "MODIFIED", new, old)
+        if k == ("", "namespaces") and meta.get("deletionTimestamp"):
+            self.store.deleter.maybe_finish_namespace(ometa["name"])
+        return stored
+
+    @staticmethod
+    def _blocked_namespace(k: RTKey, obj: Obj) -> bool:
+        return k == ("", "namespaces") and bool((obj.get("spec") or {}).get("finalizers"))
+
+
+def _ordered(obj: Obj) -> Obj:
+    """metadata, spec, then the rest, status last (the order real servers emit)."""
+    out: Obj = {"metadata": obj["metadata"]}
+    if "spec" in obj:
+        out["spec"] = obj["spec"]
+    for k, v in obj.items():
+        if k not in ("metadata", "spec", "status"):
+            out[k] = v
+    if "status" in obj:
+        out["status"] = obj["status"]
+    return out
+
+
+def _same(a: Obj, b: Obj) -> bool:
+    """Equal ignoring managedFields (a no-op write is not stored)."""
+    am = {k: v for k, v in a["metadata"].items() if k != "managedFields"}
+    bm = {k: v for k, v in b["metadata"].items() if k != "managedFields"}
+    if am != bm:
+        return False
+    return {k: v for k, v in a.items() if k != "metadata"} == {
+        k: v for k, v in b.items() if k != "metadata"
+    }
