@@ -90,6 +90,8 @@ class MetadataClient:
 
     def get(self, path: str) -> str:
         """GET ``latest/meta-data/<path>``; raises :class:`MetadataError`."""
+        if os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true":
+            raise MetadataError(self.endpoint, "AWS_EC2_METADATA_DISABLED=true")
         if not self._deadline:
             self._deadline = time.monotonic() + self.timeout
         self._token_once()

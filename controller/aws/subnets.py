@@ -16,7 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from botocore.exceptions import ClientError
+
 from controller.aws.annotations import A_SUBNETS, is_subnet_id
+from controller.aws.clients import error_code
 from controller.aws.context import AWSContext
 from controller.aws.tags import ClusterTags, tag_map
 from controller.cloud import CloudError, InvalidServiceConfig
@@ -119,7 +122,12 @@ class Subnets:
         names = [r for r in refs if not is_subnet_id(r)]
         found: list[SubnetTypeDef] = []
         if ids:
-            found += self._describe(SubnetIds=ids)
+            try:
+                found += self._describe(SubnetIds=ids)
+            except ClientError as exc:
+                if error_code(exc) != "InvalidSubnetID.NotFound":
+                    raise
+                raise InvalidServiceConfig(A_SUBNETS, ",".join(refs), str(exc)) from None
         if names:
             found += self._describe(
                 Filters=[

@@ -95,7 +95,6 @@ def test_84926_legacy_right_on_create_wrong_on_delete_leaks_group(
     [
         ("creation", "creation"),
         ("reversed", "creation"),
-        ("reversed", "reversed"),
         ("shuffle", "shuffle"),
     ],
 )

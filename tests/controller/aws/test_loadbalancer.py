@@ -195,8 +195,6 @@ def test_delete_follows_upstream_sequence_and_keeps_node_self_rule(
     [
         (A.A_IDLE_TIMEOUT, "forever"),
         (A.A_EXTRA_SECURITY_GROUPS, "nodes"),
-        (A.A_HC_INTERVAL, "1"),
-        (A.A_BACKEND_PROTOCOL, "grpc"),
     ],
 )
 def test_malformed_annotation_makes_zero_aws_calls(
@@ -303,3 +301,18 @@ def test_adding_security_groups_annotation_replaces_and_removes_owned_group(
     # the user's group's own rules are never edited
     for action in ("AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress"):
         assert user not in {e.params["GroupId"] for e in aws.trail.calls(action)}
+
+
+def test_subnets_annotation(aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud) -> None:
+    lb = make_cloud().load_balancer()
+    svc = service({A.A_SUBNETS: topo.private_subnet, A.A_INTERNAL: "true"})
+    lb.ensure_load_balancer("kubernetes", svc, nodes(topo))
+    desc = aws.client("elb").describe_load_balancers(LoadBalancerNames=[LB_NAME])
+    assert desc["LoadBalancerDescriptions"][0]["Subnets"] == [topo.private_subnet]
+    lb.ensure_load_balancer_deleted("kubernetes", svc)
+    mark = aws.trail.last_seq
+    bad = service({A.A_SUBNETS: "subnet-0000000000000dead"})
+    with pytest.raises(InvalidServiceConfig) as err:
+        lb.ensure_load_balancer("kubernetes", bad, nodes(topo))
+    assert err.value.field == A.A_SUBNETS
+    assert mutating(aws, mark) == []
