@@ -92,7 +92,8 @@ def run_scenario(
 ) -> Evidence:
     """Create a Service naming the user's tagged group in ``annotation``; delete it."""
     aws = lab.aws
-    assert aws is not None and lab.topology is not None
+    assert aws is not None
+    assert lab.topology is not None
     node_group = lab.topology.node_security_group.group_id
     node_rules_before = ingress_rules(ec2, node_group)
     user_group = _user_group(lab, ec2, "payments-elb", tagged=True)
@@ -236,8 +237,10 @@ def test_elb_security_group_and_untagged_groups_never_deleted(
         if e.action == "DeleteSecurityGroup"
     }
     assert describe_elb(elb, name) is None
-    assert configured not in deleted and group_exists(ec2, configured), "ElbSecurityGroup kept"
-    assert untagged not in deleted and group_exists(ec2, untagged), "untagged group kept"
+    assert configured not in deleted, "no delete call targets ElbSecurityGroup"
+    assert group_exists(ec2, configured), "ElbSecurityGroup kept"
+    assert untagged not in deleted, "no delete call targets the untagged group"
+    assert group_exists(ec2, untagged), "untagged group kept"
     assert ingress_rules(ec2, node_group) == node_rules_before
     if legacy:
         assert deleted == {tagged}, "legacy: the tagged annotated group is deleted"
