@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from lab.kube import errors as E
+from lab.kube.objects import Obj, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
-from lab.kube.watch import Obj
 
 if TYPE_CHECKING:
     from lab.kube.store import Selection, Store
@@ -34,18 +33,6 @@ class DeleteOptions:
     precondition_uid: str | None = None
     precondition_rv: str | None = None
     dry_run: bool = False
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _later(seconds: int) -> str:
-    return (datetime.now(UTC) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def rt_key(rt: ResourceType) -> tuple[str, str]:
-    return (rt.group, rt.plural)
 
 
 class Deleter:
@@ -102,7 +89,7 @@ class Deleter:
                     ), True
                 new = copy.deepcopy(obj)
                 new["metadata"]["deletionGracePeriodSeconds"] = grace
-                new["metadata"]["deletionTimestamp"] = _later(grace)
+                new["metadata"]["deletionTimestamp"] = now_rfc3339(plus_seconds=grace)
                 if grace == 0:
                     new["metadata"]["deletionGracePeriodSeconds"] = 0
                 return (new if opts.dry_run else self.store.commit(rt, "MODIFIED", new, obj)), False
@@ -116,7 +103,7 @@ class Deleter:
         if gp > 0 or meta.get("finalizers"):
             new = copy.deepcopy(obj)
             nmeta = new["metadata"]
-            nmeta["deletionTimestamp"] = _later(gp)
+            nmeta["deletionTimestamp"] = now_rfc3339(plus_seconds=gp)
             nmeta["deletionGracePeriodSeconds"] = gp
             if nmeta.get("generation"):
                 nmeta["generation"] = int(nmeta["generation"]) + 1

@@ -22,9 +22,10 @@ from typing import Any
 from lab.kube import errors as E
 from lab.kube import patch as P
 from lab.kube.control import FaultRule, Faults, default_reason
+from lab.kube.objects import rt_key
 from lab.kube.resources import ResourceType
 from lab.kube.routes import Route, parse, verb_for
-from lab.kube.store import Store, rt_key
+from lab.kube.store import Store
 from lab.kube.streams import WatchStreams, tables_module
 from lab.kube.watch import dumps, with_type
 from lab.kube.wire import (

@@ -20,11 +20,11 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from lab.kube import errors as E
 from lab.kube.deletion import DeleteOptions, Deleter
+from lab.kube.objects import ObjKey, RTKey, rt_key
 from lab.kube.resources import RESOURCES, ResourceType
 from lab.kube.seed import seed_defaults
 from lab.kube.selectors import FieldRequirement, Requirement, fields_match, labels_match
@@ -33,17 +33,6 @@ from lab.kube.watch import Event, ExpiredError, Obj, Watcher, dumps, with_type
 from lab.kube.writes import Writer
 
 log = logging.getLogger(__name__)
-
-RTKey = tuple[str, str]  # (group, plural)
-ObjKey = tuple[str, str]  # (namespace, name)
-
-
-def rt_key(rt: ResourceType) -> RTKey:
-    return (rt.group, rt.plural)
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Entry:

@@ -18,10 +18,11 @@ import yaml
 
 from lab.kube import errors as E
 from lab.kube.deletion import DeleteOptions
+from lab.kube.objects import rt_key
 from lab.kube.protobuf import PROTOBUF, ProtobufError, decode_object
 from lab.kube.resources import ResourceType
 from lab.kube.selectors import parse_field_selector, parse_label_selector
-from lab.kube.store import Selection, Store, rt_key
+from lab.kube.store import Selection, Store
 from lab.kube.strategies import unknown_fields
 from lab.kube.watch import dumps
 

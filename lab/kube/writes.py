@@ -17,16 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from lab.kube import errors as E
 from lab.kube import patch as P
-from lab.kube.deletion import now_rfc3339, rt_key
+from lab.kube.objects import Obj, RTKey, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
 from lab.kube.seed import namespace_companions
 from lab.kube.validation import validate_meta_update, validate_metadata
-from lab.kube.watch import Obj
 
 if TYPE_CHECKING:
     from lab.kube.store import Store
 
-RTKey = tuple[str, str]
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
 
