@@ -246,7 +246,7 @@ class AwsApp:
         raw = {k: (v if len(v) <= 256 else v[:256] + "…") for k, v in request.params.items()}
         trail.record(
             TrailEvent(
-                seq=trail.next_seq(),
+                seq=0,
                 time=started_wall,
                 service=request.service,
                 action=request.action,

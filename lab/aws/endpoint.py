@@ -244,17 +244,28 @@ class AwsEndpoint:
             return cached
 
 
+_session_lock = threading.Lock()
+_shared: dict[str, Any] = {}
+
+
 def make_client(service: str, url: str, region: str, *, max_attempts: int = 1) -> Any:
-    """A boto3 client for ``service`` at ``url`` with the lab's dummy credentials."""
+    """A boto3 client for ``service`` at ``url`` with the lab's dummy credentials.
+
+    Clients come from one shared boto3 session (created lazily, used under a lock because
+    session client creation is not thread-safe) so service models load once per process.
+    """
     import boto3
     from botocore.config import Config
 
-    session = boto3.session.Session()
-    return session.client(
-        service,  # type: ignore[call-overload]
-        endpoint_url=url,
-        region_name=region,
-        aws_access_key_id=DUMMY_ACCESS_KEY,
-        aws_secret_access_key=DUMMY_SECRET_KEY,
-        config=Config(retries={"total_max_attempts": max_attempts, "mode": "standard"}),
-    )
+    with _session_lock:
+        session: Any = _shared.get("session")
+        if session is None:
+            session = _shared["session"] = boto3.session.Session()
+        return session.client(
+            service,
+            endpoint_url=url,
+            region_name=region,
+            aws_access_key_id=DUMMY_ACCESS_KEY,
+            aws_secret_access_key=DUMMY_SECRET_KEY,
+            config=Config(retries={"total_max_attempts": max_attempts, "mode": "standard"}),
+        )

@@ -24,7 +24,7 @@ import re
 import threading
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -235,17 +235,20 @@ class Trail:
             sink.parent.mkdir(parents=True, exist_ok=True)
             self._sink = sink.open("a", encoding="utf-8")
 
-    def next_seq(self) -> int:
+    def record(self, event: TrailEvent) -> TrailEvent:
+        """Append ``event`` with the next sequence number (its own ``seq`` is ignored).
+
+        Sequence numbers follow completion order, which for AWS calls is the order in which
+        they reached moto (calls enter moto one at a time).
+        """
         with self._lock:
             self._seq += 1
-            return self._seq
-
-    def record(self, event: TrailEvent) -> None:
-        with self._lock:
+            event = replace(event, seq=self._seq)
             self._events.append(event)
             if self._sink is not None:
                 self._sink.write(event.to_json() + "\n")
                 self._sink.flush()
+            return event
 
     def clear(self) -> None:
         """Forget every event (sequence numbers keep increasing; the sink file is kept)."""
