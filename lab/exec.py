@@ -19,10 +19,12 @@ task layer (``tasks.py``) uses the default :class:`SubprocessRunner`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import shlex
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -158,15 +160,17 @@ class SubprocessRunner:
         log.debug("exec: %s", pasteable(items, env=env))
         started = time.monotonic()
         try:
-            proc = subprocess.run(  # argv list, never a shell
+            # Own process group, so a timeout (or Ctrl-C) also ends the command's children
+            # (kind runs docker, docker runs its plugins) instead of orphaning them.
+            proc = subprocess.Popen(  # argv list, never a shell
                 items,
-                capture_output=True,
+                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 text=True,
-                timeout=timeout,
-                input=input_text,
                 env=full_env,
                 cwd=cwd,
-                check=False,
+                start_new_session=True,
             )
         except FileNotFoundError as exc:
             raise CommandError(
@@ -175,23 +179,43 @@ class SubprocessRunner:
                 reason=f"could not start: {items[0]!r} not found on PATH",
                 env=env,
             ) from exc
+        try:
+            stdout, stderr = proc.communicate(input=input_text, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
+            stdout, stderr = _kill_group(proc)
             raise CommandError(
                 items,
                 returncode=None,
-                stdout=_as_text(exc.stdout),
-                stderr=_as_text(exc.stderr),
+                stdout=stdout,
+                stderr=stderr,
                 reason=f"timed out after {timeout:g}s",
                 env=env,
             ) from exc
-        result = CommandResult(
-            items, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
-        )
+        except BaseException:
+            _kill_group(proc)
+            raise
+        result = CommandResult(items, proc.returncode, stdout, stderr, time.monotonic() - started)
         if check and not result.ok:
             raise CommandError(
-                items, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr, env=env
+                items, returncode=result.returncode, stdout=stdout, stderr=stderr, env=env
             )
         return result
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """SIGKILL the command's process group; return what it had written."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        stdout, stderr = proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:  # a grandchild escaped the group and holds the pipes
+        proc.kill()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        proc.wait()
+        return "", ""
+    return stdout or "", stderr or ""
 
 
 def _as_text(data: str | bytes | None) -> str:

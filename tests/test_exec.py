@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,41 @@ def test_recording_runner_timeout_reply() -> None:
     with pytest.raises(CommandError) as info:
         runner.run(["docker", "info"], timeout=2)
     assert info.value.timed_out
+
+
+def test_timeout_kills_the_commands_children_too(tmp_path: Path) -> None:
+    # The child starts a grandchild that would outlive it; a timeout must end both.
+    pidfile = tmp_path / "grandchild.pid"
+    script = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with pytest.raises(CommandError) as info:
+        SubprocessRunner().run([PY, "-c", script], timeout=2)
+    assert info.value.timed_out
+    assert "started" in info.value.stdout
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(grandchild):
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a killed child of a dead parent may linger as a zombie until reaped by init
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split()[2] == "Z")
+
+
+def test_input_text_reaches_stdin() -> None:
+    code = "import sys; print(sys.stdin.read().upper())"
+    assert SubprocessRunner().run([PY, "-c", code], input_text="kind: Cluster").stdout == (
+        "KIND: CLUSTER\n"
+    )
