@@ -134,6 +134,15 @@ class AwsLab:
                 self.apply_seed(self.seed)
         log.info("aws lab reset")
 
+    def advance(self) -> None:
+        """Apply due time-based fidelity behaviour now (instance transitions, expiry).
+
+        AWS calls do this on their own; in-process readers of moto's backends (e.g. a metadata
+        service reading instance state) call it before they look.
+        """
+        with self.lock:
+            self.fidelity.tick()
+
     def close(self) -> None:
         self.trail.close()
 

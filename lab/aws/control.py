@@ -93,8 +93,7 @@ class ControlRoutes:
         method = request.method
         lab = self.lab
         if path == "/_lab/health" and method == "GET":
-            with lab.lock:
-                lab.fidelity.tick()
+            lab.advance()
             return _json(
                 {
                     "status": "ok",
