@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -234,6 +235,7 @@ class InstanceCache:
 
     def __init__(self, ctx: AWSContext) -> None:
         self.ctx = ctx
+        self._lock = threading.Lock()  # service workers may ensure concurrently
         self._at = 0.0
         self._instances: dict[str, InstanceTypeDef] = {}
 
@@ -249,10 +251,11 @@ class InstanceCache:
 
     def get(self, ids: Iterable[str]) -> list[InstanceTypeDef]:
         wanted = list(dict.fromkeys(ids))
-        stale = self.ctx.clock() - self._at > CACHE_MAX_AGE or not self._at
-        if stale or any(i not in self._instances for i in wanted):
-            self._refresh()
-        return [self._instances[i] for i in wanted if i in self._instances]
+        with self._lock:
+            stale = self.ctx.clock() - self._at > CACHE_MAX_AGE or not self._at
+            if stale or any(i not in self._instances for i in wanted):
+                self._refresh()
+            return [self._instances[i] for i in wanted if i in self._instances]
 
     def for_nodes(
         self, nodes: Sequence[Node], *, target_labels: Sequence[tuple[str, str]] = ()
