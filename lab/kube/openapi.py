@@ -8,24 +8,29 @@ document of the object's group version and looks for the PATCH operation of that
 group/version/kind; when it declares a ``fieldValidation`` query parameter, kubectl skips
 client-side schema validation and sends ``fieldValidation=Strict`` for the server to apply.
 
-What is deliberately absent: schemas. Each operation carries the Kubernetes extensions
-(``x-kubernetes-group-version-kind``, ``x-kubernetes-action``) and its query parameters, but no
-``requestBody`` and no ``components.schemas`` entries. Without a ``requestBody`` naming
-``application/strategic-merge-patch+json`` kubectl does not try to compute a strategic merge
-patch from the document and falls back to its compiled-in types for built-in kinds, which is
-what we want; a half-written schema would be worse than none. ``kubectl explain`` is therefore
-out of scope.
+What is deliberately absent: ``requestBody``. Each operation carries the Kubernetes
+extensions (``x-kubernetes-group-version-kind``, ``x-kubernetes-action``) and its query
+parameters, but without a ``requestBody`` naming ``application/strategic-merge-patch+json``
+kubectl does not compute strategic merge patches from this document and falls back to its
+compiled-in types for built-in kinds, which is what we want: our schemas carry no patch
+strategies, and a wrong merge key would silently corrupt lists.
+
+Schemas (``components.schemas``) are there for ``kubectl explain``. They are derived at run time
+from the official Python client's models (field names, types and upstream descriptions), tagged
+with ``x-kubernetes-group-version-kind``, and reduced to the OpenAPI 3.0 keywords kubectl reads.
+When the client package is missing the documents simply have no schemas.
 
 Neighbours: the operations come from ``resources.RESOURCES``; the router calls
-:func:`handle_openapi` for ``/openapi/...`` paths. Documents are built once per process and
-addressed by a content hash, as the real server does, because kubectl caches v3 documents on
-disk keyed by the ``hash`` query parameter.
+:func:`handle_openapi` for ``/openapi/...`` paths. Documents are built once per process on
+first request and addressed by a hash of everything they are made from (:func:`v3_hash`),
+because kubectl caches v3 documents on disk keyed by the ``hash`` query parameter.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from functools import cache
 from typing import Any, Final
 
@@ -142,43 +147,172 @@ def _info() -> JSONDict:
     return {"title": "Kubernetes", "version": KUBE_VERSION}
 
 
-@cache
-def _v3_documents() -> dict[str, tuple[str, bytes]]:
-    """Index key -> (hash, JSON bytes) for each served group version."""
-    docs: dict[str, tuple[str, bytes]] = {}
-    for group, versions in groups().items():
-        for version in versions:
-            paths: JSONDict = {}
-            for rt in in_group_version(group, version):
-                paths.update(_paths_for(rt, v2=False))
-            doc = {
-                "openapi": "3.0.0",
-                "info": _info(),
-                "paths": paths,
-                "components": {"schemas": {}},
+# ---- schemas for kubectl explain ------------------------------------------------------------
+
+_SCHEMA_PREFIX: Final = "io.k8s.lab."
+INT_OR_STRING: Final = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+_INT_OR_STRING_SCHEMA: Final = {
+    "type": "string",
+    "format": "int-or-string",
+    "description": "An integer or a string (a port number or a port name, a count or a "
+    "percentage); JSON carries whichever was given.",
+}
+_KEEP: Final = ("type", "format", "enum")
+_VERSION_PREFIX = re.compile(r"^(?:[A-Z][a-z]+)?V\d+(?:alpha\d+|beta\d+)?(?=[A-Z])")
+
+
+def _model_class(rt: ResourceType) -> Any:
+    """The official client's model for ``rt`` (``V1Service``, ``CoreV1Event``...), or None."""
+    try:
+        import kubernetes.client as models
+    except ImportError:  # pragma: no cover - the client is a project dependency
+        return None
+    label = (rt.group.split(".")[0] if rt.group else "core").capitalize()
+    version = rt.version.capitalize()
+    for name in (f"{label}{version}{rt.kind}", f"{version}{rt.kind}"):
+        cls = getattr(models, name, None)
+        if cls is not None and hasattr(cls, "model_json_schema"):
+            return cls
+    return None
+
+
+def _clean_description(text: str) -> str:
+    # Model docstrings end with the generator's "Attributes:" boilerplate.
+    return text.split("\n\nAttributes:", 1)[0].strip()
+
+
+def _convert(node: Any, rename: dict[str, str]) -> JSONDict:
+    """A JSON Schema (pydantic) node as the OpenAPI 3.0 subset kubectl understands."""
+    if not isinstance(node, dict):
+        return {}
+    out: JSONDict = {}
+    if "$ref" in node:
+        out["$ref"] = "#/components/schemas/" + rename[node["$ref"].rsplit("/", 1)[-1]]
+    elif "anyOf" in node:
+        options = [o for o in node["anyOf"] if o != {"type": "null"}]
+        types = {o.get("type") for o in options}
+        if len(options) == 1:
+            out = _convert(options[0], rename)
+        elif types == {"integer", "string"}:
+            out["$ref"] = "#/components/schemas/" + INT_OR_STRING
+    else:
+        out.update({k: node[k] for k in _KEEP if k in node})
+        if isinstance(node.get("properties"), dict):
+            out["properties"] = {
+                name: _convert(sub, rename) for name, sub in node["properties"].items()
             }
-            body = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-            digest = hashlib.sha512(body).hexdigest().upper()
-            docs[_gv_key(group, version)] = (digest, body)
-    return docs
+        if isinstance(node.get("items"), dict):
+            out["items"] = _convert(node["items"], rename)
+        if isinstance(node.get("additionalProperties"), dict):
+            out["additionalProperties"] = _convert(node["additionalProperties"], rename)
+        if isinstance(node.get("required"), list):
+            out["required"] = [str(r) for r in node["required"]]
+    description = node.get("description")
+    if isinstance(description, str) and description:
+        if "$ref" in out:  # siblings of $ref are ignored in 3.0; wrap like the real server
+            out = {"allOf": [out]}
+        out["description"] = _clean_description(description)
+    return out
+
+
+def _schemas_for(group: str, version: str) -> JSONDict:
+    """``components.schemas`` for one group version: each kind and the types it refers to."""
+    raw: dict[str, Any] = {}
+    tops: dict[str, ResourceType] = {}
+    for rt in in_group_version(group, version):
+        cls = _model_class(rt)
+        if cls is None:
+            continue
+        schema = cls.model_json_schema(by_alias=True)
+        raw.update(schema.pop("$defs", {}))
+        raw[cls.__name__] = schema
+        tops[cls.__name__] = rt
+    rename: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in sorted(raw):
+        short = _VERSION_PREFIX.sub("", name)
+        chosen = short if short not in taken else name
+        taken.add(chosen)
+        rename[name] = _SCHEMA_PREFIX + chosen
+    schemas: JSONDict = {}
+    for name, node in raw.items():
+        converted = _convert(node, rename)
+        top = tops.get(name)
+        if top is not None:
+            converted["x-kubernetes-group-version-kind"] = [
+                {"group": top.group, "version": top.version, "kind": top.kind}
+            ]
+        schemas[rename[name]] = converted
+    if raw:
+        schemas[INT_OR_STRING] = dict(_INT_OR_STRING_SCHEMA)
+    return dict(sorted(schemas.items()))
+
+
+# Bump when the schema conversion changes: it is part of every document's hash.
+SCHEMA_REVISION: Final = "1"
+
+
+def _served_group_versions() -> dict[str, tuple[str, str]]:
+    return {_gv_key(g, v): (g, v) for g, versions in groups().items() for v in versions}
+
+
+def _client_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("kubernetes")
+    except Exception:  # pragma: no cover - metadata missing: schemas are absent too
+        return "none"
+
+
+@cache
+def v3_hash(key: str) -> str:
+    """The ``hash`` of a group version's document without building it.
+
+    A document is a pure function of its operations, the client models its schemas come from
+    and :data:`SCHEMA_REVISION`, so hashing those inputs names its content. The index stays
+    instant while the (large) schema-bearing documents are built on first request.
+    """
+    group, version = _served_group_versions()[key]
+    paths: JSONDict = {}
+    for rt in in_group_version(group, version):
+        paths.update(_paths_for(rt, v2=False))
+    inputs = json.dumps(
+        [paths, _info(), _client_version(), SCHEMA_REVISION], sort_keys=True
+    ).encode()
+    return hashlib.sha512(inputs).hexdigest().upper()
+
+
+@cache
+def _v3_body(key: str) -> bytes:
+    group, version = _served_group_versions()[key]
+    paths: JSONDict = {}
+    for rt in in_group_version(group, version):
+        paths.update(_paths_for(rt, v2=False))
+    doc = {
+        "openapi": "3.0.0",
+        "info": _info(),
+        "paths": paths,
+        "components": {"schemas": _schemas_for(group, version)},
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
 def v3_index() -> JSONDict:
     """``GET /openapi/v3``: where each group version's document lives, hash included."""
     return {
         "paths": {
-            key: {"serverRelativeURL": f"/openapi/v3/{key}?hash={digest}"}
-            for key, (digest, _) in _v3_documents().items()
+            key: {"serverRelativeURL": f"/openapi/v3/{key}?hash={v3_hash(key)}"}
+            for key in _served_group_versions()
         }
     }
 
 
 def v3_document(key: str) -> JSONDict | None:
     """The v3 document for ``api/v1`` or ``apis/<group>/<version>``; ``None`` if not served."""
-    entry = _v3_documents().get(key)
-    if entry is None:
+    if key not in _served_group_versions():
         return None
-    loaded: JSONDict = json.loads(entry[1])
+    loaded: JSONDict = json.loads(_v3_body(key))
     return loaded
 
 
@@ -288,7 +422,7 @@ def handle_openapi(path: str, accept: str) -> tuple[int, str, bytes | object] | 
         index = json.dumps(v3_index(), sort_keys=True, separators=(",", ":")).encode()
         return 200, JSON, index
     if path.startswith("/openapi/v3/"):
-        entry = _v3_documents().get(path.removeprefix("/openapi/v3/"))
-        if entry is not None:
-            return 200, JSON, entry[1]
+        key = path.removeprefix("/openapi/v3/")
+        if key in _served_group_versions():
+            return 200, JSON, _v3_body(key)
     return 404, JSON, _status(404, "NotFound", "the server could not find the requested resource")

@@ -8,13 +8,13 @@ These tests walk the documents the same way.
 
 from __future__ import annotations
 
-import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from lab.kube.openapi import handle_openapi, v2_document, v3_document, v3_index
+from lab.kube.openapi import handle_openapi, v2_document, v3_document, v3_hash, v3_index
 from lab.kube.resources import RESOURCES, ResourceType
 
 KUBECTL_V2_ACCEPT = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
@@ -34,7 +34,7 @@ def patch_operations(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [ops["patch"] for ops in doc["paths"].values() if "patch" in ops]
 
 
-def test_index_lists_every_group_version_with_its_content_hash() -> None:
+def test_index_lists_every_group_version_with_its_hash() -> None:
     status, index = get("/openapi/v3?timeout=32s")
     assert status == 200
     keys = set(index["paths"])
@@ -42,15 +42,14 @@ def test_index_lists_every_group_version_with_its_content_hash() -> None:
         f"apis/{rt.group}/{rt.version}" if rt.group else f"api/{rt.version}" for rt in RESOURCES
     }
     assert keys == expected
+    hashes = set()
     for key, entry in index["paths"].items():
-        url = entry["serverRelativeURL"]
-        path, _, query = url.partition("?")
+        path, _, query = entry["serverRelativeURL"].partition("?")
         assert path == f"/openapi/v3/{key}"
-        result = handle_openapi(url, "application/json")
-        assert result is not None
-        _, _, body = result
-        assert isinstance(body, bytes)
-        assert query == "hash=" + hashlib.sha512(body).hexdigest().upper()
+        assert query == f"hash={v3_hash(key)}"
+        assert len(v3_hash(key)) == 128
+        hashes.add(v3_hash(key))
+    assert len(hashes) == len(keys)
     assert index == v3_index()
 
 
@@ -84,7 +83,10 @@ def test_item_paths_follow_the_url_grammar() -> None:
     assert "/api/v1/namespaces/{namespace}/services/{name}/status" in doc["paths"]
     assert "/api/v1/nodes/{name}" in doc["paths"]
     assert "/api/v1/namespaces/{namespace}/nodes/{name}" not in doc["paths"]
-    assert doc["components"] == {"schemas": {}}
+    service = doc["components"]["schemas"]["io.k8s.lab.Service"]
+    assert service["x-kubernetes-group-version-kind"] == [
+        {"group": "", "version": "v1", "kind": "Service"}
+    ]
     lease_doc = v3_document("apis/coordination.k8s.io/v1")
     assert lease_doc is not None
     lease = lease_doc["paths"]["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"]
@@ -178,3 +180,66 @@ def test_unknown_documents_are_404(path: str) -> None:
 @pytest.mark.parametrize("path", ["/api", "/apis/apps/v1", "/version", "/openapiv3", "/"])
 def test_other_paths_are_not_openapi(path: str) -> None:
     assert handle_openapi(path, "application/json") is None
+
+
+def _walk(node: Any) -> Iterator[tuple[str, Any]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key, value
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _walk(item)
+
+
+@pytest.mark.parametrize("key", sorted(v3_index()["paths"]))
+def test_schemas_are_openapi_3_0_with_resolvable_refs(key: str) -> None:
+    doc = v3_document(key)
+    assert doc is not None
+    schemas = doc["components"]["schemas"]
+    assert schemas, key
+    allowed = {
+        "type", "format", "enum", "properties", "items", "additionalProperties", "required",
+        "description", "allOf", "$ref",
+        "x-kubernetes-group-version-kind",
+    }  # fmt: skip
+    for name, schema in schemas.items():
+        for keyword, value in _walk(schema):
+            if keyword == "$ref":
+                assert value.removeprefix("#/components/schemas/") in schemas, (name, value)
+        assert set(schema) <= allowed, (name, set(schema) - allowed)
+    tagged = {
+        (g["group"], g["version"], g["kind"])
+        for s in schemas.values()
+        for g in s.get("x-kubernetes-group-version-kind", [])
+    }
+    served = {
+        (rt.group, rt.version, rt.kind)
+        for rt in RESOURCES
+        if key == (f"apis/{rt.group}/{rt.version}" if rt.group else f"api/{rt.version}")
+    }
+    assert served <= tagged
+
+
+def test_schema_details_kubectl_explain_reads() -> None:
+    doc = v3_document("api/v1")
+    assert doc is not None
+    schemas = doc["components"]["schemas"]
+    port = schemas["io.k8s.lab.ServicePort"]
+    int_or_string = "#/components/schemas/io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+    assert port["properties"]["targetPort"]["allOf"] == [{"$ref": int_or_string}]
+    assert schemas[int_or_string.rsplit("/", 1)[-1]]["format"] == "int-or-string"
+    assert port["properties"]["port"]["type"] == "integer"
+    assert "port" in port["required"]
+    spec = schemas["io.k8s.lab.Service"]["properties"]["spec"]
+    assert spec.get("$ref") == "#/components/schemas/io.k8s.lab.ServiceSpec" or spec["allOf"] == [
+        {"$ref": "#/components/schemas/io.k8s.lab.ServiceSpec"}
+    ]
+    described = schemas["io.k8s.lab.Service"]["description"]
+    assert described.startswith("Service is a named abstraction")
+    assert "Attributes:" not in described
+    labels = schemas["io.k8s.lab.ObjectMeta"]["properties"]["labels"]
+    assert labels["type"] == "object"
+    assert labels["additionalProperties"] == {"type": "string"}
+    event_kinds = [s for s in schemas if s.endswith(".Event")]
+    assert event_kinds == ["io.k8s.lab.Event"]

@@ -757,3 +757,18 @@ def test_kubectl_over_tls_with_a_bearer_token(tmp_path: Path) -> None:
         denied = bad("get", "svc", check=False)
         assert denied.returncode == 1
         assert "Unauthorized" in denied.stderr or "must be logged in" in denied.stderr
+
+
+def test_explain_reads_the_openapi_schemas(kubectl: Kubectl) -> None:
+    cm = kubectl("explain", "configmap").stdout
+    assert "KIND:       ConfigMap" in cm
+    assert "ConfigMap holds configuration data" in cm
+    assert "data\t<map[string]string>" in cm
+    port = kubectl("explain", "svc.spec.ports.targetPort").stdout
+    assert "FIELD: targetPort <" in port
+    assert "Number or name of the port" in port
+    lease = kubectl("explain", "lease.spec.holderIdentity").stdout
+    assert "GROUP:      coordination.k8s.io" in lease
+    assert "<string>" in lease
+    recursive = kubectl("explain", "node.spec", "--recursive").stdout
+    assert "taints\t<[]Taint>" in recursive
