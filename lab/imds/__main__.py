@@ -32,6 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="optional",
         help="IMDSv2 floor: 'required' forces tokens; 'optional' defers to each instance",
     )
+    parser.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        metavar="IP=INSTANCE_ID",
+        help="answer callers from IP as INSTANCE_ID (repeatable)",
+    )
     parser.add_argument("--client-hops", type=int, default=1, help="hops between caller and IMDS")
     parser.add_argument(
         "--metadata-tags", choices=["from-instance", "enabled", "disabled"], default="from-instance"
@@ -46,6 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.client_hops < 1:
         print(f"--client-hops={args.client_hops}: must be >= 1", file=sys.stderr)
         return 2
+    mapping: dict[str, str] = {}
+    for item in args.map:
+        address, sep, instance = item.partition("=")
+        if not sep or not address or not instance:
+            print(f"--map={item!r}: expected IP=INSTANCE_ID", file=sys.stderr)
+            return 2
+        mapping[address] = instance
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     done = threading.Event()
 
@@ -58,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         args.aws_endpoint,
         args.region,
         instance_id=args.instance_id,
+        source_addresses=mapping,
         imdsv2=args.imdsv2,
         client_hops=args.client_hops,
         metadata_tags=args.metadata_tags,

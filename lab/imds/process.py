@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -35,7 +36,9 @@ class ImdsProcess:
         region: str = "us-east-1",
         *,
         instance_id: str | None = None,
+        source_addresses: Mapping[str, str] | None = None,
         imdsv2: HttpTokens = "optional",
+        client_hops: int = 1,
         port: int = 0,
         log_path: Path | None = None,
         ready_timeout: float = 20.0,
@@ -56,6 +59,13 @@ class ImdsProcess:
             "--log-level",
             "INFO",
             *(["--instance-id", instance_id] if instance_id else []),
+            "--client-hops",
+            str(client_hops),
+            *(
+                arg
+                for ip, iid in (source_addresses or {}).items()
+                for arg in ("--map", f"{ip}={iid}")
+            ),
             *extra_args,
         ]
         self.log_path = log_path

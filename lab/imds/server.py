@@ -23,6 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Self
 
@@ -71,6 +72,7 @@ class ImdsServer:
         region: str = "us-east-1",
         *,
         instance_id: str | None = None,
+        source_addresses: Mapping[str, str] | None = None,
         imdsv2: HttpTokens = "optional",
         client_hops: int = 1,
         metadata_tags: TagExposure = "from-instance",
@@ -94,6 +96,7 @@ class ImdsServer:
         )
         settings = Settings(
             default_instance_id=InstanceID(instance_id) if instance_id else None,
+            source_addresses={ip: InstanceID(iid) for ip, iid in (source_addresses or {}).items()},
             imdsv2_floor=imdsv2,
             client_hops=client_hops,
             metadata_tags=metadata_tags,

@@ -33,7 +33,23 @@ def test_child_process_serves_and_exits_cleanly(
     assert proc.stop() is None  # idempotent
 
 
+def test_child_process_maps_source_addresses(
+    aws_url: str, node: SeededInstance, tmp_path: Path
+) -> None:
+    with ImdsProcess(
+        aws_url, REGION, source_addresses={"127.0.0.1": node.instance_id}, client_hops=2
+    ) as proc:
+        assert get(proc.url, "latest/meta-data/instance-id").body == node.instance_id
+        state = proc.control.state()["settings"]
+        assert state["source_addresses"] == {"127.0.0.1": node.instance_id}
+        assert state["client_hops"] == 2
+        assert state["default_instance_id"] is None
+
+
 def test_readiness_failure_carries_the_log(aws_url: str, tmp_path: Path) -> None:
     proc = ImdsProcess(aws_url, extra_args=("--client-hops", "0"), log_path=tmp_path / "imds.log")
     with pytest.raises(ImdsReadinessError, match=r"--client-hops=0: must be >= 1"):
         proc.start()
+    bad_map = ImdsProcess(aws_url, extra_args=("--map", "10.0.0.1"), log_path=tmp_path / "b.log")
+    with pytest.raises(ImdsReadinessError, match=r"--map='10.0.0.1': expected IP=INSTANCE_ID"):
+        bad_map.start()
