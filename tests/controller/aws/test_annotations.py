@@ -240,7 +240,7 @@ _ports = st.lists(
 ).map(tuple)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     ann=st.dictionaries(st.sampled_from(ALL_KEYS), _values, max_size=8),
     ports=_ports,

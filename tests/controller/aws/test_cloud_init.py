@@ -153,3 +153,17 @@ def test_metadata_falls_back_to_v1_and_derives_region(imds_v1_only: str) -> None
         "eu-west-1b",
         "eu-west-1",
     )
+
+
+def test_aws_cloud_satisfies_the_provider_contract(
+    aws: AwsEndpoint, topo: Topology, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from controller.cloud import Cloud, InstancesV2, LoadBalancer
+
+    cfg, _ = load_cloud_config(cloud_config_text(aws.url, topo))
+    cloud: Cloud = new_cloud(cfg)  # mypy checks the structural conformance here
+    balancer: LoadBalancer | None = cloud.load_balancer()
+    instances: InstancesV2 | None = cloud.instances_v2()
+    assert balancer is not None
+    assert instances is not None
+    assert cloud.provider_name == "aws"

@@ -43,7 +43,7 @@ def test_sort_prefers_owned_among_unannotated() -> None:
 _ids = st.lists(st.sampled_from([f"sg-{i}" for i in range(8)]), unique=True, min_size=1)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(groups=_ids, data=st.data())
 def test_sort_never_puts_extra_ahead_of_a_non_extra(groups: list[str], data: Any) -> None:
     extra = data.draw(st.lists(st.sampled_from(groups), unique=True))

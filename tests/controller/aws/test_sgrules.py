@@ -27,13 +27,13 @@ _rules = st.one_of(
 )
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.frozensets(_rules, max_size=12))
 def test_regroup_then_ungroup_is_identity(rules: frozenset[Rule]) -> None:
     assert sgrules.ungroup(sgrules.regroup(rules)) == rules
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.frozensets(_rules, max_size=10), st.frozensets(_rules, max_size=10))
 def test_diff_makes_actual_equal_desired(desired: frozenset[Rule], actual: frozenset[Rule]) -> None:
     change = sgrules.diff(desired, actual)
