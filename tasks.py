@@ -212,10 +212,43 @@ def debug(c: Context, name: str = "default", legacy_behavior: str = "", port: in
     _run(debug_controller, name=name, legacy=_split(legacy_behavior), port=port)
 
 
+@task(
+    positional=["scenario"],
+    help={
+        "scenario": "catalog id, e.g. k8s-84926 (see --list)",
+        "fixed": "show the fixed behaviour instead of the bug",
+        "list": "list the catalog",
+    },
+)
+def repro(
+    c: Context,
+    scenario: str | None = None,
+    name: str = "default",
+    fixed: bool = False,
+    list_: bool = False,
+) -> None:
+    """Replay a failure-catalog scenario step by step, showing the evidence."""
+    from rich.console import Console
+
+    from e2e.repro import list_catalog
+    from e2e.repro import repro as run_repro
+
+    console = Console()
+    if list_ or not scenario:
+        list_catalog(console)
+        return
+    try:
+        code = _run(run_repro, scenario, fixed=fixed, name=name, console=console)
+    except KeyError as exc:
+        raise Exit(f"error: {exc.args[0]}", code=2) from None
+    if code:
+        raise Exit(code=code)
+
+
 ns = Collection()
 ns.add_collection(Collection("check", check, lint, types, contracts))
 ns.add_task(fmt)
-lab_ns = Collection("lab", up, down, status, logs, trail, kubectl, debug)
+lab_ns = Collection("lab", up, down, status, logs, trail, kubectl, debug, repro)
 lab_ns.add_collection(Collection("controller", controller_restart))
 lab_ns.add_collection(
     Collection(

@@ -1,0 +1,113 @@
+"""The failure catalog as data: one entry per scenario of ``shared/docs/failure-catalog.md``.
+
+``invoke lab.repro --list`` prints it, the README's catalog table mirrors it, and
+``tests/test_catalog.py`` checks that every entry has its module ``e2e/test_<id>.py`` (dashes
+become underscores) and every module an entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    title: str
+    source: str
+    symptom: str
+    fix: str
+    legacy_switch: str | None = None
+
+    @property
+    def module(self) -> str:
+        return f"e2e/test_{self.id.replace('-', '_')}.py"
+
+
+CATALOG: tuple[Scenario, ...] = (
+    Scenario(
+        "k8s-84926",
+        "extra security group mistaken for the ELB's own group",
+        "seed 000; kubernetes#84926, PR #92224, #84265; cloud-provider-aws #752",
+        "node group's self rule revoked; ELB group never let in; DependencyViolation, SG leak",
+        "ELB group chosen by kind, not position; only its rules touched",
+        "k8s-84926",
+    ),
+    Scenario(
+        "k8s-84256",
+        "groups named in annotations deleted with the Service",
+        "kubernetes#84256, cloud-provider-aws#67; PR #84265",
+        "a user's cluster-tagged group is deleted",
+        "annotated, untagged and ElbSecurityGroup groups never deleted",
+        "k8s-84256",
+    ),
+    Scenario(
+        "provided-node-ip",
+        "kubelet's node IP is not a cloud address",
+        "seed 000",
+        "node stays tainted; 'failed to get node address ... matches ip', retried for ever",
+        "instance carries the node IP, or `invoke lab.nodes.fix-ip`",
+    ),
+    Scenario(
+        "legacy-node-role",
+        "the only node is excluded from the load balancer",
+        "seed 000; LegacyNodeRoleBehavior, kubeadm exclusion label",
+        "ELB with zero instances; Warning UnAvailableLoadBalancer",
+        "`invoke lab.nodes.include`, or the gate off",
+        "legacy-node-role",
+    ),
+    Scenario(
+        "imds-required",
+        "the controller needs instance metadata to start",
+        "seed 000",
+        "exits at start-up",
+        "the lab's metadata service, or [Global] Region/VPC/SubnetID/KubernetesClusterID",
+    ),
+    Scenario(
+        "node-name-private-dns",
+        "node names must equal the EC2 private DNS name",
+        "seed 003; cloud-provider-aws #63, #335, #384, #1471",
+        "a node named otherwise stays uninitialized",
+        "providerID first, i-... names parsed, name lookup last; lookup errors never delete",
+        "node-name-private-dns",
+    ),
+    Scenario(
+        "lb-walkthrough",
+        "the Service-to-ELB path and its configuration switches (and shared-elb-sg)",
+        "seed 001; kops#4197",
+        "(walkthrough) and: deleting one Service revokes a shared ElbSecurityGroup's node rule",
+        "upstream call sequence asserted; shared rule kept while another ELB uses it",
+        "shared-elb-sg",
+    ),
+    Scenario(
+        "node-lifecycle",
+        "nodes whose instances stop or disappear (and k8s-81636)",
+        "upstream-ccm §5.3; kubernetes#81636",
+        "a new node deleted on an eventually consistent lookup miss",
+        "shutdown taint / deletion as upstream; no deletion inside a grace period",
+        "k8s-81636",
+    ),
+    Scenario(
+        "transient-node-predicates",
+        "nodes cut from the ELB without draining",
+        "seed 004; kubernetes#110195, KEP-3458",
+        "a NotReady node is deregistered at once",
+        "stable node set: readiness left to the ELB health check",
+        "transient-node-predicates",
+    ),
+    Scenario(
+        "debug-attach",
+        "stopping inside the controller",
+        "seed 002",
+        "(capability) a debugger must stop the controller in its Service sync",
+        "`invoke lab.debug` + a DAP client: breakpoint, evaluate, continue",
+    ),
+)
+
+
+def by_id(scenario_id: str) -> Scenario:
+    for scenario in CATALOG:
+        if scenario.id == scenario_id:
+            return scenario
+    known = ", ".join(s.id for s in CATALOG)
+    raise KeyError(f"no scenario {scenario_id!r}; the catalog has: {known}")

@@ -1,0 +1,39 @@
+"""The catalog registry, the e2e modules and the README table agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from e2e.catalog import CATALOG, by_id
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_scenario_has_its_module_and_every_module_a_scenario() -> None:
+    modules = {p.name for p in (ROOT / "e2e").glob("test_*.py")}
+    expected = {Path(s.module).name for s in CATALOG}
+    assert modules == expected
+
+
+def test_every_scenario_is_in_the_readme_table() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for scenario in CATALOG:
+        assert f"`{scenario.id}`" in readme, scenario.id
+        assert f"invoke lab.repro {scenario.id}" in readme, scenario.id
+
+
+def test_legacy_switches_exist_in_the_controller() -> None:
+    from controller.legacy import BEHAVIORS
+
+    for scenario in CATALOG:
+        if scenario.legacy_switch:
+            assert scenario.legacy_switch in BEHAVIORS
+
+
+def test_unknown_ids_name_the_catalog() -> None:
+    try:
+        by_id("nope")
+    except KeyError as exc:
+        assert "k8s-84926" in str(exc)
+    else:
+        raise AssertionError("by_id must reject unknown ids")
