@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", help="load state from this file at start, save it at exit")
     parser.add_argument("--tls", action="store_true", help="serve HTTPS with a fresh CA and token")
     parser.add_argument("--service-cidr", default="10.96.0.0/16")
+    parser.add_argument(
+        "--fake-kubelet", action="store_true", help="confirm graceful pod deletion at once"
+    )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -38,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         tls=args.tls,
         state_file=args.state,
         service_cidr=args.service_cidr,
+        fake_kubelet=args.fake_kubelet,
     )
     done = threading.Event()
 

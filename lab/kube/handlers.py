@@ -11,6 +11,7 @@ OpenAPI and Table printing are delegated to ``discovery.py``, ``openapi.py`` and
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import threading
@@ -95,7 +96,9 @@ class Api:
             if path == "/version":
                 return json_response(200, VERSION)
             return Response(200, b"ok", content_type="text/plain; charset=utf-8")
-        if self.token is not None and req.headers.get("authorization") != f"Bearer {self.token}":
+        if self.token is not None and not hmac.compare_digest(
+            req.headers.get("authorization", "").encode(), f"Bearer {self.token}".encode()
+        ):
             raise E.unauthorized()
         if path.startswith("/_lab/"):
             return self._control(req)

@@ -163,7 +163,8 @@ class KubeSimulator:
 
     ``with KubeSimulator() as sim: client = sim.api_client()``. ``tls=True`` serves HTTPS with
     a fresh CA and requires a bearer token (both in the kubeconfig). ``state_file`` loads state
-    at start when the file exists and saves it at stop.
+    at start when the file exists and saves it at stop. ``fake_kubelet=True`` confirms graceful
+    pod deletion at once (there is no kubelet to do it).
     """
 
     def __init__(
@@ -177,6 +178,7 @@ class KubeSimulator:
         service_cidr: str = "10.96.0.0/16",
         node_port_range: tuple[int, int] = (30000, 32767),
         history: int = 20000,
+        fake_kubelet: bool = False,
         workdir: str | Path | None = None,
         ready_timeout: float = 10.0,
     ) -> None:
@@ -185,7 +187,10 @@ class KubeSimulator:
         self.state_file = Path(state_file) if state_file else None
         self.ready_timeout = ready_timeout
         self.store = Store(
-            service_cidr=service_cidr, node_port_range=node_port_range, history=history
+            service_cidr=service_cidr,
+            node_port_range=node_port_range,
+            history=history,
+            fake_kubelet=fake_kubelet,
         )
         self.api = Api(self.store, token=self.token)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None

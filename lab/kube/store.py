@@ -90,6 +90,7 @@ class Store:
         node_port_range: tuple[int, int] = (30000, 32767),
         history: int = 20000,
         seed: bool = True,
+        fake_kubelet: bool = False,
     ) -> None:
         self.resources = resources
         self.by_key = {rt_key(rt): rt for rt in resources}
@@ -103,6 +104,7 @@ class Store:
         self.watchers: dict[RTKey, set[Watcher]] = {k: set() for k in self.by_key}
         self._t = _Tables()
         self._seed = seed
+        self.fake_kubelet = fake_kubelet  # confirm graceful pod deletion at once
         self.deleter = Deleter(self)
         self.writer = Writer(self)
         self.reset()

@@ -424,3 +424,35 @@ def test_create_on_update_for_services_only(core: client.CoreV1Api) -> None:
     with pytest.raises(ApiException) as info:
         core.replace_namespaced_config_map("nothere", "default", make_cm("nothere"))
     assert info.value.status == 404
+
+
+def test_fake_kubelet_confirms_graceful_pod_deletion(
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
+    sim.store.fake_kubelet = True
+    try:
+        pod = {
+            "metadata": {"name": "k"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]},
+        }
+        core.create_namespaced_pod("default", pod)
+        reply = core.delete_namespaced_pod("k", "default")
+        assert reply.metadata.deletion_grace_period_seconds == 30
+        with pytest.raises(ApiException) as info:
+            core.read_namespaced_pod("k", "default")
+        assert info.value.status == 404
+    finally:
+        sim.store.fake_kubelet = False
+
+
+def test_expired_continue_token_is_410(sim: KubeSimulator, core: client.CoreV1Api) -> None:
+    for i in range(3):
+        core.create_namespaced_config_map("default", make_cm(f"exp-{i}"))
+    first = core.list_namespaced_config_map("default", limit=2)
+    core.create_namespaced_config_map("default", make_cm("exp-late"))
+    sim.control.compact()
+    with pytest.raises(ApiException) as info:
+        core.list_namespaced_config_map("default", limit=2, _continue=first.metadata._continue)
+    assert info.value.status == 410
+    assert status_of(info.value)["reason"] == "Expired"
+    assert "The provided continue parameter is too old" in status_of(info.value)["message"]
