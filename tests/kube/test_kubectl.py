@@ -329,6 +329,18 @@ def test_apply_creates_then_updates_with_three_way_merge(kubectl: Kubectl) -> No
     assert kubectl.json("cm", "app")["data"] == {"a": "10"}  # b was pruned by the 3-way merge
 
 
+def test_diff_uses_a_server_side_dry_run(kubectl: Kubectl) -> None:
+    path = kubectl.write("cm.yaml", configmap("df", {"a": "1"}))
+    kubectl("apply", "-f", str(path))
+    assert kubectl("diff", "-f", str(path)).stdout == ""  # exit 0: no differences
+    kubectl.write("cm.yaml", configmap("df", {"a": "2"}))
+    changed = kubectl("diff", "-f", str(path), check=False)
+    assert changed.returncode == 1, changed.stderr  # 1 means "differences found"
+    assert '-  a: "1"' in changed.stdout
+    assert '+  a: "2"' in changed.stdout
+    assert kubectl.json("cm", "df")["data"] == {"a": "1"}  # dry run: nothing persisted
+
+
 def test_apply_service_merges_ports_by_key(kubectl: Kubectl) -> None:
     svc = lb_service("web")
     path = kubectl.write("svc.yaml", svc)
