@@ -166,6 +166,16 @@ class FidelityLayer:
         self._shuffle = random.Random(config.elb_sg_order_seed)
 
     @property
+    def clock(self) -> Callable[[], float]:
+        """The monotonic clock time-based behaviour runs on (tests swap in a fake one)."""
+        return self._clock
+
+    @clock.setter
+    def clock(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.lifecycle.clock = clock
+
+    @property
     def config(self) -> FidelityConfig:
         return self._config
 

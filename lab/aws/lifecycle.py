@@ -55,7 +55,7 @@ class InstanceLifecycle:
     """Pending transitions and terminated-instance expiry (see module docstring)."""
 
     def __init__(self, *, clock: Callable[[], float]) -> None:
-        self._clock = clock
+        self.clock = clock
         self._lock = threading.Lock()
         self._transitions: dict[tuple[str, str], _Transition] = {}
         self._terminated: dict[tuple[str, str], float] = {}
@@ -96,7 +96,7 @@ class InstanceLifecycle:
             "TerminateInstances": ("shutting-down", "terminated", self.shutting_down_s),
         }[request.action]
         between, final, delay = plan
-        now = self._clock()
+        now = self.clock()
         with self._lock:
             for instance_id in ids:
                 key = (request.region, instance_id)
@@ -117,7 +117,7 @@ class InstanceLifecycle:
 
     def tick(self, views: Callable[[str], Any]) -> None:
         """Complete due transitions; drop terminated instances past their visibility."""
-        now = self._clock()
+        now = self.clock()
         with self._lock:
             if not self._transitions and not self._terminated:
                 return

@@ -25,3 +25,28 @@ def aws(aws_endpoint: AwsEndpoint) -> Iterator[AwsEndpoint]:
     yield aws_endpoint
     errors = list(aws_endpoint.lab.internal_errors)
     assert not errors, f"the endpoint raised internally during the test: {errors}"
+
+
+class FakeClock:
+    """A monotonic clock that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def fake_clock(aws: AwsEndpoint) -> Iterator[FakeClock]:
+    """Run the endpoint's time-based fidelity behaviour on fake time for one test."""
+    clock = FakeClock()
+    real = aws.lab.fidelity.clock
+    aws.lab.fidelity.clock = clock
+    try:
+        yield clock
+    finally:
+        aws.lab.fidelity.clock = real

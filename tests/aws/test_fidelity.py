@@ -6,22 +6,12 @@ moto 5.2.5 and the restored AWS behaviour; see ``lab/aws/fidelity.py`` for the l
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import pytest
 from botocore.exceptions import ClientError
 
 from lab.aws import AwsEndpoint
 from tests.aws import builders as b
-
-
-def wait_for(condition: Callable[[], bool], *, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(0.02)
+from tests.aws.conftest import FakeClock
 
 
 def _dependent(aws: AwsEndpoint, kind: str) -> str:
@@ -113,28 +103,24 @@ def test_default_group_cannot_be_deleted(aws: AwsEndpoint) -> None:
     ec2.delete_security_group(GroupId=default)  # stock moto lets it go
 
 
-def test_deleted_load_balancer_keeps_its_groups_busy_for_a_while(aws: AwsEndpoint) -> None:
+def test_deleted_load_balancer_keeps_its_groups_busy_for_a_while(
+    aws: AwsEndpoint, fake_clock: FakeClock
+) -> None:
     ec2, elb = aws.client("ec2"), aws.client("elb")
     sg = b.group(ec2, "elb-sg")
     b.classic_elb(elb, ec2, "lb", [sg])
-    aws.control.set_fidelity(elb_sg_release_s=0.3)
+    aws.control.set_fidelity(elb_sg_release_s=30)
     elb.delete_load_balancer(LoadBalancerName="lb")
-
-    def deleted() -> bool:
-        try:
-            ec2.delete_security_group(GroupId=sg)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "DependencyViolation":
-                raise
-            return False
-        return True
-
-    wait_for(deleted)
-    outcomes = [e.error_code for e in aws.trail.calls("DeleteSecurityGroup")]
-    assert outcomes[0] == "DependencyViolation"
-    assert outcomes[-1] is None
-    reasons = {e.answered_by for e in aws.trail.calls("DeleteSecurityGroup", ok=False)}
-    assert reasons == {"fidelity:sg_dependency:deleted-lb:lb"}
+    fake_clock.advance(29)
+    with pytest.raises(ClientError, match="DependencyViolation"):
+        ec2.delete_security_group(GroupId=sg)
+    fake_clock.advance(1)
+    ec2.delete_security_group(GroupId=sg)
+    outcomes = [(e.error_code, e.answered_by) for e in aws.trail.calls("DeleteSecurityGroup")]
+    assert outcomes == [
+        ("DependencyViolation", "fidelity:sg_dependency:deleted-lb:lb"),
+        (None, "moto"),
+    ]
 
 
 def test_deleted_load_balancer_frees_its_groups_at_once_by_default(aws: AwsEndpoint) -> None:
@@ -207,10 +193,12 @@ def test_instance_transitions_are_instant_by_default(aws: AwsEndpoint) -> None:
     assert b.instance_state(ec2, iid) == "terminated"
 
 
-def test_instance_transitions_take_the_configured_time(aws: AwsEndpoint) -> None:
+def test_instance_transitions_take_the_configured_time(
+    aws: AwsEndpoint, fake_clock: FakeClock
+) -> None:
     ec2 = aws.client("ec2")
     aws.control.set_fidelity(
-        instance_pending_s=0.3, instance_stopping_s=0.3, instance_shutting_down_s=0.3
+        instance_pending_s=10, instance_stopping_s=20, instance_shutting_down_s=30
     )
     iid = b.instance(ec2)
     assert b.instance_state(ec2, iid) == "pending"
@@ -218,16 +206,36 @@ def test_instance_transitions_take_the_configured_time(aws: AwsEndpoint) -> None
         Filters=[{"Name": "instance-state-name", "Values": ["running"]}]
     )["Reservations"]
     assert running == []
-    wait_for(lambda: b.instance_state(ec2, iid) == "running")
+    fake_clock.advance(9.9)
+    assert b.instance_state(ec2, iid) == "pending"
+    fake_clock.advance(0.1)
+    assert b.instance_state(ec2, iid) == "running"
     ec2.stop_instances(InstanceIds=[iid])
+    fake_clock.advance(19)
     assert b.instance_state(ec2, iid) == "stopping"
-    wait_for(lambda: b.instance_state(ec2, iid) == "stopped")
+    fake_clock.advance(1)
+    assert b.instance_state(ec2, iid) == "stopped"
     ec2.start_instances(InstanceIds=[iid])
     assert b.instance_state(ec2, iid) == "pending"
-    wait_for(lambda: b.instance_state(ec2, iid) == "running")
+    fake_clock.advance(10)
+    assert b.instance_state(ec2, iid) == "running"
     ec2.terminate_instances(InstanceIds=[iid])
+    fake_clock.advance(29)
     assert b.instance_state(ec2, iid) == "shutting-down"
-    wait_for(lambda: b.instance_state(ec2, iid) == "terminated")
+    fake_clock.advance(1)
+    assert b.instance_state(ec2, iid) == "terminated"
+
+
+def test_a_new_call_replaces_a_pending_transition(aws: AwsEndpoint, fake_clock: FakeClock) -> None:
+    ec2 = aws.client("ec2")
+    aws.control.set_fidelity(instance_stopping_s=20, instance_pending_s=5)
+    iid = b.instance(ec2)
+    fake_clock.advance(5)
+    ec2.stop_instances(InstanceIds=[iid])
+    fake_clock.advance(1)
+    ec2.start_instances(InstanceIds=[iid])  # before the stop completed
+    fake_clock.advance(30)
+    assert b.instance_state(ec2, iid) == "running"  # the stale "stopped" never lands
 
 
 def test_stock_moto_ignores_transition_delays(aws: AwsEndpoint) -> None:
@@ -236,23 +244,19 @@ def test_stock_moto_ignores_transition_delays(aws: AwsEndpoint) -> None:
     assert b.instance_state(ec2, b.instance(ec2)) == "running"
 
 
-def test_terminated_instances_disappear_after_their_visibility(aws: AwsEndpoint) -> None:
+def test_terminated_instances_disappear_after_their_visibility(
+    aws: AwsEndpoint, fake_clock: FakeClock
+) -> None:
     ec2 = aws.client("ec2")
-    aws.control.set_fidelity(terminated_visible_s=0.3)
+    aws.control.set_fidelity(terminated_visible_s=3600)
     gone, kept = b.instance(ec2), b.instance(ec2)
     ec2.terminate_instances(InstanceIds=[gone])
+    fake_clock.advance(3599)
     assert b.instance_state(ec2, gone) == "terminated"
-
-    def vanished() -> bool:
-        try:
-            b.instance_state(ec2, gone)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "InvalidInstanceID.NotFound":
-                raise
-            return True
-        return False
-
-    wait_for(vanished)
+    fake_clock.advance(1)
+    with pytest.raises(ClientError) as err:
+        b.instance_state(ec2, gone)
+    assert err.value.response["Error"]["Code"] == "InvalidInstanceID.NotFound"
     listed = [
         i["InstanceId"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]
     ]
