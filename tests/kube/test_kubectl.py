@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -110,8 +111,6 @@ def eventually(check: Callable[[], bool], *, timeout: float = 10.0, what: str) -
 
 def table(text: str) -> list[list[str]]:
     """kubectl's column output as rows of cells (cells never contain two spaces)."""
-    import re
-
     return [re.split(r"\s{2,}", line.strip()) for line in text.strip().splitlines()]
 
 
