@@ -13,7 +13,9 @@ lets each object cache its JSON encoding.
 from __future__ import annotations
 
 import base64
+import bisect
 import copy
+import itertools
 import json
 import logging
 import threading
@@ -276,24 +278,23 @@ class Store:
                 keys = self._t.sorted_keys[k] = sorted(self._t.objects[k])
             table = self._t.objects[k]
             if ns:
-                import bisect
-
                 lo = bisect.bisect_left(keys, (ns, ""))
                 hi = bisect.bisect_left(keys, (ns + "\x00", ""))
                 scope = keys[lo:hi]
             else:
                 scope = keys
             if start is not None:
-                import bisect
-
                 scope = scope[bisect.bisect_right(scope, start) :]
             entries = [table[key] for key in scope]
             rv_now = self.rv
         if not list_rv:
             list_rv = rv_now
         if not selection.empty():
+            # filter lazily: with selectors no remainingItemCount is reported, so a page needs
+            # only limit+1 matches
             strategy = self.strategies[k]
-            entries = [e for e in entries if self._matches(strategy, selection, e.obj)]
+            matching = (e for e in entries if self._matches(strategy, selection, e.obj))
+            entries = list(itertools.islice(matching, limit + 1)) if limit else list(matching)
         result = ListResult(entries, list_rv)
         if limit and len(entries) > limit:
             last = entries[limit - 1].obj["metadata"]
