@@ -38,6 +38,10 @@ def lint(c: Context) -> None:
     """ruff lint and format check."""
     c.run(f"ruff check {PY_PATHS}", pty=False)
     c.run(f"ruff format --check {PY_PATHS}", pty=False)
+    c.run(
+        "check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml",
+        pty=False,
+    )
 
 
 @task
