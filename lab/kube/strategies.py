@@ -10,6 +10,7 @@ Adding a kind = one entry in ``resources.py`` and, if it behaves specially, a cl
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from lab.kube.errors import FieldError, bad_request, not_supported, required
@@ -163,7 +164,7 @@ class Strategy:
 
 def _copy_key(new: Obj, old: Obj, key: str) -> None:
     if key in old:
-        new[key] = old[key]
+        new[key] = copy.deepcopy(old[key])  # stored objects are never shared with a new one
     else:
         new.pop(key, None)
 
