@@ -37,7 +37,7 @@ from controller.aws.context import AWSContext
 from controller.aws.instances import InstanceCache
 from controller.aws.securitygroups import SecurityGroups, choose_lb_group
 from controller.aws.subnets import Subnets
-from controller.aws.tags import SERVICE_NAME_TAG, tag_list
+from controller.aws.tags import SERVICE_NAME_TAG, tag_list, tag_map
 from controller.cloud import (
     CloudError,
     LoadBalancerIngress,
@@ -179,10 +179,16 @@ class ClassicLoadBalancers:
     def get_load_balancer(
         self, cluster_name: str, service: Service
     ) -> tuple[LoadBalancerStatus | None, bool]:
-        lb = self.describe(load_balancer_name(service))
-        if lb is None:
-            return None, False
-        return self._status(lb), True
+        name = load_balancer_name(service)
+        lb = self.describe(name)
+        if lb is not None:
+            return self._status(lb), True
+        if self._leftover_group(name):
+            # The ELB is gone but its owned group is not (deletion timed out while AWS still
+            # held the group): report "exists" so the controller calls ensure_deleted again
+            # instead of dropping the finalizer and leaking the group (cloud-provider-aws #566).
+            return None, True
+        return None, False
 
     @aws_errors
     def ensure_load_balancer(
@@ -275,6 +281,9 @@ class ClassicLoadBalancers:
         name = load_balancer_name(service)
         lb = self.describe(name)
         if lb is None:
+            leftover = self._leftover_group(name)
+            if leftover:
+                self._delete_leftover_group(name, leftover)
             return
         # Lenient parse: a malformed annotation must not block deletion.
         ann = service.annotations
@@ -303,6 +312,34 @@ class ClassicLoadBalancers:
             self.groups.delete_with_backoff(to_delete, lb_name=name)
 
     # -- steps ---------------------------------------------------------------------------
+
+    def _leftover_group(self, name: str) -> str:
+        """The owned ``k8s-elb-<name>`` group of an ELB that no longer exists, if any."""
+        if self.ctx.legacy.enabled("k8s-84926"):
+            # LEGACY (upstream until today, cloud-provider-aws #566): once the ELB is gone
+            # nobody looks for its group again; the group leaks.
+            return ""
+        found = self.groups.describe(
+            filters=[
+                {"Name": "group-name", "Values": [f"k8s-elb-{name}"]},
+                {"Name": "vpc-id", "Values": [self.ctx.vpc_id]},
+            ]
+        )
+        for group in found:
+            if self.ctx.tags.is_owned(tag_map(cast(Any, group.get("Tags")))):
+                return group["GroupId"]
+        return ""
+
+    def _delete_leftover_group(self, name: str, group_id: str) -> None:
+        """Revoke every rule that references the leftover group, then delete it."""
+        for ref in self.groups.groups_referencing(group_id):
+            rules = sgrules.references_group(cast(Any, ref.get("IpPermissions", [])), group_id)
+            if rules and ref["GroupId"] != group_id:
+                self.ctx.clients.ec2.revoke_security_group_ingress(
+                    GroupId=ref["GroupId"], IpPermissions=cast(Any, sgrules.regroup(rules))
+                )
+        log.info("deleting leftover security group %s of load balancer %s", group_id, name)
+        self.groups.delete_with_backoff([group_id], lb_name=name)
 
     def _create(
         self,

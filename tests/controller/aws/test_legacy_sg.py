@@ -8,6 +8,8 @@ no guarantee) and raises ``DependencyViolation`` while a group is still referenc
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import controller.aws.annotations as A
@@ -224,3 +226,26 @@ def test_fixed_delete_retries_while_elb_network_interfaces_detach(
     assert set(codes[:-1]) == {"DependencyViolation"}
     assert len(codes) >= 2
     assert group_id(aws, f"k8s-elb-{LB_NAME}") is None
+
+
+def test_fixed_group_left_after_delete_timeout_is_found_and_deleted_later(
+    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """Upstream leak path (cloud-provider-aws #566): the group outlives the retry window."""
+    aws.control.set_fidelity(elb_sg_release_s=1.0)
+    lb = make_cloud(sg_delete_timeout=0.1).load_balancer()
+    lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+    with pytest.raises(SecurityGroupDeleteTimeout):
+        lb.ensure_load_balancer_deleted("kubernetes", service())
+    # the ELB is gone but its group is not: still reported, so the finalizer stays
+    assert lb.get_load_balancer("kubernetes", service()) == (None, True)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            lb.ensure_load_balancer_deleted("kubernetes", service())
+            break
+        except SecurityGroupDeleteTimeout:
+            assert time.monotonic() < deadline, "leftover group never became deletable"
+    assert group_id(aws, f"k8s-elb-{LB_NAME}") is None
+    assert lb.get_load_balancer("kubernetes", service()) == (None, False)
+    assert ingress(aws.client("ec2"), topo.nodes_group) == {("-1", topo.nodes_group)}

@@ -134,14 +134,15 @@ def test_new_service_follows_upstream_sequence_and_end_state(
     assert sg_tags["kubernetes.io/service-name"] == "shop/web"
 
 
-def test_second_ensure_is_read_only(
+def test_restarted_controller_finds_its_resources_and_changes_nothing(
     aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
 ) -> None:
-    lb = make_cloud().load_balancer()
-    lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+    make_cloud().load_balancer().ensure_load_balancer("kubernetes", service(), nodes(topo))
     mark = aws.trail.last_seq
-    lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+    restarted = make_cloud().load_balancer()  # no state shared with the first instance
+    restarted.ensure_load_balancer("kubernetes", service(), nodes(topo))
     assert mutating(aws, mark) == []
+    assert aws.trail.count("CreateSecurityGroup") == 1
 
 
 def test_update_follows_upstream_sequence(
@@ -187,7 +188,8 @@ def test_delete_follows_upstream_sequence_and_keeps_node_self_rule(
     # idempotent: absent is success, and nothing is mutated
     mark = aws.trail.last_seq
     lb.ensure_load_balancer_deleted("kubernetes", service())
-    assert actions(aws, mark) == ["DescribeLoadBalancers"]
+    assert actions(aws, mark) == ["DescribeLoadBalancers", "DescribeSecurityGroups"]
+    assert mutating(aws, mark) == []
 
 
 @pytest.mark.parametrize(
