@@ -108,7 +108,8 @@ def assert_in_order(calls: Sequence[Any], steps: Sequence[Step]) -> list[Any]:
                 break
         else:
             seen = "\n  ".join(f"{e.action} {e.params} {e.error_code or ''}" for e in calls)
-            raise AssertionError(f"no call {step} after {found[-1:] or 'the start'}:\n  {seen}")
+            after = f"{found[-1].action} (seq {found[-1].seq})" if found else "the start"
+            raise AssertionError(f"no call {step} after {after}; calls were:\n  {seen}")
     return found
 
 
