@@ -32,6 +32,9 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
    twice lists it twice (AWS is idempotent).
 8. ``RegisterInstancesWithLoadBalancer`` accepts instance ids that do not exist; AWS answers
    ``InvalidInstance``.
+9. The primary network interface of a terminated instance stays in moto (its
+   ``DeleteOnTermination`` defaults to false there, true on EC2) and keeps its groups; the
+   dependency check ignores it, so a group frees up when its instances are terminated.
 
 Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends with
 ``.elb.amazonaws.com``; ``ApplySecurityGroupsToLoadBalancer`` replaces the set in the given
@@ -141,6 +144,18 @@ class MotoView:
 
 def _group_ids(groups: Any) -> list[str]:
     return [str(getattr(g, "id", g)) for g in groups or []]
+
+
+def _dies_with_terminated_instance(eni: Any) -> bool:
+    """Whether EC2 would have deleted ``eni`` with its terminated instance (gap 9).
+
+    A primary interface (device index 0) made by ``RunInstances`` has ``DeleteOnTermination``
+    true on EC2; moto keeps it around (false unless asked), still holding the groups.
+    """
+    instance = getattr(eni, "instance", None)
+    if instance is None or instance.state != "terminated":
+        return False
+    return bool(getattr(eni, "device_index", None) in (0, None) or eni.delete_on_termination)
 
 
 _SG_BLOCK = re.compile(rb"<SecurityGroups>(.*?)</SecurityGroups>", re.DOTALL)
@@ -285,6 +300,8 @@ class FidelityLayer:
             if gid in _group_ids(instance.security_groups):
                 return f"instance:{instance.id}"
         for eni in list(view.ec2.enis.values()):
+            if _dies_with_terminated_instance(eni):
+                continue
             if gid in _group_ids(getattr(eni, "_group_set", [])):
                 return f"eni:{eni.id}"
         for name, lb in list(view.elb.load_balancers.items()):

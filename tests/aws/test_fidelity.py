@@ -63,6 +63,22 @@ def test_stock_moto_deletes_a_group_in_use(aws: AwsEndpoint, kind: str) -> None:
     assert aws.trail.calls("DeleteSecurityGroup")[0].status == 200
 
 
+def test_group_of_a_terminated_instance_can_be_deleted(
+    aws: AwsEndpoint, fake_clock: FakeClock
+) -> None:
+    ec2 = aws.client("ec2")
+    aws.control.set_fidelity(instance_shutting_down_s=5)
+    sg = b.group(ec2, "nodes")
+    iid = b.instance(ec2, sg)
+    ec2.terminate_instances(InstanceIds=[iid])
+    with pytest.raises(ClientError, match="DependencyViolation"):
+        ec2.delete_security_group(GroupId=sg)  # still shutting down
+    fake_clock.advance(5)
+    ec2.delete_security_group(GroupId=sg)
+    reasons = [e.answered_by for e in aws.trail.calls("DeleteSecurityGroup")]
+    assert reasons == [f"fidelity:sg_dependency:instance:{iid}", "moto"]
+
+
 def test_dependency_violation_switch_alone_restores_moto(aws: AwsEndpoint) -> None:
     aws.control.set_fidelity(sg_dependency_violation=False)
     sg = _dependent(aws, "ingress-rule")
