@@ -92,6 +92,7 @@ class NodeRegistration:
     node_ip_flag: NodeIPFlag = NodeIPFlag.SPECIFIC
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     control_plane_taints: bool = True
+    exclusion_label: bool = True
 
 
 @dataclasses.dataclass
@@ -197,6 +198,7 @@ class KubeletStandIn:
             node_ip_flag=reg.node_ip_flag,
             labels=reg.labels,
             control_plane_taints=reg.control_plane_taints,
+            exclusion_label=reg.exclusion_label,
             now=self._now(),
         )
         posted = _HEALTHY

@@ -37,6 +37,7 @@ from typing import Any, TypedDict
 from lab.cluster.base import Role
 from lab.cluster.versions import (
     ANNOTATION_PROVIDED_NODE_IP,
+    LABEL_EXCLUDE_FROM_LB,
     TAINT_UNINITIALIZED,
     KubeVersion,
     kubeadm_control_plane_labels,
@@ -153,14 +154,17 @@ def node_manifest(
     labels: Mapping[str, str] | None = None,
     capacity: Mapping[str, str] | None = None,
     control_plane_taints: bool = True,
+    exclusion_label: bool = True,
     arch: str = "amd64",
     now: datetime | None = None,
 ) -> NodeManifest:
     """The Node a ``--cloud-provider=external`` kubelet of ``version`` registers.
 
     ``ip`` is the node's primary address (what ``--node-ip`` names, or what the kubelet would
-    detect); ``labels`` are extra ``--node-labels``; ``control_plane_taints=False`` models a
-    single-node kind cluster, where kind removes kubeadm's control-plane taint.
+    detect); ``labels`` are extra ``--node-labels``. ``control_plane_taints=False`` and
+    ``exclusion_label=False`` model what kind does to a one-node cluster after kubeadm (it
+    removes the control-plane taints, and from kind v0.22.0 the exclusion label; see
+    ``versions.kind_single_node_keeps_exclusion_label``).
     """
     kube = KubeVersion.parse(version)
     try:
@@ -178,6 +182,8 @@ def node_manifest(
     taints: list[dict[str, str]] = []
     if role is Role.CONTROL_PLANE:
         node_labels.update(kubeadm_control_plane_labels(kube))
+        if not exclusion_label:
+            node_labels.pop(LABEL_EXCLUDE_FROM_LB, None)
         if control_plane_taints:
             keys = kubeadm_control_plane_taints(kube)
             taints += [{"key": k, "effect": "NoSchedule"} for k in keys]

@@ -8,7 +8,9 @@ unless ``retain``):
 3. ``start-kubelets``: the :class:`~lab.cluster.kubelet.KubeletStandIn` heartbeat loop.
 4. ``register-nodes``: one registration per :class:`NodeSpec`, shaped for the spec's version.
 
-Nodes without a name get kind's names (``<cluster>-control-plane``, ``<cluster>-worker2`` …) so
+A one-node cluster gets what kind does to it after kubeadm: no control-plane taint and, from
+kind v0.22.0, no exclusion label (``versions.kind_single_node_keeps_exclusion_label``). Nodes
+without a name get kind's names (``<cluster>-control-plane``, ``<cluster>-worker2`` …) so
 scenarios read the same on both backends; nodes without an IP get consecutive addresses from
 ``node_subnet`` (``.2`` upward, as Docker hands them out on kind's network). The lab aligns the
 fake EC2 instances with the result of :meth:`SimProvider.nodes`.
@@ -33,6 +35,7 @@ from lab.cluster.kind_config import kind_node_names
 from lab.cluster.kubeapi import list_node_infos, raw
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.steps import ProgressReporter, Step, StepRun
+from lab.cluster.versions import kind_single_node_keeps_exclusion_label
 from lab.kube.server import KubeSimulator
 
 
@@ -110,6 +113,9 @@ class RegisterNodes:
     def execute(self, ctx: SimContext) -> None:
         p = ctx.provider
         kubelet = p.require_kubelet()
+        # What kind does to a one-node cluster after kubeadm, so scenarios see the same node.
+        single = len(ctx.spec.nodes) == 1
+        keep_exclusion = not single or kind_single_node_keeps_exclusion_label(ctx.spec.version)
         for node in plan_nodes(ctx.spec, node_subnet=p.node_subnet):
             if node.name is None or node.ip is None:  # plan_nodes fills both
                 raise RuntimeError(f"unplanned node {node!r}")
@@ -121,7 +127,8 @@ class RegisterNodes:
                     role=node.role,
                     provider_id=node.provider_id,
                     labels=dict(node.labels),
-                    control_plane_taints=len(ctx.spec.nodes) > 1,  # kind untaints single nodes
+                    control_plane_taints=not single,
+                    exclusion_label=keep_exclusion,
                 )
             )
             ctx.registered.append(node.name)

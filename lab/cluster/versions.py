@@ -217,6 +217,21 @@ def kubelet_seeds_default_address_for_unspecified_ip(version: KubeVersion) -> bo
     return not version.at_least(29) or version.at_least(30)
 
 
+def kind_single_node_keeps_exclusion_label(version: KubeVersion) -> bool:
+    """Whether a one-node kind cluster keeps kubeadm's exclusion label on its control plane.
+
+    kind always removes the control-plane taint(s) from a one-node cluster, and since kind
+    v0.22.0 (kind commit 18bb5af0, Feb 2024) also ``node.kubernetes.io/exclude-from-external-
+    load-balancers``, so that a load balancer can target the only node. The kind release is
+    the one paired with ``version``'s pinned image (the newest kind for unpinned versions).
+    """
+    try:
+        kind_release = node_image(version).kind_release
+    except ValueError:
+        kind_release = NODE_IMAGES[-1].kind_release
+    return kind_release < (0, 22, 0)
+
+
 def node_monitor_grace_period(version: KubeVersion) -> float:
     """kube-controller-manager's default ``--node-monitor-grace-period`` (seconds): 40, raised
     to 50 in 1.32 (k/k#126287). The kubelet stand-in's NotReady delay for that version."""

@@ -194,3 +194,16 @@ def test_lease_shape() -> None:
     }
     assert V1Lease.from_dict(dict(lease)) is not None
     assert micro_time(NOW) == "2026-11-22T13:00:00.123456Z"
+
+
+def test_kind_single_node_adjustments() -> None:
+    from lab.cluster.versions import KubeVersion, kind_single_node_keeps_exclusion_label
+
+    node = cp("1.33", control_plane_taints=False, exclusion_label=False)
+    assert EXCLUDE not in node["metadata"]["labels"]
+    assert CONTROL_PLANE in node["metadata"]["labels"]
+    assert node["spec"]["taints"] == [UNINIT]
+    # kind v0.20.0 (the 1.22 pairing) kept the label; v0.22.0+ removes it
+    assert kind_single_node_keeps_exclusion_label(KubeVersion.parse("1.22"))
+    assert not kind_single_node_keeps_exclusion_label(KubeVersion.parse("1.29"))
+    assert not kind_single_node_keeps_exclusion_label(KubeVersion.parse("1.30"))  # unpinned

@@ -146,6 +146,19 @@ def test_provision_nodes_kubectl_heartbeat_logs_delete(
     provider.delete()  # idempotent
 
 
+@pytest.mark.parametrize(("version", "excluded"), [("1.22", True), ("1.33", False)])
+def test_single_node_cluster_looks_like_kind_made_it(
+    provider: SimProvider, version: str, excluded: bool
+) -> None:
+    provider.provision(spec(NodeSpec(Role.CONTROL_PLANE), version=version))
+    node = json.loads(kubectl(provider, "get", "node", "lab-control-plane", "-o", "json"))
+    assert [t["key"] for t in node["spec"]["taints"]] == [
+        "node.cloudprovider.kubernetes.io/uninitialized"
+    ]
+    labels = node["metadata"]["labels"]
+    assert ("node.kubernetes.io/exclude-from-external-load-balancers" in labels) is excluded
+
+
 def test_failed_registration_undoes_everything(provider: SimProvider) -> None:
     with pytest.raises(ProvisionError) as info:
         provider.provision(spec(NodeSpec(Role.CONTROL_PLANE), NodeSpec(Role.WORKER, ip="10.0.1")))
