@@ -318,3 +318,26 @@ def test_subnets_annotation(aws: AwsEndpoint, topo: Topology, make_cloud: MakeCl
         lb.ensure_load_balancer("kubernetes", bad, nodes(topo))
     assert err.value.field == A.A_SUBNETS
     assert mutating(aws, mark) == []
+
+
+def test_proxy_protocol_policy_follows_the_annotation(
+    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    lb = make_cloud().load_balancer()
+    lb.ensure_load_balancer("kubernetes", service({A.A_PROXY_PROTOCOL: "*"}), nodes(topo))
+    elb = aws.client("elb")
+
+    def backend_policies() -> dict[int, list[str]]:
+        lbd = elb.describe_load_balancers(LoadBalancerNames=[LB_NAME])
+        return {
+            b["InstancePort"]: list(b.get("PolicyNames", []))
+            for b in lbd["LoadBalancerDescriptions"][0].get("BackendServerDescriptions", [])
+        }
+
+    assert backend_policies() == {30080: ["k8s-proxyprotocol-enabled"]}
+    created = aws.trail.calls("CreateLoadBalancerPolicy")
+    assert [c.raw_params.get("PolicyTypeName") for c in created] == ["ProxyProtocolPolicyType"]
+    mark = aws.trail.last_seq
+    lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+    assert "SetLoadBalancerPoliciesForBackendServer" in mutating(aws, mark)
+    assert all(not p for p in backend_policies().values())
