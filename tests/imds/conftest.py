@@ -16,11 +16,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from botocore.utils import InstanceMetadataFetcher, InstanceMetadataRegionFetcher
 
 from lab.aws import AwsEndpoint
 from lab.imds import ImdsServer
 
 REGION = "us-east-1"
+#: botocore fetcher timeout in tests: generous, so a loaded machine never turns an answer into a
+#: timeout. The hop-limit tests stay fast because the IMDS closes a withheld token request after
+#: ``HOLD`` seconds (botocore treats the closed connection like a timeout: v1 fallback).
+CLIENT_TIMEOUT = 5
+HOLD = 0.5
 
 
 @dataclass(frozen=True)
@@ -147,7 +153,7 @@ def clock() -> FakeClock:
 @pytest.fixture
 def imds(aws_url: str, node: SeededInstance, clock: FakeClock) -> Iterator[ImdsServer]:
     server = ImdsServer(
-        aws_url, REGION, instance_id=node.instance_id, cache_ttl=0, clock=clock, hold_seconds=3
+        aws_url, REGION, instance_id=node.instance_id, cache_ttl=0, clock=clock, hold_seconds=HOLD
     )
     with server:
         yield server
@@ -189,6 +195,18 @@ def get(url: str, path: str, tok: str | None = None, **headers: str) -> Raw:
     if tok is not None:
         headers["X-aws-ec2-metadata-token"] = tok
     return http("GET", f"{url}/{path.lstrip('/')}", headers=headers)
+
+
+def botocore_region(url: str) -> str | None:
+    """botocore's own region fetcher (token PUT, then GET placement/availability-zone/)."""
+    return InstanceMetadataRegionFetcher(base_url=url, timeout=CLIENT_TIMEOUT).retrieve_region()
+
+
+def botocore_credentials(url: str) -> dict[str, Any]:
+    """botocore's own credential fetcher (token PUT, role name, then the role's credentials)."""
+    fetcher = InstanceMetadataFetcher(base_url=url, timeout=CLIENT_TIMEOUT)
+    result: dict[str, Any] = fetcher.retrieve_iam_role_credentials()
+    return result
 
 
 def b64(text: str) -> str:

@@ -8,6 +8,7 @@ node would reach 169.254.169.254.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,20 @@ import pytest
 from botocore.utils import (
     BadIMDSRequestError,
     IMDSRegionProvider,
-    InstanceMetadataFetcher,
     InstanceMetadataRegionFetcher,
 )
 
 from lab.imds import ImdsServer
-from tests.imds.conftest import REGION, SeededInstance, World, run_node
+from tests.imds.conftest import (
+    CLIENT_TIMEOUT,
+    HOLD,
+    REGION,
+    SeededInstance,
+    World,
+    botocore_credentials,
+    botocore_region,
+    run_node,
+)
 
 
 def _tokens_minted(imds: ImdsServer) -> int:
@@ -29,7 +38,7 @@ def _tokens_minted(imds: ImdsServer) -> int:
 
 
 def test_credentials_via_imdsv2(imds: ImdsServer) -> None:
-    creds = InstanceMetadataFetcher(base_url=imds.url, timeout=2).retrieve_iam_role_credentials()
+    creds = botocore_credentials(imds.url)
     assert creds["role_name"] == "ccm-lab-node"
     assert creds["access_key"].startswith("ASIA")
     assert creds["secret_key"]
@@ -38,7 +47,7 @@ def test_credentials_via_imdsv2(imds: ImdsServer) -> None:
 
 
 def test_region_from_availability_zone(imds: ImdsServer, node: SeededInstance) -> None:
-    fetcher = InstanceMetadataRegionFetcher(base_url=imds.url, timeout=2)
+    fetcher = InstanceMetadataRegionFetcher(base_url=imds.url, timeout=CLIENT_TIMEOUT)
     assert fetcher.retrieve_region() == REGION
     assert node.zone == "us-east-1b"  # the region is derived, not a constant zone "...a"
 
@@ -65,49 +74,54 @@ def test_session_credentials_from_env_endpoint(
 def test_v2_required_instance_still_serves_botocore(aws_url: str, world: World) -> None:
     node = run_node(world, http_tokens="required")
     with ImdsServer(aws_url, REGION, instance_id=node.instance_id, cache_ttl=0) as imds:
-        fetcher = InstanceMetadataRegionFetcher(base_url=imds.url, timeout=2)
+        fetcher = InstanceMetadataRegionFetcher(base_url=imds.url, timeout=CLIENT_TIMEOUT)
         assert fetcher.retrieve_region() == REGION
 
 
 def test_v1_fallback_when_token_response_withheld(imds: ImdsServer) -> None:
     """Caller two hops away, hop limit 1: the PUT times out and botocore falls back to v1."""
     imds.control.set_client_hops(2)
-    fetcher = InstanceMetadataRegionFetcher(base_url=imds.url, timeout=0.3)
+    fetcher = InstanceMetadataRegionFetcher(base_url=imds.url, timeout=CLIENT_TIMEOUT)
     assert fetcher.retrieve_region() == REGION
     assert _tokens_minted(imds) == 0  # the region came over IMDSv1
 
 
-def test_required_v2_refuses_v1_fallback(aws_url: str, world: World) -> None:
+def test_required_v2_refuses_v1_fallback(
+    aws_url: str, world: World, caplog: pytest.LogCaptureFixture
+) -> None:
     """The container-on-a-v2-only-instance failure: PUT times out, v1 GET gets 401."""
+    caplog.set_level(logging.DEBUG, logger="botocore.utils")
     node = run_node(world, http_tokens="required")
     with ImdsServer(
-        aws_url, REGION, instance_id=node.instance_id, cache_ttl=0, client_hops=2
+        aws_url, REGION, instance_id=node.instance_id, cache_ttl=0, client_hops=2, hold_seconds=HOLD
     ) as imds:
-        region = InstanceMetadataRegionFetcher(base_url=imds.url, timeout=0.3).retrieve_region()
-        creds = InstanceMetadataFetcher(
-            base_url=imds.url, timeout=0.3
-        ).retrieve_iam_role_credentials()
+        # a timed-out GET would also give None: the log check below proves it was a 401
+        region = botocore_region(imds.url)
+        creds = botocore_credentials(imds.url)
     assert region is None
     assert creds == {}
+    assert caplog.text.count("status code of 401") == 2  # botocore saw the refusal, not a timeout
 
 
 def test_hop_limit_two_lets_container_through(aws_url: str, world: World) -> None:
     node = run_node(world, http_tokens="required", hop_limit=2)
     with ImdsServer(
-        aws_url, REGION, instance_id=node.instance_id, cache_ttl=0, client_hops=2
+        aws_url, REGION, instance_id=node.instance_id, cache_ttl=0, client_hops=2, hold_seconds=HOLD
     ) as imds:
-        assert InstanceMetadataRegionFetcher(base_url=imds.url, timeout=1).retrieve_region() == (
-            REGION
-        )
+        assert botocore_region(imds.url) == REGION
         assert _tokens_minted(imds) == 1
 
 
-def test_server_floor_requires_v2_on_optional_instance(imds: ImdsServer) -> None:
+def test_server_floor_requires_v2_on_optional_instance(
+    imds: ImdsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="botocore.utils")
     imds.control.require_imdsv2()
     imds.control.set_client_hops(2)  # force the v1 path
-    assert InstanceMetadataRegionFetcher(base_url=imds.url, timeout=0.3).retrieve_region() is None
+    assert botocore_region(imds.url) is None
+    assert "status code of 401" in caplog.text
     imds.control.set_client_hops(1)
-    assert InstanceMetadataRegionFetcher(base_url=imds.url, timeout=1).retrieve_region() == REGION
+    assert botocore_region(imds.url) == REGION
 
 
 class _TtlFetcher(InstanceMetadataRegionFetcher):
@@ -118,7 +132,7 @@ class _TtlFetcher(InstanceMetadataRegionFetcher):
 
 def test_out_of_range_ttl_is_bad_request_for_botocore(imds: ImdsServer) -> None:
     with pytest.raises(BadIMDSRequestError):
-        _TtlFetcher(base_url=imds.url, timeout=1).retrieve_region()
+        _TtlFetcher(base_url=imds.url, timeout=CLIENT_TIMEOUT).retrieve_region()
 
 
 def test_v1_disabled_client_cannot_fall_back(imds: ImdsServer) -> None:
@@ -126,14 +140,14 @@ def test_v1_disabled_client_cannot_fall_back(imds: ImdsServer) -> None:
 
     imds.control.set_client_hops(2)
     fetcher = InstanceMetadataRegionFetcher(
-        base_url=imds.url, timeout=0.3, config={"ec2_metadata_v1_disabled": True}
+        base_url=imds.url, timeout=CLIENT_TIMEOUT, config={"ec2_metadata_v1_disabled": True}
     )
     with pytest.raises(MetadataRetrievalError):
         fetcher.retrieve_region()
 
 
 def test_stopped_instance_has_no_metadata(imds: ImdsServer, ec2: Any, node: SeededInstance) -> None:
-    fetcher = InstanceMetadataRegionFetcher(base_url=imds.url, timeout=1)
+    fetcher = InstanceMetadataRegionFetcher(base_url=imds.url, timeout=CLIENT_TIMEOUT)
     assert fetcher.retrieve_region() == REGION
     ec2.stop_instances(InstanceIds=[node.instance_id])
     assert fetcher.retrieve_region() is None

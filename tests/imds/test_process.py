@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from botocore.utils import InstanceMetadataRegionFetcher
 
 from lab.imds import ImdsProcess, ImdsReadinessError
-from tests.imds.conftest import REGION, SeededInstance, get
+from tests.imds.conftest import REGION, SeededInstance, botocore_region, get
 
 
 def test_child_process_serves_and_exits_cleanly(
@@ -23,9 +22,7 @@ def test_child_process_serves_and_exits_cleanly(
     )
     with proc:
         assert proc.url.startswith("http://127.0.0.1:")
-        assert (
-            InstanceMetadataRegionFetcher(base_url=proc.url, timeout=2).retrieve_region() == REGION
-        )
+        assert botocore_region(proc.url) == REGION
         assert get(proc.url, "latest/meta-data/instance-id").status == 401  # --imdsv2 required
         assert proc.control.state()["tokens"] == 1
         code = proc.stop()

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 
-from botocore.utils import InstanceMetadataRegionFetcher
-
 from lab.aws import AwsEndpoint
 from lab.aws.topology import NodeSpec, TopologySpec, ec2_client, seed_topology
 from lab.imds import INSTANCE_HEADER, ImdsServer
-from tests.imds.conftest import get
+from tests.imds.conftest import botocore_region, get
 
 SPEC = TopologySpec(
     cluster_id="imds-lab",
@@ -31,7 +29,7 @@ def test_every_node_sees_its_own_instance(aws_endpoint: AwsEndpoint) -> None:
         for node in SPEC.nodes:
             info = topo.instances[node.name]
             imds.control.map_source_address("127.0.0.1", info.instance_id)
-            region = InstanceMetadataRegionFetcher(base_url=imds.url, timeout=2).retrieve_region()
+            region = botocore_region(imds.url)
             assert region == "us-west-2"
 
             def md(path: str, iid: str = info.instance_id) -> str:
