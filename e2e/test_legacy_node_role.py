@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from e2e.support import (
     create_service,
     elb_name,
@@ -31,6 +33,11 @@ from e2e.support import (
 from lab import nodes as node_patches
 from lab.cluster.versions import KubeVersion
 from lab.compose import Lab
+
+pytestmark = pytest.mark.standin(
+    "removes nodes and re-registers the control plane as an older kubeadm would"
+)
+
 
 EXCLUDE = "node.kubernetes.io/exclude-from-external-load-balancers"
 MASTER = "node-role.kubernetes.io/master"
@@ -79,7 +86,11 @@ def test_reproduce_exclusion_label_then_include(lab: Lab, core_v1: Any, elb: Any
     # The fix: invoke lab.nodes.include
     node_patches.include(core_v1, lab.control_plane.name)
     wait_registered(lab, elb, name)
-    assert "UpdatedLoadBalancer" in reasons(events_for(core_v1, "Service", "web"))
+    wait_for(
+        lambda: "UpdatedLoadBalancer" in reasons(events_for(core_v1, "Service", "web")),
+        timeout=10,
+        what="the UpdatedLoadBalancer event",
+    )
 
 
 def test_reproduce_legacy_master_label(lab: Lab, core_v1: Any, elb: Any) -> None:

@@ -29,6 +29,11 @@ from e2e.support import events_for, get_service, node_taint_keys, wait_for
 from lab.cluster.kubelet import NodeRegistration
 from lab.compose import Lab
 
+pytestmark = pytest.mark.standin(
+    "stops a kubelet's heartbeats and registers a node for a missing instance"
+)
+
+
 SHUTDOWN = "node.cloudprovider.kubernetes.io/shutdown"
 FAST = ("--node-monitor-period", "0.3s", "--node-deletion-grace-period", "1s")
 NEW_NODE = "ccm-lab-worker-new"

@@ -23,6 +23,9 @@ import pytest
 from e2e.support import UNINITIALIZED, events_for, node_taint_keys, wait_for
 from lab.compose import Lab
 
+pytestmark = pytest.mark.standin("re-registers a node under another name")
+
+
 CUSTOM = "node00.k8s.internal"
 FAST_LIFECYCLE = ("--node-monitor-period", "0.3s")
 

@@ -29,6 +29,11 @@ from e2e.support import UNINITIALIZED, events_for, node_taint_keys, wait_for
 from lab import nodes as node_patches
 from lab.compose import Lab, LabNode
 
+pytestmark = pytest.mark.standin(
+    "re-registers a node with kind's container IP, as a kubelet with another --node-ip"
+)
+
+
 KIND_CONTAINER_IP = "172.18.0.3"
 MISMATCH = f"failed to get node address from cloud provider that matches ip: {KIND_CONTAINER_IP}"
 

@@ -37,6 +37,9 @@ from e2e.support import (
 from lab import nodes as node_patches
 from lab.compose import Lab
 
+pytestmark = pytest.mark.standin("makes a kubelet report NotReady")
+
+
 AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
 DRAINING = {ANN + "connection-draining-enabled": "true", ANN + "connection-draining-timeout": "30"}
 

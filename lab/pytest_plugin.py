@@ -70,10 +70,6 @@ def _skip_unsupported(config: pytest.Config) -> None:
             pytest.skip("--backend kind needs a Docker engine; `docker info` does not answer here")
         if shutil.which("kind") is None:
             pytest.skip("--backend kind needs the kind CLI on PATH")
-        pytest.skip(
-            "--backend kind: composing the whole lab on kind (AWS endpoint reachable from the "
-            "nodes, controller deployment) is not wired into the fixtures yet"
-        )
     if backend == "existing":
         pytest.skip("--backend existing is not wired into the fixtures yet")
     if aws == "localstack":
@@ -84,7 +80,11 @@ def _skip_unsupported(config: pytest.Config) -> None:
 def lab_config(request: pytest.FixtureRequest) -> LabConfig:
     """Override in a conftest to shape the session's lab (nodes, version, zones...)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    return LabConfig(name=f"pytest-{worker}", k8s_version=request.config.getoption("--k8s-version"))
+    return LabConfig(
+        name=f"pytest-{worker}",
+        k8s_version=request.config.getoption("--k8s-version"),
+        backend=request.config.getoption("--backend"),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -99,8 +99,12 @@ def lab_session(request: pytest.FixtureRequest, lab_config: LabConfig) -> Iterat
 
 
 @pytest.fixture
-def lab(lab_session: Lab) -> Iterator[Lab]:
+def lab(request: pytest.FixtureRequest, lab_session: Lab) -> Iterator[Lab]:
     """The session's lab, reset to the freshly seeded world (controller stopped)."""
+    marker = request.node.get_closest_marker("standin")
+    if marker is not None and not lab_session.has_kubelet_stand_in:
+        why = marker.args[0] if marker.args else "it drives the kubelet stand-in"
+        pytest.skip(f"needs the sim backend's kubelet stand-in: {why}")
     if not lab_session.fresh:
         lab_session.reset()
     lab_session.fresh = False
