@@ -16,6 +16,7 @@ import pytest
 
 from lab.cluster.base import ClusterSpec, NodeSpec, ProviderID, Role
 from lab.cluster.kind import KindProvider, parse_kind_version
+from lab.cluster.kubeapi import raw
 from lab.cluster.node_shapes import node_manifest
 from lab.cluster.versions import NODE_IMAGES
 from lab.exec import CommandError, SubprocessRunner
@@ -44,8 +45,6 @@ def test_real_kind_cluster_registers_external_cloud_provider_node(tmp_path: Path
     reason = _skip_reason()
     if reason is not None:
         pytest.skip(f"needs a Docker engine and kind: {reason}")
-    import json
-
     from kubernetes import client, config
 
     kind_version = parse_kind_version(SubprocessRunner().run(["kind", "version"]).stdout)
@@ -62,8 +61,7 @@ def test_real_kind_cluster_registers_external_cloud_provider_node(tmp_path: Path
         api_client = config.new_client_from_config(str(provider.kubeconfig()))  # type: ignore[no-untyped-call]
         api = client.CoreV1Api(api_client)
         (info,) = provider.nodes()
-        raw = api.read_node(info.name, _preload_content=False)
-        node = json.loads(raw.data)  # type: ignore[attr-defined]  # urllib3 response
+        node = raw(api.read_node(info.name, _preload_content=False))
         assert node["metadata"]["name"] == f"{name}-control-plane"
         assert node["spec"]["providerID"] == provider_id
         taints = {(t["key"], t["effect"]) for t in node["spec"].get("taints", [])}
