@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -41,7 +41,7 @@ SPEC = TopologySpec(
 )
 
 
-def _tags(raw: dict[str, Any]) -> dict[str, str]:
+def _tags(raw: Mapping[str, Any]) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
 
 

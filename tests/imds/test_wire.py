@@ -28,7 +28,7 @@ TTL = "X-aws-ec2-metadata-token-ttl-seconds"
 
 def test_token_ttl_out_of_bounds_or_missing_is_400(imds: ImdsServer) -> None:
     for ttl in ("0", "21601", "-1", "abc", "", None):
-        headers = {} if ttl is None else {TTL: ttl}
+        headers: dict[str, str] = {} if ttl is None else {TTL: ttl}
         reply = http("PUT", f"{imds.url}/latest/api/token", headers=headers)
         assert (reply.status, reply.headers["X-Ccm-Lab-Error"]) == (400, "BadRequest"), ttl
         assert "X-aws-ec2-metadata-token-ttl-seconds" in reply.body, ttl
