@@ -141,3 +141,26 @@ def test_field_validation_modes(sim: KubeSimulator) -> None:
     status, err = create("bad", "Loud")
     assert status == 400
     assert "fieldValidation: Unsupported value" in str(err["message"])
+
+
+def test_list_and_watch_option_validation(sim: KubeSimulator) -> None:
+    base = "/api/v1/namespaces/default/configmaps"
+    status, err = raw(sim, "GET", f"{base}?resourceVersionMatch=NotOlderThan")
+    assert status == 422
+    assert err["details"]["kind"] == "ListOptions"
+    assert "resourceVersionMatch is forbidden unless resourceVersion is provided" in err["message"]
+    status, err = raw(sim, "GET", f"{base}?resourceVersion=0&resourceVersionMatch=Exact")
+    assert status == 422
+    assert 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"' in err["message"]
+    status, err = raw(sim, "GET", f"{base}?watch=1&resourceVersionMatch=NotOlderThan")
+    assert status == 422
+    assert "forbidden for watch unless sendInitialEvents is provided" in err["message"]
+    status, err = raw(sim, "GET", f"{base}/kube-root-ca.crt?resourceVersion=999999999")
+    assert status == 504
+    assert err["reason"] == "Timeout"
+    assert err["message"].startswith("Timeout: Too large resource version: 999999999, current: ")
+    status, err = raw(sim, "GET", f"{base}?labelSelector=a%20in%20b")
+    assert status == 400
+    status, err = raw(sim, "DELETE", f"{base}/kube-root-ca.crt?dryRun=Some")
+    assert status == 422
+    assert err["details"]["kind"] == "DryRunOptions"
