@@ -205,7 +205,8 @@ class Boto3Ec2Reader:
                 if p.get("PrivateIpAddress")
             )
             or ((eni["PrivateIpAddress"],) if eni.get("PrivateIpAddress") else ()),
-            private_dns_name=eni.get("PrivateDnsName", ""),
+            private_dns_name=eni.get("PrivateDnsName")
+            or self._dns_name(eni.get("PrivateIpAddress")),
             subnet_id=subnet_id,
             subnet_cidr=self._subnet_cidr(subnet_id),
             vpc_id=vpc_id,
@@ -218,6 +219,13 @@ class Boto3Ec2Reader:
                 a["Ipv6Address"] for a in eni.get("Ipv6Addresses", []) if "Ipv6Address" in a
             ),
         )
+
+    def _dns_name(self, ip: str | None) -> str:
+        """EC2's IP-based private DNS name (moto leaves it off network interfaces)."""
+        if not ip:
+            return ""
+        domain = "ec2.internal" if self.region == "us-east-1" else f"{self.region}.compute.internal"
+        return f"ip-{ip.replace('.', '-')}.{domain}"
 
     def _zone_id(self, zone: str) -> str:
         if not zone:

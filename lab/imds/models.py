@@ -414,7 +414,18 @@ def build_metadata_tree(
             "info": json.dumps(_iam_info(view, role, now), indent=2),
             "security-credentials": {role: json.dumps(_iam_credentials(now), indent=2)},
         }
-    return tree
+    return _prune(tree)
+
+
+def _prune(tree: MetadataTree) -> MetadataTree:
+    """Drop empty leaves and directories: the real service has no empty entries (and botocore
+    retries an empty body as a failure)."""
+    out: MetadataTree = {}
+    for key, node in tree.items():
+        kept = _prune(node) if isinstance(node, dict) else node
+        if kept:
+            out[key] = kept
+    return out
 
 
 def _event_json(event: ScheduledEvent) -> dict[str, str]:

@@ -188,6 +188,7 @@ def test_values_match_ec2(imds: ImdsServer, ec2: Any, node: SeededInstance) -> N
     assert md(f"{base}/device-number") == "0"
     assert md(f"{base}/interface-id") == eni["NetworkInterfaceId"]
     assert md(f"{base}/local-ipv4s") == node.private_ip
+    assert md(f"{base}/local-hostname") == inst["PrivateDnsName"]
     assert md(f"{base}/subnet-id") == node.subnet_id
     assert md(f"{base}/subnet-ipv4-cidr-block") == "10.0.1.0/24"
     assert md(f"{base}/vpc-id") == node.vpc_id
