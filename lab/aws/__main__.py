@@ -33,6 +33,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no-fidelity", action="store_true", help="start with the fidelity layer off (stock moto)"
     )
+    parser.add_argument(
+        "--no-warm-up", action="store_true", help="skip loading EC2/ELB before the ready line"
+    )
     parser.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
     return parser.parse_args(argv)
 
@@ -57,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         trail_path=args.trail,
     )
     lab = AwsLab(settings)
-    server = make_wsgi_server(AwsApp(lab), host=args.host, port=args.port)
+    server = make_wsgi_server(AwsApp(lab), host=args.host, port=args.port)  # bind errors first
+    if not args.no_warm_up:
+        lab.warm_up()
     url = f"http://{args.host}:{server.port}"
     stop = threading.Event()
 

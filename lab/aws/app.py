@@ -134,6 +134,41 @@ class AwsLab:
                 self.apply_seed(self.seed)
         log.info("aws lab reset")
 
+    def warm_up(self) -> None:
+        """Load moto's EC2 and ELB backends and apps now instead of on the first call.
+
+        The first EC2 call in a process costs 1-2 s (models, routes, ~1,300 default images);
+        an endpoint that says "ready" should not stall its first client. Requests go straight
+        to moto, so they leave no trail.
+        """
+        from werkzeug.test import EnvironBuilder
+
+        region = self.settings.region
+        calls = (
+            ("ec2", "DescribeVpcs", "2016-11-15"),
+            ("elasticloadbalancing", "DescribeLoadBalancers", "2012-06-01"),
+            ("elasticloadbalancing", "DescribeLoadBalancers", "2015-12-01"),
+        )
+        with self.lock:
+            for service, action, version in calls:
+                auth = (
+                    f"AWS4-HMAC-SHA256 Credential=warmup/20260101/{region}/{service}/aws4_request,"
+                    " SignedHeaders=host, Signature=0"
+                )
+                environ = EnvironBuilder(
+                    method="POST",
+                    path="/",
+                    data=f"Action={action}&Version={version}",
+                    content_type="application/x-www-form-urlencoded; charset=utf-8",
+                    headers=[
+                        ("Authorization", auth),
+                        ("X-Moto-Account-Id", self.settings.account),
+                    ],
+                ).get_environ()
+                response = _call_wsgi(self.moto, environ)
+                if response.status != 200:
+                    raise RuntimeError(f"warm-up {service} {action} failed: {response.body!r}")
+
     def advance(self) -> None:
         """Apply due time-based fidelity behaviour now (instance transitions, expiry).
 

@@ -9,9 +9,10 @@ Role: start moto plus the fidelity layer, trail, faults and control plane
         aws.control.set_fidelity(elb_sg_order="reversed")
         aws.trail.calls(action="DeleteSecurityGroup")
 
-Lifecycle contract (shared by every lab component): ``start()`` binds port 0 and waits for
-readiness with an explicit timeout, attaching the recent log to the error on failure; ``stop()``
-is idempotent; the object is a context manager.
+Lifecycle contract (shared by every lab component): ``start()`` binds port 0, loads moto's
+EC2/ELB backends (``warm_up``, so the first call does not stall) and waits for readiness with an
+explicit timeout, attaching the recent log to the error on failure; ``stop()`` is idempotent;
+the object is a context manager.
 
 moto's backends are **process-global**: two endpoints in one process see the same AWS resources
 (their trails, faults and fidelity switches are separate), and ``reset()`` on either wipes both.
@@ -96,6 +97,7 @@ class AwsEndpoint:
         port: int = 0,
         trail_path: Path | None = None,
         ready_timeout: float = 30.0,
+        warm_up: bool = True,
     ) -> None:
         config = FidelityConfig(enabled=fidelity) if isinstance(fidelity, bool) else fidelity
         self.region = region
@@ -103,6 +105,7 @@ class AwsEndpoint:
         self._host = host
         self._port = port
         self._ready_timeout = ready_timeout
+        self._warm_up = warm_up
         self._settings = LabSettings(
             region=region, account=account, seed=seed, fidelity=config, trail_path=trail_path
         )
@@ -123,8 +126,18 @@ class AwsEndpoint:
                 return self
             for name in ("lab.aws", "werkzeug"):
                 logging.getLogger(name).addHandler(self._recent)
-            self._lab = AwsLab(self._settings)
-            server = make_wsgi_server(AwsApp(self._lab), host=self._host, port=self._port)
+            lab = AwsLab(self._settings)
+            server = make_wsgi_server(AwsApp(lab), host=self._host, port=self._port)
+            if self._warm_up:
+                try:
+                    lab.warm_up()
+                except Exception as exc:
+                    server.server_close()
+                    lab.close()
+                    raise EndpointNotReady(
+                        f"moto warm-up failed: {exc}; recent log:\n{self._recent.text()}"
+                    ) from exc
+            self._lab = lab
             self._server = server
             self._thread = threading.Thread(
                 target=server.serve_forever, name=f"aws-endpoint-{server.port}", daemon=True
