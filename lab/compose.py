@@ -75,6 +75,10 @@ class LabConfig:
     seed: int = 1
     #: register nodes with ``provider-id`` (as the kind configs do); False = name lookup only
     provider_ids: bool = True
+    #: "sim" (API simulator + kubelet stand-in) or "kind" (real kind through its CLI)
+    backend: str = "sim"
+    kind_binary: str = "kind"
+    docker_binary: str = "docker"
     #: Kubelet stand-in timing: fast enough for tests, shaped like a real kubelet.
     lease_renew_interval: float = 2.0
     node_monitor_grace_period: float = 4.0
@@ -85,6 +89,8 @@ class LabConfig:
             raise ValueError(f"nodes must be at least 1, got {self.nodes}")
         if not self.zones:
             raise ValueError("zones must not be empty")
+        if self.backend not in ("sim", "kind"):
+            raise ValueError(f"backend must be 'sim' or 'kind', got {self.backend!r}")
 
 
 def node_plan(cfg: LabConfig) -> list[tuple[str, Role, str, str]]:
@@ -129,6 +135,8 @@ class Lab:
         self.topology: Topology | None = None
         self.nodes: list[LabNode] = []
         self.controller: ControllerProcess | None = None
+        self.cluster: Any = None  # lab.cluster.kind.KindProvider on the kind backend
+        self._node_snapshot: dict[str, dict[str, Any]] = {}
         self._api_client: Any = None
         self._controller_runs = 0
         #: True right after start() or reset(): nothing has touched the world yet.
@@ -152,8 +160,11 @@ class Lab:
         try:
             say("AWS endpoint (moto + fidelity layer + trail)")
             self.aws = AwsEndpoint(region=self.config.region, seed=self.config.seed).start()
+            if self.config.backend == "kind":
+                self._start_kind(say)
+                return self
             say("EC2 topology (VPC, subnets, node security group, instances)")
-            self._seed_aws()
+            self._seed_aws(node_plan(self.config))
             say("instance metadata service")
             self.imds = ImdsServer(
                 self.aws.url,
@@ -174,6 +185,65 @@ class Lab:
             raise
         return self
 
+    def _start_kind(self, say: Callable[[str], None]) -> None:
+        """kind: provision, then give every node container a fake instance with its IP.
+
+        The nodes join a Docker network whose subnet is the first zone's VPC subnet (container
+        IPs taken from its upper half, clear of the addresses AWS reserves), so each kubelet's
+        ``--node-ip`` is its instance's private IP; providerIDs are set on the Nodes once the
+        instances exist. Real kubelets replace the stand-in: tests that need its hooks skip.
+        """
+        from lab.cluster.base import ClusterSpec
+        from lab.cluster.base import NodeSpec as ClusterNodeSpec
+        from lab.cluster.kind import KindProvider
+
+        cfg = self.config
+        zone = cfg.zones[0]
+        subnet = ipaddress.ip_network(_topology_spec(cfg, ()).subnet_cidrs()[zone])
+        upper = list(subnet.subnets(new_prefix=subnet.prefixlen + 1))[1]
+        self.cluster = KindProvider(
+            f"ccm-lab-{cfg.name}",
+            state_dir=self.state_dir / "kind",
+            kind_binary=cfg.kind_binary,
+            docker_binary=cfg.docker_binary,
+            network_subnet=str(subnet),
+            network_ip_range=str(upper),
+        )
+        roles = [Role.CONTROL_PLANE] + [Role.WORKER] * (cfg.nodes - 1)
+        say(f"kind cluster ({self.version}, {cfg.nodes} nodes; this takes a minute)")
+        self.cluster.provision(
+            ClusterSpec(
+                name=self.cluster.name,
+                version=self.version,
+                nodes=tuple(ClusterNodeSpec(role=r) for r in roles),
+            )
+        )
+        infos = self.cluster.nodes()
+        missing = [i.name for i in infos if not i.ip]
+        if missing:
+            raise RuntimeError(f"kind nodes without an IP on the lab network: {missing}")
+        say("EC2 topology with the node containers' IPs")
+        self._seed_aws([(str(i.name), i.role, str(i.ip), zone) for i in infos])
+        say("instance metadata service")
+        self.imds = ImdsServer(
+            self._need(self.aws, "aws").url,
+            cfg.region,
+            instance_id=self.control_plane.instance_id,
+        )
+        self.imds.start()
+        shutil.copyfile(self.cluster.kubeconfig(), self.kubeconfig_path)
+        say("providerIDs on the Nodes")
+        from kubernetes import client
+
+        core: Any = client.CoreV1Api(self.api_client())
+        for node in self.nodes:
+            current = core.read_node(node.name)
+            if not current.spec.provider_id:
+                core.patch_node(node.name, {"spec": {"providerID": node.provider_id}})
+        self._node_snapshot = {n.name: _restorable(core.read_node(n.name)) for n in self.nodes}
+        self._write_cloud_config()
+        self.fresh = True
+
     def stop(self) -> None:
         """Stop everything this lab started. Idempotent; leaves no process or port behind."""
         if self.controller is not None:
@@ -188,20 +258,28 @@ class Lab:
             if component is not None:
                 component.stop()
         self.kube = self.imds = self.aws = None
+        if self.cluster is not None:
+            self.cluster.delete()
+            self.cluster = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
 
     # --- world ----------------------------------------------------------------------------
 
-    def _seed_aws(self) -> None:
+    def _seed_aws(self, plan: Sequence[tuple[str, Role, str, str]]) -> None:
+        """Seed the topology for ``plan``. moto's id generator is re-seeded first, so every
+        seeding (start and each reset) yields the same ids: on kind the Nodes' providerIDs,
+        immutable once set, keep naming the right instances."""
         aws = self._need(self.aws, "aws")
-        plan = node_plan(self.config)
+        ec2 = aws.client("ec2")
+        ec2.describe_vpcs()  # moto builds a region's default VPC lazily: do it before seeding
+        aws.control.seed(self.config.seed)
         spec = _topology_spec(
             self.config,
             [AwsNodeSpec(name=name, private_ip=ip, zone=zone) for name, _role, ip, zone in plan],
         )
-        self.topology = seed_topology(aws.client("ec2"), spec)
+        self.topology = seed_topology(ec2, spec)
         self.nodes = []
         for name, role, ip, zone in plan:
             inst = self.topology.instances[name]
@@ -279,21 +357,47 @@ class Lab:
             self.controller.stop()
             self.controller = None
         aws = self._need(self.aws, "aws")
-        kube = self._need(self.kube, "kube")
         if self.kubelet is not None:
             self.kubelet.stop()
             self.kubelet = None
         aws.control.reset()
-        aws.control.seed(self.config.seed)
-        self._seed_aws()
+        self._seed_aws([(n.name, n.role, n.private_ip, n.zone) for n in self.nodes])
         imds = self._need(self.imds, "imds")
         imds.control.reset()
         imds.control.set_default_instance(self.control_plane.instance_id)
-        kube.control.reset()
-        self._start_kubelet()
+        if self.config.backend == "kind":
+            self._reset_kind_objects()
+        else:
+            self._need(self.kube, "kube").control.reset()
+            self._start_kubelet()
         self._write_cloud_config()
         aws.control.clear_trail()
         self.fresh = True
+
+    def _reset_kind_objects(self) -> None:
+        """A real cluster cannot be wiped: remove what tests create, restore the nodes."""
+        from kubernetes import client
+
+        core: Any = client.CoreV1Api(self.api_client())
+        for svc in core.list_namespaced_service("default").items:
+            if svc.metadata.name == "kubernetes":
+                continue
+            if svc.metadata.finalizers:
+                core.patch_namespaced_service(
+                    svc.metadata.name, "default", {"metadata": {"finalizers": None}}
+                )
+            core.delete_namespaced_service(svc.metadata.name, "default")
+        core.delete_collection_namespaced_event("default")
+        for node in self.nodes:
+            wanted = self._node_snapshot[node.name]
+            current = _restorable(core.read_node(node.name))
+            patch: dict[str, Any] = {"metadata": {}, "spec": {"taints": wanted["taints"]}}
+            for field in ("labels", "annotations"):
+                patch["metadata"][field] = {
+                    **{k: None for k in current[field] if k not in wanted[field]},
+                    **wanted[field],
+                }
+            core.patch_node(node.name, patch)
 
     # --- controller -----------------------------------------------------------------------
 
@@ -340,6 +444,11 @@ class Lab:
     # --- accessors ------------------------------------------------------------------------
 
     @property
+    def has_kubelet_stand_in(self) -> bool:
+        """True on sim: nodes can be re-registered, made NotReady, removed at will."""
+        return self.config.backend == "sim"
+
+    @property
     def kubeconfig_path(self) -> Path:
         return self.state_dir / "kubeconfig"
 
@@ -365,7 +474,14 @@ class Lab:
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` for the lab's cluster (one, shared)."""
         if self._api_client is None:
-            self._api_client = self._need(self.kube, "kube").api_client()
+            if self.kube is not None:
+                self._api_client = self.kube.api_client()
+            else:
+                from kubernetes import config
+
+                self._api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
+                    config_file=str(self.kubeconfig_path)
+                )
         return self._api_client
 
     def state(self) -> dict[str, Any]:
@@ -375,13 +491,13 @@ class Lab:
         ctl = self.controller
         return {
             "name": self.config.name,
-            "backend": "sim",
+            "backend": self.config.backend,
             "k8s_version": str(self.version),
             "kubeconfig": str(self.kubeconfig_path),
             "cloud_config": str(self.cloud_config_path),
             "aws_endpoint": aws.url,
             "imds_endpoint": self._need(self.imds, "imds").url,
-            "kube_endpoint": self._need(self.kube, "kube").url,
+            "kube_endpoint": self.kube.url if self.kube else None,
             "region": self.config.region,
             "cluster_id": self.config.cluster_id,
             "vpc_id": topo.vpc_id if topo else None,
@@ -413,6 +529,18 @@ class Lab:
         if component is None:
             raise RuntimeError(f"the lab's {what} component is not running (start the lab first)")
         return component
+
+
+def _restorable(node: Any) -> dict[str, Any]:
+    """The parts of a Node tests change and reset restores (providerID is immutable)."""
+    return {
+        "labels": dict(node.metadata.labels or {}),
+        "annotations": dict(node.metadata.annotations or {}),
+        "taints": [
+            {k: v for k, v in {"key": t.key, "value": t.value, "effect": t.effect}.items() if v}
+            for t in (node.spec.taints or [])
+        ],
+    }
 
 
 def wait_for(

@@ -124,6 +124,7 @@ class KindProvider:
         kind_binary: str = "kind",
         docker_binary: str = "docker",
         network_subnet: str | None = None,
+        network_ip_range: str | None = None,
         image: str | None = None,
         images_to_load: Sequence[str] = (),
         on_nodes: Callable[[Sequence[NodeInfo]], None] | None = None,
@@ -137,6 +138,9 @@ class KindProvider:
         self.kind_binary = kind_binary
         self.docker_binary = docker_binary
         self.network_subnet = network_subnet
+        #: where Docker allocates container IPs inside ``network_subnet`` (``--ip-range``), so
+        #: node IPs can avoid the first addresses of the subnet, which AWS reserves
+        self.network_ip_range = network_ip_range
         self.image = image
         self.images_to_load = tuple(images_to_load)
         self.on_nodes = on_nodes
@@ -354,6 +358,7 @@ class EnsureNetwork:
                 "bridge",
                 "--subnet",
                 p.network_subnet,
+                *(["--ip-range", p.network_ip_range] if p.network_ip_range else []),
                 "--label",
                 f"{NETWORK_OWNER_LABEL}={p.name}",
                 p.network,
