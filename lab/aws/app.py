@@ -254,7 +254,10 @@ class AwsApp:
             if error is not None:
                 response = error_response(request.service, error, request_id=new_request_id())
                 return response, error.source
-            response = _call_wsgi(self._moto_app(environ, request), environ)
+            try:
+                response = _call_wsgi(self._moto_app(environ, request), environ)
+            finally:
+                lab.fidelity.finish(context)
             return lab.fidelity.after(request, response, context), ""
 
     def _moto_app(self, environ: dict[str, Any], request: AwsRequest) -> Any:

@@ -35,6 +35,9 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
 9. The primary network interface of a terminated instance stays in moto (its
    ``DeleteOnTermination`` defaults to false there, true on EC2) and keeps its groups; the
    dependency check ignores it, so a group frees up when its instances are terminated.
+10. EC2 is eventually consistent; moto is not. ``instance_describe_lag_s`` keeps a new instance
+    out of ``DescribeInstances``/``DescribeInstanceStatus`` for a while (by id:
+    ``InvalidInstanceID.NotFound``), as in kubernetes#81636.
 
 Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends with
 ``.elb.amazonaws.com``; ``ApplySecurityGroupsToLoadBalancer`` replaces the set in the given
@@ -78,6 +81,9 @@ class FidelityConfig:
     instance_shutting_down_s: float = 0.0
     terminated_visible_s: float | None = 3600.0
     """Seconds a terminated instance stays in ``DescribeInstances``; ``None`` = forever."""
+    instance_describe_lag_s: float = 0.0
+    """Seconds a new instance is missing from ``DescribeInstances``/``DescribeInstanceStatus``
+    (EC2 eventual consistency, kubernetes#81636)."""
     elb_fixes: bool = True
     """Classic ELB API fixes: default health check and attributes, register/deregister
     results, unknown instances refused (gaps 5-8)."""
@@ -102,6 +108,7 @@ def _validate(name: str, value: Any) -> None:
         "instance_pending_s",
         "instance_stopping_s",
         "instance_shutting_down_s",
+        "instance_describe_lag_s",
     }
     if name in bools and not isinstance(value, bool):
         raise LabControlError(f"fidelity: {name!r} must be true or false, got {value!r}")
@@ -158,6 +165,7 @@ def _dies_with_terminated_instance(eni: Any) -> bool:
     return bool(getattr(eni, "device_index", None) in (0, None) or eni.delete_on_termination)
 
 
+_DESCRIBE_INSTANCES = frozenset({"DescribeInstances", "DescribeInstanceStatus"})
 _SG_BLOCK = re.compile(rb"<SecurityGroups>(.*?)</SecurityGroups>", re.DOTALL)
 _MEMBER = re.compile(rb"<member>(.*?)</member>", re.DOTALL)
 _LB_NAME = re.compile(rb"<LoadBalancerName>([^<]*)</LoadBalancerName>")
@@ -203,6 +211,7 @@ class FidelityLayer:
             stopping_s=value.instance_stopping_s if value.enabled else 0.0,
             shutting_down_s=value.instance_shutting_down_s if value.enabled else 0.0,
             terminated_visible_s=value.terminated_visible_s if value.enabled else None,
+            describe_lag_s=value.instance_describe_lag_s if value.enabled else 0.0,
         )
 
     def reset(self, config: FidelityConfig) -> None:
@@ -226,7 +235,12 @@ class FidelityLayer:
         context: dict[str, Any] = {}
         if not cfg.enabled:
             return None, context
-        if request.service == "ec2" and request.action == "DeleteSecurityGroup":
+        if request.service == "ec2" and request.action in _DESCRIBE_INSTANCES:
+            if cfg.instance_describe_lag_s > 0:
+                context["hidden"] = self.lifecycle.hide_new(
+                    self._views(request.region), request.region
+                )
+        elif request.service == "ec2" and request.action == "DeleteSecurityGroup":
             if cfg.sg_dependency_violation:
                 return self._check_sg_delete(request), context
         elif request.action == "DeleteLoadBalancer" and cfg.elb_sg_release_s > 0:
@@ -316,6 +330,12 @@ class FidelityLayer:
             if lb_region == region and gid in groups_of_lb:
                 return f"deleted-lb:{lb_name}"
         return None
+
+    def finish(self, context: Mapping[str, Any]) -> None:
+        """Undo temporary changes made by :meth:`before` (always called, even on errors)."""
+        hidden = context.get("hidden")
+        if hidden is not None:
+            hidden.restore()
 
     # --- after moto -------------------------------------------------------------------------
 

@@ -4,9 +4,11 @@ Role: moto moves an instance to ``running``, ``stopped`` or ``terminated`` the m
 returns, and keeps terminated instances forever. Real EC2 passes through ``pending``,
 ``stopping`` and ``shutting-down`` for a while and hides terminated instances after about an
 hour. The node-lifecycle scenarios (shutdown taint, deletion of nodes whose instance is gone)
-depend on those in-between states and on "gone". After moto answered a
-``Run/Start/Stop/TerminateInstances`` call, :meth:`InstanceLifecycle.observe` puts each affected
-instance back into the in-between state with a due time; :meth:`InstanceLifecycle.tick` (run
+depend on those in-between states and on "gone"; kubernetes#81636 depends on EC2's eventual
+consistency (a just-launched instance missing from ``DescribeInstances``, :meth:`hide_new`).
+After moto answered a ``Run/Start/Stop/TerminateInstances`` call,
+:meth:`InstanceLifecycle.observe` puts each affected instance back into the in-between state
+with a due time; :meth:`InstanceLifecycle.tick` (run
 before every AWS call) completes due transitions and removes terminated instances whose
 visibility has expired from moto's reservations. A later call on the same instance replaces its
 pending transition, as on EC2.
@@ -63,6 +65,8 @@ class InstanceLifecycle:
         self.stopping_s = 0.0
         self.shutting_down_s = 0.0
         self.terminated_visible_s: float | None = None
+        self.describe_lag_s = 0.0
+        self._created: dict[tuple[str, str], float] = {}
 
     def configure(
         self,
@@ -71,8 +75,10 @@ class InstanceLifecycle:
         stopping_s: float,
         shutting_down_s: float,
         terminated_visible_s: float | None,
+        describe_lag_s: float = 0.0,
     ) -> None:
         with self._lock:
+            self.describe_lag_s = describe_lag_s
             self.pending_s = pending_s
             self.stopping_s = stopping_s
             self.shutting_down_s = shutting_down_s
@@ -82,6 +88,7 @@ class InstanceLifecycle:
         with self._lock:
             self._transitions.clear()
             self._terminated.clear()
+            self._created.clear()
 
     def observe(self, view: Any, request: AwsRequest, response: WireResponse) -> None:
         """Record the transitions a successful instance call started."""
@@ -98,6 +105,9 @@ class InstanceLifecycle:
         between, final, delay = plan
         now = self.clock()
         with self._lock:
+            if request.action == "RunInstances" and self.describe_lag_s > 0:
+                for instance_id in ids:
+                    self._created[(request.region, instance_id)] = now
             for instance_id in ids:
                 key = (request.region, instance_id)
                 self._transitions.pop(key, None)
@@ -139,10 +149,53 @@ class InstanceLifecycle:
                     del self._terminated[key]
                     _remove(views(key[0]), key[1])
 
+    def hide_new(self, view: Any, region: str) -> _Hidden | None:
+        """Take instances younger than ``describe_lag_s`` out of moto until :meth:`_Hidden.restore`.
+
+        EC2 is eventually consistent: right after ``RunInstances`` a ``DescribeInstances`` by id
+        can answer ``InvalidInstanceID.NotFound`` and a listing can miss the instance
+        (kubernetes#81636). Called under the endpoint's request lock, around one moto call.
+        """
+        with self._lock:
+            if self.describe_lag_s <= 0 or not self._created:
+                return None
+            now = self.clock()
+            for key, created in list(self._created.items()):
+                if now - created >= self.describe_lag_s:
+                    del self._created[key]
+            young = {iid for (r, iid) in self._created if r == region}
+        if not young:
+            return None
+        order = list(view.ec2.reservations.items())
+        lists: list[tuple[Any, list[Any]]] = []
+        for reservation_id, reservation in order:
+            kept = [i for i in reservation.instances if i.id not in young]
+            if len(kept) != len(reservation.instances):
+                lists.append((reservation, reservation.instances))
+                reservation.instances = kept
+                if not kept:
+                    del view.ec2.reservations[reservation_id]
+        return _Hidden(view.ec2.reservations, order, lists)
+
     def pending(self) -> dict[str, str]:
         """Instance id → state it is heading to (for the control plane)."""
         with self._lock:
             return {key[1]: t.final for key, t in self._transitions.items()}
+
+
+@dataclass(frozen=True)
+class _Hidden:
+    """Instances taken out of moto for one call, and how to put them back exactly."""
+
+    reservations: Any
+    order: list[tuple[str, Any]]
+    lists: list[tuple[Any, list[Any]]]
+
+    def restore(self) -> None:
+        for reservation, instances in self.lists:
+            reservation.instances = instances
+        self.reservations.clear()
+        self.reservations.update(self.order)
 
 
 def _find(view: Any, instance_id: str) -> Any:

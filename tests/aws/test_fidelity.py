@@ -254,6 +254,37 @@ def test_a_new_call_replaces_a_pending_transition(aws: AwsEndpoint, fake_clock: 
     assert b.instance_state(ec2, iid) == "running"  # the stale "stopped" never lands
 
 
+def test_new_instances_are_invisible_for_the_describe_lag(
+    aws: AwsEndpoint, fake_clock: FakeClock
+) -> None:
+    ec2 = aws.client("ec2")
+    old = b.instance(ec2)
+    aws.control.set_fidelity(instance_describe_lag_s=5)
+    new = b.instance(ec2)
+
+    def listed() -> list[str]:
+        return [
+            i["InstanceId"]
+            for r in ec2.describe_instances()["Reservations"]
+            for i in r["Instances"]
+        ]
+
+    assert listed() == [old]  # no empty reservation either
+    with pytest.raises(ClientError) as err:
+        ec2.describe_instances(InstanceIds=[new])
+    assert err.value.response["Error"]["Code"] == "InvalidInstanceID.NotFound"
+    statuses = ec2.describe_instance_status(IncludeAllInstances=True)["InstanceStatuses"]
+    assert [s["InstanceId"] for s in statuses] == [old]
+    ec2.create_tags(Resources=[new], Tags=[{"Key": "k", "Value": "v"}])  # other calls see it
+    fake_clock.advance(5)
+    assert listed() == [old, new]
+    assert b.instance_state(ec2, new) == "running"
+    aws.control.set_fidelity(enabled=False)
+    assert listed() == [old, new]  # stock moto: visible at once
+    newest = b.instance(ec2)
+    assert b.instance_state(ec2, newest) == "running"
+
+
 def test_stock_moto_ignores_transition_delays(aws: AwsEndpoint) -> None:
     aws.control.set_fidelity(enabled=False, instance_pending_s=5.0)
     ec2 = aws.client("ec2")
