@@ -19,7 +19,8 @@ Re-seeding converges instead of failing: every resource carries ``ccm-lab/topolo
 ``ccm-lab/part`` tag, is looked up by those tags first and created only when missing; an
 existing resource that contradicts the spec (a node with another private IP, a subnet with
 another CIDR) raises ``TopologyConflict`` naming both values. ``describe_topology`` reads the
-same description back without creating anything.
+same description back without creating anything; ``delete_topology`` removes what the tags
+mark (for endpoints that cannot be reset: LocalStack, an opted-in account).
 
 Neighbours: ``lab.aws.endpoint`` (the endpoint these calls usually go to), ``lab.imds`` (serves
 each node's metadata from the instances created here), ``tasks.py`` / the pytest plugin (call
@@ -311,6 +312,62 @@ def describe_topology(ec2: EC2Client, spec: TopologySpec) -> Topology:
     """Read ``spec``'s topology back; ``TopologyConflict`` if any part is missing."""
     validate(spec)
     return _Seeder(ec2, spec, create=False, wait_timeout=0).run()
+
+
+def delete_topology(ec2: EC2Client, cluster_id: str, *, wait_timeout: float = 120.0) -> int:
+    """Delete everything tagged ``ccm-lab/topology=<cluster_id>``, dependents first; returns
+    how many resources went. For endpoints without a reset (LocalStack, an opted-in account)."""
+    mine: list[FilterTypeDef] = [{"Name": f"tag:{TOPOLOGY_TAG}", "Values": [cluster_id]}]
+    deleted = 0
+    ids = [
+        i["InstanceId"]
+        for r in ec2.describe_instances(
+            Filters=[*mine, {"Name": "instance-state-name", "Values": [*_LIVE_STATES]}]
+        )["Reservations"]
+        for i in r.get("Instances", [])
+    ]
+    if ids:
+        ec2.terminate_instances(InstanceIds=ids)
+        deadline, delay = time.monotonic() + wait_timeout, 0.05
+        while any(
+            i.get("State", {}).get("Name") != "terminated"
+            for r in ec2.describe_instances(InstanceIds=ids)["Reservations"]
+            for i in r.get("Instances", [])
+        ):
+            if time.monotonic() > deadline:
+                raise TopologyConflict(f"instances {ids} not terminated after {wait_timeout}s")
+            time.sleep(delay)  # poll interval, bounded by the deadline
+            delay = min(delay * 2, 2.0)
+        deleted += len(ids)
+    groups = ec2.describe_security_groups(Filters=mine)["SecurityGroups"]
+    for group in groups:  # rules referencing our groups would block their deletion
+        refs = [p for p in group.get("IpPermissions", []) if p.get("UserIdGroupPairs")]
+        if refs:
+            ec2.revoke_security_group_ingress(GroupId=group["GroupId"], IpPermissions=refs)
+    for group in groups:
+        ec2.delete_security_group(GroupId=group["GroupId"])
+    deleted += len(groups)
+    for table in ec2.describe_route_tables(Filters=mine)["RouteTables"]:
+        for assoc in table.get("Associations", []):
+            if not assoc.get("Main") and "RouteTableAssociationId" in assoc:
+                ec2.disassociate_route_table(AssociationId=assoc["RouteTableAssociationId"])
+        ec2.delete_route_table(RouteTableId=table["RouteTableId"])
+        deleted += 1
+    for igw in ec2.describe_internet_gateways(Filters=mine)["InternetGateways"]:
+        for attachment in igw.get("Attachments", []):
+            ec2.detach_internet_gateway(
+                InternetGatewayId=igw["InternetGatewayId"], VpcId=attachment["VpcId"]
+            )
+        ec2.delete_internet_gateway(InternetGatewayId=igw["InternetGatewayId"])
+        deleted += 1
+    for subnet in ec2.describe_subnets(Filters=mine)["Subnets"]:
+        ec2.delete_subnet(SubnetId=subnet["SubnetId"])
+        deleted += 1
+    for vpc in ec2.describe_vpcs(Filters=mine)["Vpcs"]:
+        ec2.delete_vpc(VpcId=vpc["VpcId"])
+        deleted += 1
+    log.info("topology %s: deleted %d resources", cluster_id, deleted)
+    return deleted
 
 
 class _Seeder:

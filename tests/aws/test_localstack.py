@@ -24,7 +24,13 @@ from lab.aws.localstack import (
     localstack_url,
     probe,
 )
-from lab.aws.topology import NodeSpec, TopologySpec, describe_topology, seed_topology
+from lab.aws.topology import (
+    NodeSpec,
+    TopologySpec,
+    delete_topology,
+    describe_topology,
+    seed_topology,
+)
 
 
 @pytest.fixture
@@ -162,7 +168,11 @@ def test_topology_on_real_localstack() -> None:
         nodes=(NodeSpec("n1", "10.0.0.10", "us-east-1a"),),
     )
     ec2 = endpoint.client("ec2", max_attempts=3)
-    topo = seed_topology(ec2, spec)
-    assert describe_topology(ec2, spec) == topo
-    raw = ec2.describe_instances(InstanceIds=[topo.instances["n1"].instance_id])
-    assert raw["Reservations"][0]["Instances"][0]["PrivateIpAddress"] == "10.0.0.10"
+    delete_topology(ec2, spec.cluster_id)  # a previous run's leftovers (LocalStack persists)
+    try:
+        topo = seed_topology(ec2, spec)
+        assert describe_topology(ec2, spec) == topo
+        raw = ec2.describe_instances(InstanceIds=[topo.instances["n1"].instance_id])
+        assert raw["Reservations"][0]["Instances"][0]["PrivateIpAddress"] == "10.0.0.10"
+    finally:
+        delete_topology(ec2, spec.cluster_id)

@@ -19,6 +19,7 @@ from lab.aws.topology import (
     TopologyConflict,
     TopologyError,
     TopologySpec,
+    delete_topology,
     describe_topology,
     ec2_client,
     seed_topology,
@@ -291,3 +292,31 @@ def test_invalid_specs_name_field_and_value(change: dict[str, Any], needle: str)
     with pytest.raises(TopologyError) as caught:
         validate(dataclasses.replace(base, **change))
     assert needle in str(caught.value)
+
+
+def test_delete_topology_removes_everything_it_seeded(aws: AwsEndpoint) -> None:
+    ec2 = aws.client("ec2")
+    before = (
+        {v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"]},
+        {g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]},
+    )
+    other = seed_topology(ec2, dataclasses.replace(SPEC, cluster_id="keep", nodes=()))
+    topo = seed_topology(ec2, SPEC)
+    # vpc, 2 subnets, igw, route table, node group, extra group, 3 instances
+    assert delete_topology(ec2, CLUSTER) == 10
+    with pytest.raises(TopologyConflict, match="the VPC does not exist"):
+        describe_topology(ec2, SPEC)
+    states = {
+        i["InstanceId"]: i["State"]["Name"]
+        for r in ec2.describe_instances(
+            InstanceIds=[i.instance_id for i in topo.instances.values()]
+        )["Reservations"]
+        for i in r["Instances"]
+    }
+    assert set(states.values()) == {"terminated"}
+    vpcs = {v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"]}
+    assert vpcs == before[0] | {other.vpc_id}
+    groups = {g["GroupId"]: g["VpcId"] for g in ec2.describe_security_groups()["SecurityGroups"]}
+    assert topo.node_security_group.group_id not in groups
+    assert describe_topology(ec2, dataclasses.replace(SPEC, cluster_id="keep", nodes=())) == other
+    assert delete_topology(ec2, CLUSTER) == 0  # nothing left: idempotent
