@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k8s-version", default="1.33")
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--cluster-id", default="ccm-lab")
+    parser.add_argument("--backend", choices=("sim", "kind"), default="sim")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         region=args.region,
         zones=(f"{args.region}a", f"{args.region}b"),
         cluster_id=args.cluster_id,
+        backend=args.backend,
         state_dir=args.state_dir.resolve(),
     )
     return serve(config)

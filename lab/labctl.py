@@ -121,17 +121,16 @@ def up(
             f"`invoke lab.down --name {name}` removes it"
         )
     chosen = choose_backend(backend, out)
-    if chosen != "sim":
-        raise LabError(
-            f"--backend {chosen}: this lab can only be composed on the simulator "
-            "so far; run with --backend sim"
-        )
+    if chosen == "existing":
+        raise LabError("--backend existing is not wired into `lab.up` yet; use sim or kind")
     if aws != "moto":
         raise LabError(f"--aws {aws}: only moto is wired into `lab.up` so far; use --aws moto")
+    if chosen == "kind":
+        timeout = max(timeout, 900.0)  # image pull and kubeadm take minutes
     directory.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     log_path = directory / "lab.log"
-    with out.status(f"starting lab {name!r} (sim, {nodes} nodes)"):
+    with out.status(f"starting lab {name!r} ({chosen}, {nodes} nodes)"):
         pid = spawn_detached(
             [
                 sys.executable,
@@ -145,6 +144,8 @@ def up(
                 str(nodes),
                 "--k8s-version",
                 k8s_version,
+                "--backend",
+                chosen,
             ],
             log_path=log_path,
             env=os.environ,
@@ -454,8 +455,10 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
     for label, url in (
         ("AWS (moto)", doc["aws_endpoint"]),
         ("metadata", doc["imds_endpoint"]),
-        ("Kubernetes", doc["kube_endpoint"]),
+        ("Kubernetes", doc.get("kube_endpoint")),
     ):
+        if not url:
+            continue
         eps.add_row(label, url, "[green]yes[/]" if live["endpoints"].get(url) else "[red]no[/]")
     out.print(eps)
     out.print(f"kubeconfig: {doc['kubeconfig']}")
