@@ -95,15 +95,13 @@ class AwsLab:
     """The state of one endpoint: settings, trail, faults, fidelity, and the request lock."""
 
     def __init__(self, settings: LabSettings) -> None:
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-
         self.settings = settings
         self.lock = threading.RLock()
         self.trail = Trail(sink=settings.trail_path)
         self.faults = FaultInjector()
         self.fidelity = FidelityLayer(settings.fidelity, account=settings.account)
         self.seed: int | None = settings.seed
-        self.moto = DomainDispatcherApplication(create_backend_app)
+        self.moto = _moto_dispatcher()
         self.started = time.time()
         self.internal_errors: list[str] = []
         """Exceptions raised inside the lab's own layers (a test should assert none)."""
@@ -312,6 +310,24 @@ class AwsApp:
                 raw_params=raw,
             )
         )
+
+
+_dispatcher_lock = threading.Lock()
+_dispatcher: list[Any] = []
+
+
+def _moto_dispatcher() -> Any:
+    """moto's ``DomainDispatcherApplication``, one per process.
+
+    moto's state is process-global anyway; sharing the dispatcher also shares its per-service
+    Flask apps, which take a second or so to build, so a second endpoint starts fast.
+    """
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    with _dispatcher_lock:
+        if not _dispatcher:
+            _dispatcher.append(DomainDispatcherApplication(create_backend_app))
+        return _dispatcher[0]
 
 
 def _reset_moto() -> None:
