@@ -2,7 +2,8 @@
 
 Measures, in one run:
 
-1. start-to-ready: ``AwsEndpoint`` in-process (thread) and ``AwsProcess`` (child process);
+1. start-to-ready: the first ``AwsEndpoint`` in a process (imports, moto's apps, warm-up),
+   further ones (share moto's dispatcher), and ``AwsProcess`` (a child process);
 2. per-call latency of a representative controller call mix against three endpoints on the same
    machine, rounds interleaved so machine load hits all alike:
    * ``moto``: moto's own server app, no lab layer (the baseline),
@@ -142,7 +143,11 @@ def bench_startup(rounds: int) -> dict[str, float]:
     process = AwsProcess().start()
     process_time = time.perf_counter() - started
     process.stop()
-    return {"thread_median_s": statistics.median(thread_times), "process_s": process_time}
+    return {
+        "thread_first_s": thread_times[0],
+        "thread_median_s": statistics.median(thread_times[1:]),
+        "process_s": process_time,
+    }
 
 
 def bench_latency(rounds: int) -> dict[str, list[float]]:
@@ -209,7 +214,7 @@ def main() -> int:
     rounds = 15 if args.quick else 60
     calls = 1_000 if args.quick else 10_000
 
-    startup = bench_startup(2 if args.quick else 3)
+    startup = bench_startup(3 if args.quick else 5)
     samples = bench_latency(rounds)
     rate, elapsed = bench_throughput(calls, 500)
 
@@ -221,9 +226,16 @@ def main() -> int:
     for column in ("measure", "value"):
         table.add_column(column)
     table.add_row(
-        "start-to-ready, AwsEndpoint (thread), median", f"{startup['thread_median_s']:.3f} s"
+        "start-to-ready, first AwsEndpoint in the process (thread, incl. warm-up)",
+        f"{startup['thread_first_s']:.3f} s",
     )
-    table.add_row("start-to-ready, AwsProcess (child)", f"{startup['process_s']:.3f} s")
+    table.add_row(
+        "start-to-ready, further AwsEndpoints (median)", f"{startup['thread_median_s']:.3f} s"
+    )
+    table.add_row(
+        "start-to-ready, AwsProcess (child: interpreter, imports, warm-up)",
+        f"{startup['process_s']:.3f} s",
+    )
     console.print(table)
 
     lat = Table(title=f"call-mix latency, {rounds} rounds x 9 calls (ms)")

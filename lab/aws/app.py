@@ -218,7 +218,9 @@ class AwsApp:
         request = parse_request(environ, body, default_region=lab.settings.region)
         answered_by = "moto"
         injected = False
-        decision = lab.faults.decide(service=request.service, action=request.action)
+        decision = lab.faults.decide(
+            service=request.service, action=request.action, params=request.params
+        )
         if decision is not None:
             injected = True
             answered_by = f"fault:{decision.rule_id}"

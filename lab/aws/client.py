@@ -116,6 +116,7 @@ class AwsControlClient:
         probability: float | None = None,
         seed: int | None = None,
         service: str | None = None,
+        match: dict[str, str] | None = None,
     ) -> FaultRule:
         """Add a fault rule (see :mod:`lab.aws.faults`); returns it with its id."""
         given = {
@@ -128,6 +129,7 @@ class AwsControlClient:
             "probability": probability,
             "seed": seed,
             "service": service,
+            "match": match,
         }
         return FaultRule.from_dict(
             self._call("POST", "faults", {k: v for k, v in given.items() if v is not None})

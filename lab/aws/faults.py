@@ -2,11 +2,12 @@
 
 Role: the controller's retry, backoff and error paths (throttling, 5xx, ``DependencyViolation``)
 must be exercised without real AWS misbehaving. A :class:`FaultRule` matches calls by action
-(and optionally service) and either answers them with an AWS error (``code``/``status``), adds
-``latency_ms`` before the call proceeds, or both. It applies to the next ``count`` matching calls,
-or to each matching call with ``probability`` drawn from its own ``random.Random(seed)`` so a
-run is reproducible. Rules are consulted in the order they were added; the first rule that
-fires answers the call. Injected calls are flagged in the trail.
+(optionally also by service and by readable parameters, e.g. only the ``DeleteSecurityGroup``
+of one group) and either answers them with an AWS error (``code``/``status``), adds
+``latency_ms`` before the call proceeds, or both. It applies to the next ``count`` matching
+calls, or to each matching call with ``probability`` drawn from its own
+``random.Random(seed)`` so a run is reproducible. Rules are consulted in the order they were
+added; the first rule that fires answers the call. Injected calls are flagged in the trail.
 
 Neighbours: consulted by :mod:`lab.aws.app` before moto sees a call; configured through
 :mod:`lab.aws.control`; the error becomes bytes in :mod:`lab.aws.protocol`.
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from lab.aws.exceptions import InjectedFault, LabControlError
+from lab.aws.trail import TrailValue, summarize_params
 
 #: Error codes whose AWS meaning is "slow down"; they default to HTTP 400 like real AWS, the
 #: rest default to 500.
@@ -48,6 +50,9 @@ class FaultRule:
     probability: float | None = None
     """Fire with this probability per matching call (seeded by ``seed``)."""
     seed: int | None = None
+    match: dict[str, str] | None = None
+    """Only calls whose readable parameters (as in the trail) match: ``{"GroupId": "sg-1"}``
+    (a list parameter matches when it contains the value)."""
     fired: int = 0
     """How many times the rule has fired so far."""
 
@@ -76,6 +81,7 @@ def make_rule(data: Mapping[str, Any], *, rule_id: str) -> FaultRule:
         "count",
         "probability",
         "seed",
+        "match",
     }
     unknown = sorted(set(data) - allowed)
     if unknown:
@@ -113,6 +119,12 @@ def make_rule(data: Mapping[str, Any], *, rule_id: str) -> FaultRule:
     service = data.get("service")
     if service is not None and not isinstance(service, str):
         raise LabControlError(f"fault: 'service' must be a string, got {service!r}")
+    match = data.get("match")
+    if match is not None and (
+        not isinstance(match, dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in match.items())
+    ):
+        raise LabControlError(f"fault: 'match' must map parameter names to strings, got {match!r}")
     message = data.get("message", FaultRule.message)
     if not isinstance(message, str):
         raise LabControlError(f"fault: 'message' must be a string, got {message!r}")
@@ -127,6 +139,7 @@ def make_rule(data: Mapping[str, Any], *, rule_id: str) -> FaultRule:
         count=count,
         probability=None if probability is None else float(probability),
         seed=seed,
+        match=None if match is None else dict(match),
     )
 
 
@@ -172,11 +185,14 @@ class FaultInjector:
         with self._lock:
             return list(self._rules)
 
-    def decide(self, *, service: str, action: str) -> FaultDecision | None:
+    def decide(
+        self, *, service: str, action: str, params: Mapping[str, str] | None = None
+    ) -> FaultDecision | None:
         """Consult the rules for one call; counts and random draws advance only on a match."""
         with self._lock:
             if not self._rules:
                 return None
+            summary: dict[str, TrailValue] | None = None
             for index, rule in enumerate(self._rules):
                 if rule.exhausted:
                     continue
@@ -184,6 +200,11 @@ class FaultInjector:
                     continue
                 if rule.service is not None and rule.service != service:
                     continue
+                if rule.match:
+                    if summary is None:
+                        summary = summarize_params(params or {})
+                    if not _params_match(summary, rule.match):
+                        continue
                 draw_misses = (
                     rule.probability is not None
                     and self._rngs[rule.id].random() >= rule.probability
@@ -198,3 +219,11 @@ class FaultInjector:
                     )
                 return FaultDecision(rule_id=rule.id, latency_ms=rule.latency_ms, error=error)
             return None
+
+
+def _params_match(summary: Mapping[str, TrailValue], wanted: Mapping[str, str]) -> bool:
+    for key, value in wanted.items():
+        have = summary.get(key)
+        if have != value and not (isinstance(have, list) and value in have):
+            return False
+    return True

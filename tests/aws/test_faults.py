@@ -123,6 +123,24 @@ def test_dependency_violation_can_be_injected_on_demand(aws: AwsEndpoint) -> Non
     ec2.delete_security_group(GroupId=sg)
 
 
+def test_fault_matching_parameters_hits_only_that_group(aws: AwsEndpoint) -> None:
+    ec2 = aws.client("ec2")
+    keep, other = b.group(ec2, "keep"), b.group(ec2, "other")
+    aws.control.add_fault(
+        action="DeleteSecurityGroup", code="DependencyViolation", match={"GroupId": keep}
+    )
+    ec2.delete_security_group(GroupId=other)
+    with pytest.raises(ClientError, match="DependencyViolation"):
+        ec2.delete_security_group(GroupId=keep)
+    aws.control.add_fault(
+        action="DescribeSecurityGroups", code="Throttling", match={"GroupIds": keep}
+    )
+    ec2.describe_security_groups()
+    with pytest.raises(ClientError, match="Throttling"):
+        ec2.describe_security_groups(GroupIds=[keep])
+    assert [r.fired for r in aws.control.faults()] == [1, 1]
+
+
 @pytest.mark.parametrize(
     ("fault", "names"),
     [
@@ -133,6 +151,7 @@ def test_dependency_violation_can_be_injected_on_demand(aws: AwsEndpoint) -> Non
         ({"action": "X", "code": "Throttling", "status": 200}, "'status'"),
         ({"action": "X", "code": "Throttling", "count": 1, "probability": 0.5}, "not both"),
         ({"action": "X", "code": "Throttling", "latency_ms": -1}, "'latency_ms'"),
+        ({"action": "X", "code": "Throttling", "match": {"GroupId": 1}}, "'match'"),
     ],
 )
 def test_bad_fault_is_refused_naming_the_field(
