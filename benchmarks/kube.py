@@ -239,6 +239,9 @@ def main() -> None:
         base = timed(lambda: conn.call("GET", "/healthz"), n_get)
         print(line("baseline GET /healthz", base))
         base50 = pct(base, 0.5)
+        fan = watch_fanout(url, watchers, events)  # before the bulk load: no GC pressure
+        print(line(f"watch event -> {watchers} watchers", fan, base50))
+        print(f"    ({len(fan)} deliveries of {watchers * events} expected)")
         created = 0
         for size in sizes:
             secs = populate(conn, created, size)
@@ -260,9 +263,6 @@ def main() -> None:
                 n_list,
             )
             print(line(f"LIST selector, limit=1000 ({size})", sel, base50))
-        fan = watch_fanout(url, watchers, events)
-        print(line(f"watch event -> {watchers} watchers", fan, base50))
-        print(f"    ({len(fan)} deliveries of {watchers * events} expected)")
     per10k = memory_per_10k(sizes[-1])
     print(f"  memory per 10,000 nodes (store, tracemalloc): {per10k / 1e6:7.1f} MB")
 

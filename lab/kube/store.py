@@ -285,6 +285,9 @@ class Store:
                 scope = keys
             if start is not None:
                 scope = scope[bisect.bisect_right(scope, start) :]
+            total = len(scope)
+            if limit and selection.empty():
+                scope = scope[: limit + 1]  # a page: the rest only needs counting
             entries = [table[key] for key in scope]
             rv_now = self.rv
         if not list_rv:
@@ -303,7 +306,7 @@ class Store:
                 list_rv, (last.get("namespace", ""), last["name"])
             )
             if selection.empty():
-                result.remaining = len(entries) - limit
+                result.remaining = total - limit
         return result
 
     @staticmethod
