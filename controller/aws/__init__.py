@@ -22,7 +22,7 @@ from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from controller.aws.clients import Clients, make_clients
+from controller.aws.clients import CallObserver, Clients, make_clients, observe_calls
 from controller.aws.config import CloudConfig, CloudConfigError, load_cloud_config
 from controller.aws.context import AWSContext
 from controller.aws.instances import AWSInstances, InstanceCache
@@ -84,6 +84,12 @@ class AWSCloud:
 
     def instances_v2(self) -> AWSInstances:
         return self._instances
+
+    def set_call_observer(self, observer: CallObserver | None) -> None:
+        """Report every AWS request (each retry attempt included) to ``observer``:
+        ``observe_cloud_call(service="ec2"|"elb", action=..., outcome=..., seconds=...)`` with
+        outcome ``"success"``, the AWS error code, or ``"RequestError"`` (no answer)."""
+        observe_calls(self.context.clients, observer)
 
 
 def _imds_error(endpoint: str, exc: MetadataError) -> CloudInitError:

@@ -9,6 +9,12 @@ Design: endpoints come only from the cloud config's overrides or from what boto3
 shared config files), so the same code talks to AWS or to any endpoint that speaks its
 protocol. boto3's standard retry mode handles throttling inside one call; the service work
 queue handles everything above that.
+
+Call reporting: :func:`observe_calls` hooks botocore's per-attempt events
+(``request-created`` stamps the start in the request context, ``response-received`` reports)
+on each client and hands every HTTP attempt to a
+:class:`~controller.runtime.metrics.CloudCallObserver`-shaped callback, so a call that boto3
+retried after ``Throttling`` shows up as one ``Throttling`` and one ``success``.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import boto3
 import botocore.config
@@ -162,3 +169,98 @@ def make_clients(config: CloudConfig, region: str) -> Clients:
         elb=session.client("elb", **_client_kwargs(config, "elb", region)),
         region=region,
     )
+
+
+# ---------------------------------------------------------------------------------------
+# Call reporting
+# ---------------------------------------------------------------------------------------
+
+REQUEST_ERROR = "RequestError"
+_STARTED = "ccm_call_started"
+
+
+class CallObserver(Protocol):
+    """What :func:`observe_calls` reports to (``controller.runtime.metrics.Metrics`` is one)."""
+
+    def observe_cloud_call(
+        self, *, service: str, action: str, outcome: str, seconds: float
+    ) -> None: ...
+
+
+def call_outcome(parsed: Any, exception: BaseException | None) -> str:
+    """``"success"``, the AWS error code, or ``"RequestError"`` when no answer came back."""
+    if exception is not None or not isinstance(parsed, dict):
+        return REQUEST_ERROR
+    status = int(parsed.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    code = str(parsed.get("Error", {}).get("Code", "") or "")
+    if code:
+        return code
+    if 200 <= status < 300:
+        return "success"
+    return f"HTTP{status}" if status else REQUEST_ERROR
+
+
+class _CallHooks:
+    """botocore event handlers for one client; ``observer`` may be swapped or cleared."""
+
+    def __init__(
+        self, service: str, observer: CallObserver | None, clock: Callable[[], float]
+    ) -> None:
+        self.service = service
+        self.observer = observer
+        self.clock = clock
+
+    def started(self, request: Any = None, **_: Any) -> None:
+        context = getattr(request, "context", None)
+        if isinstance(context, dict):
+            context[_STARTED] = self.clock()
+
+    def received(
+        self,
+        *,
+        event_name: str = "",
+        parsed_response: Any = None,
+        context: Any = None,
+        exception: BaseException | None = None,
+        **_: Any,
+    ) -> None:
+        observer = self.observer
+        if observer is None:
+            return
+        started = context.get(_STARTED) if isinstance(context, dict) else None
+        seconds = self.clock() - started if isinstance(started, float) else 0.0
+        action = event_name.rsplit(".", 1)[-1]
+        try:
+            observer.observe_cloud_call(
+                service=self.service,
+                action=action,
+                outcome=call_outcome(parsed_response, exception),
+                seconds=seconds,
+            )
+        except Exception:  # a metrics failure must never fail an AWS call
+            log.exception("cloud call observer failed for %s %s", self.service, action)
+
+
+_HOOKS_ATTR = "_ccm_call_hooks"
+
+
+def observe_calls(
+    clients: Clients,
+    observer: CallObserver | None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Report every HTTP attempt of ``clients`` to ``observer`` (``None`` stops reporting).
+
+    Idempotent: calling it again swaps the observer without registering handlers twice.
+    """
+    for service, client in (("ec2", clients.ec2), ("elb", clients.elb)):
+        hooks = getattr(client, _HOOKS_ATTR, None)
+        if isinstance(hooks, _CallHooks):
+            hooks.observer = observer
+            continue
+        hooks = _CallHooks(service, observer, clock)
+        setattr(client, _HOOKS_ATTR, hooks)
+        events = client.meta.events
+        events.register("request-created.*.*", hooks.started, unique_id=f"ccm-start-{service}")
+        events.register("response-received.*.*", hooks.received, unique_id=f"ccm-report-{service}")
