@@ -24,6 +24,8 @@ from lab.kube.store import Store
 from lab.kube.watch import CLOSED, Event, ExpiredError, Watcher, dumps
 from lab.kube.wire import Request, Response, bool_param, list_options, selection
 
+MAX_EVENTS_PER_CHUNK = 64
+
 
 def tables_module() -> Any:
     """``lab.kube.tables`` (Table printing, owned next door), or None if absent."""
@@ -161,11 +163,20 @@ class WatchStreams:
                                 else min(time.monotonic() + 60.0, deadline - 2.0)
                             )
                     continue
-                assert isinstance(item, Event)
-                out = self._encode(req, rt, watcher, item, table, first=first_table)
-                if out is not None:
-                    first_table = False
-                    yield out
+                # send what is already queued in one chunk: one write per burst, not per event
+                lines: list[bytes] = []
+                closed = False
+                while isinstance(item, Event) and len(lines) < MAX_EVENTS_PER_CHUNK:
+                    out = self._encode(req, rt, watcher, item, table, first=first_table)
+                    if out is not None:
+                        first_table = False
+                        lines.append(out)
+                    item = watcher.next(0) if len(lines) < MAX_EVENTS_PER_CHUNK else None
+                    closed = item is CLOSED
+                if lines:
+                    yield b"".join(lines)
+                if closed:
+                    return
         finally:
             watcher.close()
 
