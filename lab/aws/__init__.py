@@ -19,6 +19,7 @@ from lab.aws.endpoint import AwsEndpoint, EndpointNotReady, make_client
 from lab.aws.exceptions import AwsError, DependencyViolation, LabControlError
 from lab.aws.faults import FaultRule
 from lab.aws.fidelity import FidelityConfig
+from lab.aws.process import AwsProcess, stop_pid
 from lab.aws.trail import Trail, TrailEvent, load_jsonl
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "AwsControlUnavailable",
     "AwsEndpoint",
     "AwsError",
+    "AwsProcess",
     "DependencyViolation",
     "EndpointNotReady",
     "FaultRule",
@@ -36,4 +38,5 @@ __all__ = [
     "TrailEvent",
     "load_jsonl",
     "make_client",
+    "stop_pid",
 ]

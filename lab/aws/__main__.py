@@ -17,8 +17,6 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-READY_PREFIX = "ccm-lab aws endpoint ready at "
-
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -51,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     from lab.aws.client import AwsControlClient, AwsControlUnavailable
     from lab.aws.endpoint import make_wsgi_server
     from lab.aws.fidelity import FidelityConfig
+    from lab.aws.process import READY_PREFIX
 
     settings = LabSettings(
         region=args.region,

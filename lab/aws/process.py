@@ -27,11 +27,13 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from lab.aws.__main__ import READY_PREFIX
 from lab.aws.client import AwsControlClient
 from lab.aws.endpoint import EndpointNotReady, make_client
 
 log = logging.getLogger(__name__)
+
+#: The start of the one line ``python -m lab.aws`` prints on stdout once it serves.
+READY_PREFIX = "ccm-lab aws endpoint ready at "
 
 
 def _tail(path: Path, lines: int = 40) -> str:
