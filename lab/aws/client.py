@@ -155,8 +155,12 @@ class AwsControlClient:
         injected: bool | None = None,
         ok: bool | None = None,
         since_seq: int | None = None,
+        params: dict[str, str] | None = None,
     ) -> list[TrailEvent]:
-        """Trail events matching every given filter, oldest first."""
+        """Trail events matching every given filter, oldest first.
+
+        ``params`` matches readable parameters like :meth:`lab.aws.trail.Trail.calls`.
+        """
         query: dict[str, str] = {}
         for key, value in (
             ("action", action),
@@ -169,6 +173,8 @@ class AwsControlClient:
         for key, flag in (("injected", injected), ("ok", ok)):
             if flag is not None:
                 query[key] = "true" if flag else "false"
+        for key, value in (params or {}).items():
+            query[f"param.{key}"] = value
         suffix = f"?{urlencode(query)}" if query else ""
         data = self._call("GET", f"trail{suffix}")
         return [TrailEvent.from_dict(e) for e in data["events"]]

@@ -15,7 +15,7 @@ path                  method      effect
 ``/_lab/faults``      DELETE      remove every rule
 ``/_lab/faults/<id>`` DELETE      remove one rule
 ``/_lab/trail``       GET         events; filters ``action service error_code injected ok
-                                  since_seq``; ``{"events": [...], "last_seq": N}``
+                                  since_seq param.<Name>``; ``{"events": [...], "last_seq": N}``
 ``/_lab/trail``       DELETE      forget every event
 ``/_lab/trail.jsonl`` GET         every event as JSON lines (``application/x-ndjson``)
 ====================  ==========  =====================================================
@@ -173,5 +173,8 @@ class ControlRoutes:
             injected=_flag(request, "injected"),
             ok=_flag(request, "ok"),
             since_seq=since,
+            params={
+                k[len("param.") :]: v for k, v in request.args.items() if k.startswith("param.")
+            },
         )
         return _json({"events": [e.to_dict() for e in events], "last_seq": self.lab.trail.last_seq})

@@ -128,7 +128,7 @@ def test_trail_records_the_load_balancer_sequence(aws: AwsEndpoint) -> None:
 
 
 def test_trail_queries_counts_and_export(aws: AwsEndpoint, tmp_path: Path) -> None:
-    _run_sequence(aws)
+    ids = _run_sequence(aws)
     trail = aws.trail
     assert trail.count("DeleteSecurityGroup") == 2
     assert trail.count("DeleteSecurityGroup", ok=False) == 1
@@ -149,6 +149,11 @@ def test_trail_queries_counts_and_export(aws: AwsEndpoint, tmp_path: Path) -> No
     remote = aws.control.trail("DeleteSecurityGroup", error_code="DependencyViolation")
     assert [e.seq for e in remote] == [e.seq for e in trail.calls(error_code="DependencyViolation")]
     assert aws.control.trail_events() == trail.events()
+    revoked = aws.control.trail(params={"IpPermissions": f"all from {ids['lb_sg']}"})
+    assert [e.action for e in revoked] == [
+        "AuthorizeSecurityGroupIngress",
+        "RevokeSecurityGroupIngress",
+    ]
     aws.control.clear_trail()
     assert aws.control.trail() == []
 
