@@ -20,6 +20,7 @@ from lab.kube import patch as P
 from lab.kube.objects import Obj, RTKey, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
 from lab.kube.seed import namespace_companions
+from lab.kube.ssa import Path, field_set, from_fields_v1, remove_dropped, to_fields_v1
 from lab.kube.validation import validate_meta_update, validate_metadata
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class Writer:
         dry_run: bool,
         manager: str,
         operation: str = "Update",
+        fields_v1: dict[str, Any] | None = None,
     ) -> Obj:
         k = rt_key(rt)
         strategy = self.store.strategies[k]
@@ -97,7 +99,7 @@ class Writer:
         strategy.allocate(obj, None, dry_run=dry_run)
         if strategy.generation_managed:
             meta["generation"] = 1
-        self._touch_managed(obj, manager, operation, rt, subresource="")
+        self._touch_managed(obj, manager, operation, rt, subresource="", fields_v1=fields_v1)
         obj = _ordered(obj)
         if dry_run:
             return obj
@@ -145,7 +147,13 @@ class Writer:
 
     @staticmethod
     def _touch_managed(
-        obj: Obj, manager: str, operation: str, rt: ResourceType, *, subresource: str
+        obj: Obj,
+        manager: str,
+        operation: str,
+        rt: ResourceType,
+        *,
+        subresource: str,
+        fields_v1: dict[str, Any] | None = None,
     ) -> None:
         meta = obj["metadata"]
         entries = [m for m in meta.get("managedFields") or [] if isinstance(m, dict)]
@@ -155,20 +163,20 @@ class Writer:
             "apiVersion": rt.api_version,
             "time": now_rfc3339(),
             "fieldsType": "FieldsV1",
-            "fieldsV1": {"f:metadata": {}},
+            "fieldsV1": fields_v1 if fields_v1 is not None else {"f:metadata": {}},
         }
         if subresource:
             entry["subresource"] = subresource
-        entries = [
-            m
-            for m in entries
-            if not (
+        for idx, m in enumerate(entries):
+            if (
                 m.get("manager") == entry["manager"]
                 and m.get("operation") == operation
                 and m.get("subresource", "") == subresource
-            )
-        ]
-        entries.append(entry)
+            ):
+                entries[idx] = entry  # keep its place: an identical re-apply stays a no-op
+                break
+        else:
+            entries.append(entry)
         meta["managedFields"] = entries
 
     # ------------------------------------------------------------------ update / patch
@@ -251,13 +259,20 @@ class Writer:
                     cfg = copy.deepcopy(body)
                     cfg.setdefault("metadata", {})["name"] = name
                     obj = self._create_locked(
-                        rt, ns, cfg, dry_run=dry_run, manager=manager, operation="Apply"
+                        rt,
+                        ns,
+                        cfg,
+                        dry_run=dry_run,
+                        manager=manager,
+                        operation="Apply",
+                        fields_v1=to_fields_v1(field_set(body, rt.kind)),
                     )
                     return obj, True
             if entry is None:
                 raise E.not_found(rt, name)
             old = entry.obj
             base = {"kind": rt.kind, "apiVersion": rt.api_version, **copy.deepcopy(old)}
+            fields_v1: dict[str, Any] | None = None
             if patch_type == P.JSONPatch:
                 new = P.apply_json_patch(base, body)
             elif patch_type == P.MERGE:
@@ -273,7 +288,11 @@ class Writer:
                     )
                 new = P.strategic_merge(base, body, P.strategies_for(rt.kind))
             else:
+                applied = field_set(body, rt.kind)
+                mine, others = _apply_ownership(old, manager)
+                remove_dropped(base, mine - applied - others, applied | others)
                 new = P.apply_patch(base, body, rt.kind)
+                fields_v1 = to_fields_v1(applied)
             if not isinstance(new, dict):
                 raise E.bad_request("patched object is not a JSON object")
             new.pop("kind", None)
@@ -301,6 +320,7 @@ class Writer:
                 dry_run=dry_run,
                 manager=manager,
                 operation=op,
+                fields_v1=fields_v1,
             ), False
 
     def _finish_update(
@@ -313,6 +333,7 @@ class Writer:
         dry_run: bool,
         manager: str,
         operation: str,
+        fields_v1: dict[str, Any] | None = None,
     ) -> Obj:
         k = rt_key(rt)
         strategy = self.store.strategies[k]
@@ -354,9 +375,19 @@ class Writer:
         if strategy.generation_managed and new.get("spec") != old.get("spec"):
             meta["generation"] = int(ometa.get("generation", 0)) + 1
         new = _ordered(new)
-        if _same(new, old):
-            return old
-        self._touch_managed(new, manager, operation, rt, subresource=subresource)
+        if operation == "Apply":
+            # an apply that only changes what its manager owns is still a write
+            self._touch_managed(
+                new, manager, operation, rt, subresource=subresource, fields_v1=fields_v1
+            )
+            if _same(new, old, managed_fields=True):
+                return old
+        else:
+            if _same(new, old):
+                return old
+            self._touch_managed(
+                new, manager, operation, rt, subresource=subresource, fields_v1=fields_v1
+            )
         if dry_run:
             return new
         if (
@@ -376,6 +407,18 @@ class Writer:
         return k == ("", "namespaces") and bool((obj.get("spec") or {}).get("finalizers"))
 
 
+def _apply_ownership(obj: Obj, manager: str) -> tuple[set[Path], set[Path]]:
+    """Fields ``manager`` owns by apply, and fields other appliers own."""
+    mine: set[Path] = set()
+    others: set[Path] = set()
+    for entry in obj["metadata"].get("managedFields") or []:
+        if entry.get("operation") != "Apply" or entry.get("subresource"):
+            continue
+        owned = from_fields_v1(entry.get("fieldsV1"))
+        (mine if entry.get("manager") == manager else others).update(owned)
+    return mine, others
+
+
 def _ordered(obj: Obj) -> Obj:
     """metadata, spec, then the rest, status last (the order real servers emit)."""
     out: Obj = {"metadata": obj["metadata"]}
@@ -389,11 +432,19 @@ def _ordered(obj: Obj) -> Obj:
     return out
 
 
-def _same(a: Obj, b: Obj) -> bool:
-    """Equal ignoring managedFields (a no-op write is not stored)."""
-    am = {k: v for k, v in a["metadata"].items() if k != "managedFields"}
-    bm = {k: v for k, v in b["metadata"].items() if k != "managedFields"}
-    if am != bm:
+def _same(a: Obj, b: Obj, *, managed_fields: bool = False) -> bool:
+    """Equal ignoring managedFields, or only their timestamps (a no-op write is not stored)."""
+
+    def meta(obj: Obj) -> dict[str, Any]:
+        out = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+        if managed_fields:
+            out["managedFields"] = [
+                {k: v for k, v in m.items() if k != "time"}
+                for m in obj["metadata"].get("managedFields") or []
+            ]
+        return out
+
+    if meta(a) != meta(b):
         return False
     return {k: v for k, v in a.items() if k != "metadata"} == {
         k: v for k, v in b.items() if k != "metadata"

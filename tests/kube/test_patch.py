@@ -264,7 +264,66 @@ def test_server_side_apply_create_then_merge(sim: KubeSimulator, api_client: Any
         "ssa-svc",
         "default",
         svc,
-        field_manager="test",
+        field_manager="other",
         _content_type="application/apply-patch+yaml",
     )
     assert sorted((p.port, p.protocol) for p in out.spec.ports) == [(53, "TCP"), (53, "UDP")]
+
+
+def test_server_side_apply_removes_fields_the_applier_dropped(core: client.CoreV1Api) -> None:
+    def apply(manager: str, labels: dict[str, str], ports: list[int]) -> Any:
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "owned", "labels": labels},
+            "spec": {"ports": [{"name": f"p{p}", "port": p} for p in ports]},
+        }
+        return core.patch_namespaced_service(
+            "owned",
+            "default",
+            cfg,
+            field_manager=manager,
+            _content_type="application/apply-patch+yaml",
+        )
+
+    apply("alice", {"a": "1", "b": "2"}, [80, 443])
+    fields = next(
+        m.fields_v1
+        for m in core.read_namespaced_service("owned", "default").metadata.managed_fields
+        if m.manager == "alice"
+    )
+    assert 'k:{"port":80,"protocol":"TCP"}' in fields["f:spec"]["f:ports"]
+    assert fields["f:metadata"]["f:labels"] == {"f:a": {}, "f:b": {}}
+    core.patch_namespaced_service("owned", "default", {"metadata": {"labels": {"c": "3"}}})
+    apply("bob", {"b": "2"}, [443])
+    out = apply("alice", {"a": "1"}, [443])
+    assert out.metadata.labels == {"a": "1", "b": "2", "c": "3"}  # bob still owns b
+    assert [p.port for p in out.spec.ports] == [443]  # bob owns 443, nobody owns 80 any more
+    out = apply("bob", {}, [443])
+    assert out.metadata.labels == {"a": "1", "c": "3"}
+
+
+def test_identical_reapply_is_a_no_op(core: client.CoreV1Api) -> None:
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "same-apply"},
+        "data": {"a": "1"},
+    }
+    for manager in ("one", "two"):
+        core.patch_namespaced_config_map(
+            "same-apply",
+            "default",
+            cfg,
+            field_manager=manager,
+            _content_type="application/apply-patch+yaml",
+        )
+    before = core.read_namespaced_config_map("same-apply", "default").metadata.resource_version
+    again = core.patch_namespaced_config_map(
+        "same-apply",
+        "default",
+        cfg,
+        field_manager="one",
+        _content_type="application/apply-patch+yaml",
+    )
+    assert again.metadata.resource_version == before
