@@ -10,7 +10,9 @@ Measures, in one run:
    * ``lab-bare``: the lab's app with fidelity off and the trail off,
    * ``lab-full``: fidelity on and trail on (the default);
    and the ratio of each to the baseline (target: lab-full <= 1.15 x moto);
-3. sustained calls/second for ``DescribeSecurityGroups`` (one group by id) among 500 groups on
+3. the same per-call cost in-process (WSGI calls, no sockets, no boto3), which isolates what
+   the lab layer adds from network and client noise;
+4. sustained calls/second for ``DescribeSecurityGroups`` (one group by id) among 500 groups on
    ``lab-full`` (10,000 calls; ``--quick``: 1,000).
 
 Usage: ``.venv/bin/python benchmarks/aws.py [--quick]``. Prints a table; asserts nothing.
@@ -186,6 +188,59 @@ def bench_latency(rounds: int) -> dict[str, list[float]]:
     return samples
 
 
+def bench_wsgi(rounds: int, per_round: int) -> dict[str, float]:
+    """Per-call cost inside the process (no sockets, no boto3): median of per-round means, us.
+
+    Less exposed to machine noise than the HTTP mix; isolates what the lab adds per call.
+    """
+    from werkzeug.test import EnvironBuilder
+
+    from lab.aws.app import AwsApp, AwsLab, LabSettings, _call_wsgi, _moto_dispatcher
+    from lab.aws.fidelity import FidelityConfig
+
+    apps: dict[str, Any] = {
+        "moto": _moto_dispatcher(),
+        "lab-bare": AwsApp(
+            AwsLab(LabSettings(fidelity=FidelityConfig(enabled=False), trail_enabled=False))
+        ),
+        "lab-full": AwsApp(AwsLab(LabSettings())),
+    }
+
+    def environ(service: str, body: str) -> dict[str, Any]:
+        auth = (
+            f"AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{service}/aws4_request,"
+            " SignedHeaders=host, Signature=0"
+        )
+        return EnvironBuilder(
+            method="POST",
+            path="/",
+            data=body,
+            content_type="application/x-www-form-urlencoded; charset=utf-8",
+            headers=[("Authorization", auth), ("User-Agent", "bench")],
+        ).get_environ()
+
+    created = _call_wsgi(
+        apps["lab-full"],
+        environ(
+            "ec2", "Action=CreateSecurityGroup&Version=2016-11-15&GroupName=w&GroupDescription=w"
+        ),
+    )
+    group = created.body.split(b"<groupId>")[1].split(b"</groupId>")[0].decode()
+    bodies = [
+        ("ec2", f"Action=DescribeSecurityGroups&Version=2016-11-15&GroupId.1={group}"),
+        ("elasticloadbalancing", "Action=DescribeLoadBalancers&Version=2012-06-01"),
+    ]
+    means: dict[str, list[float]] = {name: [] for name in apps}
+    for _ in range(rounds):
+        for name, app in apps.items():
+            started = time.perf_counter()
+            for i in range(per_round):
+                service, body = bodies[i % len(bodies)]
+                _call_wsgi(app, environ(service, body))
+            means[name].append((time.perf_counter() - started) / per_round * 1e6)
+    return {name: statistics.median(values) for name, values in means.items()}
+
+
 def bench_throughput(calls: int, groups: int) -> tuple[float, float]:
     with AwsEndpoint() as aws:
         ec2 = aws.client("ec2")
@@ -216,6 +271,7 @@ def main() -> int:
 
     startup = bench_startup(3 if args.quick else 5)
     samples = bench_latency(rounds)
+    wsgi = bench_wsgi(5 if args.quick else 15, 100)
     rate, elapsed = bench_throughput(calls, 500)
 
     from rich.console import Console
@@ -257,6 +313,12 @@ def main() -> int:
     layer = full / statistics.mean(samples["lab-bare"]) - 1.0
     console.print(f"lab-full vs moto: {overhead * 100:+.1f}% (target <= +15%)")
     console.print(f"fidelity+trail alone (lab-full vs lab-bare): {layer * 100:+.1f}%")
+    wsgi_table = Table(title="in-process cost per call, no sockets/boto3 (us, median of rounds)")
+    for column in ("app", "us per call", "vs moto"):
+        wsgi_table.add_column(column, justify="right")
+    for name, value in wsgi.items():
+        wsgi_table.add_row(name, f"{value:.0f}", f"{value / wsgi['moto']:.3f}")
+    console.print(wsgi_table)
     console.print(
         f"sustained DescribeSecurityGroups (1 of 500 groups by id), lab-full: "
         f"{calls} calls in {elapsed:.1f} s = {rate:.0f} calls/s"
