@@ -202,6 +202,7 @@ class Api:
                 subresource=route.subresource,
                 dry_run=dry_run,
                 manager=manager,
+                force=bool_param(q, "force"),
             )
             return self._object(rt, obj, 201 if created else 200, warnings)
         opts = delete_options(req, q, dry_run)

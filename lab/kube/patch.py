@@ -4,8 +4,9 @@ Pure functions over plain dicts (no store, no HTTP). Strategic merge needs to kn
 field, whether it is atomic, a primitive set, or a list of maps merged by key; that is the
 ``LIST_STRATEGIES`` table below, taken from the ``patchStrategy``/``patchMergeKey`` markers of
 ``k8s.io/api`` (``apiserver-spec.md`` §6.6). Lists not in the table are atomic, as in Kubernetes.
-Server-side apply is approximated as create-or-merge with the apply list-map keys (ports key on
-``port`` + ``protocol``); field ownership and removal of fields a manager dropped are not modelled.
+Server-side apply merges with the apply list-map keys (ports key on ``port`` + ``protocol``);
+field ownership among appliers (removal of dropped fields, conflicts, ``force``) is in
+``ssa.py``.
 """
 
 from __future__ import annotations

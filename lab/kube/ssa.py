@@ -5,8 +5,10 @@ sets is computed with the apply list semantics of ``patch.py`` (list-map keys su
 ports on ``port`` + ``protocol``, primitive sets, atomic lists) and stored as a real
 ``fieldsV1`` document in that manager's ``Apply`` entry of ``managedFields``. On the next apply
 by the same manager, fields it set before but left out now are removed from the live object
-unless another *applier* still owns them. Not modelled: ownership by ``Update`` managers (their
-entries keep a placeholder ``fieldsV1``) and conflicts (no 409 ``FieldManagerConflict``).
+unless another *applier* still owns them, and changing a value another applier owns is a 409
+``FieldManagerConflict`` unless ``force=true`` (which takes the field over). Not modelled:
+ownership by ``Update`` managers (their entries keep a placeholder ``fieldsV1``, so an apply
+never conflicts with, and may remove a field last written by, kubectl edit or a controller).
 """
 
 from __future__ import annotations
@@ -137,3 +139,55 @@ def _step(node: Any, part: str) -> Any:
         idx = _find(node, json.loads(part[2:]))
         return None if idx is None else node[idx]
     return None
+
+
+def value_at(obj: Any, path: Path) -> tuple[bool, Any]:
+    """(present, value) of the field ``path`` names in ``obj``."""
+    node = obj
+    for part in path[:-1]:
+        node = _step(node, part)
+        if node is None:
+            return False, None
+    last = path[-1]
+    if last.startswith("f:") and isinstance(node, dict):
+        return (last[2:] in node), node.get(last[2:])
+    if last.startswith("v:") and isinstance(node, list):
+        value = json.loads(last[2:])
+        return (value in node), value
+    if last.startswith("k:") and isinstance(node, list):
+        idx = _find(node, json.loads(last[2:]))
+        return idx is not None, None
+    return False, None
+
+
+def render(path: Path) -> str:
+    """A field path as the API server prints it in conflicts (``.spec.ports[port=80,...]``)."""
+    out = ""
+    for part in path:
+        kind, text = part[:2], part[2:]
+        if kind == "f:":
+            out += f".{text}"
+        elif kind == "k:":
+            ident = json.loads(text)
+            out += "[" + ",".join(f"{k}={json.dumps(v)}" for k, v in ident.items()) + "]"
+        else:
+            out += f"[={text}]"
+    return out
+
+
+def conflicts(
+    live: dict[str, Any], config: dict[str, Any], applied: set[Path], owners: dict[str, set[Path]]
+) -> list[tuple[str, Path]]:
+    """(manager, field) pairs where ``config`` would change a value another applier owns."""
+    out: list[tuple[str, Path]] = []
+    for path in sorted(applied):
+        if path[-1].startswith("k:"):
+            continue
+        for manager, owned in sorted(owners.items()):
+            if path not in owned:
+                continue
+            present, current = value_at(live, path)
+            _, wanted = value_at(config, path)
+            if present and current != wanted:
+                out.append((manager, path))
+    return out

@@ -420,6 +420,7 @@ class Store:
         subresource: str = "",
         dry_run: bool = False,
         manager: str = "",
+        force: bool = False,
     ) -> tuple[Obj, bool]:
         return self.writer.patch(
             rt,
@@ -430,6 +431,7 @@ class Store:
             subresource=subresource,
             dry_run=dry_run,
             manager=manager,
+            force=force,
         )
 
     # ------------------------------------------------------------------ delete (deletion.py)

@@ -327,3 +327,41 @@ def test_identical_reapply_is_a_no_op(core: client.CoreV1Api) -> None:
         _content_type="application/apply-patch+yaml",
     )
     assert again.metadata.resource_version == before
+
+
+def test_server_side_apply_conflicts_between_appliers_and_force(core: client.CoreV1Api) -> None:
+    def apply(manager: str, data: dict[str, str], **kw: Any) -> Any:
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "contested"},
+            "data": data,
+        }
+        return core.patch_namespaced_config_map(
+            "contested",
+            "default",
+            cfg,
+            field_manager=manager,
+            _content_type="application/apply-patch+yaml",
+            **kw,
+        )
+
+    apply("alice", {"k": "1", "j": "1"})
+    assert apply("bob", {"k": "1"}).data == {"k": "1", "j": "1"}  # same value: shared, no conflict
+    with pytest.raises(ApiException) as info:
+        apply("bob", {"k": "2", "j": "2"})
+    body = json.loads(info.value.body)
+    assert info.value.status == 409
+    assert body["reason"] == "Conflict"
+    assert body["message"] == (
+        'Apply failed with 2 conflicts: conflicts with "alice" using v1:\n- .data.j\n- .data.k'
+    )
+    assert body["details"]["causes"][0] == {
+        "type": "FieldManagerConflict",
+        "field": ".data.j",
+        "message": 'conflict with "alice" using v1',
+    }
+    out = apply("bob", {"k": "2"}, force=True)
+    assert out.data == {"k": "2", "j": "1"}
+    out = apply("alice", {"j": "1"})  # alice no longer owns k: dropping it removes nothing
+    assert out.data == {"k": "2", "j": "1"}
