@@ -16,7 +16,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lab.kube import errors as E
 from lab.kube.patch import strategies_for
+from lab.kube.resources import ResourceType
 
 Path = tuple[str, ...]  # fieldsV1 keys from the root, e.g. ("f:spec", "f:ports", 'k:{...}')
 _KEY_DEFAULTS = {"protocol": "TCP"}
@@ -191,3 +193,63 @@ def conflicts(
             if present and current != wanted:
                 out.append((manager, path))
     return out
+
+
+def meta_of(obj: dict[str, Any]) -> dict[str, Any]:
+    meta: dict[str, Any] = obj.setdefault("metadata", {})
+    return meta
+
+
+def apply_ownership(obj: dict[str, Any], manager: str) -> tuple[set[Path], dict[str, set[Path]]]:
+    """Fields ``manager`` owns by apply, and the fields each other applier owns."""
+    mine: set[Path] = set()
+    others: dict[str, set[Path]] = {}
+    for entry in obj["metadata"].get("managedFields") or []:
+        if entry.get("operation") != "Apply" or entry.get("subresource"):
+            continue
+        owned = from_fields_v1(entry.get("fieldsV1"))
+        if entry.get("manager") == manager:
+            mine |= owned
+        else:
+            others.setdefault(str(entry.get("manager")), set()).update(owned)
+    return mine, others
+
+
+def release(meta: dict[str, Any], managers: set[str], paths: set[Path]) -> None:
+    """Take ``paths`` away from the Apply entries of ``managers`` (a forced apply)."""
+    entries = []
+    for entry in meta.get("managedFields") or []:
+        if entry.get("operation") == "Apply" and entry.get("manager") in managers:
+            kept = from_fields_v1(entry.get("fieldsV1")) - paths
+            entries.append({**entry, "fieldsV1": to_fields_v1(kept)})
+        else:
+            entries.append(entry)
+    meta["managedFields"] = entries
+
+
+def conflict_error(rt: ResourceType, name: str, clashes: list[tuple[str, Path]]) -> E.ApiError:
+    by_manager: dict[str, list[str]] = {}
+    for manager, path in clashes:
+        by_manager.setdefault(manager, []).append(render(path))
+    n = len(clashes)
+    parts = []
+    for manager, fields in by_manager.items():
+        if len(fields) == 1:
+            parts.append(f'conflict with "{manager}" using {rt.api_version}: {fields[0]}')
+        else:
+            listed = "\n".join(f"- {f}" for f in fields)
+            parts.append(f'conflicts with "{manager}" using {rt.api_version}:\n{listed}')
+    message = f"Apply failed with {n} conflict{'s' if n > 1 else ''}: " + "\n".join(parts)
+    details: dict[str, Any] = {"name": name}
+    if rt.group:
+        details["group"] = rt.group
+    details["kind"] = rt.plural
+    details["causes"] = [
+        {
+            "type": "FieldManagerConflict",
+            "message": f'conflict with "{manager}" using {rt.api_version}',
+            "field": render(path),
+        }
+        for manager, path in clashes
+    ]
+    return E.ApiError(409, "Conflict", message, details=details)

@@ -21,12 +21,13 @@ from lab.kube.objects import Obj, RTKey, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
 from lab.kube.seed import namespace_companions
 from lab.kube.ssa import (
-    Path,
+    apply_ownership,
+    conflict_error,
     conflicts,
     field_set,
-    from_fields_v1,
+    meta_of,
+    release,
     remove_dropped,
-    render,
     to_fields_v1,
 )
 from lab.kube.validation import validate_meta_update, validate_metadata
@@ -298,13 +299,13 @@ class Writer:
                 new = P.strategic_merge(base, body, P.strategies_for(rt.kind))
             else:
                 applied = field_set(body, rt.kind)
-                mine, owners = _apply_ownership(old, manager)
+                mine, owners = apply_ownership(old, manager)
                 clashes = conflicts(base, body, applied, owners)
                 if clashes and not force:
-                    raise _conflict_error(rt, name, clashes)
+                    raise conflict_error(rt, name, clashes)
                 if clashes:  # force: the applier takes the fields over
-                    _release(meta_of(base), {m for m, _ in clashes}, {p for _, p in clashes})
-                    mine, owners = _apply_ownership(base, manager)
+                    release(meta_of(base), {m for m, _ in clashes}, {p for _, p in clashes})
+                    mine, owners = apply_ownership(base, manager)
                 others = set().union(*owners.values()) if owners else set()
                 remove_dropped(base, mine - applied - others, applied | others)
                 new = P.apply_patch(base, body, rt.kind)
@@ -421,66 +422,6 @@ class Writer:
     @staticmethod
     def _blocked_namespace(k: RTKey, obj: Obj) -> bool:
         return k == ("", "namespaces") and bool((obj.get("spec") or {}).get("finalizers"))
-
-
-def meta_of(obj: Obj) -> dict[str, Any]:
-    meta: dict[str, Any] = obj.setdefault("metadata", {})
-    return meta
-
-
-def _apply_ownership(obj: Obj, manager: str) -> tuple[set[Path], dict[str, set[Path]]]:
-    """Fields ``manager`` owns by apply, and the fields each other applier owns."""
-    mine: set[Path] = set()
-    others: dict[str, set[Path]] = {}
-    for entry in obj["metadata"].get("managedFields") or []:
-        if entry.get("operation") != "Apply" or entry.get("subresource"):
-            continue
-        owned = from_fields_v1(entry.get("fieldsV1"))
-        if entry.get("manager") == manager:
-            mine |= owned
-        else:
-            others.setdefault(str(entry.get("manager")), set()).update(owned)
-    return mine, others
-
-
-def _release(meta: dict[str, Any], managers: set[str], paths: set[Path]) -> None:
-    """Take ``paths`` away from the Apply entries of ``managers`` (a forced apply)."""
-    entries = []
-    for entry in meta.get("managedFields") or []:
-        if entry.get("operation") == "Apply" and entry.get("manager") in managers:
-            kept = from_fields_v1(entry.get("fieldsV1")) - paths
-            entries.append({**entry, "fieldsV1": to_fields_v1(kept)})
-        else:
-            entries.append(entry)
-    meta["managedFields"] = entries
-
-
-def _conflict_error(rt: ResourceType, name: str, clashes: list[tuple[str, Path]]) -> E.ApiError:
-    by_manager: dict[str, list[str]] = {}
-    for manager, path in clashes:
-        by_manager.setdefault(manager, []).append(render(path))
-    n = len(clashes)
-    parts = []
-    for manager, fields in by_manager.items():
-        if len(fields) == 1:
-            parts.append(f'conflict with "{manager}" using {rt.api_version}: {fields[0]}')
-        else:
-            listed = "\n".join(f"- {f}" for f in fields)
-            parts.append(f'conflicts with "{manager}" using {rt.api_version}:\n{listed}')
-    message = f"Apply failed with {n} conflict{'s' if n > 1 else ''}: " + "\n".join(parts)
-    details: dict[str, Any] = {"name": name}
-    if rt.group:
-        details["group"] = rt.group
-    details["kind"] = rt.plural
-    details["causes"] = [
-        {
-            "type": "FieldManagerConflict",
-            "message": f'conflict with "{manager}" using {rt.api_version}',
-            "field": render(path),
-        }
-        for manager, path in clashes
-    ]
-    return E.ApiError(409, "Conflict", message, details=details)
 
 
 def _ordered(obj: Obj) -> Obj:
