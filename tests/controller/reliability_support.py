@@ -77,6 +77,24 @@ def assert_nothing_left(world: AwsWorld, node_rules_before: frozenset[Rule]) -> 
     assert world.node_rules == node_rules_before, "node group rules exactly as before"
 
 
+def group_tags(ec2: Any, group_id: str) -> dict[str, str]:
+    group = ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"][0]
+    return {t["Key"]: t["Value"] for t in group.get("Tags", [])}
+
+
+def elb_tags(elb: Any, name: str) -> dict[str, str]:
+    descs = elb.describe_tags(LoadBalancerNames=[name])["TagDescriptions"]
+    return {t["Key"]: t["Value"] for d in descs for t in d.get("Tags", [])}
+
+
+def ownership_tags(cluster_id: str, service_key: str) -> dict[str, str]:
+    """What lets a restarted controller find its resources: cluster ownership + Service."""
+    return {
+        f"kubernetes.io/cluster/{cluster_id}": "owned",
+        "kubernetes.io/service-name": service_key,
+    }
+
+
 # --- metrics ------------------------------------------------------------------------------
 
 
