@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_ec2.type_defs import IpPermissionTypeDef
     from mypy_boto3_elb import ElasticLoadBalancingClient
 
 AMI = "ami-12c6146b"  # one of moto's built-in images
@@ -29,11 +30,13 @@ def group(ec2: EC2Client, name: str) -> str:
 
 def allow_all_from(ec2: EC2Client, target: str, source: str, *, egress: bool = False) -> None:
     """Give ``target`` an "all traffic from/to ``source``" rule (a UserIdGroupPair)."""
-    perms = [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": source}]}]
+    perms: list[IpPermissionTypeDef] = [
+        {"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": source}]}
+    ]
     if egress:
-        ec2.authorize_security_group_egress(GroupId=target, IpPermissions=perms)  # type: ignore[arg-type]
+        ec2.authorize_security_group_egress(GroupId=target, IpPermissions=perms)
     else:
-        ec2.authorize_security_group_ingress(GroupId=target, IpPermissions=perms)  # type: ignore[arg-type]
+        ec2.authorize_security_group_ingress(GroupId=target, IpPermissions=perms)
 
 
 def instance(ec2: EC2Client, *groups: str) -> str:

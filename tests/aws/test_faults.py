@@ -39,7 +39,7 @@ def test_elb_faults_use_the_elb_error_shape(aws: AwsEndpoint) -> None:
     aws.control.add_fault(action="DescribeLoadBalancers", code="InternalError", count=1)
     with pytest.raises(ClientError) as err:
         aws.client("elb").describe_load_balancers()
-    error = err.value.response["Error"]
+    error = dict(err.value.response["Error"])
     assert error == {"Type": "Receiver", "Code": "InternalError", "Message": "Injected by ccm-lab"}
     assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
     # elbv2 is a different service with the same action name: rule fired once, now retired
@@ -58,7 +58,7 @@ def test_service_filter_and_custom_message(aws: AwsEndpoint) -> None:
         aws.client("elbv2").describe_load_balancers()
     assert err.value.response["Error"]["Code"] == "ThrottlingException"
     assert err.value.response["Error"]["Message"] == "Rate exceeded"
-    assert err.value.response["Error"]["Type"] == "Sender"
+    assert dict(err.value.response["Error"])["Type"] == "Sender"
 
 
 def test_seeded_probability_is_deterministic(aws: AwsEndpoint) -> None:

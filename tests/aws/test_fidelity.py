@@ -6,12 +6,17 @@ moto 5.2.5 and the restored AWS behaviour; see ``lab/aws/fidelity.py`` for the l
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 from botocore.exceptions import ClientError
 
 from lab.aws import AwsEndpoint
 from tests.aws import builders as b
 from tests.aws.conftest import FakeClock
+
+if TYPE_CHECKING:
+    from mypy_boto3_elb.type_defs import InstanceTypeDef
 
 
 def _dependent(aws: AwsEndpoint, kind: str) -> str:
@@ -391,7 +396,7 @@ def test_registering_an_unknown_instance_is_refused(aws: AwsEndpoint, enabled: b
     ec2, elb = aws.client("ec2"), aws.client("elb")
     b.classic_elb(elb, ec2, "lb", [b.group(ec2, "g")])
     real, ghost = b.instance(ec2), "i-0123456789abcdef0"
-    instances = [{"InstanceId": real}, {"InstanceId": ghost}]
+    instances: list[InstanceTypeDef] = [{"InstanceId": real}, {"InstanceId": ghost}]
     if enabled:
         with pytest.raises(ClientError) as err:
             elb.register_instances_with_load_balancer(LoadBalancerName="lb", Instances=instances)
