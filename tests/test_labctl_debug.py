@@ -1,0 +1,102 @@
+"""``invoke lab.debug`` end to end: the task's function, a running lab, a DAP client.
+
+``labctl.debug_controller`` replaces the lab's controller with one under debugpy and blocks
+(as the task does in a terminal) until the controller exits; the test runs it in a thread,
+attaches through the Debug Adapter Protocol using the address it published, stops at the
+service sync, evaluates the Service's key, continues, sees the ELB created, then ends the
+session and checks nothing is left running.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+import controller.service
+from lab import labctl
+from lab.debug import attach_session
+from lab.debug.source import function_body_line
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise TimeoutError(what)
+
+
+@pytest.mark.slow
+def test_lab_debug_attach_break_evaluate_continue(tmp_path: Path) -> None:
+    console = Console(file=io.StringIO(), width=120)
+    state = labctl.up(name="dbg", backend="sim", root=tmp_path, console=console)
+    result: dict[str, Any] = {}
+    runner = threading.Thread(
+        target=lambda: result.update(
+            code=labctl.debug_controller(name="dbg", root=tmp_path, console=console)
+        ),
+        daemon=True,
+    )
+    session_file = tmp_path / "dbg" / "debug" / "debug-session.json"
+    try:
+        runner.start()
+        session = json.loads(
+            _wait(lambda: session_file.exists() and session_file.read_text(), 60, "session file")
+        )
+        assert session["host"] == "127.0.0.1"
+        launch = json.loads((tmp_path / "dbg" / "debug" / "launch.json").read_text())
+        attach = launch["configurations"][0]
+        assert attach["request"] == "attach"
+        assert attach["connect"]["port"] == session["port"]
+        printed = console.file  # the task prints the address to attach to
+        _wait(lambda: str(session["port"]) in printed.getvalue(), 10, "attach instructions")  # type: ignore[attr-defined]
+
+        source = Path(controller.service.__file__).resolve()
+        line = function_body_line(source, "ServiceController.sync_service")
+        core = labctl.core_api(state)
+        try:
+            with attach_session(
+                session["host"], session["port"], breakpoints={str(source): [line]}, timeout=30
+            ) as dap:
+                core.create_namespaced_service(
+                    "default",
+                    {
+                        "metadata": {"name": "web"},
+                        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+                    },
+                )
+                stopped = dap.wait_for_stop(reason="breakpoint", timeout=60)
+                frame = dap.top_frame(stopped["threadId"])
+                assert frame["line"] == line
+                assert dap.evaluate("key", frame["id"])["result"] == "'default/web'"
+                dap.set_breakpoints(str(source), [])
+                dap.continue_(stopped["threadId"])
+
+                def hostname() -> str | None:
+                    svc = core.read_namespaced_service("web", "default")
+                    ingress = svc.status.load_balancer.ingress or []
+                    return ingress[0].hostname if ingress else None
+
+                assert str(_wait(hostname, 60, "hostname")).endswith(".elb.amazonaws.com")
+                dap.disconnect()
+        finally:
+            core.api_client.close()
+        os.kill(session["pid"], signal.SIGTERM)
+        runner.join(timeout=30)
+        assert not runner.is_alive(), "lab.debug returns once the controller exits"
+        assert "code" in result
+        assert not labctl.pid_alive(session["pid"])
+        assert not session_file.exists(), "the session file is removed when it ends"
+    finally:
+        labctl.down(name="dbg", root=tmp_path, console=console)
