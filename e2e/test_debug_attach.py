@@ -21,40 +21,32 @@ from typing import Any
 import controller.service
 from e2e.support import create_service, describe_elb, elb_name, lb_service, wait_hostname
 from lab.compose import Lab
-from lab.debug import Debuggee, attach_session
 from lab.debug.source import function_body_line
 
 SYNC = "ServiceController.sync_service"
 
 
 def test_breakpoint_in_service_sync_then_elb_created(
-    lab: Lab, core_v1: Any, elb: Any, tmp_path: Path
+    lab: Lab, core_v1: Any, elb: Any, debugged_controller: Any
 ) -> None:
     aws = lab.aws
     assert aws is not None
     source = Path(controller.service.__file__).resolve()
     line = function_body_line(source, SYNC)
-    spec = lab.controller_spec()
-    argv = spec.argv(address_file=tmp_path / "controller.address")[1:]
-    repo = source.parent.parent
-    with Debuggee(
-        argv, tmp_path / "debug", wait_for_client=True, cwd=repo, env=spec.environ()
-    ) as dbg:
-        ep = dbg.endpoint
-        with attach_session(ep.host, ep.port, breakpoints={str(source): [line]}, timeout=20) as dap:
-            svc = create_service(core_v1, lb_service("web"))
-            stopped = dap.wait_for_stop(reason="breakpoint", timeout=30)
-            frame = dap.top_frame(stopped["threadId"])
-            assert frame["line"] == line
-            assert Path(frame["source"]["path"]).resolve() == source
-            assert dap.evaluate("key", frame["id"])["result"] == "'default/web'"
-            # Held at the breakpoint: nothing was created in AWS for this Service yet.
-            assert describe_elb(elb, elb_name(svc)) is None
-            assert aws.trail.count("CreateLoadBalancer") == 0
-            dap.set_breakpoints(str(source), [])
-            dap.continue_(stopped["threadId"])
-            hostname = wait_hostname(core_v1, "web", timeout=30)
-            dap.disconnect()
-        assert hostname.endswith(".elb.amazonaws.com")
-        assert describe_elb(elb, elb_name(svc)) is not None
-        assert aws.trail.count("CreateLoadBalancer") == 1
+    with debugged_controller({str(source): [line]}) as dap:
+        svc = create_service(core_v1, lb_service("web"))
+        stopped = dap.wait_for_stop(reason="breakpoint", timeout=30)
+        frame = dap.top_frame(stopped["threadId"])
+        assert frame["line"] == line
+        assert Path(frame["source"]["path"]).resolve() == source
+        assert dap.evaluate("key", frame["id"])["result"] == "'default/web'"
+        # Held at the breakpoint: nothing was created in AWS for this Service yet.
+        assert describe_elb(elb, elb_name(svc)) is None
+        assert aws.trail.count("CreateLoadBalancer") == 0
+        dap.set_breakpoints(str(source), [])
+        dap.continue_(stopped["threadId"])
+        hostname = wait_hostname(core_v1, "web", timeout=30)
+        dap.disconnect()
+    assert hostname.endswith(".elb.amazonaws.com")
+    assert describe_elb(elb, elb_name(svc)) is not None
+    assert aws.trail.count("CreateLoadBalancer") == 1

@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -147,3 +149,84 @@ def elb(lab: Lab) -> Any:
 def trail(lab: Lab) -> Any:
     """The AWS call trail (``trail.calls(action=...)``), emptied at the start of each test."""
     return Lab._need(lab.aws, "aws").trail
+
+
+@pytest.fixture
+def imds(lab: Lab) -> Any:
+    """The lab's instance metadata service (``.url``, ``.control`` for spot/events/IMDSv2)."""
+    return Lab._need(lab.imds, "imds")
+
+
+@pytest.fixture
+def controller(lab: Lab) -> Any:
+    """The controller started with default flags (restart with ``lab.start_controller``)."""
+    return lab.start_controller()
+
+
+class NodePatches:
+    """The node edits the write-ups did by hand, bound to the lab's cluster."""
+
+    def __init__(self, lab: Lab) -> None:
+        from kubernetes import client
+
+        self.lab = lab
+        self.core = client.CoreV1Api(lab.api_client())
+
+    def fix_ip(self, node: str, ip: str | None = None) -> dict[str, Any]:
+        from lab import nodes
+
+        return nodes.fix_provided_ip(self.core, node, ip or self.lab.node(node).private_ip)
+
+    def include(self, node: str) -> dict[str, Any]:
+        from lab import nodes
+
+        return nodes.include(self.core, node)
+
+    def exclude(self, node: str) -> dict[str, Any]:
+        from lab import nodes
+
+        return nodes.exclude(self.core, node)
+
+    def set_provider_id(self, node: str, provider_id: str | None = None) -> dict[str, Any]:
+        from lab import nodes
+
+        return nodes.set_provider_id(
+            self.core, node, provider_id or self.lab.node(node).provider_id
+        )
+
+
+@pytest.fixture
+def node_patches(lab: Lab) -> NodePatches:
+    return NodePatches(lab)
+
+
+@pytest.fixture
+def debugged_controller(
+    lab: Lab, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[..., AbstractContextManager[Any]]:
+    """``with debugged_controller({file: [line]}, legacy=[...]) as dap:`` runs the controller
+    under debugpy (waiting for the client), attaches a DAP client with those breakpoints and
+    stops everything on exit, leaving no process or port behind."""
+    from lab.debug import Debuggee, attach_session
+
+    @contextmanager
+    def start(
+        breakpoints: Mapping[str | Path, Iterable[int]],
+        *,
+        legacy: Iterable[str] = (),
+        args: Sequence[str] = (),
+    ) -> Iterator[Any]:
+        workdir = tmp_path_factory.mktemp("debug")
+        spec = lab.controller_spec(legacy=legacy, args=args)
+        argv = spec.argv(address_file=workdir / "controller.address")[1:]
+        with (
+            Debuggee(
+                argv, workdir, wait_for_client=True, cwd=Path.cwd(), env=spec.environ()
+            ) as dbg,
+            attach_session(
+                dbg.endpoint.host, dbg.endpoint.port, breakpoints=breakpoints, timeout=30
+            ) as dap,
+        ):
+            yield dap
+
+    return start
