@@ -23,6 +23,8 @@ runs on any backend that can host two controller processes.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 from typing import Any
 
 import pytest
@@ -56,6 +58,8 @@ from tests.controller.reliability_support import (
     ownership_tags,
     scrape,
 )
+
+log = logging.getLogger(__name__)
 
 
 def _aws(lab: Lab) -> Any:
@@ -127,6 +131,7 @@ def test_converges_under_aws_faults_without_duplicates_or_leaks(
     # The faults really hit the controller's calls, mutating ones included, and each kind
     # of resource was created exactly once per Service despite the retries.
     injected = trail.calls(injected=True, since_seq=mark)
+    log.info("%d of %d AWS calls were faulted", len(injected), len(trail.calls(since_seq=mark)))
     assert {e.error_code for e in injected} == {"Throttling", "InternalError"}
     assert any(is_mutating(e.action) for e in injected), [e.action for e in injected]
     assert trail.count("CreateLoadBalancer", ok=True, since_seq=mark) == 5
@@ -321,11 +326,13 @@ def test_only_the_leader_mutates_and_the_standby_takes_over(
         assert "replica-a became leader" in a.log_text()
 
         a.kill()
+        killed = time.monotonic()
         wait_for(
             lambda: _holder(lab) == "replica-b",
             timeout=LEASE_SECONDS + 30,  # lease expiry plus generous slack on a loaded machine
             what="B to take the lease over",
         )
+        log.info("takeover %.2fs after SIGKILL of the leader", time.monotonic() - killed)
         mark = trail.last_seq
         second = elb_name(create_service(core_v1, lb_service("le2")))
         _converged(core_v1, elb, {"le2": second}, _workers(lab))
