@@ -222,7 +222,9 @@ def bench_wsgi(rounds: int, per_round: int) -> dict[str, float]:
     created = _call_wsgi(
         apps["lab-full"],
         environ(
-            "ec2", "Action=CreateSecurityGroup&Version=2016-11-15&GroupName=w&GroupDescription=w"
+            "ec2",
+            "Action=CreateSecurityGroup&Version=2016-11-15"
+            f"&GroupName=w{time.time_ns()}&GroupDescription=w",
         ),
     )
     group = created.body.split(b"<groupId>")[1].split(b"</groupId>")[0].decode()
