@@ -143,37 +143,48 @@ def test_converges_under_aws_faults_without_duplicates_or_leaks(
 # --- b. SIGKILL mid-create and mid-delete -------------------------------------------------------
 
 
+@pytest.mark.parametrize("crash", ["create-in-flight", "create-refused"])
 def test_sigkill_while_creating_then_restart_converges_to_one_of_each(
-    lab: Lab, core_v1: Any, ec2: Any, elb: Any, trail: Any
+    crash: str, lab: Lab, core_v1: Any, ec2: Any, elb: Any, trail: Any
 ) -> None:
+    """Killed with its group made and the ELB either being created (AWS completes the call
+    the dead controller never saw answered) or refused (no ELB at all)."""
     aws = _aws(lab)
     ctl = lab.start_controller(args=SG_RETRY)
     mark = trail.last_seq
-    slow = aws.control.add_fault(action="CreateLoadBalancer", latency_ms=3000, count=1)
+    if crash == "create-in-flight":
+        rule = aws.control.add_fault(action="CreateLoadBalancer", latency_ms=3000, count=1)
+    else:
+        rule = aws.control.add_fault(action="CreateLoadBalancer", code="InternalError")
     name = elb_name(create_service(core_v1, lb_service("crash")))
 
-    def in_flight() -> bool:
-        rule = next((r for r in aws.control.faults() if r.id == slow.id), None)
-        return rule is not None and rule.fired >= 1
+    def reached_aws() -> bool:
+        found = next((r for r in aws.control.faults() if r.id == rule.id), None)
+        return found is not None and found.fired >= 1
 
-    wait_for(in_flight, timeout=CONVERGE_TIMEOUT, what="CreateLoadBalancer to reach AWS")
+    wait_for(reached_aws, timeout=CONVERGE_TIMEOUT, what="CreateLoadBalancer to reach AWS")
     assert trail.count("CreateSecurityGroup", ok=True, since_seq=mark) == 1
-    assert trail.count("CreateLoadBalancer", since_seq=mark) == 0, "still in flight"
+    assert trail.count("CreateLoadBalancer", ok=True, since_seq=mark) == 0
     ctl.kill()
-    # AWS finishes the request the dead controller never saw answered.
-    wait_for(
-        lambda: trail.count("CreateLoadBalancer", ok=True, since_seq=mark) == 1,
-        timeout=CONVERGE_TIMEOUT,
-        what="the orphaned CreateLoadBalancer to complete",
-    )
+    aws.control.clear_faults()
+    if crash == "create-in-flight":
+        wait_for(
+            lambda: trail.count("CreateLoadBalancer", ok=True, since_seq=mark) == 1,
+            timeout=CONVERGE_TIMEOUT,
+            what="the orphaned CreateLoadBalancer to complete",
+        )
+        assert set(aws_world(lab, ec2, elb).elbs) == {name}
+    else:
+        assert aws_world(lab, ec2, elb).elbs == {}
+    assert set(aws_world(lab, ec2, elb).elb_groups) == {f"k8s-elb-{name}"}
     assert get_service(core_v1, "crash").status.load_balancer.ingress is None
 
     lab.start_controller(args=SG_RETRY)
     _converged(core_v1, elb, {"crash": name}, _workers(lab))
-    assert_one_per_service(aws_world(lab, ec2, elb), [name], _workers(lab))
-    assert trail.count("CreateSecurityGroup", since_seq=mark) == 1, "group found, not remade"
-    assert trail.count("CreateLoadBalancer", since_seq=mark) == 1, "ELB found, not remade"
     world = aws_world(lab, ec2, elb)
+    assert_one_per_service(world, [name], _workers(lab))
+    assert trail.count("CreateSecurityGroup", since_seq=mark) == 1, "group found, not remade"
+    assert trail.count("CreateLoadBalancer", ok=True, since_seq=mark) == 1, "one ELB made"
     owned = ownership_tags(lab.config.cluster_id, "default/crash")
     assert owned.items() <= group_tags(ec2, world.elb_groups[f"k8s-elb-{name}"]).items()
     assert owned.items() <= elb_tags(elb, name).items()
@@ -324,6 +335,8 @@ def test_only_the_leader_mutates_and_the_standby_takes_over(
         assert "controllers running" in a.log_text()
         assert "controllers running" not in b.log_text(), "the standby never started syncing"
         assert "replica-a became leader" in a.log_text()
+        assert metric(scrape(a.health_url), "ccm_leader") == 1.0
+        assert metric(scrape(b.health_url), "ccm_leader") == 0.0
 
         a.kill()
         killed = time.monotonic()
@@ -340,6 +353,7 @@ def test_only_the_leader_mutates_and_the_standby_takes_over(
         assert "replica-b became leader" in b.log_text()
         assert "controllers running" in b.log_text()
         assert b.running()
+        assert metric(scrape(b.health_url), "ccm_leader") == 1.0
     finally:
         for replica in (a, b):
             replica.kill()
