@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,7 +38,7 @@ from typing import Any, Protocol
 import yaml
 
 from lab.controllerproc import LAB_AWS_ENV, render_cloud_config
-from lab.exec import CommandResult, Runner
+from lab.exec import CommandResult, Runner, SubprocessRunner
 
 log = logging.getLogger(__name__)
 
@@ -452,4 +453,79 @@ def undeploy(
         _kubectl(kubectl, kubeconfig, "delete", "--ignore-not-found", "--wait=false", "-f", "-"),
         input_text=to_yaml(manifests[::-1]),
         timeout=120,
+    )
+
+
+# --- a running lab (``invoke lab.controller.deploy``) ----------------------------------------
+
+
+def _loopback(url: str) -> bool:
+    host = urllib.parse.urlsplit(url).hostname or ""
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+def deploy_to_lab(
+    name: str = "default",
+    *,
+    image: str = DEFAULT_IMAGE,
+    build: bool = True,
+    legacy: Sequence[str] = (),
+    root: Path | None = None,
+    runner: Runner | None = None,
+    kubectl: str = "kubectl",
+    wait_timeout: float | None = 180.0,
+) -> list[Manifest]:
+    """Deploy the controller into the kind cluster of the lab ``name`` (``.lab/<name>``).
+
+    Refuses, with the reason, when the lab is not on kind, when its local controller still
+    runs (two unelected controllers would fight over the same objects), or when its AWS
+    endpoint or IMDS listen on loopback only (pods could not reach them).
+    """
+    from lab.cluster.kind import KindProvider
+    from lab.labctl import LabError, load_state
+
+    state = load_state(name, root)
+    if state.get("backend") != "kind":
+        raise LabError(
+            f"lab {name!r} runs on {state.get('backend')!r}; the in-cluster controller needs "
+            f"kind (`invoke lab.up --name {name} --backend kind --no-controller`)"
+        )
+    if state.get("controller"):
+        raise LabError(
+            f"lab {name!r} already runs the controller as a local process; bring the lab up "
+            "with --no-controller to run it in-cluster instead"
+        )
+    aws_url, imds_url = str(state["aws_endpoint"]), str(state["imds_endpoint"])
+    local = [u for u in (aws_url, imds_url) if _loopback(u)]
+    if local:
+        raise LabError(
+            f"the lab's endpoints {local} listen on loopback only; pods reach the host at "
+            "the nodes' gateway, so the AWS endpoint and IMDS must listen there (or 0.0.0.0)"
+        )
+    run = runner or SubprocessRunner()
+    kubeconfig = Path(str(state["kubeconfig"]))
+    provider = KindProvider(f"ccm-lab-{name}", state_dir=kubeconfig.parent / "kind", runner=run)
+    provider.nodes()  # records each node container's gateway on its (dedicated) network
+    if not provider.gateways:
+        raise LabError(f"no node container of kind cluster {provider.name!r} reports a gateway")
+    host = sorted(provider.gateways.values())[0]
+    aws_port = urllib.parse.urlsplit(aws_url).port or 80
+    imds_port = urllib.parse.urlsplit(imds_url).port or 80
+    settings = lab_settings(
+        host=host,
+        aws_port=aws_port,
+        imds_port=imds_port,
+        region=str(state.get("region") or "us-east-1"),
+        cluster_id=str(state.get("cluster_id") or "ccm-lab"),
+        image=image,
+        legacy=tuple(legacy),
+    )
+    return deploy(
+        provider,
+        settings=settings,
+        runner=run,
+        kubeconfig=kubeconfig,
+        kubectl=kubectl,
+        build=build,
+        wait_timeout=wait_timeout,
     )

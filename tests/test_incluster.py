@@ -43,6 +43,7 @@ from controller.runtime.kube import ApiKube, KubeClient
 from lab.cluster.kind import KindProvider
 from lab.compose import Lab, wait_for
 from lab.controllerproc import ControllerProcess
+from lab.daemon import write_state
 from lab.exec import CommandError, SubprocessRunner
 from lab.incluster import (
     CLUSTER_RULES,
@@ -50,6 +51,7 @@ from lab.incluster import (
     REPO_ROOT,
     InClusterSettings,
     deploy,
+    deploy_to_lab,
     lab_settings,
     render_manifests,
     to_yaml,
@@ -57,7 +59,8 @@ from lab.incluster import (
 )
 from lab.kube.server import KubeSimulator
 from lab.kube.wire import Request
-from tests.cluster.fakecli import FakeCLI
+from lab.labctl import LabError
+from tests.cluster.fakecli import FakeCLI, container
 
 Obj = dict[str, Any]
 PROBE_TOKEN = "ccm-rbac-probe"
@@ -773,6 +776,77 @@ def test_undeploy_deletes_in_reverse_and_never_a_system_namespace(fakes: Fakes) 
         assert docs[0]["kind"] == first
         namespaces = [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"]
         assert namespaces == ([] if namespace == "kube-system" else ["ccm-system"])
+
+
+def _lab_state(root: Path, name: str = "t", **changes: Any) -> Path:
+    state_dir = root / name
+    state_dir.mkdir(parents=True)
+    state: Obj = {
+        "name": name,
+        "backend": "kind",
+        "kubeconfig": str(state_dir / "kubeconfig"),
+        "aws_endpoint": "http://0.0.0.0:41000",
+        "imds_endpoint": "http://0.0.0.0:41001",
+        "region": "us-east-1",
+        "cluster_id": "ccm-lab",
+        "controller": None,
+        **changes,
+    }
+    write_state(state_dir, state)
+    return root
+
+
+def test_deploy_to_a_kind_lab_uses_its_gateway_and_ports(fakes: Fakes, tmp_path: Path) -> None:
+    root = _lab_state(tmp_path / "labs")
+    cluster = "ccm-lab-t"
+    network = f"ccm-lab-{cluster}"
+    fakes.cli.set(
+        containers=[
+            container(f"{cluster}-control-plane", "control-plane", cluster, "10.0.1.140", network)
+        ]
+    )
+    applied = deploy_to_lab(
+        "t", root=root, runner=fakes.runner, legacy=["k8s-81636"], wait_timeout=None
+    )
+    argvs = [c["argv"] for c in fakes.calls()]
+    assert [a[:2] for a in argvs] == [
+        ["docker", "ps"],
+        ["docker", "inspect"],
+        ["docker", "build"],
+        ["kind", "load"],
+        ["kubectl", "--kubeconfig"],
+    ]
+    assert argvs[3] == ["kind", "load", "docker-image", DEFAULT_IMAGE, "--name", cluster]
+    assert argvs[4][2] == str(root / "t" / "kubeconfig")
+    k = _by_kind(applied)
+    assert "URL = http://172.30.0.1:41000" in k["ConfigMap"]["data"]["cloud.conf"]
+    env = k["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "AWS_EC2_METADATA_SERVICE_ENDPOINT", "value": "http://172.30.0.1:41001"} in env
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"backend": "sim"}, "runs on 'sim'; the in-cluster controller needs kind"),
+        ({"controller": {"pid": 1}}, "already runs the controller as a local process"),
+        (
+            {"aws_endpoint": "http://127.0.0.1:41000"},
+            "['http://127.0.0.1:41000'] listen on loopback only",
+        ),
+    ],
+)
+def test_deploy_to_lab_refuses_with_the_reason(
+    fakes: Fakes, tmp_path: Path, changes: Obj, message: str
+) -> None:
+    root = _lab_state(tmp_path / "labs", **changes)
+    with pytest.raises(LabError, match=re.escape(message)):
+        deploy_to_lab("t", root=root, runner=fakes.runner)
+    assert not (fakes.cli.root / "calls.jsonl").exists()  # nothing was run
+
+
+def test_deploy_to_a_lab_that_is_not_up_says_how_to_start_it(tmp_path: Path) -> None:
+    with pytest.raises(LabError, match=re.escape("invoke lab.up --name nope")):
+        deploy_to_lab("nope", root=tmp_path)
 
 
 # --- Dockerfile and .dockerignore ----------------------------------------------------------
