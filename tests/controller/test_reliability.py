@@ -7,17 +7,18 @@ conditions with generous timeouts; none asserts how long something took.
 
 * AWS faults: ``Throttling`` (400) and ``InternalError`` (500) on a seeded ~30 % of calls while
   five Services are created and deleted with three service workers.
-* Crash consistency: SIGKILL while ``CreateLoadBalancer`` is in flight (its group already
-  made), and after ``DeleteLoadBalancer`` while the group cannot be deleted yet; the restarted
-  controller finds what it made by name and cluster tag, and finishes.
+* Crash consistency: SIGKILL with the ELB's group made and ``CreateLoadBalancer`` either in
+  flight (AWS completes it unseen) or refused, and after ``DeleteLoadBalancer`` while the
+  group cannot be deleted yet; the restarted controller finds what it made by name and
+  ownership tags and finishes: one group, one ELB, or nothing left and the finalizer gone.
 * Watches: streams closed and history compacted (410 on the re-watch) while Services are
   created; the informer relists and no Service is missed.
 * Leader election: two replicas, told apart on the trail by the standard
   ``AWS_SDK_UA_APP_ID`` (User-Agent ``app/<id>``); only the leader touches AWS; SIGKILL the
   leader and the standby takes over and serves new Services.
 
-No kubelet stand-in hooks are used (nodes register as the sim registers them), so the module
-runs on any backend that can host two controller processes.
+No kubelet stand-in hooks are used (no ``standin`` marker); the watch test needs the API
+simulator's control plane and skips without it.
 """
 
 from __future__ import annotations
