@@ -22,6 +22,7 @@ test finds Docker and kind. What is tested instead:
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import inspect
 import json
 import os
@@ -875,13 +876,31 @@ def test_dockerfile_is_slim_non_root_without_dev_extras() -> None:
     assert users == ["65532:65532"]
     assert [a for op, a in final if op == "ENTRYPOINT"] == ['["python", "-m", "controller"]']
     runs = " ".join(a for op, a in steps if op == "RUN")
-    assert "pip install ." in runs
+    assert "pip install --constraint deploy/constraints.txt ." in runs
     assert "[dev]" not in runs
     assert "--no-cache-dir" in runs or "PIP_NO_CACHE_DIR=1" in " ".join(a for _, a in steps)
     for op, a in steps:
         if op == "COPY" and not a.startswith("--from"):
             for src in a.split()[:-1]:
                 assert (REPO_ROOT / src).exists(), src
+
+
+def test_constraints_pin_what_the_tests_run_with() -> None:
+    """The image installs exactly the runtime versions this virtualenv tests."""
+    spec = importlib.util.spec_from_file_location(
+        "pin", REPO_ROOT / "deploy" / "pin_constraints.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    pin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pin)
+    pins = pin.runtime_pins()
+    assert {"boto3", "kubernetes", "moto", "prometheus-client"} <= pins.keys()
+    assert not {"pytest", "mypy", "ruff", "hypothesis"} & pins.keys()  # no dev extras
+    current = (REPO_ROOT / "deploy" / "constraints.txt").read_text()
+    assert current == pin.render(pins), (
+        "deploy/constraints.txt is stale; run .venv/bin/python deploy/pin_constraints.py"
+    )
 
 
 def _docker_pattern(pattern: str) -> re.Pattern[str]:
@@ -929,6 +948,8 @@ def _ignore_patterns() -> list[str]:
         ("controller/aws/config.py", False),
         ("lab/exec.py", False),
         ("deploy/Dockerfile", False),
+        ("deploy/constraints.txt", False),
+        ("deploy/pin_constraints.py", True),
         (".venv/bin/python", True),
         (".lab/default/state.json", True),
         (".git/config", True),
