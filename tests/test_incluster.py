@@ -1006,14 +1006,20 @@ def test_the_build_context_holds_a_runnable_controller(tmp_path: Path) -> None:
 
 
 def _docker_and_kind() -> str | None:
-    if shutil.which("docker") is None:
-        return "no docker CLI on PATH (this machine has no Docker engine)"
+    """Why the real build-load-deploy test cannot run here, or None."""
+    problems = []
     if shutil.which("kind") is None:
-        return "no kind CLI on PATH"
-    done = subprocess.run(["docker", "info"], capture_output=True, timeout=20, check=False)
-    if done.returncode != 0:
-        return "`docker info` does not answer: no Docker engine"
-    return None
+        problems.append("no kind CLI on PATH")
+    if shutil.which("docker") is None:
+        problems.append("no docker CLI on PATH")
+    else:
+        try:
+            done = subprocess.run(["docker", "info"], capture_output=True, timeout=20, check=False)
+            if done.returncode != 0:
+                problems.append("`docker info` does not answer (no Docker engine)")
+        except subprocess.TimeoutExpired:
+            problems.append("`docker info` timed out")
+    return "; ".join(problems) or None
 
 
 @pytest.mark.kind
