@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import yaml
 
 from lab.controllerproc import LAB_AWS_ENV, render_cloud_config
-from lab.exec import CommandResult, Runner, SubprocessRunner
+from lab.exec import CommandError, CommandResult, Runner, SubprocessRunner
 
 log = logging.getLogger(__name__)
 
@@ -520,12 +520,37 @@ def deploy_to_lab(
         image=image,
         legacy=tuple(legacy),
     )
-    return deploy(
-        provider,
-        settings=settings,
-        runner=run,
-        kubeconfig=kubeconfig,
-        kubectl=kubectl,
-        build=build,
-        wait_timeout=wait_timeout,
-    )
+    try:
+        return deploy(
+            provider,
+            settings=settings,
+            runner=run,
+            kubeconfig=kubeconfig,
+            kubectl=kubectl,
+            build=build,
+            wait_timeout=wait_timeout,
+        )
+    except CommandError as exc:  # the pasteable command and its output tail, no traceback
+        raise LabError(str(exc)) from exc
+
+
+def undeploy_from_lab(
+    name: str = "default",
+    *,
+    root: Path | None = None,
+    runner: Runner | None = None,
+    kubectl: str = "kubectl",
+) -> None:
+    """Remove the in-cluster controller from the lab ``name`` (the Lease it held stays)."""
+    from lab.labctl import LabError, load_state
+
+    state = load_state(name, root)
+    try:
+        undeploy(
+            InClusterSettings(),
+            runner=runner or SubprocessRunner(),
+            kubeconfig=Path(str(state["kubeconfig"])),
+            kubectl=kubectl,
+        )
+    except CommandError as exc:
+        raise LabError(str(exc)) from exc

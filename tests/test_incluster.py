@@ -57,6 +57,7 @@ from lab.incluster import (
     render_manifests,
     to_yaml,
     undeploy,
+    undeploy_from_lab,
 )
 from lab.kube.server import KubeSimulator
 from lab.kube.wire import Request
@@ -843,6 +844,28 @@ def test_deploy_to_lab_refuses_with_the_reason(
     with pytest.raises(LabError, match=re.escape(message)):
         deploy_to_lab("t", root=root, runner=fakes.runner)
     assert not (fakes.cli.root / "calls.jsonl").exists()  # nothing was run
+
+
+def test_deploy_to_lab_turns_a_failed_command_into_a_lab_error(
+    fakes: Fakes, tmp_path: Path
+) -> None:
+    root = _lab_state(tmp_path / "labs")
+    fakes.cli.set(
+        containers=[container("ccm-lab-t-control-plane", "control-plane", "t", "10.0.1.9")]
+    )
+    fakes.fail("docker", "build")
+    with pytest.raises(LabError, match=re.escape("$ docker build -f deploy/Dockerfile")):
+        deploy_to_lab("t", root=root, runner=fakes.runner)
+
+
+def test_undeploy_from_lab_deletes_with_the_labs_kubeconfig(fakes: Fakes, tmp_path: Path) -> None:
+    root = _lab_state(tmp_path / "labs")
+    undeploy_from_lab("t", root=root, runner=fakes.runner)
+    (call,) = fakes.calls()
+    assert call["argv"][:4] == ["kubectl", "--kubeconfig", str(root / "t" / "kubeconfig"), "delete"]
+    kinds = [d["kind"] for d in yaml.safe_load_all(call["stdin"])]
+    assert kinds[0] == "Deployment"
+    assert "Namespace" not in kinds
 
 
 def test_deploy_to_a_lab_that_is_not_up_says_how_to_start_it(tmp_path: Path) -> None:
