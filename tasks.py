@@ -196,6 +196,41 @@ def controller_restart(
     _run(restart_controller, name=name, legacy=_split(legacy_behavior), args=args.split())
 
 
+@task(
+    name="deploy",
+    help={
+        "image": "image to build and load",
+        "no_build": "load an image built already",
+        "legacy_behavior": "comma-separated legacy behaviour ids",
+    },
+)
+def controller_deploy(
+    c: Context,
+    name: str = "default",
+    image: str = "",
+    no_build: bool = False,
+    legacy_behavior: str = "",
+) -> None:
+    """Run the controller in-cluster on a kind lab: docker build, kind load, kubectl apply."""
+    from lab.incluster import DEFAULT_IMAGE, deploy_to_lab
+
+    _run(
+        deploy_to_lab,
+        name,
+        image=image or DEFAULT_IMAGE,
+        build=not no_build,
+        legacy=_split(legacy_behavior),
+    )
+
+
+@task(name="undeploy")
+def controller_undeploy(c: Context, name: str = "default") -> None:
+    """Remove the in-cluster controller from a kind lab."""
+    from lab.incluster import undeploy_from_lab
+
+    _run(undeploy_from_lab, name)
+
+
 def _node_task(action: str, doc: str):  # type: ignore[no-untyped-def]
     @task(name=action, help={"node": "node name", "value": "IP or providerID (default: the lab's)"})
     def node_task(c: Context, node: str, name: str = "default", value: str = "") -> None:
@@ -253,7 +288,9 @@ ns = Collection()
 ns.add_collection(Collection("check", check, lint, types, contracts))
 ns.add_task(fmt)
 lab_ns = Collection("lab", up, down, status, logs, trail, kubectl, debug, repro)
-lab_ns.add_collection(Collection("controller", controller_restart))
+lab_ns.add_collection(
+    Collection("controller", controller_restart, controller_deploy, controller_undeploy)
+)
 lab_ns.add_collection(
     Collection(
         "nodes",
