@@ -149,8 +149,14 @@ def test_service_finalizer_status_and_events_round_trip(sim: Any, core: Any) -> 
             what="service deletion",
         )
         assert ServiceKey("default/web") not in cloud.load_balancers
-        reasons = [r for _, r, _ in events(core, "web")]
-        assert reasons[-2:] == ["DeletingLoadBalancer", "DeletedLoadBalancer"]
+        # DeletedLoadBalancer is posted just after the finalizer goes (upstream order).
+        wait_for(
+            lambda: (
+                [r for _, r, _ in events(core, "web")][-2:]
+                == ["DeletingLoadBalancer", "DeletedLoadBalancer"]
+            ),
+            what="the DeletingLoadBalancer, DeletedLoadBalancer events",
+        )
         assert cloud.calls_of("ensure_load_balancer_deleted") == ["default/web"]
     finally:
         m.stop()
