@@ -565,7 +565,10 @@ def ratio(a: float, b: float) -> str:
 
 
 def fmt_counter(counter: Counter[str], per: int = 1) -> str:
-    return ", ".join(f"{k} {v / per:.3g}" for k, v in sorted(counter.items())) or "-"
+    def num(x: float) -> str:
+        return f"{x:.2f}".rstrip("0").rstrip(".")
+
+    return ", ".join(f"{k} {num(v / per)}" for k, v in sorted(counter.items())) or "-"
 
 
 def split(calls: Calls, per: int) -> str:
