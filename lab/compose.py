@@ -160,6 +160,8 @@ class Lab:
         try:
             say("AWS endpoint (moto + fidelity layer + trail)")
             self.aws = AwsEndpoint(region=self.config.region, seed=self.config.seed).start()
+            # moto's state is process-wide and outlives an earlier Lab in this process.
+            self.aws.control.reset()
             if self.config.backend == "kind":
                 self._start_kind(say)
                 return self
