@@ -81,6 +81,7 @@ def fmt(c: Context) -> None:
         "k8s_version": "Kubernetes version the cluster behaves as (e.g. 1.22, 1.33)",
         "legacy_behavior": "comma-separated legacy behaviours for the controller",
         "no_controller": "bring the world up without starting the controller",
+        "expose_to_nodes": "kind: serve AWS and metadata on the nodes' gateway (in-cluster use)",
     },
 )
 def up(
@@ -92,6 +93,7 @@ def up(
     k8s_version: str = "1.33",
     legacy_behavior: str = "",
     no_controller: bool = False,
+    expose_to_nodes: bool = False,
 ) -> None:
     """Bring a lab up: AWS endpoint, metadata, cluster, controller."""
     from lab.labctl import up as lab_up
@@ -105,6 +107,7 @@ def up(
         controller=not no_controller,
         backend=backend,
         aws=aws,
+        expose_to_nodes=expose_to_nodes,
     )
 
 

@@ -79,6 +79,9 @@ class LabConfig:
     backend: str = "sim"
     kind_binary: str = "kind"
     docker_binary: str = "docker"
+    #: kind only: the AWS endpoint and metadata service listen on the nodes' Docker gateway
+    #: (not loopback) so an in-cluster controller (``invoke lab.controller.deploy``) reaches them
+    expose_to_nodes: bool = False
     #: Kubelet stand-in timing: fast enough for tests, shaped like a real kubelet.
     lease_renew_interval: float = 2.0
     node_monitor_grace_period: float = 4.0
@@ -158,13 +161,13 @@ class Lab:
             self.state_dir = Path(self._tmp.name)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         try:
+            if self.config.backend == "kind":
+                self._start_kind(say)
+                return self
             say("AWS endpoint (moto + fidelity layer + trail)")
             self.aws = AwsEndpoint(region=self.config.region, seed=self.config.seed).start()
             # moto's state is process-wide and outlives an earlier Lab in this process.
             self.aws.control.reset()
-            if self.config.backend == "kind":
-                self._start_kind(say)
-                return self
             say("EC2 topology (VPC, subnets, node security group, instances)")
             self._seed_aws(node_plan(self.config))
             say("instance metadata service")
@@ -224,6 +227,10 @@ class Lab:
         missing = [i.name for i in infos if not i.ip]
         if missing:
             raise RuntimeError(f"kind nodes without an IP on the lab network: {missing}")
+        host = self.cluster.host_address() if cfg.expose_to_nodes else "127.0.0.1"
+        say(f"AWS endpoint on {host} (moto + fidelity layer + trail)")
+        self.aws = AwsEndpoint(region=cfg.region, seed=cfg.seed, host=host).start()
+        self.aws.control.reset()  # moto's state is process-wide
         say("EC2 topology with the node containers' IPs")
         self._seed_aws([(str(i.name), i.role, str(i.ip), zone) for i in infos])
         say("instance metadata service")
@@ -231,6 +238,7 @@ class Lab:
             self._need(self.aws, "aws").url,
             cfg.region,
             instance_id=self.control_plane.instance_id,
+            host=host,
         )
         self.imds.start()
         shutil.copyfile(self.cluster.kubeconfig(), self.kubeconfig_path)

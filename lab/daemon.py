@@ -126,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--cluster-id", default="ccm-lab")
     parser.add_argument("--backend", choices=("sim", "kind"), default="sim")
+    parser.add_argument(
+        "--expose-to-nodes",
+        action="store_true",
+        help="kind: serve AWS and metadata on the nodes' gateway (for an in-cluster controller)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -139,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         zones=(f"{args.region}a", f"{args.region}b"),
         cluster_id=args.cluster_id,
         backend=args.backend,
+        expose_to_nodes=args.expose_to_nodes,
         state_dir=args.state_dir.resolve(),
     )
     return serve(config)

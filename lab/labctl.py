@@ -108,6 +108,7 @@ def up(
     controller: bool = True,
     backend: str = "auto",
     aws: str = "moto",
+    expose_to_nodes: bool = False,
     root: Path | None = None,
     console: Console | None = None,
     timeout: float = 60.0,
@@ -127,6 +128,11 @@ def up(
         raise LabError(f"--aws {aws}: only moto is wired into `lab.up` so far; use --aws moto")
     if chosen == "kind":
         timeout = max(timeout, 900.0)  # image pull and kubeadm take minutes
+    elif expose_to_nodes:
+        raise LabError(
+            "--expose-to-nodes is for kind labs (pods reaching the host); "
+            "a sim lab's nodes are not processes"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     log_path = directory / "lab.log"
@@ -146,6 +152,7 @@ def up(
                 k8s_version,
                 "--backend",
                 chosen,
+                *(["--expose-to-nodes"] if expose_to_nodes else []),
             ],
             log_path=log_path,
             env=os.environ,

@@ -149,3 +149,35 @@ def _wait(predicate: Any, timeout: float = 20.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def test_expose_to_nodes_serves_aws_and_metadata_on_the_nodes_gateway(
+    kind_world: tuple[FakeCLI, Path, Path],
+) -> None:
+    """For an in-cluster controller the endpoints listen where pods reach the host. The fake
+    network reports 127.0.0.1 as its gateway (servers here bind loopback only), so what is
+    checked is that the address comes from the network's IPAM answer."""
+    fake, wrapper, tmp = kind_world
+    fake.set(gateway="127.0.0.1")
+    lab = Lab(
+        LabConfig(
+            name="k",
+            backend="kind",
+            kind_binary=str(wrapper),
+            docker_binary=str(fake.bin / "docker"),
+            state_dir=tmp / "lab",
+            expose_to_nodes=True,
+        )
+    )
+    try:
+        lab.start()
+        inspects = [
+            c for c in fake.calls() if c[:3] == ["docker", "network", "inspect"] and "--format" in c
+        ]
+        assert inspects, "the gateway is read from the nodes' network"
+        assert inspects[-1][3] == f"ccm-lab-{CLUSTER}"
+        state = lab.state()
+        assert state["aws_endpoint"].startswith("http://127.0.0.1:")
+        assert state["imds_endpoint"].startswith("http://127.0.0.1:")
+    finally:
+        lab.stop()
