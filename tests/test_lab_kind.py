@@ -158,7 +158,7 @@ def test_expose_to_nodes_serves_aws_and_metadata_on_the_nodes_gateway(
     network reports 127.0.0.1 as its gateway (servers here bind loopback only), so what is
     checked is that the address comes from the network's IPAM answer."""
     fake, wrapper, tmp = kind_world
-    fake.set(gateway="127.0.0.1")
+    fake.set(gateway="127.0.0.1", networks=[f"ccm-lab-{CLUSTER}"])
     lab = Lab(
         LabConfig(
             name="k",
