@@ -8,30 +8,17 @@ sets of rules, event tuples) so assertions read as the catalog's sentences.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 
+from lab.compose import wait_for  # also the scenarios' wait (they import it from here)
+
 ANN = "service.beta.kubernetes.io/aws-load-balancer-"
 FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
 UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
-
-
-def wait_for(
-    predicate: Callable[[], Any], *, timeout: float = 20.0, interval: float = 0.05, what: str = ""
-) -> Any:
-    """Poll until ``predicate()`` is truthy and return it; ``TimeoutError`` names ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 # --- Kubernetes objects -----------------------------------------------------------------------

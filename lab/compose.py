@@ -554,18 +554,13 @@ def _restorable(node: Any) -> dict[str, Any]:
 
 
 def wait_for(
-    predicate: Callable[[], Any], *, timeout: float = 15.0, interval: float = 0.05, what: str = ""
+    predicate: Callable[[], Any], *, timeout: float = 20.0, interval: float = 0.05, what: str = ""
 ) -> Any:
     """Poll ``predicate`` until it returns something truthy; raise ``TimeoutError`` naming it."""
     deadline = time.monotonic() + timeout
-    last: Any = None
     while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
+        value = predicate()
+        if value:
+            return value
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what or predicate!r}")
-
-
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
