@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from lab.kube.errors import FieldError, bad_request, not_supported, required
+from lab.kube.errors import FieldError, bad_request, forbidden, not_supported, required
 from lab.kube.resources import ResourceType
 from lab.kube.validation import validate_labels
 
@@ -221,6 +221,16 @@ class NodeStrategy(Strategy):
                     if not effect
                     else not_supported(f"spec.taints[{i}].effect", effect, allowed)
                 )
+        # ValidateNodeUpdate: providerID may go from "" to a value, never change after that.
+        old_id = ((old or {}).get("spec") or {}).get("providerID") or ""
+        new_id = (obj.get("spec") or {}).get("providerID") or ""
+        if old_id and new_id != old_id:
+            errs.append(
+                forbidden(
+                    "spec.providerID",
+                    'node updates may not change providerID except from "" to valid',
+                )
+            )
         return errs
 
 
