@@ -135,11 +135,13 @@ def _paths_for(rt: ResourceType, *, v2: bool) -> JSONDict:
     }
     for sub in rt.subresources:
         sub_tag = f"{tag}{sub.capitalize()}"
-        paths[f"{item}/{sub}"] = {
+        operations = {
             "get": _operation(rt, "get", f"read{sub_tag}", v2=v2),
             "put": _operation(rt, "put", f"replace{sub_tag}", v2=v2),
             "patch": _operation(rt, "patch", f"patch{sub_tag}", v2=v2),
         }
+        # namespaces/finalize is update-only on a real server
+        paths[f"{item}/{sub}"] = {"put": operations["put"]} if sub == "finalize" else operations
     return paths
 
 

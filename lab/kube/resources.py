@@ -65,7 +65,7 @@ RESOURCES: tuple[ResourceType, ...] = (
         namespaced=False,
         verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
         short_names=("ns",),
-        subresources=("status",),
+        subresources=("finalize", "status"),
     ),
     ResourceType(
         "",

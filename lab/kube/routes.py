@@ -58,7 +58,7 @@ def parse(path: str) -> Route | None:
         raise E.unknown_path()
     name = rest[1] if len(rest) >= 2 else None
     sub = rest[2] if len(rest) == 3 else ""
-    if sub and sub not in rt.subresources and not (sub == "finalize" and rt.plural == "namespaces"):
+    if sub and sub not in rt.subresources:
         raise E.unknown_path()
     return Route(rt, namespace, name, sub)
 
