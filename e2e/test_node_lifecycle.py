@@ -105,7 +105,13 @@ def test_lookup_error_deletes_nothing(lab: Lab, core_v1: Any) -> None:
     aws = lab.aws
     assert aws is not None
     lab.start_controller(args=FAST)
-    aws.control.add_fault(action="DescribeInstances", code="InternalError", status=500, count=1000)
+    aws.control.add_fault(
+        action="DescribeInstances",
+        code="InternalError",
+        status=500,
+        count=1000,
+        caller="ccm-lab-controller",  # the controller's lookups only, not the metadata service
+    )
     _kubelet(lab).stop_heartbeat(worker.name)
     wait_for(lambda: _not_ready(core_v1, worker.name), timeout=20, what="NotReady")
     ctl = lab.controller

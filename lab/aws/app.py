@@ -220,7 +220,10 @@ class AwsApp:
         answered_by = "moto"
         injected = False
         decision = lab.faults.decide(
-            service=request.service, action=request.action, params=request.params
+            service=request.service,
+            action=request.action,
+            params=request.params,
+            user_agent=request.user_agent,
         )
         if decision is not None:
             injected = True

@@ -117,6 +117,7 @@ class AwsControlClient:
         seed: int | None = None,
         service: str | None = None,
         match: dict[str, str] | None = None,
+        caller: str | None = None,
     ) -> FaultRule:
         """Add a fault rule (see :mod:`lab.aws.faults`); returns it with its id."""
         given = {
@@ -130,6 +131,7 @@ class AwsControlClient:
             "seed": seed,
             "service": service,
             "match": match,
+            "caller": caller,
         }
         return FaultRule.from_dict(
             self._call("POST", "faults", {k: v for k, v in given.items() if v is not None})

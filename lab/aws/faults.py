@@ -53,6 +53,9 @@ class FaultRule:
     match: dict[str, str] | None = None
     """Only calls whose readable parameters (as in the trail) match: ``{"GroupId": "sg-1"}``
     (a list parameter matches when it contains the value)."""
+    caller: str | None = None
+    """Only calls whose User-Agent contains this text (``ccm-lab-controller``, ``ccm-lab-imds``,
+    ``app/replica-a``), so a fault meant for one client does not hit the others."""
     fired: int = 0
     """How many times the rule has fired so far."""
 
@@ -82,6 +85,7 @@ def make_rule(data: Mapping[str, Any], *, rule_id: str) -> FaultRule:
         "probability",
         "seed",
         "match",
+        "caller",
     }
     unknown = sorted(set(data) - allowed)
     if unknown:
@@ -125,6 +129,9 @@ def make_rule(data: Mapping[str, Any], *, rule_id: str) -> FaultRule:
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in match.items())
     ):
         raise LabControlError(f"fault: 'match' must map parameter names to strings, got {match!r}")
+    caller = data.get("caller")
+    if caller is not None and (not isinstance(caller, str) or not caller):
+        raise LabControlError(f"fault: 'caller' must be non-empty text, got {caller!r}")
     message = data.get("message", FaultRule.message)
     if not isinstance(message, str):
         raise LabControlError(f"fault: 'message' must be a string, got {message!r}")
@@ -140,6 +147,7 @@ def make_rule(data: Mapping[str, Any], *, rule_id: str) -> FaultRule:
         probability=None if probability is None else float(probability),
         seed=seed,
         match=None if match is None else dict(match),
+        caller=caller,
     )
 
 
@@ -186,7 +194,12 @@ class FaultInjector:
             return list(self._rules)
 
     def decide(
-        self, *, service: str, action: str, params: Mapping[str, str] | None = None
+        self,
+        *,
+        service: str,
+        action: str,
+        params: Mapping[str, str] | None = None,
+        user_agent: str = "",
     ) -> FaultDecision | None:
         """Consult the rules for one call; counts and random draws advance only on a match."""
         with self._lock:
@@ -199,6 +212,8 @@ class FaultInjector:
                 if rule.action not in ("*", action):
                     continue
                 if rule.service is not None and rule.service != service:
+                    continue
+                if rule.caller is not None and rule.caller not in user_agent:
                     continue
                 if rule.match:
                     if summary is None:
