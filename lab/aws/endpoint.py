@@ -24,7 +24,6 @@ Neighbours: :mod:`lab.aws.process` runs the same thing in a child process;
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
@@ -37,6 +36,7 @@ from lab.aws.app import DEFAULT_ACCOUNT, AwsApp, AwsLab, LabSettings
 from lab.aws.client import AwsControlClient, AwsControlUnavailable
 from lab.aws.fidelity import FidelityConfig
 from lab.aws.trail import Trail
+from lab.component import RecentLog
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -53,20 +53,6 @@ DUMMY_SECRET_KEY = "testing"
 
 class EndpointNotReady(RuntimeError):
     """The endpoint did not become ready in time; the message carries its recent log."""
-
-
-class _RecentLog(logging.Handler):
-    """Keeps the last records of ``lab.aws``/``moto``/``werkzeug`` for readiness errors."""
-
-    def __init__(self, size: int = 200) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: collections.deque[str] = collections.deque(maxlen=size)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(f"{record.levelname} {record.name}: {record.getMessage()}")
-
-    def text(self) -> str:
-        return "\n".join(self.records) or "(no log records)"
 
 
 def make_wsgi_server(app: AwsApp, *, host: str, port: int) -> BaseWSGIServer:
@@ -113,7 +99,7 @@ class AwsEndpoint:
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._recent = _RecentLog()
+        self._recent = RecentLog()
         self._control: AwsControlClient | None = None
         self._clients: dict[tuple[str, int], Any] = {}
 

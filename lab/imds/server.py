@@ -17,7 +17,6 @@ Neighbours: ``routes.ImdsApp`` (the app), ``handlers.ImdsService`` (state), ``ec
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
@@ -29,6 +28,7 @@ from typing import Self
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
+from lab.component import RecentLog
 from lab.imds.control import ImdsControl
 from lab.imds.ec2 import Boto3Ec2Reader, Ec2Reader
 from lab.imds.exceptions import ImdsReadinessError
@@ -49,18 +49,6 @@ class _RequestHandler(WSGIRequestHandler):
     def log(self, type: str, message: str, *args: object) -> None:
         level = logging.WARNING if type == "error" else logging.DEBUG
         access_log.log(level, message, *args)
-
-
-class _RecentLog(logging.Handler):
-    """Keeps the last records of ``lab.imds`` (including request lines) for readiness errors."""
-
-    def __init__(self, size: int = 200) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: collections.deque[str] = collections.deque(maxlen=size)
-        self.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
 
 
 class ImdsServer:
@@ -107,7 +95,7 @@ class ImdsServer:
         self.app = ImdsApp(self.service, hold_seconds=hold_seconds, stopping=self._stopping)
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
-        self._recent = _RecentLog()
+        self._recent = RecentLog()
         self._lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -162,7 +150,7 @@ class ImdsServer:
             except (urllib.error.URLError, OSError) as exc:
                 last_error = str(exc)
             time.sleep(0.02)  # poll interval of a readiness loop, bounded by the deadline
-        recent = "\n".join(self._recent.lines)
+        recent = self._recent.text()
         self.stop()
         raise ImdsReadinessError(
             f"imds at {self._host}:{self._requested_port} not ready after "

@@ -22,13 +22,13 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from lab.component import RecentLog
 from lab.kube.control import ControlClient
 from lab.kube.handlers import Api
 from lab.kube.store import Store
@@ -149,15 +149,6 @@ class _Server(ThreadingHTTPServer):
         self.api.record_error(Request("?", "?", {}), exc)
 
 
-class _LogBuffer(logging.Handler):
-    def __init__(self, size: int = 200) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: deque[str] = deque(maxlen=size)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
-
-
 class KubeSimulator:
     """The embedded API server as a lab component.
 
@@ -199,7 +190,7 @@ class KubeSimulator:
         self._thread: threading.Thread | None = None
         self._certs: ServingCerts | None = None
         self._kubeconfig: Path | None = None
-        self._logs = _LogBuffer()
+        self._logs = RecentLog()
         self._clients: list[Any] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -259,7 +250,7 @@ class KubeSimulator:
             except OSError as exc:
                 last = exc
             time.sleep(0.02)
-        recent = "\n".join(self._logs.lines)
+        recent = self._logs.text()
         self.stop()
         raise SimulatorError(
             f"kube simulator not ready after {self.ready_timeout}s at {self.url}: "
