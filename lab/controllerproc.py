@@ -113,6 +113,35 @@ def pid_alive(pid: int | None) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
+def terminate(pid: int | None, *, group: bool, timeout: float = 10.0) -> None:
+    """SIGTERM (the process group when ``group``), then SIGKILL after ``timeout``.
+
+    For processes this one did not start or no longer holds (``lab.down``, a detached
+    controller); a child with a ``Popen`` is stopped through it instead, which also reaps it.
+    """
+    if not pid_alive(pid):
+        return
+    assert pid is not None
+
+    def send(sig: signal.Signals) -> None:
+        if group:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+
+    with contextlib.suppress(ProcessLookupError):
+        send(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if pid_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            send(signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
 class ControllerProcess:
     """One run of the controller. ``start()`` waits until ``/healthz`` answers.
 
@@ -207,7 +236,11 @@ class ControllerProcess:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
     def stop(self, *, timeout: float = 10.0) -> int | None:
-        """SIGTERM, then SIGKILL after ``timeout``. Idempotent; returns the exit code."""
+        """SIGTERM, then SIGKILL after ``timeout``. Idempotent; returns the exit code
+        (``None`` for a detached controller, whose exit status belongs to no one here)."""
+        if self.detached:
+            terminate(self._pid, group=True, timeout=timeout)
+            return None
         proc = self._proc
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -225,6 +258,9 @@ class ControllerProcess:
 
     def kill(self) -> None:
         """SIGKILL with no chance to clean up (crash tests)."""
+        if self.detached:
+            terminate(self._pid, group=True, timeout=0)
+            return
         if self._proc is not None and self._proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)

@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -26,7 +25,13 @@ from urllib.parse import urlparse
 from rich.console import Console
 from rich.table import Table
 
-from lab.controllerproc import ControllerProcess, ControllerSpec, pid_alive, spawn_detached
+from lab.controllerproc import (
+    ControllerProcess,
+    ControllerSpec,
+    pid_alive,
+    spawn_detached,
+    terminate,
+)
 from lab.daemon import read_state, write_state
 
 LAB_ROOT = Path(".lab")
@@ -51,31 +56,6 @@ def load_state(name: str, root: Path | None = None) -> dict[str, Any]:
 
 
 # --- processes ---------------------------------------------------------------------------------
-
-
-def terminate(pid: int | None, *, group: bool, timeout: float = 10.0) -> None:
-    """SIGTERM (the process group when ``group``), then SIGKILL after ``timeout``."""
-    if not pid_alive(pid):
-        return
-    assert pid is not None
-
-    def send(sig: signal.Signals) -> None:
-        if group:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-
-    with contextlib.suppress(ProcessLookupError):
-        send(signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if pid_alive(pid):
-        with contextlib.suppress(ProcessLookupError):
-            send(signal.SIGKILL)
-        deadline = time.monotonic() + 5
-        while pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
 
 
 def port_open(url: str) -> bool:
@@ -333,6 +313,7 @@ def node_action(
 
     state = load_state(name, root)
     if action in ("stop-heartbeat", "resume-heartbeat"):
+        import urllib.error
         import urllib.request
 
         control = state["daemon"]["control_url"]
