@@ -22,7 +22,7 @@ from kubernetes import client
 from rich.console import Console
 
 from lab import labctl
-from lab.compose import Lab, LabConfig
+from lab.compose import Lab, LabConfig, wait_for
 
 UNINIT = "node.cloudprovider.kubernetes.io/uninitialized"
 
@@ -35,21 +35,13 @@ def all_initialized(lab: Lab) -> bool:
     )
 
 
-def wait(pred: object, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met")
-        time.sleep(0.02)
-
-
 def up_to_initialized(nodes: int) -> tuple[float, float, float, Lab]:
     t0 = time.monotonic()
     lab = Lab(LabConfig(name=f"bench-{nodes}", nodes=nodes, zones=("us-east-1a", "us-east-1b")))
     lab.start()
     servers = time.monotonic() - t0
     lab.start_controller()
-    wait(lambda: all_initialized(lab))
+    wait_for(lambda: all_initialized(lab), timeout=120, what="all nodes initialized")
     total = time.monotonic() - t0
     return servers, total - servers, total, lab
 

@@ -24,7 +24,7 @@ from kubernetes import client
 from lab.cluster.base import Role
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.versions import KubeVersion
-from lab.compose import Lab, LabConfig
+from lab.compose import Lab, LabConfig, wait_for
 from lab.kube.server import KubeSimulator
 from tests.cluster.fakecli import FakeCLI, container
 
@@ -111,8 +111,10 @@ def test_lab_on_kind_seeds_instances_from_containers_and_initializes_nodes(
 
         lab.start_controller()
         for node in lab.nodes:
-            deadline_ok = _wait(lambda n=node.name: UNINIT not in _taints(core, n))
-            assert deadline_ok, f"{node.name} initialized"
+            wait_for(
+                lambda n=node.name: UNINIT not in _taints(core, n),
+                what=f"{node.name} initialized",
+            )
 
         # A test's leftovers: a Service with our finalizer, a label on a node.
         core.create_namespaced_service(
@@ -138,17 +140,6 @@ def test_lab_on_kind_seeds_instances_from_containers_and_initializes_nodes(
         lab.stop()
     assert any(c[:3] == ["kind", "delete", "cluster"] for c in fake.calls())
     assert json.loads((fake.root / "state.json").read_text())  # fakes still consistent
-
-
-def _wait(predicate: Any, timeout: float = 20.0) -> bool:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_expose_to_nodes_serves_aws_and_metadata_on_the_nodes_gateway(

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,9 @@ from rich.console import Console
 
 import controller.service
 from lab import labctl
+from lab.compose import wait_for
 from lab.debug import attach_session
 from lab.debug.source import function_body_line
-
-
-def _wait(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise TimeoutError(what)
 
 
 @pytest.mark.slow
@@ -52,7 +42,11 @@ def test_lab_debug_attach_break_evaluate_continue(tmp_path: Path) -> None:
     try:
         runner.start()
         session = json.loads(
-            _wait(lambda: session_file.exists() and session_file.read_text(), 60, "session file")
+            wait_for(
+                lambda: session_file.exists() and session_file.read_text(),
+                timeout=60,
+                what="session file",
+            )
         )
         assert session["host"] == "127.0.0.1"
         launch = json.loads((tmp_path / "dbg" / "debug" / "launch.json").read_text())
@@ -60,7 +54,7 @@ def test_lab_debug_attach_break_evaluate_continue(tmp_path: Path) -> None:
         assert attach["request"] == "attach"
         assert attach["connect"]["port"] == session["port"]
         printed = console.file  # the task prints the address to attach to
-        _wait(lambda: str(session["port"]) in printed.getvalue(), 10, "attach instructions")  # type: ignore[attr-defined]
+        wait_for(lambda: str(session["port"]) in printed.getvalue(), timeout=10, what="attach")  # type: ignore[attr-defined]
 
         source = Path(controller.service.__file__).resolve()
         line = function_body_line(source, "ServiceController.sync_service")
@@ -88,7 +82,9 @@ def test_lab_debug_attach_break_evaluate_continue(tmp_path: Path) -> None:
                     ingress = svc.status.load_balancer.ingress or []
                     return ingress[0].hostname if ingress else None
 
-                assert str(_wait(hostname, 60, "hostname")).endswith(".elb.amazonaws.com")
+                assert str(wait_for(hostname, timeout=60, what="hostname")).endswith(
+                    ".elb.amazonaws.com"
+                )
                 dap.disconnect()
         finally:
             core.api_client.close()
