@@ -1,15 +1,28 @@
-"""What every lab component shares: the recent-log buffer attached to readiness errors.
+"""What every lab component shares: process identity, detached spawning, log tails, recent logs.
 
-Components (``lab.aws.AwsEndpoint``, ``lab.imds.ImdsServer``, ``lab.kube.server.KubeSimulator``)
-start on port 0, wait for readiness with explicit timeouts, and when readiness fails put their
-recent log into the exception (conventions.md, "Components are context managers"). This module
-holds the one buffer they use for that.
+Components (the AWS endpoint, the metadata service, the API simulator, the controller, the
+debug session, the lab daemon) start on port 0, wait for readiness with explicit timeouts, and
+when readiness fails put their recent log into the exception (conventions.md, "Components are
+context managers"). This module is the bottom of the ``lab`` layers: it imports nothing of the
+lab.
+
+Processes the lab started and no longer holds a ``Popen`` for (``invoke lab.up`` returns while
+the lab runs on) are named by a :class:`ProcessRef`: the pid *and* the kernel's start time of
+that pid, so a signal never reaches an unrelated process that reused the pid after ours died.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import dataclasses
 import logging
+import os
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 
 class RecentLog(logging.Handler):
@@ -25,3 +38,137 @@ class RecentLog(logging.Handler):
 
     def text(self) -> str:
         return "\n".join(self.lines) or "(no log records)"
+
+
+def tail(path: Path | None, lines: int = 40) -> str:
+    """The last ``lines`` lines of a log file, or a note saying why there are none."""
+    if path is None:
+        return "(no log file)"
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return f"(log {path} unreadable: {exc})"
+    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+
+# --- process identity -----------------------------------------------------------------------
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """``/proc/<pid>/stat`` fields after the command name (field 3 onwards), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()
+
+
+def process_start_time(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot), None when it is gone.
+
+    Where ``/proc`` is absent (not Linux) 0 is returned for a live pid: identity then rests on
+    the pid alone, which is what every other tool does there.
+    """
+    fields = _stat_fields(pid)
+    if fields is None:
+        return 0 if _kill0(pid) else None
+    return int(fields[19])  # field 22 of the stat line; fields[0] is field 3 (state)
+
+
+def _kill0(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def pid_alive(pid: int | None) -> bool:
+    """True while ``pid`` runs (a zombie, exited but not reaped, counts as gone)."""
+    if not pid or not _kill0(pid):
+        return False
+    fields = _stat_fields(pid)
+    return fields is None or fields[0] != "Z"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessRef:
+    """A process by pid and start time; ``alive()`` is False once that pid is reused."""
+
+    pid: int
+    start_time: int
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessRef | None:
+        """The process now running as ``pid``, or None."""
+        started = process_start_time(pid)
+        return None if started is None else cls(pid, started)
+
+    def alive(self) -> bool:
+        if not pid_alive(self.pid):
+            return False
+        return self.start_time == 0 or process_start_time(self.pid) == self.start_time
+
+    def signal(self, sig: signal.Signals, *, group: bool = False) -> bool:
+        """Send ``sig`` (to the process group it leads when ``group``) if it is still ours."""
+        if not self.alive():
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            if group:
+                os.killpg(self.pid, sig)
+            else:
+                os.kill(self.pid, sig)
+        return True
+
+    def terminate(self, *, group: bool = True, timeout: float = 10.0) -> bool:
+        """SIGTERM, then SIGKILL after ``timeout``; True when it is gone afterwards.
+
+        For processes this one did not start or no longer holds (a child with a ``Popen`` is
+        stopped through it instead, which also reaps it).
+        """
+        if not self.signal(signal.SIGTERM, group=group):
+            return True
+        if _wait_gone(self, timeout):
+            return True
+        self.signal(signal.SIGKILL, group=group)
+        return _wait_gone(self, 5.0)
+
+    def to_json(self) -> dict[str, int]:
+        return {"pid": self.pid, "start_time": self.start_time}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> ProcessRef | None:
+        if not data or not isinstance(data.get("pid"), int):
+            return None
+        start = data.get("start_time")
+        return cls(int(data["pid"]), int(start) if isinstance(start, int) else 0)
+
+
+def _wait_gone(ref: ProcessRef, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while ref.alive():
+        if time.monotonic() >= deadline:
+            return False
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(ref.pid, os.WNOHANG)  # reap it if it happens to be our child
+        time.sleep(0.02)
+    return True
+
+
+def spawn_detached(argv: Sequence[str], *, log_path: Path, env: Mapping[str, str]) -> ProcessRef:
+    """Start ``argv`` in its own session, output appended to ``log_path`` (mode 0600).
+
+    For processes meant to outlive the one starting them (``invoke lab.up`` returns while the
+    lab runs on): no ``Popen`` object is left to complain that its child still runs.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, str(log_path), flags, 0o600),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
+    pid = os.posix_spawn(argv[0], list(argv), dict(env), file_actions=actions, setsid=True)
+    return ProcessRef.of(pid) or ProcessRef(pid, 0)
