@@ -1,12 +1,26 @@
 """The front door: ``invoke lab.*`` and ``invoke check``.
 
-Task bodies stay thin and call importable functions in ``lab.labctl`` (and ``lab.debug``), so
+Task bodies stay thin and call importable functions in ``lab.labctl`` (and ``e2e.repro``), so
 tests call the same code. ``invoke --list`` shows everything.
+
+Every task validates its input before it changes anything; a mistake ends in one line naming
+the flag, the value and the fix (exit 1; ``INVOKE_DEBUG=1`` or ``invoke --debug`` adds the
+traceback). This module is one of the few places that sees both ``lab`` and ``controller``: it
+checks ``--legacy-behavior`` ids and ``--args`` against the controller's own registry and
+parser before the lab is touched.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
+import os
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from invoke.collection import Collection
 from invoke.context import Context
@@ -14,20 +28,83 @@ from invoke.exceptions import Exit
 from invoke.tasks import task
 
 PY_PATHS = "."  # ruff skips .venv, .lab and git-ignored files
+#: controller flags the lab sets itself; --args may not override them
+LAB_OWNED_FLAGS = ("--kubeconfig", "--cloud-config", "--metrics-addr", "--address-file")
+
+T = TypeVar("T")
+
+
+def _debugging() -> bool:
+    return bool(os.environ.get("INVOKE_DEBUG")) or logging.getLogger("invoke").isEnabledFor(
+        logging.DEBUG
+    )
+
+
+def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call a lab function; a LabError (or any failure) becomes one line and exit 1."""
+    from lab.state import LabError
+
+    try:
+        return fn(*args, **kwargs)
+    except LabError as exc:
+        raise Exit(f"error: {exc}", code=1) from None
+    except KeyboardInterrupt:
+        raise Exit("interrupted", code=130) from None
+    except Exit:
+        raise
+    except Exception as exc:
+        if _debugging():
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise Exit(
+            f"error: {type(exc).__name__}: {first} (this is a bug in the lab; "
+            "`INVOKE_DEBUG=1 invoke ...` shows the traceback)",
+            code=1,
+        ) from None
 
 
 def _split(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def _run(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-    """Call a lab function; turn its LabError into a clean non-zero exit."""
-    from lab.labctl import LabError
+def _controller_flags(legacy_behavior: str, args: str) -> tuple[list[str], list[str]]:
+    """Check ``--legacy-behavior`` and ``--args`` with the controller's own registry and
+    parser; returns them split. Exits with one line on the first problem."""
+    from controller.app import build_parser
+    from controller.legacy import BEHAVIORS
 
+    legacy = _split(legacy_behavior)
+    unknown = [b for b in legacy if b not in BEHAVIORS]
+    if unknown:
+        raise Exit(
+            f"error: --legacy-behavior {','.join(unknown)}: unknown id; known ids: "
+            f"{', '.join(sorted(BEHAVIORS))}",
+            code=1,
+        )
     try:
-        return fn(*args, **kwargs)
-    except LabError as exc:
-        raise Exit(f"error: {exc}", code=1) from None
+        extra = shlex.split(args)
+    except ValueError as exc:
+        raise Exit(f"error: --args {args!r}: {exc}", code=1) from None
+    owned = [a for a in extra if a.split("=", 1)[0] in LAB_OWNED_FLAGS]
+    if owned:
+        raise Exit(
+            f"error: --args {args!r}: {owned[0].split('=', 1)[0]} is set by the lab; "
+            "leave it out",
+            code=1,
+        )
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors):
+        try:
+            build_parser().parse_args(extra)
+        except SystemExit:
+            reason = errors.getvalue().strip().splitlines()[-1:] or ["invalid"]
+            message = reason[0].removeprefix("python -m controller: error: ")
+            raise Exit(
+                f"error: --args {args!r}: {message} (`python -m controller --help` lists the "
+                "controller's flags)",
+                code=1,
+            ) from None
+    return legacy, extra
 
 
 # --- check ---------------------------------------------------------------------------------
@@ -52,7 +129,7 @@ def types(c: Context) -> None:
 
 @task
 def contracts(c: Context) -> None:
-    """import-linter: controller/ and lab/ independent; boto3 only where allowed."""
+    """import-linter: independence, where boto3 may be imported, and the layers."""
     c.run("lint-imports", pty=False)
 
 
@@ -75,11 +152,12 @@ def fmt(c: Context) -> None:
     default=True,
     help={
         "name": "lab name (state under .lab/<name>/)",
-        "backend": "auto (kind if Docker answers, else sim) | sim | kind | existing",
-        "aws": "moto (default) | localstack",
-        "nodes": "number of nodes (first is the control plane)",
+        "backend": "auto (kind if Docker answers, else sim) | sim | kind",
+        "aws": "moto (the only one wired so far)",
+        "nodes": "number of nodes, 1 to 20 (the first is the control plane)",
         "k8s_version": "Kubernetes version the cluster behaves as (e.g. 1.22, 1.33)",
         "legacy_behavior": "comma-separated legacy behaviours for the controller",
+        "args": "extra controller flags, quoted (e.g. \"--concurrent-service-syncs 4\")",
         "no_controller": "bring the world up without starting the controller",
         "expose_to_nodes": "kind: serve AWS and metadata on the nodes' gateway (in-cluster use)",
     },
@@ -92,18 +170,21 @@ def up(
     nodes: int = 2,
     k8s_version: str = "1.33",
     legacy_behavior: str = "",
+    args: str = "",
     no_controller: bool = False,
     expose_to_nodes: bool = False,
 ) -> None:
     """Bring a lab up: AWS endpoint, metadata, cluster, controller."""
     from lab.labctl import up as lab_up
 
+    legacy, extra = _controller_flags(legacy_behavior, args)
     _run(
         lab_up,
         name=name,
         nodes=nodes,
         k8s_version=k8s_version,
-        legacy=_split(legacy_behavior),
+        legacy=legacy,
+        args=extra,
         controller=not no_controller,
         backend=backend,
         aws=aws,
@@ -111,17 +192,17 @@ def up(
     )
 
 
-@task
+@task(help={"name": "lab name"})
 def down(c: Context, name: str = "default") -> None:
-    """Stop a lab and remove its state; fails if any process or port is left behind."""
+    """Stop a lab and remove its state; fails, keeping the logs, if anything is left behind."""
     from lab.labctl import down as lab_down
 
     _run(lab_down, name=name)
 
 
-@task(help={"json": "print state.json plus live health as JSON"})
+@task(help={"name": "lab name", "json": "print state.json plus live health as JSON"})
 def status(c: Context, name: str = "default", json_: bool = False) -> None:
-    """Nodes (taints, providerIDs), Services with ELB names, endpoints, controller health."""
+    """Nodes, Services with their ELBs, endpoints and the controller; exit 1 if broken."""
     from lab.labctl import render_status
     from lab.labctl import status as lab_status
 
@@ -130,28 +211,33 @@ def status(c: Context, name: str = "default", json_: bool = False) -> None:
         print(json.dumps(doc, indent=2, sort_keys=True))
     else:
         render_status(doc)
+    if doc["problems"]:
+        raise Exit(f"lab {name!r} is not healthy: {doc['problems'][0]}", code=1)
 
 
-@task
+@task(help={"name": "lab name", "lines": "how many lines (default 60)"})
 def logs(c: Context, name: str = "default", lines: int = 60) -> None:
     """The controller's log (tail)."""
-    from lab.labctl import load_state
+    from lab.component import tail
+    from lab.state import load_state
 
     state = _run(load_state, name)
-    path = (state.get("controller") or {}).get("log")
-    if not path:
+    current = state.debug.log if state.debug else state.controller.log if state.controller else ""
+    if not current:
         raise Exit("error: the controller has not been started in this lab", code=1)
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        print("".join(fh.readlines()[-lines:]), end="")
+    from pathlib import Path
+
+    print(tail(Path(current), lines))
 
 
 @task(
     help={
-        "action": "only this AWS action, e.g. DeleteSecurityGroup",
+        "name": "lab name",
+        "action": "only this AWS action, e.g. DeleteSecurityGroup (any case)",
         "service": "only ec2 | elb | elbv2 | sts",
         "errors": "only failed calls",
         "last": "show the last N calls (0 = all)",
-        "json": "JSON lines instead of a table",
+        "json": "JSON lines (one call per line) instead of a table",
     }
 )
 def trail(
@@ -177,31 +263,51 @@ def trail(
     )
 
 
-@task
-def kubectl(c: Context, name: str = "default") -> None:
-    """kubectl against the lab: `invoke lab.kubectl -- get nodes`."""
-    import shlex
+def _after_double_dash(argv: Sequence[str]) -> list[str]:
+    """The words after ``--`` exactly as the shell passed them (invoke re-joins them)."""
+    return list(argv[argv.index("--") + 1 :]) if "--" in argv else []
 
+
+@task(help={"name": "lab name"})
+def kubectl(c: Context, name: str = "default") -> None:
+    """kubectl against the lab: `invoke lab.kubectl -- get nodes -o wide`."""
     from lab.labctl import kubectl as lab_kubectl
 
-    code = _run(lab_kubectl, shlex.split(getattr(c, "remainder", "") or ""), name=name)
+    code = _run(lab_kubectl, _after_double_dash(sys.argv), name=name)
     if code:
         raise Exit(code=code)
 
 
-@task(name="restart", help={"legacy_behavior": "comma-separated legacy behaviour ids"})
+@task(help={"name": "lab name"})
+def env(c: Context, name: str = "default") -> None:
+    """Exports for a shell: `eval "$(invoke lab.env)"` (kubeconfig, AWS, metadata)."""
+    from lab.labctl import environment, render_environment
+
+    print(render_environment(_run(environment, name=name)), end="")
+
+
+@task(
+    name="restart",
+    help={
+        "name": "lab name",
+        "legacy_behavior": "comma-separated legacy behaviour ids",
+        "args": "extra controller flags, quoted",
+    },
+)
 def controller_restart(
     c: Context, name: str = "default", legacy_behavior: str = "", args: str = ""
 ) -> None:
-    """Restart only the controller, with other flags."""
+    """Restart only the controller, with other flags (the old one stays if the new fails)."""
     from lab.labctl import restart_controller
 
-    _run(restart_controller, name=name, legacy=_split(legacy_behavior), args=args.split())
+    legacy, extra = _controller_flags(legacy_behavior, args)
+    _run(restart_controller, name=name, legacy=legacy, args=extra)
 
 
 @task(
     name="deploy",
     help={
+        "name": "lab name",
         "image": "image to build and load",
         "no_build": "load an image built already",
         "legacy_behavior": "comma-separated legacy behaviour ids",
@@ -217,16 +323,11 @@ def controller_deploy(
     """Run the controller in-cluster on a kind lab: docker build, kind load, kubectl apply."""
     from lab.incluster import DEFAULT_IMAGE, deploy_to_lab
 
-    _run(
-        deploy_to_lab,
-        name,
-        image=image or DEFAULT_IMAGE,
-        build=not no_build,
-        legacy=_split(legacy_behavior),
-    )
+    legacy, _ = _controller_flags(legacy_behavior, "")
+    _run(deploy_to_lab, name, image=image or DEFAULT_IMAGE, build=not no_build, legacy=legacy)
 
 
-@task(name="undeploy")
+@task(name="undeploy", help={"name": "lab name"})
 def controller_undeploy(c: Context, name: str = "default") -> None:
     """Remove the in-cluster controller from a kind lab."""
     from lab.incluster import undeploy_from_lab
@@ -234,55 +335,71 @@ def controller_undeploy(c: Context, name: str = "default") -> None:
     _run(undeploy_from_lab, name)
 
 
-def _node_task(action: str, doc: str):  # type: ignore[no-untyped-def]
-    @task(name=action, help={"node": "node name", "value": "IP or providerID (default: the lab's)"})
-    def node_task(c: Context, node: str, name: str = "default", value: str = "") -> None:
+def _node_task(action: str, doc: str) -> Any:
+    # ``name`` comes first so that -n means --name here as everywhere (node gets -o).
+    @task(
+        name=action,
+        help={
+            "name": "lab name",
+            "node": "node name (`invoke lab.status` lists them)",
+            "value": "IP or providerID (default: the lab's)",
+        },
+    )
+    def node_task(c: Context, name: str = "default", node: str = "", value: str = "") -> None:
         from lab.labctl import node_action
 
-        result = _run(node_action, action, node, value=value, name=name)
-        print(json.dumps(result.get("metadata", result), indent=2, default=str)[:2000])
+        if not node:
+            raise Exit(f"error: lab.nodes.{action} needs --node NAME", code=1)
+        print(_run(node_action, action, node, value=value, name=name))
 
     node_task.__doc__ = doc
     return node_task
 
 
-@task(help={"port": "debugpy port (0 = kernel's choice)"})
-def debug(c: Context, name: str = "default", legacy_behavior: str = "", port: int = 0) -> None:
+@task(
+    help={
+        "name": "lab name",
+        "legacy_behavior": "comma-separated legacy behaviour ids",
+        "args": "extra controller flags, quoted",
+        "port": "debugpy port (0 = kernel's choice)",
+    }
+)
+def debug(
+    c: Context, name: str = "default", legacy_behavior: str = "", args: str = "", port: int = 0
+) -> None:
     """Run the lab's controller under debugpy, waiting for your debugger to attach."""
     from lab.labctl import debug_controller
 
-    _run(debug_controller, name=name, legacy=_split(legacy_behavior), port=port)
+    legacy, extra = _controller_flags(legacy_behavior, args)
+    _run(debug_controller, name=name, legacy=legacy, args=extra, port=port)
 
 
 @task(
     positional=["scenario"],
     help={
-        "scenario": "catalog id, e.g. k8s-84926 (see --list)",
+        "scenario": "catalog id, e.g. k8s-84926; --list lists them",
+        "name": "lab name for --in-place",
         "fixed": "show the fixed behaviour instead of the bug",
-        "list": "list the catalog",
+        "in_place": "run on the running lab --name (restoring what it changes), not a scratch lab",
     },
 )
 def repro(
-    c: Context,
-    scenario: str | None = None,
-    name: str = "default",
-    fixed: bool = False,
-    list_: bool = False,
+    c: Context, scenario: str, name: str = "default", fixed: bool = False, in_place: bool = False
 ) -> None:
-    """Replay a failure-catalog scenario step by step, showing the evidence."""
+    """Replay a failure-catalog scenario step by step, showing the evidence (--list: ids)."""
     from rich.console import Console
 
     from e2e.repro import list_catalog
     from e2e.repro import repro as run_repro
 
     console = Console()
-    if list_ or not scenario:
+    if scenario in ("--list", "-l", "list"):
         list_catalog(console)
         return
-    try:
-        code = _run(run_repro, scenario, fixed=fixed, name=name, console=console)
-    except KeyError as exc:
-        raise Exit(f"error: {exc.args[0]}", code=2) from None
+    if scenario in ("--help", "-h"):
+        c.run("invoke --help lab.repro", pty=False)
+        return
+    code = _run(run_repro, scenario, fixed=fixed, name=name, in_place=in_place, console=console)
     if code:
         raise Exit(code=code)
 
@@ -290,7 +407,7 @@ def repro(
 ns = Collection()
 ns.add_collection(Collection("check", check, lint, types, contracts))
 ns.add_task(fmt)
-lab_ns = Collection("lab", up, down, status, logs, trail, kubectl, debug, repro)
+lab_ns = Collection("lab", up, down, status, logs, trail, kubectl, env, debug, repro)
 lab_ns.add_collection(
     Collection("controller", controller_restart, controller_deploy, controller_undeploy)
 )

@@ -1,22 +1,30 @@
-"""The composed lab: AWS endpoint, EC2 topology, metadata, cluster, kubelet stand-in, controller.
+"""The composed lab: AWS endpoint, EC2 topology, metadata, cluster, controller.
 
-One :class:`Lab` object owns every piece of one lab and brings them up in order:
+One :class:`Lab` object owns every piece of one lab and brings them up as ordered steps
+(``lab.cluster.steps``, kind's ``create/actions`` pattern), undone in reverse when one fails, so a
+failed start leaves nothing behind:
 
-1. the AWS endpoint (moto + fidelity + trail + faults, ``lab.aws``), in a thread;
-2. the EC2 world the nodes live in (``lab.aws.topology``): VPC, public subnets per zone, node
-   security group with its self rule, one instance per node carrying the node's IP;
-3. the instance metadata service (``lab.imds``) whose default instance is the control-plane
-   node's, so the controller's "own instance" is that node, as on a real control plane;
-4. the cluster: the API simulator (``lab.kube``) plus the kubelet stand-in
-   (``lab.cluster.kubelet``) registering every node as a ``--cloud-provider=external`` kubelet
-   of the chosen Kubernetes version does, with ``provider-id`` set as the kind configs set it;
-5. the controller (``lab.controllerproc``) as a child process with a written cloud config.
+1. ``prepare-cluster``: what must exist before the endpoints (kind: the nodes' Docker network);
+2. ``start-aws``: the AWS endpoint (moto + fidelity + trail + faults, ``lab.aws``), in a thread,
+   on loopback or, with ``expose_to_nodes``, where the nodes reach the host;
+3. ``seed-aws``: the EC2 world the nodes live in (``lab.aws.topology``): VPC, subnets per zone,
+   the node security group with its self rule, one instance per planned node
+   (``lab.cluster.planner``) carrying the node's IP;
+4. ``start-imds``: the instance metadata service whose default instance is the control plane's,
+   so the controller's "own instance" is that node, as on a real control plane;
+5. ``provision-cluster``: the cluster provider (``lab.cluster``: sim, kind, existing) creates the
+   cluster with every node's name, IP and ``aws:///<zone>/<instance-id>`` providerID;
+6. ``align-instances``: where the backend assigns node IPs itself (Docker on kind), the
+   instances are seeded again with the IPs the nodes got (the seeded id generator gives them the
+   same ids) and providerIDs still empty are set;
+7. ``write-cloud-config``, then the provider remembers the cluster as reset restores it.
+
+The lab never asks which backend it runs on; it asks the provider's ``capabilities()``. The
+controller (``lab.controllerproc``) is started on demand with the flags a test or task wants.
 
 The same object serves pytest (``lab.pytest_plugin``: one lab per session or xdist worker,
 ``reset()`` between tests) and ``invoke lab.up`` (``lab.daemon`` hosts it in a background
-process and writes ``.lab/<name>/state.json``). ``reset()`` restores the freshly-seeded world
-without restarting servers: AWS state and trail, Kubernetes objects, node registrations,
-metadata injections, and stops the controller so the next test starts it with its own flags.
+process). ``reset()`` restores the freshly seeded world without restarting servers.
 """
 
 from __future__ import annotations
@@ -24,26 +32,42 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import logging
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from lab.aws import AwsEndpoint
 from lab.aws.topology import NodeSpec as AwsNodeSpec
 from lab.aws.topology import Topology, TopologySpec, seed_topology
-from lab.cluster.base import Role
+from lab.cluster.base import (
+    Capabilities,
+    ClusterProvider,
+    ClusterSpec,
+    NodeSpec,
+    ProviderID,
+    Role,
+)
+from lab.cluster.factory import make_provider
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
+from lab.cluster.planner import plan_nodes
+from lab.cluster.sim import SimProvider
+from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import KubeVersion
 from lab.controllerproc import ControllerProcess, ControllerSpec, render_cloud_config
 from lab.imds import ImdsServer
 from lab.kube.server import KubeSimulator
+from lab.state import LabState, node_states
 
 log = logging.getLogger(__name__)
 
 DEFAULT_K8S_VERSION = "1.33"
+BACKENDS = ("sim", "kind")
+
+
+class LabNotReady(RuntimeError):
+    """A part of the lab was asked for that is not running (or that this backend lacks)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,35 +116,66 @@ class LabConfig:
             raise ValueError(f"nodes must be at least 1, got {self.nodes}")
         if not self.zones:
             raise ValueError("zones must not be empty")
-        if self.backend not in ("sim", "kind"):
-            raise ValueError(f"backend must be 'sim' or 'kind', got {self.backend!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        KubeVersion.parse(self.k8s_version)  # raises ValueError naming the text
 
-
-def node_plan(cfg: LabConfig) -> list[tuple[str, Role, str, str]]:
-    """(name, role, private IP, zone) per node: kind's names, one subnet per zone.
-
-    The control plane is ``<cluster>-control-plane``; workers are ``<cluster>-worker``,
-    ``<cluster>-worker2``, ... so the sim and kind backends name nodes alike.
-    """
-    cidrs = _topology_spec(cfg, ()).subnet_cidrs()
-    plan: list[tuple[str, Role, str, str]] = []
-    for i in range(cfg.nodes):
-        zone_index = i % len(cfg.zones)
-        ip = str(ipaddress.ip_network(cidrs[cfg.zones[zone_index]])[10 + i])
-        if i == 0:
-            plan.append((f"{cfg.cluster_id}-control-plane", Role.CONTROL_PLANE, ip, cfg.zones[0]))
-        else:
-            suffix = "" if i == 1 else str(i)
-            plan.append(
-                (f"{cfg.cluster_id}-worker{suffix}", Role.WORKER, ip, cfg.zones[zone_index])
-            )
-    return plan
+    @property
+    def cluster_name(self) -> str:
+        """The cluster's name (and its nodes' name prefix). kind clusters share the host's
+        Docker engine, so each lab's is its own; the simulator's is the cluster id."""
+        return self.cluster_id if self.backend == "sim" else f"{self.cluster_id}-{self.name}"
 
 
 def _topology_spec(cfg: LabConfig, nodes: Sequence[AwsNodeSpec]) -> TopologySpec:
     return TopologySpec(
         cluster_id=cfg.cluster_id, region=cfg.region, zones=cfg.zones, nodes=tuple(nodes)
     )
+
+
+def _make_provider(cfg: LabConfig, state_dir: Path) -> ClusterProvider:
+    if cfg.backend == "sim":
+        return make_provider(
+            "sim",
+            name=cfg.cluster_name,
+            state_dir=state_dir / "cluster",
+            kubelet_options={
+                "lease_renew_interval": cfg.lease_renew_interval,
+                "node_monitor_grace_period": cfg.node_monitor_grace_period,
+            },
+        )
+    # The nodes join a Docker network whose subnet is the first zone's VPC subnet, container
+    # IPs from its upper half (clear of the addresses AWS reserves), so each kubelet's
+    # --node-ip is a valid private IP of its instance.
+    subnet = ipaddress.ip_network(_topology_spec(cfg, ()).subnet_cidrs()[cfg.zones[0]])
+    upper = list(subnet.subnets(new_prefix=subnet.prefixlen + 1))[1]
+    return make_provider(
+        cfg.backend,
+        name=cfg.cluster_name,
+        state_dir=state_dir / "kind",
+        kind_binary=cfg.kind_binary,
+        docker_binary=cfg.docker_binary,
+        network_subnet=str(subnet),
+        network_ip_range=str(upper),
+    )
+
+
+# --- the start steps -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Step:
+    """A start step: ``do``/``undo`` are methods of the lab (``undo`` tolerates half a do)."""
+
+    name: str
+    do: Callable[[], None]
+    undo_fn: Callable[[], None] = lambda: None
+
+    def execute(self, ctx: Lab) -> None:
+        self.do()
+
+    def undo(self, ctx: Lab) -> None:
+        self.undo_fn()
 
 
 class Lab:
@@ -131,157 +186,133 @@ class Lab:
         self.version: KubeVersion = KubeVersion.parse(self.config.k8s_version)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.state_dir = self.config.state_dir or Path()
-        self.aws: AwsEndpoint | None = None
-        self.imds: ImdsServer | None = None
-        self.kube: KubeSimulator | None = None
-        self.kubelet: KubeletStandIn | None = None
+        self._aws: AwsEndpoint | None = None
+        self._imds: ImdsServer | None = None
+        self._cluster: ClusterProvider | None = None
+        #: where the endpoints listen: loopback, or the nodes' gateway with expose_to_nodes
+        self._endpoint_host = "127.0.0.1"
         self.topology: Topology | None = None
         self.nodes: list[LabNode] = []
         self.controller: ControllerProcess | None = None
-        self.cluster: Any = None  # lab.cluster.kind.KindProvider on the kind backend
-        self._node_snapshot: dict[str, dict[str, Any]] = {}
-        self._api_client: Any = None
+        self._run: StepRun[Lab] | None = None
         self._controller_runs = 0
         #: True right after start() or reset(): nothing has touched the world yet.
         self.fresh = False
 
     # --- lifecycle ------------------------------------------------------------------------
 
-    def __enter__(self) -> Lab:
-        self.start()
-        return self
+    def __enter__(self) -> Self:
+        return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def start(self, *, progress: Callable[[str], None] | None = None) -> Lab:
-        say = progress or (lambda _msg: None)
+    def start(self, *, progress: ProgressReporter | None = None) -> Self:
+        """Bring every part up in order; on failure undo what was done and raise
+        ``lab.cluster.steps.ProvisionError`` naming the step."""
         if self.config.state_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix=f"ccm-lab-{self.config.name}-")
             self.state_dir = Path(self._tmp.name)
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._cluster = _make_provider(self.config, self.state_dir)
+        self._run = StepRun(self._steps(), progress=progress)
         try:
-            if self.config.backend == "kind":
-                self._start_kind(say)
-                return self
-            say("AWS endpoint (moto + fidelity layer + trail)")
-            self.aws = AwsEndpoint(region=self.config.region, seed=self.config.seed).start()
-            # moto's state is process-wide and outlives an earlier Lab in this process.
-            self.aws.control.reset()
-            say("EC2 topology (VPC, subnets, node security group, instances)")
-            self._seed_aws(node_plan(self.config))
-            say("instance metadata service")
-            self.imds = ImdsServer(
-                self.aws.url,
-                self.config.region,
-                instance_id=self.control_plane.instance_id,
-            )
-            self.imds.start()
-            say(f"Kubernetes API simulator ({self.version})")
-            self.kube = KubeSimulator(workdir=self.state_dir / "kube")
-            self.kube.start()
-            self.kube.write_kubeconfig(self.kubeconfig_path)
-            say(f"kubelet stand-in registering {len(self.nodes)} node(s)")
-            self._start_kubelet()
-            self._write_cloud_config()
-            self.fresh = True
+            self._run.run(self)
         except BaseException:
-            self.stop()
+            self._run = None
+            self._cleanup_tmp()
             raise
+        self.fresh = True
         return self
 
-    def _start_kind(self, say: Callable[[str], None]) -> None:
-        """kind: provision, then give every node container a fake instance with its IP.
-
-        The nodes join a Docker network whose subnet is the first zone's VPC subnet (container
-        IPs taken from its upper half, clear of the addresses AWS reserves), so each kubelet's
-        ``--node-ip`` is its instance's private IP; providerIDs are set on the Nodes once the
-        instances exist. Real kubelets replace the stand-in: tests that need its hooks skip.
-        """
-        from lab.cluster.base import ClusterSpec
-        from lab.cluster.base import NodeSpec as ClusterNodeSpec
-        from lab.cluster.kind import KindProvider
-
-        cfg = self.config
-        zone = cfg.zones[0]
-        subnet = ipaddress.ip_network(_topology_spec(cfg, ()).subnet_cidrs()[zone])
-        upper = list(subnet.subnets(new_prefix=subnet.prefixlen + 1))[1]
-        self.cluster = KindProvider(
-            f"ccm-lab-{cfg.name}",
-            state_dir=self.state_dir / "kind",
-            kind_binary=cfg.kind_binary,
-            docker_binary=cfg.docker_binary,
-            network_subnet=str(subnet),
-            network_ip_range=str(upper),
-        )
-        roles = [Role.CONTROL_PLANE] + [Role.WORKER] * (cfg.nodes - 1)
-        say(f"kind cluster ({self.version}, {cfg.nodes} nodes; this takes a minute)")
-        self.cluster.provision(
-            ClusterSpec(
-                name=self.cluster.name,
-                version=self.version,
-                nodes=tuple(ClusterNodeSpec(role=r) for r in roles),
-            )
-        )
-        infos = self.cluster.nodes()
-        missing = [i.name for i in infos if not i.ip]
-        if missing:
-            raise RuntimeError(f"kind nodes without an IP on the lab network: {missing}")
-        host = self.cluster.host_address() if cfg.expose_to_nodes else "127.0.0.1"
-        say(f"AWS endpoint on {host} (moto + fidelity layer + trail)")
-        self.aws = AwsEndpoint(region=cfg.region, seed=cfg.seed, host=host).start()
-        self.aws.control.reset()  # moto's state is process-wide
-        say("EC2 topology with the node containers' IPs")
-        self._seed_aws([(str(i.name), i.role, str(i.ip), zone) for i in infos])
-        say("instance metadata service")
-        self.imds = ImdsServer(
-            self._need(self.aws, "aws").url,
-            cfg.region,
-            instance_id=self.control_plane.instance_id,
-            host=host,
-        )
-        self.imds.start()
-        shutil.copyfile(self.cluster.kubeconfig(), self.kubeconfig_path)
-        say("providerIDs on the Nodes")
-        from kubernetes import client
-
-        core: Any = client.CoreV1Api(self.api_client())
-        for node in self.nodes:
-            current = core.read_node(node.name)
-            if not current.spec.provider_id:
-                core.patch_node(node.name, {"spec": {"providerID": node.provider_id}})
-        self._node_snapshot = {n.name: _restorable(core.read_node(n.name)) for n in self.nodes}
-        self._write_cloud_config()
-        self.fresh = True
+    def _steps(self) -> list[Step[Lab]]:
+        return [
+            _Step("prepare-cluster", self._prepare_cluster, self._delete_cluster),
+            _Step("start-aws", self._start_aws, self._stop_aws),
+            _Step("seed-aws", self._seed_planned),
+            _Step("start-imds", self._start_imds, self._stop_imds),
+            _Step("provision-cluster", self._provision_cluster, self._delete_cluster),
+            _Step("align-instances", self._align_instances),
+            _Step("write-cloud-config", self._finish),
+        ]
 
     def stop(self) -> None:
         """Stop everything this lab started. Idempotent; leaves no process or port behind."""
         if self.controller is not None:
             self.controller.stop()
-        if self.kubelet is not None:
-            self.kubelet.stop()
-            self.kubelet = None
-        if self._api_client is not None:
-            self._api_client.close()
-            self._api_client = None
-        for component in (self.kube, self.imds, self.aws):
-            if component is not None:
-                component.stop()
-        self.kube = self.imds = self.aws = None
-        if self.cluster is not None:
-            self.cluster.delete()
-            self.cluster = None
+            self.controller = None
+        if self._run is not None:
+            errors = self._run.undo_all(self)
+            self._run = None
+            for name, err in errors:
+                log.warning("stopping the lab: %s failed: %s", name, err)
+        self._cleanup_tmp()
+
+    def _cleanup_tmp(self) -> None:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
 
-    # --- world ----------------------------------------------------------------------------
+    # --- steps ----------------------------------------------------------------------------
+
+    def _cluster_spec(self) -> ClusterSpec:
+        return ClusterSpec(
+            name=self.config.cluster_name,
+            version=self.version,
+            nodes=tuple(
+                NodeSpec(
+                    role=n.role,
+                    name=n.name,
+                    ip=n.private_ip,
+                    zone=n.zone,
+                    provider_id=ProviderID(n.provider_id) if self.config.provider_ids else None,
+                )
+                for n in self.nodes
+            )
+            or tuple(
+                NodeSpec(role=Role.CONTROL_PLANE if i == 0 else Role.WORKER)
+                for i in range(self.config.nodes)
+            ),
+        )
+
+    def _prepare_cluster(self) -> None:
+        self.cluster.prepare(self._cluster_spec())
+
+    def _delete_cluster(self) -> None:
+        if self._cluster is not None:
+            self._cluster.delete()
+
+    def _start_aws(self) -> None:
+        if self.config.expose_to_nodes:
+            self._endpoint_host = self.cluster.host_address()
+        self._aws = AwsEndpoint(
+            region=self.config.region, seed=self.config.seed, host=self._endpoint_host
+        )
+        self._aws.start()
+        self._aws.control.reset()  # moto's state is process-wide: an earlier Lab's is here
+
+    def _stop_aws(self) -> None:
+        if self._aws is not None:
+            self._aws.stop()
+            self._aws = None
+
+    def _plan(self) -> list[NodeSpec]:
+        """Names, roles, zones and IPs of the nodes (``lab.cluster.planner``). A backend that
+        assigns IPs itself puts every node on one network: the first zone's subnet."""
+        cidrs = _topology_spec(self.config, ()).subnet_cidrs()
+        zones = self.config.zones[:1] if self.capabilities.assigns_node_ips else self.config.zones
+        return plan_nodes(
+            self._cluster_spec(), subnets=[(z, cidrs[z]) for z in zones], first_host=10
+        )
+
+    def _seed_planned(self) -> None:
+        self._seed_aws([(str(n.name), n.role, str(n.ip), str(n.zone)) for n in self._plan()])
 
     def _seed_aws(self, plan: Sequence[tuple[str, Role, str, str]]) -> None:
         """Seed the topology for ``plan``. moto's id generator is re-seeded first, so every
-        seeding (start and each reset) yields the same ids: on kind the Nodes' providerIDs,
-        immutable once set, keep naming the right instances."""
-        aws = self._need(self.aws, "aws")
+        seeding (start and each reset) yields the same ids: the Nodes' providerIDs, immutable
+        once set, keep naming the right instances."""
+        aws = self.aws
         ec2 = aws.client("ec2")
         ec2.describe_vpcs()  # moto builds a region's default VPC lazily: do it before seeding
         aws.control.seed(self.config.seed)
@@ -304,55 +335,95 @@ class Lab:
                 )
             )
 
-    def _start_kubelet(self) -> None:
-        self.kubelet = KubeletStandIn(
-            self.api_client(),
-            lease_renew_interval=self.config.lease_renew_interval,
-            node_monitor_grace_period=self.config.node_monitor_grace_period,
+    def _start_imds(self) -> None:
+        self._imds = ImdsServer(
+            self.aws.url,
+            self.config.region,
+            instance_id=self.control_plane.instance_id,
+            host=self._endpoint_host,
         )
+        self._imds.start()
+
+    def _stop_imds(self) -> None:
+        if self._imds is not None:
+            self._imds.stop()
+            self._imds = None
+
+    def _provision_cluster(self) -> None:
+        self.cluster.provision(self._cluster_spec())
+
+    def _align_instances(self) -> None:
+        """Where the backend chose the node IPs, seed the instances again with them (same
+        ids), and give nodes that still have no providerID theirs."""
+        if not self.capabilities.assigns_node_ips:
+            return
+        actual = {str(info.name): info for info in self.cluster.nodes()}
+        missing = sorted(
+            n.name for n in self.nodes if n.name not in actual or not actual[n.name].ip
+        )
+        if missing:
+            raise RuntimeError(f"cluster nodes without an IP on the lab network: {missing}")
+        if any(actual[n.name].ip != n.private_ip for n in self.nodes):
+            before = {n.name: n.instance_id for n in self.nodes}
+            self.aws.control.reset()
+            self._seed_aws([(n.name, n.role, str(actual[n.name].ip), n.zone) for n in self.nodes])
+            after = {n.name: n.instance_id for n in self.nodes}
+            if after != before:
+                raise RuntimeError(f"re-seeding changed the instance ids: {before} -> {after}")
+            self.imds.control.reset()
+            self.imds.control.set_default_instance(self.control_plane.instance_id)
+        if not self.config.provider_ids:
+            return
+        from kubernetes import client
+
+        core: Any = client.CoreV1Api(self.api_client())
         for node in self.nodes:
-            self.kubelet.register(self.registration(node))
-        self.kubelet.start()
+            if not core.read_node(node.name).spec.provider_id:
+                core.patch_node(node.name, {"spec": {"providerID": node.provider_id}})
 
-    def registration(self, node: LabNode, **changes: Any) -> NodeRegistration:
-        """How the kubelet stand-in registers ``node`` (tweak with keyword ``changes``)."""
-        reg = NodeRegistration(
-            name=node.name,
-            ip=node.private_ip,
-            version=self.version,
-            role=node.role,
-            provider_id=node.provider_id if self.config.provider_ids else None,
-        )
-        return dataclasses.replace(reg, **changes) if changes else reg
-
-    def reregister(self, node_name: str, /, **changes: Any) -> dict[str, Any]:
-        """Register node ``node_name`` again as a kubelet started with other flags would.
-
-        The Node (and its Lease) is deleted and created anew from
-        :meth:`registration` with ``changes`` (``ip=``, ``name=``, ``version=``,
-        ``provider_id=``, ``labels=``...). Returns the new Node as the server has it.
-        """
-        kubelet = self._need(self.kubelet, "kubelet stand-in")
-        node = self.node(node_name)
-        kubelet.unregister(node_name, delete=True)
-        return dict(kubelet.register(self.registration(node, **changes)))
-
-    def remove_node(self, name: str) -> None:
-        """Delete node ``name`` from the cluster (its instance stays)."""
-        self._need(self.kubelet, "kubelet stand-in").unregister(name, delete=True)
+    def _finish(self) -> None:
+        self._write_cloud_config()
+        self.cluster.baseline()
 
     def _write_cloud_config(self, extra_global: Sequence[tuple[str, str]] = ()) -> Path:
-        aws = self._need(self.aws, "aws")
         self.cloud_config_path.write_text(
             render_cloud_config(
                 region=self.config.region,
                 cluster_id=self.config.cluster_id,
-                aws_endpoint=aws.url,
+                aws_endpoint=self.aws.url,
                 extra_global=extra_global,
             ),
             encoding="utf-8",
         )
         return self.cloud_config_path
+
+    # --- nodes (the kubelet stand-in) -------------------------------------------------------
+
+    def registration(self, node: LabNode, **changes: Any) -> NodeRegistration:
+        """How the kubelet stand-in registers ``node`` (tweak with keyword ``changes``)."""
+        return self._stand_in_provider().registration(node.name, **changes)
+
+    def reregister(self, node_name: str, /, **changes: Any) -> dict[str, Any]:
+        """Register node ``node_name`` again as a kubelet started with other flags would.
+
+        The Node (and its Lease) is deleted and created anew with ``changes`` (``ip=``,
+        ``name=``, ``version=``, ``provider_id=``, ``labels=``...). Returns the new Node.
+        """
+        self.node(node_name)  # a lab node, or KeyError naming the lab's nodes
+        return self._stand_in_provider().reregister(node_name, **changes)
+
+    def remove_node(self, name: str) -> None:
+        """Delete node ``name`` from the cluster (its instance stays)."""
+        self._stand_in_provider().remove_node(name)
+
+    def _stand_in_provider(self) -> SimProvider:
+        cluster = self.cluster
+        if not isinstance(cluster, SimProvider):
+            raise LabNotReady(
+                f"the {self.config.backend} backend has real kubelets; "
+                "re-registering nodes needs the sim backend's kubelet stand-in"
+            )
+        return cluster
 
     # --- reset ----------------------------------------------------------------------------
 
@@ -366,48 +437,15 @@ class Lab:
             self.controller.kill()
             self.controller.stop()
             self.controller = None
-        aws = self._need(self.aws, "aws")
-        if self.kubelet is not None:
-            self.kubelet.stop()
-            self.kubelet = None
+        aws = self.aws
         aws.control.reset()
         self._seed_aws([(n.name, n.role, n.private_ip, n.zone) for n in self.nodes])
-        imds = self._need(self.imds, "imds")
-        imds.control.reset()
-        imds.control.set_default_instance(self.control_plane.instance_id)
-        if self.config.backend == "kind":
-            self._reset_kind_objects()
-        else:
-            self._need(self.kube, "kube").control.reset()
-            self._start_kubelet()
+        self.imds.control.reset()
+        self.imds.control.set_default_instance(self.control_plane.instance_id)
+        self.cluster.reset_objects()
         self._write_cloud_config()
         aws.control.clear_trail()
         self.fresh = True
-
-    def _reset_kind_objects(self) -> None:
-        """A real cluster cannot be wiped: remove what tests create, restore the nodes."""
-        from kubernetes import client
-
-        core: Any = client.CoreV1Api(self.api_client())
-        for svc in core.list_namespaced_service("default").items:
-            if svc.metadata.name == "kubernetes":
-                continue
-            if svc.metadata.finalizers:
-                core.patch_namespaced_service(
-                    svc.metadata.name, "default", {"metadata": {"finalizers": None}}
-                )
-            core.delete_namespaced_service(svc.metadata.name, "default")
-        core.delete_collection_namespaced_event("default")
-        for node in self.nodes:
-            wanted = self._node_snapshot[node.name]
-            current = _restorable(core.read_node(node.name))
-            patch: dict[str, Any] = {"metadata": {}, "spec": {"taints": wanted["taints"]}}
-            for field in ("labels", "annotations"):
-                patch["metadata"][field] = {
-                    **{k: None for k in current[field] if k not in wanted[field]},
-                    **wanted[field],
-                }
-            core.patch_node(node.name, patch)
 
     # --- controller -----------------------------------------------------------------------
 
@@ -424,7 +462,7 @@ class Lab:
             kubeconfig=self.kubeconfig_path,
             cloud_config=cloud_config or self.cloud_config_path,
             log_path=self.state_dir / f"controller-{self._controller_runs}.log",
-            imds_endpoint=self._need(self.imds, "imds").url if imds else None,
+            imds_endpoint=self.imds.url if imds else None,
             legacy=tuple(legacy),
             extra_args=tuple(args),
         )
@@ -438,7 +476,7 @@ class Lab:
         cloud_config: Path | None = None,
         wait_ready: bool = True,
     ) -> ControllerProcess:
-        """(Re)start the controller with these flags; waits for ``/healthz`` unless told not."""
+        """(Re)start the controller with these flags; waits for ``/readyz`` unless told not."""
         if self.controller is not None:
             self.controller.stop()
         self.controller = ControllerProcess(
@@ -454,13 +492,53 @@ class Lab:
     # --- accessors ------------------------------------------------------------------------
 
     @property
+    def cluster(self) -> ClusterProvider:
+        if self._cluster is None:
+            raise LabNotReady("the lab is not started (call start() first)")
+        return self._cluster
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.cluster.capabilities()
+
+    @property
+    def aws(self) -> AwsEndpoint:
+        if self._aws is None:
+            raise LabNotReady("the lab's AWS endpoint is not running (start the lab first)")
+        return self._aws
+
+    @property
+    def imds(self) -> ImdsServer:
+        if self._imds is None:
+            raise LabNotReady("the lab's metadata service is not running (start the lab first)")
+        return self._imds
+
+    @property
+    def kube(self) -> KubeSimulator:
+        """The embedded API simulator (sim backend)."""
+        sim = self.cluster.simulator
+        if sim is None:
+            raise LabNotReady(f"the {self.config.backend} backend has no API simulator")
+        return sim
+
+    @property
+    def kubelet(self) -> KubeletStandIn:
+        """The kubelet stand-in (sim backend)."""
+        kubelet = self.cluster.kubelet
+        if kubelet is None:
+            raise LabNotReady(
+                f"the {self.config.backend} backend has no kubelet stand-in (real kubelets run)"
+            )
+        return kubelet
+
+    @property
     def has_kubelet_stand_in(self) -> bool:
-        """True on sim: nodes can be re-registered, made NotReady, removed at will."""
-        return self.config.backend == "sim"
+        """True where nodes can be re-registered, made NotReady, removed at will (sim)."""
+        return self.capabilities.kubelet_stand_in
 
     @property
     def kubeconfig_path(self) -> Path:
-        return self.state_dir / "kubeconfig"
+        return self.cluster.kubeconfig()
 
     @property
     def cloud_config_path(self) -> Path:
@@ -483,74 +561,38 @@ class Lab:
 
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` for the lab's cluster (one, shared)."""
-        if self._api_client is None:
-            if self.kube is not None:
-                self._api_client = self.kube.api_client()
-            else:
-                from kubernetes import config
+        return self.cluster.api_client()
 
-                self._api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
-                    config_file=str(self.kubeconfig_path)
-                )
-        return self._api_client
-
-    def state(self) -> dict[str, Any]:
-        """The ``state.json`` document ``invoke lab.status`` and tools read."""
-        aws = self._need(self.aws, "aws")
-        topo = self.topology
-        ctl = self.controller
-        return {
-            "name": self.config.name,
-            "backend": self.config.backend,
-            "k8s_version": str(self.version),
-            "kubeconfig": str(self.kubeconfig_path),
-            "cloud_config": str(self.cloud_config_path),
-            "aws_endpoint": aws.url,
-            "imds_endpoint": self._need(self.imds, "imds").url,
-            "kube_endpoint": self.kube.url if self.kube else None,
-            "region": self.config.region,
-            "cluster_id": self.config.cluster_id,
-            "vpc_id": topo.vpc_id if topo else None,
-            "node_security_group": topo.node_security_group.group_id if topo else None,
-            "nodes": [
-                {
-                    "name": n.name,
-                    "role": str(n.role),
-                    "instance_id": n.instance_id,
-                    "private_ip": n.private_ip,
-                    "zone": n.zone,
-                    "provider_id": n.provider_id,
-                }
-                for n in self.nodes
-            ],
-            "controller": None
-            if ctl is None
-            else {
-                "pid": ctl.pid,
-                "health_url": f"{ctl.health_url}/healthz" if ctl.health_url else None,
-                "metrics_url": f"{ctl.health_url}/metrics" if ctl.health_url else None,
-                "flags": list(ctl.spec.argv(address_file=Path("-"))[3:]),
-                "log": str(ctl.spec.log_path),
-            },
+    def take_internal_errors(self) -> dict[str, list[str]]:
+        """Exceptions any component caught while serving since the last call, by component
+        (empty lists left out). A test fixture fails the test that caused them."""
+        aws_errors = list(self.aws.lab.internal_errors)
+        self.aws.lab.internal_errors.clear()
+        found = {
+            "AWS endpoint": aws_errors,
+            "cluster": self.cluster.take_internal_errors(),
         }
+        return {k: v for k, v in found.items() if v}
 
-    @staticmethod
-    def _need(component: Any, what: str) -> Any:
-        if component is None:
-            raise RuntimeError(f"the lab's {what} component is not running (start the lab first)")
-        return component
-
-
-def _restorable(node: Any) -> dict[str, Any]:
-    """The parts of a Node tests change and reset restores (providerID is immutable)."""
-    return {
-        "labels": dict(node.metadata.labels or {}),
-        "annotations": dict(node.metadata.annotations or {}),
-        "taints": [
-            {k: v for k, v in {"key": t.key, "value": t.value, "effect": t.effect}.items() if v}
-            for t in (node.spec.taints or [])
-        ],
-    }
+    def state(self, directory: Path) -> LabState:
+        """The ``state.json`` document for this lab (no daemon or controller yet)."""
+        topo = self.topology
+        return LabState(
+            name=self.config.name,
+            backend=self.config.backend,
+            k8s_version=str(self.version),
+            directory=str(directory),
+            kubeconfig=str(self.kubeconfig_path),
+            cloud_config=str(self.cloud_config_path),
+            aws_endpoint=self.aws.url,
+            imds_endpoint=self.imds.url,
+            kube_endpoint=self.cluster.api_url(),
+            region=self.config.region,
+            cluster_id=self.config.cluster_id,
+            vpc_id=topo.vpc_id if topo else None,
+            node_security_group=topo.node_security_group.group_id if topo else None,
+            nodes=node_states(self.nodes),
+        )
 
 
 def wait_for(

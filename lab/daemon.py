@@ -22,28 +22,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from lab.compose import Lab, LabConfig
+from lab.cluster.steps import LoggingProgress
+from lab.component import ProcessRef
+from lab.compose import DEFAULT_K8S_VERSION, Lab, LabConfig
+from lab.state import STATE_FILE, DaemonState, write_state
 
 log = logging.getLogger("lab.daemon")
-
-STATE_FILE = "state.json"
-
-
-def write_state(state_dir: Path, state: dict[str, Any]) -> Path:
-    """Write ``state.json`` atomically (readers never see half a file)."""
-    path = state_dir / STATE_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
-
-
-def read_state(state_dir: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((state_dir / STATE_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 class _Control(BaseHTTPRequestHandler):
@@ -69,7 +53,7 @@ class _Control(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         url = urlparse(self.path)
         node = (parse_qs(url.query).get("node") or [""])[0]
-        kubelet = self.lab.kubelet
+        kubelet = self.lab.cluster.kubelet
         actions = {"/kubelet/stop-heartbeat": "stop", "/kubelet/resume-heartbeat": "resume"}
         action = actions.get(url.path)
         if action is None or kubelet is None:
@@ -86,27 +70,48 @@ class _Control(BaseHTTPRequestHandler):
         self._reply(200, {"node": node, "heartbeat": action})
 
 
+class _Interrupted(BaseException):
+    """SIGTERM/SIGINT while the lab starts (a BaseException, so no step swallows it)."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(f"interrupted by {signal_name}")
+
+
 def serve(config: LabConfig) -> int:
     state_dir = config.state_dir
     if state_dir is None:
         raise ValueError("the daemon needs --state-dir")
     stop = threading.Event()
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise _Interrupted(signal.Signals(signum).name)
+
+    # While starting, a signal interrupts the steps so that what was done is undone.
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
+    lab = Lab(config)
+    try:
+        lab.start(progress=LoggingProgress())
+    except (Exception, _Interrupted) as exc:  # every step done so far was undone
+        log.debug("lab start failed", exc_info=True)
+        print(f"ccm-lab lab {config.name!r} failed to start: {exc}", file=sys.stderr, flush=True)
+        return 1
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    lab = Lab(config)
-    lab.start(progress=lambda msg: log.info("starting %s", msg))
     handler = type("Control", (_Control,), {"lab": lab})
     control = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     control.daemon_threads = True
     threading.Thread(target=control.serve_forever, name="lab-control", daemon=True).start()
     try:
-        state = lab.state()
-        state["daemon"] = {
-            "pid": os.getpid(),
-            "control_url": f"http://127.0.0.1:{control.server_address[1]}",
-            "log": str(state_dir / "lab.log"),
-        }
-        write_state(state_dir, state)
+        me = ProcessRef.of(os.getpid()) or ProcessRef(os.getpid(), 0)
+        state = lab.state(state_dir).replace(
+            daemon=DaemonState(
+                process=me,
+                control_url=f"http://127.0.0.1:{control.server_address[1]}",
+                log=str(state_dir / "lab.log"),
+            )
+        )
+        write_state(state)
         print(f"ccm-lab lab {config.name!r} ready; state in {state_dir / STATE_FILE}", flush=True)
         stop.wait()
     finally:
@@ -122,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="default")
     parser.add_argument("--state-dir", type=Path, required=True)
     parser.add_argument("--nodes", type=int, default=2)
-    parser.add_argument("--k8s-version", default="1.33")
+    parser.add_argument("--k8s-version", default=DEFAULT_K8S_VERSION)
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--cluster-id", default="ccm-lab")
     parser.add_argument("--backend", choices=("sim", "kind"), default="sim")

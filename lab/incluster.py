@@ -482,20 +482,20 @@ def deploy_to_lab(
     endpoint or IMDS listen on loopback only (pods could not reach them).
     """
     from lab.cluster.kind import KindProvider
-    from lab.labctl import LabError, load_state
+    from lab.state import LabError, load_state
 
     state = load_state(name, root)
-    if state.get("backend") != "kind":
+    if state.backend != "kind":
         raise LabError(
-            f"lab {name!r} runs on {state.get('backend')!r}; the in-cluster controller needs "
+            f"lab {name!r} runs on {state.backend!r}; the in-cluster controller needs "
             f"kind (`invoke lab.up --name {name} --backend kind --no-controller`)"
         )
-    if state.get("controller"):
+    if state.controller is not None:
         raise LabError(
             f"lab {name!r} already runs the controller as a local process; bring the lab up "
             "with --no-controller to run it in-cluster instead"
         )
-    aws_url, imds_url = str(state["aws_endpoint"]), str(state["imds_endpoint"])
+    aws_url, imds_url = state.aws_endpoint, state.imds_endpoint
     local = [u for u in (aws_url, imds_url) if _loopback(u)]
     if local:
         raise LabError(
@@ -503,8 +503,10 @@ def deploy_to_lab(
             "the nodes' gateway, so the AWS endpoint and IMDS must listen there (or 0.0.0.0)"
         )
     run = runner or SubprocessRunner()
-    kubeconfig = Path(str(state["kubeconfig"]))
-    provider = KindProvider(f"ccm-lab-{name}", state_dir=kubeconfig.parent / "kind", runner=run)
+    kubeconfig = Path(state.kubeconfig)
+    provider = KindProvider(
+        f"{state.cluster_id}-{name}", state_dir=Path(state.directory) / "kind", runner=run
+    )
     provider.nodes()  # records each node container's gateway on its (dedicated) network
     if not provider.gateways:
         raise LabError(f"no node container of kind cluster {provider.name!r} reports a gateway")
@@ -515,8 +517,8 @@ def deploy_to_lab(
         host=host,
         aws_port=aws_port,
         imds_port=imds_port,
-        region=str(state.get("region") or "us-east-1"),
-        cluster_id=str(state.get("cluster_id") or "ccm-lab"),
+        region=state.region,
+        cluster_id=state.cluster_id,
         image=image,
         legacy=tuple(legacy),
     )
@@ -542,14 +544,14 @@ def undeploy_from_lab(
     kubectl: str = "kubectl",
 ) -> None:
     """Remove the in-cluster controller from the lab ``name`` (the Lease it held stays)."""
-    from lab.labctl import LabError, load_state
+    from lab.state import LabError, load_state
 
     state = load_state(name, root)
     try:
         undeploy(
             InClusterSettings(),
             runner=runner or SubprocessRunner(),
-            kubeconfig=Path(str(state["kubeconfig"])),
+            kubeconfig=Path(state.kubeconfig),
             kubectl=kubectl,
         )
     except CommandError as exc:

@@ -19,11 +19,21 @@ import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from lab.compose import Lab, LabConfig
+from lab.compose import DEFAULT_K8S_VERSION, Lab, LabConfig
+from lab.controllerproc import ControllerProcess
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient, CoreV1Api
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_elb import ElasticLoadBalancingClient
+
+    from lab.aws.trail import Trail
+    from lab.debug.dap import DapClient
+    from lab.imds import ImdsServer
 
 BACKENDS = ("sim", "kind", "existing")
 
@@ -44,7 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--k8s-version",
-        default=os.environ.get("CCM_LAB_K8S_VERSION", "1.33"),
+        default=os.environ.get("CCM_LAB_K8S_VERSION", DEFAULT_K8S_VERSION),
         help="Kubernetes version the cluster (or its kubelet stand-in) behaves as",
     )
 
@@ -110,55 +120,59 @@ def lab(request: pytest.FixtureRequest, lab_session: Lab) -> Iterator[Lab]:
     if not lab_session.fresh:
         lab_session.reset()
     lab_session.fresh = False
-    kube = lab_session.kube
-    if kube is not None:
-        kube.take_handler_errors()
+    lab_session.take_internal_errors()  # what an earlier test left is not this test's
     yield lab_session
     # The controller keeps running until the next reset (which kills it) or the session ends.
-    errors = kube.take_handler_errors() if kube is not None else []
+    errors = lab_session.take_internal_errors()
     if errors:
-        pytest.fail("the API simulator raised while serving this test:\n" + "\n".join(errors))
+        pytest.fail(
+            "a lab component failed while serving this test:\n"
+            + "\n".join(
+                f"{component}: {line}" for component, lines in errors.items() for line in lines
+            )
+        )
 
 
 @pytest.fixture
-def kube_api(lab: Lab) -> Any:
+def kube_api(lab: Lab) -> ApiClient:
     """The official client's ``ApiClient`` for the lab's cluster."""
-    return lab.api_client()
+    api: ApiClient = lab.api_client()
+    return api
 
 
 @pytest.fixture
-def core_v1(kube_api: Any) -> Any:
+def core_v1(kube_api: ApiClient) -> CoreV1Api:
     from kubernetes import client
 
     return client.CoreV1Api(kube_api)
 
 
 @pytest.fixture
-def ec2(lab: Lab) -> Any:
+def ec2(lab: Lab) -> EC2Client:
     """boto3 EC2 client for the lab's AWS endpoint."""
-    return Lab._need(lab.aws, "aws").client("ec2")
+    return lab.aws.client("ec2")
 
 
 @pytest.fixture
-def elb(lab: Lab) -> Any:
+def elb(lab: Lab) -> ElasticLoadBalancingClient:
     """boto3 Classic ELB client for the lab's AWS endpoint."""
-    return Lab._need(lab.aws, "aws").client("elb")
+    return lab.aws.client("elb")
 
 
 @pytest.fixture
-def trail(lab: Lab) -> Any:
+def trail(lab: Lab) -> Trail:
     """The AWS call trail (``trail.calls(action=...)``), emptied at the start of each test."""
-    return Lab._need(lab.aws, "aws").trail
+    return lab.aws.trail
 
 
 @pytest.fixture
-def imds(lab: Lab) -> Any:
+def imds(lab: Lab) -> ImdsServer:
     """The lab's instance metadata service (``.url``, ``.control`` for spot/events/IMDSv2)."""
-    return Lab._need(lab.imds, "imds")
+    return lab.imds
 
 
 @pytest.fixture
-def controller(lab: Lab) -> Any:
+def controller(lab: Lab) -> ControllerProcess:
     """The controller started with default flags (restart with ``lab.start_controller``)."""
     return lab.start_controller()
 
@@ -203,7 +217,7 @@ def node_patches(lab: Lab) -> NodePatches:
 @pytest.fixture
 def debugged_controller(
     lab: Lab, tmp_path_factory: pytest.TempPathFactory
-) -> Callable[..., AbstractContextManager[Any]]:
+) -> Callable[..., AbstractContextManager[DapClient]]:
     """``with debugged_controller({file: [line]}, legacy=[...]) as dap:`` runs the controller
     under debugpy (waiting for the client), attaches a DAP client with those breakpoints and
     stops everything on exit, leaving no process or port behind."""
@@ -215,7 +229,7 @@ def debugged_controller(
         *,
         legacy: Iterable[str] = (),
         args: Sequence[str] = (),
-    ) -> Iterator[Any]:
+    ) -> Iterator[DapClient]:
         workdir = tmp_path_factory.mktemp("debug")
         spec = lab.controller_spec(legacy=legacy, args=args)
         argv = spec.argv(address_file=workdir / "controller.address")[1:]

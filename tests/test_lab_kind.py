@@ -98,15 +98,15 @@ def test_lab_on_kind_seeds_instances_from_containers_and_initializes_nodes(
         assert any(c[:3] == ["kind", "create", "cluster"] for c in calls)
 
         assert {n.name: n.private_ip for n in lab.nodes} == NODES
-        ec2 = lab.aws.client("ec2")  # type: ignore[union-attr]
+        ec2 = lab.aws.client("ec2")
         for node in lab.nodes:
             inst = ec2.describe_instances(InstanceIds=[node.instance_id])["Reservations"][0]
             assert inst["Instances"][0]["PrivateIpAddress"] == node.private_ip
         core = client.CoreV1Api(lab.api_client())
         for node in lab.nodes:
             assert core.read_node(node.name).spec.provider_id == node.provider_id
-        state = lab.state()
-        assert state["backend"] == "kind"
+        state = lab.state(tmp / "lab")
+        assert state.backend == "kind"
         assert not lab.has_kubelet_stand_in
 
         lab.start_controller()
@@ -167,8 +167,8 @@ def test_expose_to_nodes_serves_aws_and_metadata_on_the_nodes_gateway(
         ]
         assert inspects, "the gateway is read from the nodes' network"
         assert inspects[-1][3] == f"ccm-lab-{CLUSTER}"
-        state = lab.state()
-        assert state["aws_endpoint"].startswith("http://127.0.0.1:")
-        assert state["imds_endpoint"].startswith("http://127.0.0.1:")
+        state = lab.state(tmp / "lab")
+        assert state.aws_endpoint.startswith("http://127.0.0.1:")
+        assert state.imds_endpoint.startswith("http://127.0.0.1:")
     finally:
         lab.stop()

@@ -20,43 +20,38 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
     console = Console(file=io.StringIO(), width=120)
     state = labctl.up(name="t", nodes=2, backend="sim", root=tmp_path, console=console)
     try:
-        for key in (
-            "backend",
-            "kubeconfig",
-            "aws_endpoint",
-            "imds_endpoint",
-            "region",
-            "cluster_id",
-            "vpc_id",
-            "node_security_group",
-            "nodes",
-            "controller",
-        ):
-            assert state[key], key
-        assert state["backend"] == "sim"
-        assert len(state["nodes"]) == 2
-        assert {n["name"] for n in state["nodes"]} == {"ccm-lab-control-plane", "ccm-lab-worker"}
-        assert all(n["instance_id"].startswith("i-") for n in state["nodes"])
+        assert state.backend == "sim"
+        assert state.vpc_id and state.node_security_group and state.controller
+        assert {n.name for n in state.nodes} == {"ccm-lab-control-plane", "ccm-lab-worker"}
+        assert all(n.instance_id.startswith("i-") for n in state.nodes)
+        assert labctl.load_state("t", tmp_path) == state, "state.json round-trips"
 
         doc = labctl.status(name="t", root=tmp_path)
+        assert doc["problems"] == []
         live = doc["live"]
         assert live["controller_healthy"] is True
         by_name = {n["name"]: n for n in live["nodes"]}
-        for node in state["nodes"]:
-            seen = by_name[node["name"]]
-            assert seen["provider_id"] == node["provider_id"]
+        for node in state.nodes:
+            seen = by_name[node.name]
+            assert seen["provider_id"] == node.provider_id
             assert not any("uninitialized" in t for t in seen["taints"])
-            assert seen["zone"] == node["zone"]
+            assert seen["zone"] == node.zone
         labctl.render_status(doc, console)
         assert "ccm-lab-worker" in console.file.getvalue()  # type: ignore[attr-defined]
 
-        pids = [state["controller"]["pid"], state["daemon"]["pid"]]
-        urls = labctl.endpoints(state)
-        assert all(labctl.pid_alive(p) for p in pids)
+        processes = [ref for _, ref in state.processes()]
+        urls = [url for _, url in state.endpoints()]
+        assert len(processes) == 2
+        assert all(ref.alive() for ref in processes)
         assert all(labctl.port_open(u) for u in urls)
+        directory = tmp_path / "t"
+        assert directory.stat().st_mode & 0o777 == 0o700, ".lab/<name> is private"
+        for path in directory.rglob("*"):
+            if path.is_file():
+                assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
     finally:
         labctl.down(name="t", root=tmp_path, console=console)
-    assert not any(labctl.pid_alive(p) for p in pids)
+    assert not any(ref.alive() for ref in processes)
     assert not any(labctl.port_open(u) for u in urls)
     assert not (tmp_path / "t").exists()
 
@@ -65,5 +60,5 @@ def test_commands_on_a_missing_lab_say_how_to_start_one(tmp_path: Path) -> None:
     with pytest.raises(labctl.LabError, match=r"invoke lab\.up --name nope"):
         labctl.status(name="nope", root=tmp_path)
     console = Console(file=io.StringIO())
-    assert labctl.down(name="nope", root=tmp_path, console=console) == []
+    labctl.down(name="nope", root=tmp_path, console=console)
     assert "not up" in console.file.getvalue()  # type: ignore[attr-defined]

@@ -49,6 +49,16 @@ def test_lab_debug_attach_break_evaluate_continue(tmp_path: Path) -> None:
             )
         )
         assert session["host"] == "127.0.0.1"
+        recorded = wait_for(
+            lambda: labctl.load_state("dbg", tmp_path).debug, timeout=10, what="debug state"
+        )
+        assert recorded.process.pid == session["pid"]
+        assert recorded.address == f"127.0.0.1:{session['port']}"
+        assert labctl.load_state("dbg", tmp_path).controller is None, "the old one was stopped"
+        doc = labctl.status(name="dbg", root=tmp_path)
+        assert doc["live"]["debug_alive"], "lab.status shows the debug session"
+        labctl.render_status(doc, console)
+        assert "under the debugger" in console.file.getvalue()  # type: ignore[attr-defined]
         launch = json.loads((tmp_path / "dbg" / "debug" / "launch.json").read_text())
         attach = launch["configurations"][0]
         assert attach["request"] == "attach"
@@ -92,7 +102,12 @@ def test_lab_debug_attach_break_evaluate_continue(tmp_path: Path) -> None:
         runner.join(timeout=30)
         assert not runner.is_alive(), "lab.debug returns once the controller exits"
         assert "code" in result
-        assert not labctl.pid_alive(session["pid"])
+        assert not recorded.process.alive()
         assert not session_file.exists(), "the session file is removed when it ends"
+        after = labctl.load_state("dbg", tmp_path)
+        assert after.debug is None
+        assert after.controller is not None, "the lab's controller runs again"
+        assert after.controller.process.alive()
+        assert labctl.status(name="dbg", root=tmp_path)["live"]["controller_healthy"]
     finally:
         labctl.down(name="dbg", root=tmp_path, console=console)

@@ -20,11 +20,17 @@ import enum
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NewType, Protocol
+from typing import TYPE_CHECKING, NewType, Protocol
 
 from lab.cluster.steps import ProgressReporter
 from lab.cluster.versions import KubeVersion
 from lab.exec import CommandError, Runner, SubprocessRunner
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from lab.cluster.kubelet import KubeletStandIn
+    from lab.kube.server import KubeSimulator
 
 ProviderID = NewType("ProviderID", str)
 NodeName = NewType("NodeName", str)
@@ -51,6 +57,9 @@ class NodeSpec:
     ip: str | None = None
     provider_id: ProviderID | None = None
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
+    #: the availability zone of the node's instance (the planner fills it; the cluster itself
+    #: does not care)
+    zone: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,18 +94,34 @@ class Capabilities:
     real_controller_manager: bool  # a real kube-controller-manager (node lifecycle, GC) runs
     load_images: bool  # can load a locally built controller image into the nodes
     stop_node_heartbeat: bool  # can make a node NotReady on request
+    #: the lab's kubelet stand-in registers the nodes: they can be re-registered with other
+    #: kubelet flags, removed and made NotReady at will (``ClusterProvider.kubelet``)
+    kubelet_stand_in: bool = False
+    #: node IPs are assigned by the backend (Docker), not taken from the spec: the lab aligns
+    #: its EC2 instances with ``nodes()`` after provisioning
+    assigns_node_ips: bool = False
     #: Address at which processes inside the cluster reach the host (the lab's AWS endpoint and
     #: IMDS must listen there); None when everything runs on the host.
     host_address_for_nodes: str | None = None
 
 
 class ClusterProvider(Protocol):
-    """A provisioned-or-attachable cluster. One instance per lab cluster."""
+    """A provisioned-or-attachable cluster. One instance per lab cluster.
+
+    The lab (``lab.compose.Lab``) drives every backend through this interface only: it asks
+    ``capabilities()`` what the backend can do instead of asking which backend it is.
+    """
 
     @property
     def kind(self) -> str: ...  # "sim" | "kind" | "existing"
 
     def capabilities(self) -> Capabilities: ...
+
+    def prepare(self, spec: ClusterSpec) -> None:
+        """Create what must exist before the lab's endpoints start (kind: the Docker network
+        whose gateway they may listen on; nothing elsewhere). Idempotent; ``delete()`` undoes
+        it."""
+        ...
 
     def provision(
         self, spec: ClusterSpec, *, retain: bool = False, progress: ProgressReporter | None = None
@@ -108,6 +133,42 @@ class ClusterProvider(Protocol):
     def nodes(self) -> Sequence[NodeInfo]: ...
 
     def kubeconfig(self) -> Path: ...
+
+    def api_client(self) -> ApiClient:
+        """The official client's ``ApiClient`` for this cluster (one, shared, closed by
+        ``delete()``)."""
+        ...
+
+    def api_url(self) -> str | None:
+        """The API server's URL as the kubeconfig names it, None before provisioning."""
+        ...
+
+    def host_address(self) -> str:
+        """Where processes inside the cluster reach the host (``127.0.0.1`` when the cluster
+        runs on the host itself)."""
+        ...
+
+    def baseline(self) -> None:
+        """Remember the cluster's objects as they are now: ``reset_objects()`` returns there."""
+        ...
+
+    def reset_objects(self) -> None:
+        """Back to the baseline: what tests created is removed, the nodes are as registered."""
+        ...
+
+    def take_internal_errors(self) -> list[str]:
+        """Errors the backend's own stand-ins hit while serving (and forget them)."""
+        ...
+
+    @property
+    def kubelet(self) -> KubeletStandIn | None:
+        """The kubelet stand-in (``capabilities().kubelet_stand_in``), else None."""
+        ...
+
+    @property
+    def simulator(self) -> KubeSimulator | None:
+        """The embedded API simulator when the backend is one, else None."""
+        ...
 
     def logs(self, dest: Path) -> Path:
         """Collect logs under ``dest``; returns the directory written."""

@@ -13,12 +13,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.cluster.base import Capabilities, ClusterSpec, NodeInfo
 from lab.cluster.kubeapi import list_node_infos
+from lab.cluster.restore import ClusterBaseline
 from lab.cluster.steps import ProgressReporter, run_steps
 from lab.exec import Runner, SubprocessRunner
+from lab.kubeclient import kubeconfig_server, new_api_client
+
+if TYPE_CHECKING:
+    from lab.cluster.kubelet import KubeletStandIn
+    from lab.kube.server import KubeSimulator
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,9 @@ class ExistingProvider:
         self.runner = runner or SubprocessRunner()
         self.kubectl = kubectl
         self._api_client: Any = None
+        self._baseline = ClusterBaseline()
+        self.kubelet: KubeletStandIn | None = None  # the cluster's own kubelets run
+        self.simulator: KubeSimulator | None = None
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
@@ -65,16 +74,35 @@ class ExistingProvider:
             real_controller_manager=True,
             load_images=False,
             stop_node_heartbeat=False,
+            kubelet_stand_in=False,
+            assigns_node_ips=True,
         )
 
     def api_client(self) -> Any:
         if self._api_client is None:
-            from kubernetes import config
-
-            self._api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=str(self._kubeconfig), context=self.context
-            )
+            self._api_client = new_api_client(self._kubeconfig, context=self.context)
         return self._api_client
+
+    def api_url(self) -> str | None:
+        return kubeconfig_server(self._kubeconfig, context=self.context)
+
+    def host_address(self) -> str:
+        raise RuntimeError(
+            "an existing cluster's nodes reach the host at an address only its owner knows; "
+            "pass the lab's endpoints to in-cluster components yourself"
+        )
+
+    def baseline(self) -> None:
+        self._baseline.take(self.api_client())
+
+    def reset_objects(self) -> None:
+        self._baseline.restore(self.api_client())
+
+    def take_internal_errors(self) -> list[str]:
+        return []
+
+    def prepare(self, spec: ClusterSpec) -> None:
+        """Nothing has to exist before the lab's endpoints start."""
 
     def provision(
         self, spec: ClusterSpec, *, retain: bool = False, progress: ProgressReporter | None = None

@@ -37,7 +37,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.cluster.base import (
     Capabilities,
@@ -48,9 +48,15 @@ from lab.cluster.base import (
     Role,
 )
 from lab.cluster.kind_config import kind_node_names, render_config
+from lab.cluster.restore import ClusterBaseline
 from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import KubeVersion, node_image
 from lab.exec import Runner, SubprocessRunner
+from lab.kubeclient import kubeconfig_server, new_api_client
+
+if TYPE_CHECKING:
+    from lab.cluster.kubelet import KubeletStandIn
+    from lab.kube.server import KubeSimulator
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +157,10 @@ class KindProvider:
         self.provider_ids: dict[str, ProviderID] = {}
         self.gateway: str | None = None
         self.gateways: dict[str, str] = {}
+        self.kubelet: KubeletStandIn | None = None  # real kubelets run
+        self.simulator: KubeSimulator | None = None
+        self._baseline = ClusterBaseline()
+        self._api_client: Any = None
 
     # --- paths and names ---------------------------------------------------------------
 
@@ -176,6 +186,8 @@ class KindProvider:
             real_controller_manager=True,
             load_images=True,
             stop_node_heartbeat=False,
+            kubelet_stand_in=False,
+            assigns_node_ips=True,
             # the nodes' network gateway, known once discover-nodes ran (else host_address())
             host_address_for_nodes=self.gateway,
         )
@@ -190,6 +202,17 @@ class KindProvider:
         if self.images_to_load:
             steps.append(LoadImages())
         return steps
+
+    def prepare(self, spec: ClusterSpec) -> None:
+        """Check the kind release and create the lab's Docker network (its gateway is where the
+        lab's endpoints listen for in-cluster clients). ``provision`` reuses the network."""
+        if spec.name != self.name:
+            raise ValueError(f"spec.name {spec.name!r} differs from provider name {self.name!r}")
+        ctx = KindContext(spec=spec, provider=self)
+        steps: list[Step[KindContext]] = [CheckKindVersion()]
+        if self.network_subnet:
+            steps.append(EnsureNetwork())
+        StepRun(steps).run(ctx)
 
     def provision(
         self, spec: ClusterSpec, *, retain: bool = False, progress: ProgressReporter | None = None
@@ -207,6 +230,23 @@ class KindProvider:
         # kind's delete() finds what to remove by label, so no step log is kept for teardown
         StepRun(self.steps(), progress=progress).run(ctx, retain=retain)
 
+    def api_client(self) -> Any:
+        if self._api_client is None:
+            self._api_client = new_api_client(self.kubeconfig())
+        return self._api_client
+
+    def api_url(self) -> str | None:
+        return kubeconfig_server(self.kubeconfig())
+
+    def baseline(self) -> None:
+        self._baseline.take(self.api_client())
+
+    def reset_objects(self) -> None:
+        self._baseline.restore(self.api_client())
+
+    def take_internal_errors(self) -> list[str]:
+        return []  # nothing of the lab's runs inside a kind cluster
+
     def delete(self) -> None:
         """Delete the cluster and the dedicated network (found by label, so a fresh process
         can clean up a lab it did not create). Idempotent."""
@@ -223,6 +263,9 @@ class KindProvider:
             timeout=180,
             env=self.kind_env(),
         )
+        if self._api_client is not None:
+            self._api_client.close()
+            self._api_client = None
         if self.network and self._owned_network_exists():
             self.runner.run([self.docker_binary, "network", "rm", self.network], timeout=60)
 

@@ -24,16 +24,15 @@ node IPAM).
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 from lab.cluster.base import Capabilities, ClusterSpec, NodeInfo, NodeSpec
-from lab.cluster.kind_config import kind_node_names
 from lab.cluster.kubeapi import list_node_infos, raw
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
+from lab.cluster.planner import plan_nodes
 from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import kind_single_node_keeps_exclusion_label
 from lab.kube.server import KubeSimulator
@@ -44,25 +43,6 @@ class SimContext:
     spec: ClusterSpec
     provider: SimProvider
     registered: list[str] = dataclasses.field(default_factory=list)
-
-
-def plan_nodes(spec: ClusterSpec, *, node_subnet: str) -> list[NodeSpec]:
-    """Fill in missing names (kind's scheme) and IPs (consecutive, from ``.2``)."""
-    names = kind_node_names(spec.name, [n.role for n in spec.nodes])
-    network = ipaddress.ip_network(node_subnet)
-    taken = {n.ip for n in spec.nodes if n.ip}
-    free = (str(ip) for ip in network.hosts() if int(ip) - int(network.network_address) >= 2)
-    planned = []
-    for node, default_name in zip(spec.nodes, names, strict=True):
-        ip = node.ip
-        if ip is None:
-            ip = next(candidate for candidate in free if candidate not in taken)
-        planned.append(dataclasses.replace(node, name=node.name or default_name, ip=ip))
-    names_planned = [str(n.name) for n in planned]
-    duplicates = sorted({n for n in names_planned if names_planned.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"cluster {spec.name!r}: node names repeat: {duplicates}")
-    return planned
 
 
 class StartApiServer:
@@ -113,25 +93,9 @@ class RegisterNodes:
     def execute(self, ctx: SimContext) -> None:
         p = ctx.provider
         kubelet = p.require_kubelet()
-        # What kind does to a one-node cluster after kubeadm, so scenarios see the same node.
-        single = len(ctx.spec.nodes) == 1
-        keep_exclusion = not single or kind_single_node_keeps_exclusion_label(ctx.spec.version)
-        for node in plan_nodes(ctx.spec, node_subnet=p.node_subnet):
-            if node.name is None or node.ip is None:  # plan_nodes fills both
-                raise RuntimeError(f"unplanned node {node!r}")
-            kubelet.register(
-                NodeRegistration(
-                    name=node.name,
-                    ip=node.ip,
-                    version=ctx.spec.version,
-                    role=node.role,
-                    provider_id=node.provider_id,
-                    labels=dict(node.labels),
-                    control_plane_taints=not single,
-                    exclusion_label=keep_exclusion,
-                )
-            )
-            ctx.registered.append(node.name)
+        for node in p.planned:
+            kubelet.register(p.registration(str(node.name)))
+            ctx.registered.append(str(node.name))
 
     def undo(self, ctx: SimContext) -> None:
         kubelet = ctx.provider.kubelet
@@ -163,8 +127,12 @@ class SimProvider:
         self.kubelet_options = dict(kubelet_options or {})
         self.simulator: KubeSimulator | None = None
         self.kubelet: KubeletStandIn | None = None
+        self.spec: ClusterSpec | None = None
+        #: the spec's nodes with names and IPs filled in (``lab.cluster.planner``)
+        self.planned: list[NodeSpec] = []
         self._run: StepRun[SimContext] | None = None
         self._ctx: SimContext | None = None
+        self._api_client: Any = None
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
@@ -173,21 +141,71 @@ class SimProvider:
             real_controller_manager=False,
             load_images=False,
             stop_node_heartbeat=True,
+            kubelet_stand_in=True,
+            assigns_node_ips=False,
         )
 
     def steps(self) -> list[Step[SimContext]]:
         return [StartApiServer(), WriteKubeconfig(), StartKubelets(), RegisterNodes()]
+
+    def prepare(self, spec: ClusterSpec) -> None:
+        """Nothing has to exist before the lab's endpoints start."""
 
     def provision(
         self, spec: ClusterSpec, *, retain: bool = False, progress: ProgressReporter | None = None
     ) -> None:
         if spec.name != self.name:
             raise ValueError(f"spec.name {spec.name!r} differs from provider name {self.name!r}")
-        plan_nodes(spec, node_subnet=self.node_subnet)  # validate before starting anything
+        # validate (and fill in) before starting anything
+        self.planned = plan_nodes(spec, subnets=[(None, self.node_subnet)], first_host=2)
+        self.spec = spec
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._ctx = SimContext(spec=spec, provider=self)
         self._run = StepRun(self.steps(), progress=progress)
         self._run.run(self._ctx, retain=retain)  # on failure delete() undoes what was retained
+
+    # --- the kubelets ---------------------------------------------------------------------
+
+    def registration(self, name: str, /, **changes: Any) -> NodeRegistration:
+        """How the stand-in registers the planned node ``name`` (tweak with ``changes``).
+
+        A one-node cluster gets what kind does to it after kubeadm: no control-plane taint
+        and, from kind v0.22.0, no exclusion label, so scenarios see the same node on both
+        backends.
+        """
+        if self.spec is None:
+            raise RuntimeError(f"sim cluster {self.name!r} is not provisioned")
+        node = next((n for n in self.planned if n.name == name), None)
+        if node is None or node.ip is None:
+            known = ", ".join(str(n.name) for n in self.planned)
+            raise KeyError(f"sim cluster {self.name!r} has no node {name!r}; it has: {known}")
+        single = len(self.planned) == 1
+        reg = NodeRegistration(
+            name=name,
+            ip=node.ip,
+            version=self.spec.version,
+            role=node.role,
+            provider_id=node.provider_id,
+            labels=dict(node.labels),
+            control_plane_taints=not single,
+            exclusion_label=not single or kind_single_node_keeps_exclusion_label(self.spec.version),
+        )
+        return dataclasses.replace(reg, **changes) if changes else reg
+
+    def reregister(self, name: str, /, **changes: Any) -> dict[str, Any]:
+        """Register node ``name`` again as a kubelet started with other flags would: the Node
+        (and its Lease) is deleted and created anew from :meth:`registration` with
+        ``changes``. Returns the new Node as the server has it."""
+        kubelet = self.require_kubelet()
+        reg = self.registration(name, **changes)
+        kubelet.unregister(name, delete=True)
+        return dict(kubelet.register(reg))
+
+    def remove_node(self, name: str) -> None:
+        """Delete node ``name`` and stop its kubelet."""
+        self.require_kubelet().unregister(name, delete=True)
+
+    # --- the ClusterProvider interface -----------------------------------------------------
 
     def require_simulator(self) -> KubeSimulator:
         if self.simulator is None:
@@ -200,13 +218,42 @@ class SimProvider:
         return self.kubelet
 
     def api_client(self) -> Any:
-        return self.require_simulator().api_client()
+        if self._api_client is None:
+            self._api_client = self.require_simulator().api_client()
+        return self._api_client
+
+    def api_url(self) -> str | None:
+        return self.simulator.url if self.simulator is not None else None
+
+    def host_address(self) -> str:
+        return "127.0.0.1"
 
     def nodes(self) -> list[NodeInfo]:
         return list_node_infos(self.api_client())
 
     def kubeconfig(self) -> Path:
         return self.state_dir / "kubeconfig"
+
+    def baseline(self) -> None:
+        """Nothing to remember: the baseline is the planned registrations."""
+
+    def reset_objects(self) -> None:
+        """Wipe the simulator (back to its seeded namespaces) and register every node anew."""
+        sim = self.require_simulator()
+        kubelet = self.require_kubelet()
+        kubelet.stop()
+        sim.control.reset()
+        self.kubelet = KubeletStandIn(self.api_client(), **self.kubelet_options)
+        for node in self.planned:
+            self.kubelet.register(self.registration(str(node.name)))
+        self.kubelet.start()
+
+    def take_internal_errors(self) -> list[str]:
+        errors = self.simulator.take_handler_errors() if self.simulator is not None else []
+        if self.kubelet is not None:
+            errors += [f"kubelet stand-in: {e}" for e in self.kubelet.errors]
+            self.kubelet.errors.clear()
+        return errors
 
     def stop_heartbeat(self, node: str) -> None:
         self.require_kubelet().stop_heartbeat(node)
@@ -247,6 +294,9 @@ class SimProvider:
 
     def delete(self) -> None:
         """Stop the stand-in and the simulator (in reverse of provisioning). Idempotent."""
+        if self._api_client is not None:
+            self._api_client.close()
+            self._api_client = None
         if self._run is not None and self._ctx is not None:
             errors = self._run.undo_all(self._ctx)
             self._run = None

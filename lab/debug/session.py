@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -152,12 +152,14 @@ def run_foreground(
     env: Mapping[str, str] | None = None,
     console: Console | None = None,
     stop_timeout: float = 5.0,
+    on_started: Callable[[StartedSession], None] | None = None,
 ) -> int:
     """Run ``target`` under debugpy until it exits or Ctrl-C; print how to attach.
 
     Returns the program's exit status (128 + signal number after Ctrl-C, SIGTERM or SIGHUP:
     the program and its adapter are stopped either way). Output goes to ``console`` (rich) if
-    given, else to stdout as plain text.
+    given, else to stdout as plain text. ``on_started`` is told about the session once the
+    program listens (``invoke lab.debug`` records it in the lab's state).
     """
     session = start_session(
         target,
@@ -169,6 +171,12 @@ def run_foreground(
         cwd=cwd,
         env=env,
     )
+    if on_started is not None:
+        try:
+            on_started(session)
+        except BaseException:
+            end_session(session, timeout=stop_timeout)
+            raise
     footer = (
         f"launch.json: {session.launch_file}\n"
         f"program output: {session.debuggee.log_path}\n"

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from lab.cluster.base import ClusterSpec, NodeName, NodeSpec, ProviderID, Role
-from lab.cluster.sim import SimProvider, plan_nodes
+from lab.cluster.planner import plan_nodes
+from lab.cluster.sim import SimProvider
 from lab.cluster.steps import ProvisionError
 from lab.cluster.versions import KubeVersion
 
@@ -77,7 +78,8 @@ def test_plan_fills_kind_names_and_consecutive_ips() -> None:
             NodeSpec(Role.WORKER),
             NodeSpec(Role.WORKER, name="custom"),
         ),
-        node_subnet="172.18.0.0/16",
+        subnets=[(None, "172.18.0.0/16")],
+        first_host=2,
     )
     assert [(n.name, n.ip) for n in planned] == [
         ("lab-control-plane", "172.18.0.3"),
@@ -91,7 +93,7 @@ def test_plan_rejects_duplicate_names() -> None:
     with pytest.raises(ValueError, match=r"node names repeat: \['x'\]"):
         plan_nodes(
             spec(NodeSpec(Role.CONTROL_PLANE, name="x"), NodeSpec(Role.WORKER, name="x")),
-            node_subnet="10.0.0.0/24",
+            subnets=[(None, "10.0.0.0/24")],
         )
 
 
@@ -159,12 +161,23 @@ def test_single_node_cluster_looks_like_kind_made_it(
     assert ("node.kubernetes.io/exclude-from-external-load-balancers" in labels) is excluded
 
 
+def test_bad_ip_is_refused_before_anything_starts(provider: SimProvider) -> None:
+    with pytest.raises(ValueError, match=r"nodes\[1\]\.ip='10\.0\.1' is not an IP address"):
+        provider.provision(spec(NodeSpec(Role.CONTROL_PLANE), NodeSpec(Role.WORKER, ip="10.0.1")))
+    assert provider.simulator is None
+    assert not provider.kubeconfig().exists()
+
+
+#: a name the API server refuses (not a DNS subdomain): registration fails mid-way
+BAD_NAME = "Bad_Name"
+
+
 def test_failed_registration_undoes_everything(provider: SimProvider) -> None:
     with pytest.raises(ProvisionError) as info:
-        provider.provision(spec(NodeSpec(Role.CONTROL_PLANE), NodeSpec(Role.WORKER, ip="10.0.1")))
+        provider.provision(spec(NodeSpec(Role.CONTROL_PLANE), NodeSpec(Role.WORKER, name=BAD_NAME)))
     err = info.value
     assert err.step == "register-nodes"
-    assert "ip '10.0.1' is not an IP address" in str(err)
+    assert BAD_NAME in str(err)
     assert err.undone == ("register-nodes", "start-kubelets", "write-kubeconfig", "start-apiserver")
     assert provider.simulator is None
     assert provider.kubelet is None
@@ -176,7 +189,7 @@ def test_failed_registration_with_retain_keeps_cluster_for_post_mortem(
 ) -> None:
     with pytest.raises(ProvisionError) as info:
         provider.provision(
-            spec(NodeSpec(Role.CONTROL_PLANE), NodeSpec(Role.WORKER, ip="10.0.1")), retain=True
+            spec(NodeSpec(Role.CONTROL_PLANE), NodeSpec(Role.WORKER, name=BAD_NAME)), retain=True
         )
     assert info.value.retained
     assert provider.kubeconfig().exists()
