@@ -88,8 +88,7 @@ def _controller_flags(legacy_behavior: str, args: str) -> tuple[list[str], list[
     owned = [a for a in extra if a.split("=", 1)[0] in LAB_OWNED_FLAGS]
     if owned:
         raise Exit(
-            f"error: --args {args!r}: {owned[0].split('=', 1)[0]} is set by the lab; "
-            "leave it out",
+            f"error: --args {args!r}: {owned[0].split('=', 1)[0]} is set by the lab; leave it out",
             code=1,
         )
     errors = io.StringIO()
@@ -157,7 +156,7 @@ def fmt(c: Context) -> None:
         "nodes": "number of nodes, 1 to 20 (the first is the control plane)",
         "k8s_version": "Kubernetes version the cluster behaves as (e.g. 1.22, 1.33)",
         "legacy_behavior": "comma-separated legacy behaviours for the controller",
-        "args": "extra controller flags, quoted (e.g. \"--concurrent-service-syncs 4\")",
+        "args": 'extra controller flags, quoted (e.g. "--concurrent-service-syncs 4")',
         "no_controller": "bring the world up without starting the controller",
         "expose_to_nodes": "kind: serve AWS and metadata on the nodes' gateway (in-cluster use)",
     },

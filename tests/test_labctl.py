@@ -21,7 +21,9 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
     state = labctl.up(name="t", nodes=2, backend="sim", root=tmp_path, console=console)
     try:
         assert state.backend == "sim"
-        assert state.vpc_id and state.node_security_group and state.controller
+        assert state.vpc_id
+        assert state.node_security_group
+        assert state.controller
         assert {n.name for n in state.nodes} == {"ccm-lab-control-plane", "ccm-lab-worker"}
         assert all(n.instance_id.startswith("i-") for n in state.nodes)
         assert labctl.load_state("t", tmp_path) == state, "state.json round-trips"
