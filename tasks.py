@@ -386,17 +386,17 @@ def repro(
     c: Context, scenario: str, name: str = "default", fixed: bool = False, in_place: bool = False
 ) -> None:
     """Replay a failure-catalog scenario step by step, showing the evidence (--list: ids)."""
-    from rich.console import Console
-
     from e2e.repro import list_catalog
     from e2e.repro import repro as run_repro
+    from lab.labctl import status_console
 
-    console = Console()
+    console = status_console()
     if scenario in ("--list", "-l", "list"):
         list_catalog(console)
         return
     if scenario in ("--help", "-h"):
-        c.run("invoke --help lab.repro", pty=False)
+        here = os.path.dirname(os.path.abspath(__file__))
+        c.run(f"{shlex.quote(sys.argv[0])} -r {shlex.quote(here)} --help lab.repro", pty=False)
         return
     code = _run(run_repro, scenario, fixed=fixed, name=name, in_place=in_place, console=console)
     if code:

@@ -1,12 +1,16 @@
 """``invoke lab.repro``: replay a catalog scenario so a person sees the bug happen.
 
-``k8s-84926`` is narrated step by step against the *running* lab (``invoke lab.up``): the
-controller is restarted with or without the legacy switch, AWS's group order is flipped
-between create and delete, and each step shows its evidence (the node group's rules before
-and after, the ELB's groups, the trail rows, the Service's events). The other scenarios need
-the kubelet stand-in's hooks or a fresh world, so they run their catalog module
-(``e2e/test_<id>.py``, the reproduce or the fixed tests) on a fresh embedded lab, verbosely;
-the command says which it does.
+By default a scenario runs on a **scratch lab** of its own (an embedded sim lab started for the
+replay and stopped after it), so the user's running lab is never touched. ``k8s-84926`` is
+narrated step by step: it runs the catalog module's own steps (``e2e.test_k8s_84926.
+run_scenario``, with a narrator) and shows the evidence those steps collected (the node group's
+rules before and after, the trail rows, the Service's events) and the verdict of the module's
+own assertions. Every other scenario runs its catalog module (its reproduce or fixed tests) on a
+fresh embedded lab, verbosely.
+
+``--in-place`` runs ``k8s-84926`` on the running lab ``--name`` instead, and afterwards restores
+what it changed: the node group's rules exactly as before, no leaked security group or
+Service, AWS's group order as it was, and the controller with the flags it had.
 
 This module lives under ``e2e/`` because it drives scenarios; ``tasks.py`` calls it.
 """
@@ -16,18 +20,34 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from e2e.catalog import CATALOG, by_id
-from e2e.support import ANN, Rule, describe_elb, elb_name, events_for, ingress_rules, wait_for
+from e2e.catalog import CATALOG, Scenario, by_id
+from e2e.support import (
+    Rule,
+    elb_name,
+    group_exists,
+    group_id_by_name,
+    ingress_rules,
+    wait_gone,
+)
+from e2e.test_k8s_84926 import Evidence, assert_fixed, assert_wrong_on_delete, run_scenario
 from lab import labctl
 from lab.aws import AwsControlClient, make_client
 from lab.aws.render import render_trail
+from lab.compose import Lab, LabConfig
+from lab.state import LabError, LabState
 
+#: the replay's retry window: long enough to see several DependencyViolation retries
 SG_RETRY = ("--sg-delete-retry", "0.5s,5s")
+#: the replay's Service names start so; nothing else is touched by a restore
+REPLAY_PREFIX = "web-84926-"
 
 
 def list_catalog(console: Console) -> None:
@@ -37,32 +57,117 @@ def list_catalog(console: Console) -> None:
     for s in CATALOG:
         table.add_row(s.id, s.title, s.legacy_switch or "-")
     console.print(table)
-    console.print("replay one: invoke lab.repro <id> [--fixed]")
+    console.print("replay one: invoke lab.repro <id> [--fixed] [--in-place]")
 
 
-def repro(scenario_id: str, *, fixed: bool, name: str, console: Console) -> int:
-    scenario = by_id(scenario_id)
+def repro(scenario_id: str, *, fixed: bool, name: str, in_place: bool, console: Console) -> int:
+    try:
+        scenario = by_id(scenario_id)
+    except KeyError:
+        known = ", ".join(s.id for s in CATALOG)
+        raise LabError(f"no scenario {scenario_id!r}; the catalog has: {known}") from None
+    if in_place and scenario.id != "k8s-84926":
+        raise LabError(
+            f"{scenario.id} replays only on a scratch lab (it needs a fresh world or the kubelet "
+            "stand-in's hooks); drop --in-place"
+        )
     console.rule(f"[bold]{scenario.id}[/]: {scenario.title}")
     console.print(f"source: {scenario.source}")
     console.print(
         ("fixed behaviour: " + scenario.fix) if fixed else ("symptom: " + scenario.symptom)
     )
     if scenario.id == "k8s-84926":
-        return _repro_84926(fixed=fixed, name=name, console=console)
-    return _run_module(scenario.module, fixed=fixed, console=console)
+        return _narrate_84926(fixed=fixed, name=name, in_place=in_place, console=console)
+    return _run_module(scenario, fixed=fixed, console=console)
 
 
-def _run_module(module: str, *, fixed: bool, console: Console) -> int:
+def _run_module(scenario: Scenario, *, fixed: bool, console: Console) -> int:
     selector = "fixed" if fixed else "reproduce"
     console.print(
-        f"this scenario runs its catalog module on a fresh embedded lab (not the running one): "
-        f"[bold]{module}[/] -k {selector}"
+        f"running its catalog module on a scratch embedded lab (your labs are not touched): "
+        f"[bold]{scenario.module}[/] -k {selector}"
     )
-    cmd = [sys.executable, "-m", "pytest", module, "-k", selector, "-v", "-p", "no:cacheprovider"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        scenario.module,
+        "-k",
+        selector,
+        "-v",
+        "-p",
+        "no:cacheprovider",
+    ]
     return subprocess.run(cmd, check=False).returncode
 
 
 # --- k8s-84926, narrated ------------------------------------------------------------------
+
+
+def _narrate_84926(*, fixed: bool, name: str, in_place: bool, console: Console) -> int:
+    started = time.monotonic()
+    steps = iter(range(1, 100))
+
+    def say(text: str) -> None:
+        console.print(f"\n[bold cyan]step {next(steps)}[/] {text}")
+
+    target_cm = _running_lab(name, console) if in_place else _scratch_lab(console)
+    with target_cm as target:
+        ec2 = make_client("ec2", target.aws_url, target.region)
+        elb = make_client("elb", target.aws_url, target.region)
+        core = target.core
+        evidence = run_scenario(
+            target.lab,
+            core,
+            ec2,
+            elb,
+            legacy=not fixed,
+            order_on_create="reversed",
+            order_on_delete="creation",
+            service=f"{REPLAY_PREFIX}{int(time.time()) % 100000}",
+            sg_retry=SG_RETRY,
+            say=say,
+        )
+        target.evidence = evidence
+        _show_evidence(evidence, target, console)
+        say("verdict (the catalog module's own assertions)")
+        verdicts = [
+            ("the fixed behaviour (assert_fixed)", _holds(assert_fixed, evidence)),
+            ("the outage: self rule revoked (assert_wrong_on_delete)",
+             _holds(assert_wrong_on_delete, evidence)),
+        ]  # fmt: skip
+        for text, ok in verdicts:
+            console.print(f"  {'[green]holds[/]' if ok else '[red]does not hold[/]'}  {text}")
+        console.print(f"\n({time.monotonic() - started:.1f}s)")
+        expected = verdicts[0][1] if fixed else verdicts[1][1]
+        return 0 if expected else 1
+
+
+def _holds(check: Callable[[Evidence], None], evidence: Evidence) -> bool:
+    try:
+        check(evidence)
+    except AssertionError:
+        return False
+    return True
+
+
+def _show_evidence(ev: Evidence, target: _Target, console: Console) -> None:
+    names = {ev.node_group: f"{ev.node_group} (nodes)", ev.elb_group: f"{ev.elb_group} (ELB's)"}
+    console.print(_rules_table("node group: ingress before", ev.rules_before, names))
+    console.print(
+        _rules_table("node group after create", ev.rules_after_create, names, ev.rules_before)
+    )
+    console.print(
+        _rules_table("node group after delete", ev.rules_after_delete, names, ev.rules_before)
+    )
+    calls = [
+        e
+        for e in target.lab.aws.trail.events()
+        if e.action in ("RevokeSecurityGroupIngress", "DeleteLoadBalancer", "DeleteSecurityGroup")
+    ]
+    console.print(render_trail(calls, title="what the controller did to delete it"))
+    for reason, message in zip(ev.event_reasons, ev.event_messages, strict=True):
+        console.print(f"  event {reason}: {message[:150]}")
 
 
 def _rules_table(
@@ -71,158 +176,164 @@ def _rules_table(
     table = Table(title=title, title_justify="left")
     for col in ("protocol", "ports", "source", ""):
         table.add_column(col)
-    shown = sorted(rules | (before or frozenset()))
-    for rule in shown:
+    for rule in sorted(rules | (before or frozenset())):
         ports = "all" if rule.from_port is None else f"{rule.from_port}-{rule.to_port}"
-        source = names.get(rule.source, rule.source)
         mark = ""
         if before is not None and rule not in rules:
             mark = "[red]REVOKED[/]"
         elif before is not None and rule not in before:
             mark = "[green]added[/]"
-        style = "strike dim" if mark.startswith("[red]") else ""
         table.add_row(
-            "all" if rule.protocol == "-1" else rule.protocol, ports, source, mark, style=style
+            "all" if rule.protocol == "-1" else rule.protocol,
+            ports,
+            names.get(rule.source, rule.source),
+            mark,
+            style="strike dim" if mark.startswith("[red]") else "",
         )
     return table
 
 
-def _step(console: Console, n: int, text: str) -> None:
-    console.print(f"\n[bold cyan]step {n}[/] {text}")
+# --- where it runs ------------------------------------------------------------------------
 
 
-def _repro_84926(*, fixed: bool, name: str, console: Console) -> int:
-    started = time.monotonic()
+@dataclass
+class _Target:
+    lab: Any  # a Lab, or _RunningLab which offers the same parts
+    core: Any
+    aws_url: str
+    region: str
+    evidence: Evidence | None = None
+
+
+@contextmanager
+def _scratch_lab(console: Console) -> Iterator[_Target]:
+    from kubernetes import client
+
+    console.print("on a scratch embedded lab (your labs are not touched); starting it")
+    with Lab(LabConfig(name="repro-k8s-84926")) as lab:
+        yield _Target(lab, client.CoreV1Api(lab.api_client()), lab.aws.url, lab.config.region)
+
+
+@contextmanager
+def _running_lab(name: str, console: Console) -> Iterator[_Target]:
     state = labctl.load_state(name)
-    url, region = state["aws_endpoint"], state["region"]
-    control = AwsControlClient(url)
-    ec2, elb = make_client("ec2", url, region), make_client("elb", url, region)
-    node_group = state["node_security_group"]
+    if state.node_security_group is None:
+        raise LabError(f"lab {name!r} records no node security group; it cannot host the replay")
+    console.print(f"on your running lab {name!r} (--in-place); what it changes is restored after")
+    control = AwsControlClient(state.aws_endpoint)
+    ec2 = make_client("ec2", state.aws_endpoint, state.region)
+    order = control.fidelity().elb_sg_order
+    rules = ingress_rules(ec2, state.node_security_group)
     core = labctl.core_api(state)
-    svc_name = f"web-84926-{int(time.time()) % 100000}"
-    names = {node_group: f"{node_group} (nodes)"}
+    target = _Target(_RunningLab(state, console), core, state.aws_endpoint, state.region)
     try:
-        _step(
-            console,
-            1,
-            "controller "
-            + ("as fixed upstream" if fixed else "with --legacy-behavior=k8s-84926")
-            + " (security-group delete retries shortened: every 0.5 s for 5 s)",
-        )
-        labctl.restart_controller(
-            name=name, legacy=() if fixed else ("k8s-84926",), args=SG_RETRY, console=console
-        )
-        self_rule = Rule("-1", None, None, node_group)
-        if self_rule not in ingress_rules(ec2, node_group):
-            console.print(
-                "[yellow]the node group lost its self rule in an earlier run; restoring it first[/]"
-            )
-            ec2.authorize_security_group_ingress(
-                GroupId=node_group,
-                IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": node_group}]}],
-            )
-        before = ingress_rules(ec2, node_group)
-        console.print(_rules_table(f"node group {node_group}: ingress before", before, names))
-
-        _step(console, 2, "AWS will list the ELB's groups [bold]reversed[/] (its own group last)")
-        control.set_fidelity(elb_sg_order="reversed")
-        svc = core.create_namespaced_service(
-            "default",
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {
-                    "name": svc_name,
-                    "annotations": {
-                        ANN + "extra-security-groups": node_group,
-                        ANN + "additional-resource-tags": "Team=payments",
-                    },
-                },
-                "spec": {
-                    "type": "LoadBalancer",
-                    "selector": {"app": svc_name},
-                    "ports": [{"port": 80, "targetPort": 8080}],
-                },
-            },
-        )
-        lb = elb_name({"metadata": {"uid": svc.metadata.uid}})
-        console.print(
-            f"created Service default/{svc_name} naming the node group in "
-            f"extra-security-groups; its ELB is {lb}"
-        )
-        desc = wait_for(lambda: describe_elb(elb, lb), timeout=20, what="the ELB")
-        for g in desc["SecurityGroups"]:
-            if g != node_group:
-                names[g] = f"{g} (k8s-elb-{lb[:8]}…)"
-        console.print(
-            "ELB groups as AWS returns them now: "
-            + ", ".join(names.get(g, g) for g in desc["SecurityGroups"])
-        )
-        wait_for(lambda: _hostname(core, svc_name), timeout=20, what="the Service hostname")
-        after_create = ingress_rules(ec2, node_group)
-        console.print(_rules_table("node group after create", after_create, names, before))
-
-        _step(
-            console,
-            3,
-            "AWS now lists the ELB's groups in [bold]creation[/] order "
-            "(the node group last); delete the Service",
-        )
-        control.set_fidelity(elb_sg_order="creation")
-        mark = max((e.seq for e in control.trail()), default=0)
-        core.delete_namespaced_service(svc_name, "default")
-        wait_for(lambda: describe_elb(elb, lb) is None, timeout=20, what="the ELB deleted")
-        wait_for(lambda: _sg_outcome(control, mark), timeout=20, what="the group's deletion")
-        after_delete = ingress_rules(ec2, node_group)
-        console.print(_rules_table("node group after delete", after_delete, names, before))
-        calls = [
-            e
-            for e in control.trail(since_seq=mark)
-            if e.action
-            in ("RevokeSecurityGroupIngress", "DeleteLoadBalancer", "DeleteSecurityGroup")
-        ]
-        console.print(render_trail(calls, title="what the controller did to delete it"))
-        events = events_for(core, "Service", svc_name)
-        for e in events:
-            colour = "red" if e.type == "Warning" else "green"
-            console.print(f"  event [{colour}]{e.type} {e.reason}[/] x{e.count}: {e.message[:150]}")
-
-        _step(console, 4, "verdict")
-        violations = [e for e in calls if e.error_code == "DependencyViolation"]
-        lines = [
-            ("node group kept its self rule", self_rule in after_delete),
-            (
-                "ELB group was let into the node group on create",
-                any(r.source != node_group for r in after_create - before),
-            ),
-            ("DeleteSecurityGroup never hit DependencyViolation", not violations),
-            ("node group rules exactly as before", after_delete == before),
-        ]
-        for text, ok in lines:
-            console.print(f"  {'[green]yes[/]' if ok else '[red]NO[/] '}  {text}")
-        if violations:
-            console.print(f"  {len(violations)} DependencyViolation retries before giving up")
-        console.print(
-            f"\n({time.monotonic() - started:.1f}s) the controller keeps these flags; "
-            f"`invoke lab.controller.restart --name {name}` restores the defaults"
-        )
-        healthy = all(ok for _, ok in lines)
-        return 0 if healthy == fixed else 1
+        yield target
     finally:
-        control.set_fidelity(elb_sg_order="creation")
+        _restore(state, target, ec2=ec2, control=control, order=order, rules=rules, console=console)
         core.api_client.close()
 
 
-def _hostname(core: Any, name: str) -> str | None:
-    svc = core.read_namespaced_service(name, "default")
-    ingress = svc.status.load_balancer.ingress or []
-    return ingress[0].hostname if ingress else None
+def _restore(
+    state: LabState,
+    target: _Target,
+    *,
+    ec2: Any,
+    control: AwsControlClient,
+    order: str,
+    rules: frozenset[Rule],
+    console: Console,
+) -> None:
+    """Put the running lab back as it was before the replay."""
+    previous = state.controller
+    labctl.restart_controller(
+        name=state.name,
+        legacy=previous.legacy_behavior if previous else (),
+        args=previous.extra_args if previous else (),
+        console=console,
+    )
+    leaked = {target.evidence.elb_group} if target.evidence else set()
+    for svc in target.core.list_namespaced_service("default").items:
+        if not svc.metadata.name.startswith(REPLAY_PREFIX):
+            continue  # only the replay's own Service: anything else is the user's
+        name = svc.metadata.name
+        group = group_id_by_name(
+            ec2, f"k8s-elb-{elb_name({'metadata': {'uid': svc.metadata.uid}})}"
+        )
+        leaked |= {group} if group else set()
+        target.core.delete_namespaced_service(name, "default")
+        try:
+            wait_gone(target.core, name, timeout=20)  # the restored controller cleans up
+        except TimeoutError:
+            target.core.patch_namespaced_service(
+                name, "default", {"metadata": {"finalizers": None}}
+            )
+    control.set_fidelity(elb_sg_order=order)
+    group = str(state.node_security_group)
+    now = ingress_rules(ec2, group)
+    for rule in now - rules:
+        ec2.revoke_security_group_ingress(GroupId=group, IpPermissions=[_permission(rule)])
+    for rule in rules - now:
+        ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=[_permission(rule)])
+    for leaked_group in sorted(g for g in leaked if group_exists(ec2, g)):
+        ec2.delete_security_group(GroupId=leaked_group)
+    console.print(
+        "[green]✓[/] restored: node group rules as before, no replay Service or group left, "
+        "AWS's group order and the controller's flags as they were"
+    )
 
 
-def _sg_outcome(control: AwsControlClient, mark: int) -> bool:
-    """True once the controller either deleted the group or gave up on it."""
-    deletes = [e for e in control.trail(since_seq=mark) if e.action == "DeleteSecurityGroup"]
-    if any(e.error_code is None for e in deletes):
-        return True
-    # Legacy: every attempt fails; wait until the retry window (5 s) has passed.
-    return bool(deletes) and deletes[-1].time - deletes[0].time >= 4.5
+def _permission(rule: Rule) -> dict[str, Any]:
+    perm: dict[str, Any] = {"IpProtocol": rule.protocol}
+    if rule.from_port is not None:
+        perm["FromPort"], perm["ToPort"] = rule.from_port, rule.to_port
+    if rule.source.startswith("sg-"):
+        perm["UserIdGroupPairs"] = [{"GroupId": rule.source}]
+    else:
+        perm["IpRanges"] = [{"CidrIp": rule.source}]
+    return perm
+
+
+class _RemoteTrail:
+    """The parts of ``lab.aws.trail.Trail`` the scenario reads, over the control plane."""
+
+    def __init__(self, control: AwsControlClient) -> None:
+        self.control = control
+
+    @property
+    def last_seq(self) -> int:
+        return max((e.seq for e in self.control.trail()), default=0)
+
+    def events(self) -> list[Any]:
+        return list(self.control.trail())
+
+
+@dataclass
+class _RemoteAws:
+    control: AwsControlClient
+    trail: _RemoteTrail
+
+
+@dataclass
+class _Group:
+    group_id: str
+
+
+@dataclass
+class _Topology:
+    node_security_group: _Group
+
+
+class _RunningLab:
+    """A running lab (``invoke lab.up``) offering the parts of :class:`Lab` a scenario uses."""
+
+    def __init__(self, state: LabState, console: Console) -> None:
+        control = AwsControlClient(state.aws_endpoint)
+        self.state = state
+        self.console = console
+        self.aws = _RemoteAws(control, _RemoteTrail(control))
+        self.topology = _Topology(_Group(str(state.node_security_group)))
+
+    def start_controller(self, *, legacy: Any = (), args: Any = ()) -> None:
+        labctl.restart_controller(
+            name=self.state.name, legacy=list(legacy), args=list(args), console=self.console
+        )

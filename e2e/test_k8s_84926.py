@@ -33,6 +33,7 @@ else. The security-group logic is all AWS-side and identical on kind.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,10 @@ class Evidence:
     finalizer_removed: bool
 
 
+def _quiet(_: str) -> None:
+    """The default narrator: tests say nothing (``invoke lab.repro`` prints each step)."""
+
+
 def run_scenario(
     lab: Lab,
     core: Any,
@@ -86,15 +91,28 @@ def run_scenario(
     legacy: bool,
     order_on_create: str,
     order_on_delete: str,
+    service: str = "web",
+    sg_retry: tuple[str, str] = SG_RETRY,
+    say: Callable[[str], None] = _quiet,
 ) -> Evidence:
+    """The scenario's steps; ``say`` is told what is about to happen before each one."""
     aws = lab.aws
-    assert aws is not None
     assert lab.topology is not None
     node_group = lab.topology.node_security_group.group_id
     rules_before = ingress_rules(ec2, node_group)
     assert all_traffic_from(node_group) in rules_before, "topology must seed the self rule"
 
-    lab.start_controller(legacy=["k8s-84926"] if legacy else [], args=SG_RETRY)
+    say(
+        "start the controller "
+        + ("with --legacy-behavior=k8s-84926" if legacy else "as fixed upstream")
+        + f" (security-group delete retried every {sg_retry[1].split(',')[0]} for "
+        + f"{sg_retry[1].split(',')[1]})"
+    )
+    lab.start_controller(legacy=["k8s-84926"] if legacy else [], args=sg_retry)
+    say(
+        f"AWS lists an ELB's groups in [bold]{order_on_create}[/] order; create a Service "
+        "naming the node group in extra-security-groups"
+    )
     aws.control.set_fidelity(elb_sg_order=order_on_create)
     svc = create_service(
         core,
@@ -102,7 +120,7 @@ def run_scenario(
             "apiVersion": "v1",
             "kind": "Service",
             "metadata": {
-                "name": "web",
+                "name": service,
                 "namespace": "default",
                 "annotations": {
                     ANN + "extra-security-groups": node_group,
@@ -111,13 +129,13 @@ def run_scenario(
             },
             "spec": {
                 "type": "LoadBalancer",
-                "selector": {"app": "web"},
+                "selector": {"app": service},
                 "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}],
             },
         },
     )
     name = elb_name(svc)
-    wait_hostname(core, "web")
+    wait_hostname(core, service)
     elb_group = group_id_by_name(ec2, f"k8s-elb-{name}")
     assert elb_group is not None, "the controller must create the ELB's own group"
     desc = describe_elb(elb, name)
@@ -125,9 +143,10 @@ def run_scenario(
     assert set(desc["SecurityGroups"]) == {elb_group, node_group}
     rules_after_create = ingress_rules(ec2, node_group)
 
+    say(f"AWS now lists the groups in [bold]{order_on_delete}[/] order; delete the Service")
     aws.control.set_fidelity(elb_sg_order=order_on_delete)
     mark = aws.trail.last_seq
-    core.delete_namespaced_service("web", "default")
+    core.delete_namespaced_service(service, "default")
     # Either the Service goes (finalizer removed) or, legacy, it fails first and goes on retry.
     wait_for(lambda: describe_elb(elb, name) is None, timeout=20, what="the ELB to be deleted")
     wait_for(
@@ -137,12 +156,12 @@ def run_scenario(
     )
     finalizer_removed = True
     try:
-        wait_gone(core, "web", timeout=20)
+        wait_gone(core, service, timeout=20)
     except TimeoutError:
-        svc_now = get_service(core, "web")
+        svc_now = get_service(core, service)
         finalizer_removed = FINALIZER not in (svc_now.metadata.finalizers or [])
     calls = [e for e in aws.trail.events() if e.seq > mark]
-    events = events_for(core, "Service", "web")
+    events = events_for(core, "Service", service)
     return Evidence(
         node_group=node_group,
         elb_group=elb_group,

@@ -200,7 +200,7 @@ def up(
 
     Any failure (including Ctrl-C) takes down what was started: nothing is left behind.
     """
-    out = console or Console()
+    out = console or status_console()
     validate_up(
         name=name,
         nodes=nodes,
@@ -362,7 +362,7 @@ def down(
     *, name: str = "default", root: Path | None = None, console: Console | None = None
 ) -> None:
     """Stop every process of the lab, verify nothing is left, then remove ``.lab/<name>``."""
-    out = console or Console()
+    out = console or status_console()
     validate_name(name)
     directory = lab_dir(name, root)
     state = read_state(directory)
@@ -413,7 +413,7 @@ def restart_controller(
     If the new controller does not become ready, the previous one is started again with its
     flags and the error says so.
     """
-    out = console or Console()
+    out = console or status_console()
     validate_name(name)
     state = load_state(name, root)
     _require_daemon(state)
@@ -775,7 +775,7 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
         out.print(nodes)
     services = Table(title="LoadBalancer Services", title_justify="left")
     for col in ("service", "ELB name", "hostname", "finalizers"):
-        services.add_column(col)
+        services.add_column(col, overflow="fold")
     for s in live["services"]:
         pending = "[yellow]pending[/]" + (
             f"\n[dim]{escape(s['last_warning'])}[/]" if s["last_warning"] else ""
@@ -847,7 +847,7 @@ def trail(
     events = events[-last:] if last else events
     if as_json:
         for e in events:
-            sys.stdout.write(json.dumps(e.to_json(), sort_keys=True) + "\n")
+            sys.stdout.write(e.to_json() + "\n")
     else:
         (console or status_console()).print(render_trail(events))
     return events
@@ -873,7 +873,7 @@ def debug_controller(
     """
     from lab.debug import run_foreground
 
-    out = console or Console()
+    out = console or status_console()
     validate_name(name)
     if not 0 <= port < 65536:
         raise LabError(f"--port {port}: a TCP port is 0 to 65535 (0 lets the kernel choose)")

@@ -1,0 +1,416 @@
+"""The front door, as a user meets it: the real ``invoke`` commands, each known defect.
+
+Every case runs ``invoke`` in a directory of its own (so ``.lab/`` is the test's) and asserts
+the message a user reads, that no traceback is printed, and what is left running afterwards:
+nothing after a failed ``lab.up``, the previous controller after a failed restart, no debug
+controller or adapter after ``lab.down``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from lab.component import ProcessRef
+from lab.compose import wait_for
+from lab.state import DaemonState, LabState, read_state, write_state
+
+REPO = Path(__file__).resolve().parents[1]
+INVOKE = str(Path(sys.executable).parent / "invoke")
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    out: str
+
+    @property
+    def lines(self) -> list[str]:
+        return [line for line in self.out.splitlines() if line.strip()]
+
+
+def invoke(
+    cwd: Path, *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> Result:
+    done = subprocess.run(
+        [INVOKE, "--search-root", str(REPO), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        check=False,
+    )
+    return Result(done.returncode, done.stdout + done.stderr)
+
+
+def assert_one_line_error(result: Result, *fragments: str) -> None:
+    assert result.code != 0, result.out
+    assert "Traceback" not in result.out, result.out
+    errors = [line for line in result.lines if line.startswith("error:")]
+    assert len(errors) == 1, result.out
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+
+
+def nothing_left(cwd: Path, name: str) -> None:
+    assert not (cwd / ".lab" / name).exists(), "no state or logs of a lab that is not up"
+    daemons = [
+        p
+        for p in Path("/proc").glob("[0-9]*")
+        if _cmdline(p).count(str(cwd / ".lab" / name)) and "lab.daemon" in _cmdline(p)
+    ]
+    assert not daemons, "no lab daemon left running"
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def state_of(cwd: Path, name: str) -> LabState:
+    state = read_state(cwd / ".lab" / name)
+    assert state is not None
+    return state
+
+
+@pytest.fixture(scope="module")
+def lab_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A running lab ``fd`` (sim) in a directory of its own, shared by this module's tests."""
+    cwd = tmp_path_factory.mktemp("front-door")
+    up = invoke(cwd, "lab.up", "--name", "fd", "--backend", "sim", timeout=180)
+    assert up.code == 0, up.out
+    try:
+        yield cwd
+    finally:
+        invoke(cwd, "lab.down", "--name", "fd")
+
+
+# --- bad input to lab.up: one line, nothing left ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (("--legacy-behavior", "k8s-99999"), ("--legacy-behavior k8s-99999", "known ids")),
+        (("--nodes", "0"), ("--nodes 0",)),
+        (("--k8s-version", "abc"), ("--k8s-version 'abc'", "1.33")),
+        (("--backend", "bogus"), ("--backend 'bogus'", "sim")),
+        (("--backend", "kind"), ("--backend kind", "Docker", "--backend sim")),
+        (("--args", "--bogus-flag"), ("--args '--bogus-flag'", "unrecognized")),
+    ],
+    ids=["legacy", "nodes", "version", "backend", "kind-without-docker", "args"],
+)
+def test_bad_lab_up_flags_change_nothing(
+    tmp_path: Path, args: tuple[str, ...], fragments: tuple[str, ...]
+) -> None:
+    if args == ("--backend", "kind"):
+        from lab.pytest_plugin import docker_engine_answers
+
+        if docker_engine_answers():
+            pytest.skip("a Docker engine answers here, so --backend kind is not refused")
+    result = invoke(tmp_path, "lab.up", "--name", "x", *args)
+    assert_one_line_error(result, *fragments)
+    nothing_left(tmp_path, "x")
+
+
+def test_a_bad_lab_name_is_refused(tmp_path: Path) -> None:
+    result = invoke(tmp_path, "lab.up", "--name", "../Bad")
+    assert_one_line_error(result, "--name '../Bad'")
+    assert not (tmp_path / ".lab").exists()
+
+
+def test_a_controller_that_cannot_start_takes_the_new_lab_down(tmp_path: Path) -> None:
+    """The flag passes the controller's parser but the controller refuses it at start-up: the
+    lab was already up, and is taken down again."""
+    result = invoke(tmp_path, "lab.up", "--name", "x", "--args", "--concurrent-service-syncs 0")
+    assert_one_line_error(
+        result, "the controller did not start", "--concurrent-service-syncs must be at least 1"
+    )
+    assert "nothing is left" in result.out
+    assert "exited with code None" not in result.out
+    nothing_left(tmp_path, "x")
+
+
+# --- the running lab ----------------------------------------------------------------------
+
+
+def test_repro_list_and_help(lab_dir: Path) -> None:
+    listed = invoke(lab_dir, "lab.repro", "--list")
+    assert listed.code == 0, listed.out
+    assert "k8s-84926" in listed.out
+    assert "debug-attach" in listed.out
+    helped = invoke(lab_dir, "lab.repro", "--help")
+    assert helped.code == 0, helped.out
+    assert "--in-place" in helped.out
+    assert "no scenario" not in helped.out
+    unknown = invoke(lab_dir, "lab.repro", "k8s-00000")
+    assert_one_line_error(unknown, "no scenario 'k8s-00000'", "k8s-84926")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (("--legacy-behavior", "k8s-99999"), ("--legacy-behavior k8s-99999",)),
+        (("--args", "--bogus-flag"), ("--args '--bogus-flag'",)),
+        (("--args", "--kubeconfig /tmp/x"), ("--kubeconfig is set by the lab",)),
+    ],
+    ids=["legacy", "unknown-flag", "lab-owned-flag"],
+)
+def test_bad_restart_flags_leave_the_controller_running(
+    lab_dir: Path, args: tuple[str, ...], fragments: tuple[str, ...]
+) -> None:
+    before = state_of(lab_dir, "fd").controller
+    assert before is not None
+    result = invoke(lab_dir, "lab.controller.restart", "--name", "fd", *args)
+    assert_one_line_error(result, *fragments)
+    after = state_of(lab_dir, "fd").controller
+    assert after == before, "nothing changed"
+    assert after.process.alive()
+
+
+def test_a_restart_that_fails_brings_the_previous_controller_back(lab_dir: Path) -> None:
+    before = state_of(lab_dir, "fd").controller
+    assert before is not None
+    result = invoke(
+        lab_dir, "lab.controller.restart", "--name", "fd", "--args", "--concurrent-service-syncs 0"
+    )
+    assert_one_line_error(
+        result, "--concurrent-service-syncs must be at least 1", "the previous controller"
+    )
+    after = state_of(lab_dir, "fd").controller
+    assert after is not None
+    assert after.process.alive()
+    assert (after.legacy_behavior, after.extra_args) == (
+        before.legacy_behavior,
+        before.extra_args,
+    )
+    status = invoke(lab_dir, "lab.status", "--name", "fd", "--json")
+    assert status.code == 0, status.out
+    assert json.loads(status.out)["live"]["controller_healthy"] is True
+
+
+def test_node_tasks_name_the_bad_node_and_print_one_line(lab_dir: Path) -> None:
+    missing = invoke(lab_dir, "lab.nodes.exclude", "--name", "fd", "--node", "nope")
+    assert_one_line_error(missing, "no node 'nope'", "ccm-lab-worker")
+    done = invoke(lab_dir, "lab.nodes.exclude", "-n", "fd", "-o", "ccm-lab-worker")
+    assert done.code == 0, done.out
+    assert done.lines == [
+        "node ccm-lab-worker: node.kubernetes.io/exclude-from-external-load-balancers set"
+    ]
+    back = invoke(lab_dir, "lab.nodes.include", "-n", "fd", "-o", "ccm-lab-worker")
+    assert back.code == 0, back.out
+
+
+def test_kubectl_arguments_pass_verbatim(lab_dir: Path) -> None:
+    jsonpath = invoke(
+        lab_dir,
+        "lab.kubectl",
+        "--name",
+        "fd",
+        "--",
+        "get",
+        "nodes",
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    )
+    assert jsonpath.code == 0, jsonpath.out
+    assert jsonpath.out.split() == ["ccm-lab-control-plane", "ccm-lab-worker"]
+    selector = invoke(
+        lab_dir, "lab.kubectl", "--name", "fd", "--", "get", "nodes", "-l", "app in (web)"
+    )
+    assert selector.code == 0, selector.out
+    assert "No resources found" in selector.out
+
+
+def test_env_is_enough_for_a_clean_aws_sdk(lab_dir: Path) -> None:
+    exports = invoke(lab_dir, "lab.env", "--name", "fd")
+    assert exports.code == 0, exports.out
+    script = (
+        exports.out
+        + f"{sys.executable} -c 'import boto3; "
+        + 'print(len(boto3.client("ec2").describe_instances()["Reservations"]))\'\n'
+        + "kubectl get nodes -o name\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KUBECONFIG"))}
+    clean["PATH"] = f"{Path(sys.executable).parent}:{clean.get('PATH', '')}"
+    clean["HOME"] = str(lab_dir)  # no ~/.aws
+    done = subprocess.run(
+        ["bash", "-c", script], env=clean, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2", "node/ccm-lab-control-plane", "node/ccm-lab-worker"]
+
+
+def test_trail_json_lines_and_action_in_any_case(lab_dir: Path) -> None:
+    result = invoke(lab_dir, "lab.trail", "--name", "fd", "--action", "describeinstances", "--json")
+    assert result.code == 0, result.out
+    events = [json.loads(line) for line in result.lines]
+    assert events
+    assert {e["action"] for e in events} == {"DescribeInstances"}
+    miss = invoke(lab_dir, "lab.trail", "--name", "fd", "--action", "NoSuchAction")
+    assert_one_line_error(miss, "--action NoSuchAction", "DescribeInstances")
+
+
+def test_status_piped_is_not_cut_and_names_why_a_service_is_pending(lab_dir: Path) -> None:
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "broken",
+            "annotations": {
+                "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval": "soon"
+            },
+        },
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+    }
+    manifest = lab_dir / "broken.json"
+    manifest.write_text(json.dumps(svc))
+    created = invoke(lab_dir, "lab.kubectl", "--name", "fd", "--", "apply", "-f", str(manifest))
+    assert created.code == 0, created.out
+    try:
+
+        def pending_reason() -> str | None:
+            status = invoke(lab_dir, "lab.status", "--name", "fd", env={"COLUMNS": "80"})
+            return status.out if "SyncLoadBalancerFailed" in status.out else None
+
+        out = wait_for(pending_reason, timeout=30, what="the Warning in lab.status")
+        assert "pending" in out
+        assert "base-10 integer" in out, "the reason, whole"
+        assert max(len(line) for line in out.splitlines()) > 80, "not cut at 80 columns"
+        assert "aws:///" in out, "providerIDs are shown whole"
+    finally:
+        invoke(lab_dir, "lab.kubectl", "--name", "fd", "--", "delete", "-f", str(manifest))
+
+
+def test_repro_runs_on_a_scratch_lab_and_in_place_restores(lab_dir: Path) -> None:
+    before = state_of(lab_dir, "fd")
+    scratch = invoke(lab_dir, "lab.repro", "k8s-84926", timeout=300)
+    assert scratch.code == 0, scratch.out
+    assert "scratch" in scratch.out
+    assert state_of(lab_dir, "fd").controller == before.controller, "the lab was not touched"
+
+    in_place = invoke(lab_dir, "lab.repro", "k8s-84926", "--in-place", "--name", "fd", timeout=300)
+    assert in_place.code == 0, in_place.out
+    assert "restored" in in_place.out
+    after = state_of(lab_dir, "fd")
+    assert after.controller is not None
+    assert after.controller.legacy_behavior == ()
+    assert after.controller.process.alive()
+    import boto3
+
+    ec2 = boto3.client(
+        "ec2",
+        endpoint_url=after.aws_endpoint,
+        region_name=after.region,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    group = ec2.describe_security_groups(GroupIds=[str(after.node_security_group)])
+    perms = group["SecurityGroups"][0]["IpPermissions"]
+    assert [(p["IpProtocol"], [g["GroupId"] for g in p["UserIdGroupPairs"]]) for p in perms] == [
+        ("-1", [after.node_security_group])
+    ], "the node group has exactly its self rule again"
+    names = [g["GroupName"] for g in ec2.describe_security_groups()["SecurityGroups"]]
+    assert not [n for n in names if n.startswith("k8s-elb-")], "no leaked ELB group"
+
+
+# --- processes the lab must account for ---------------------------------------------------
+
+
+def test_down_during_debug_stops_the_debug_controller(tmp_path: Path) -> None:
+    up = invoke(tmp_path, "lab.up", "--name", "dbg", "--backend", "sim", timeout=180)
+    assert up.code == 0, up.out
+    output = (tmp_path / "debug-task.log").open("w")
+    debug = subprocess.Popen(
+        [INVOKE, "--search-root", str(REPO), "lab.debug", "--name", "dbg"],
+        cwd=tmp_path,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        recorded = wait_for(
+            lambda: state_of(tmp_path, "dbg").debug, timeout=60, what="the debug session"
+        )
+        status = invoke(tmp_path, "lab.status", "--name", "dbg")
+        assert "under the debugger" in status.out
+        assert recorded.address in status.out
+        down = invoke(tmp_path, "lab.down", "--name", "dbg")
+        assert down.code == 0, down.out
+        assert "nothing left" in down.out or "no process, port or state left" in down.out
+        assert not recorded.process.alive()
+        assert recorded.adapter is None or not recorded.adapter.alive()
+        from lab.debug.launcher import port_is_listening
+
+        host, port = recorded.address.rsplit(":", 1)
+        assert not port_is_listening(host, int(port))
+        debug.wait(timeout=30)
+    finally:
+        if debug.poll() is None:
+            os.killpg(debug.pid, signal.SIGKILL)
+            debug.wait()
+        output.close()
+        invoke(tmp_path, "lab.down", "--name", "dbg")
+    nothing_left(tmp_path, "dbg")
+
+
+def test_status_and_down_after_the_daemon_died(tmp_path: Path) -> None:
+    up = invoke(tmp_path, "lab.up", "--name", "dead", "--backend", "sim", timeout=180)
+    assert up.code == 0, up.out
+    state = state_of(tmp_path, "dead")
+    assert state.daemon is not None
+    state.daemon.process.signal(signal.SIGKILL)
+    wait_for(lambda: not state.daemon.process.alive(), timeout=10, what="the daemon gone")
+    for args in (("lab.status", "--name", "dead"), ("lab.status", "--name", "dead", "--json")):
+        result = invoke(tmp_path, *args)
+        assert result.code == 1, result.out
+        assert "Traceback" not in result.out
+        assert "MaxRetryError" not in result.out
+        assert "daemon" in result.lines[-1]
+        assert "invoke lab.down" in result.lines[-1]
+    down = invoke(tmp_path, "lab.down", "--name", "dead")
+    assert down.code == 0, down.out
+    assert state.controller is not None
+    assert not state.controller.process.alive()
+    nothing_left(tmp_path, "dead")
+
+
+def test_down_never_signals_a_process_that_reused_a_recorded_pid(tmp_path: Path) -> None:
+    """A state whose daemon pid now belongs to another process (same pid, another start
+    time): lab.down leaves that process alone."""
+    up = invoke(tmp_path, "lab.up", "--name", "reuse", "--backend", "sim", "--no-controller")
+    assert up.code == 0, up.out
+    state = state_of(tmp_path, "reuse")
+    assert state.daemon is not None
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        real = state.daemon.process
+        other = ProcessRef.of(bystander.pid)
+        assert other is not None
+        impostor = ProcessRef(bystander.pid, other.start_time + 1)
+        # the bystander's pid with a start time that is not its own, as after a pid reuse
+        write_state(state.replace(daemon=DaemonState(impostor, state.daemon.control_url, "x")))
+        refused = invoke(tmp_path, "lab.down", "--name", "reuse")
+        assert bystander.poll() is None, "the bystander was not signalled"
+        assert_one_line_error(refused, "left a listener on", state.aws_endpoint)
+        assert (tmp_path / ".lab" / "reuse").exists(), "state and logs kept for the user"
+        real.terminate()
+        down = invoke(tmp_path, "lab.down", "--name", "reuse")
+        assert down.code == 0, down.out
+    finally:
+        bystander.kill()
+        bystander.wait()
+    nothing_left(tmp_path, "reuse")
