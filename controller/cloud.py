@@ -17,6 +17,9 @@ Contract rules every implementation keeps:
   :class:`ImplementedElsewhere` means another controller owns this Service. Only the work
   queue decides requeueing and backoff; implementations never sleep-and-retry on their own
   except where upstream does so inside one call (security-group deletion backoff).
+  ``RetryAfter`` is the runtime's (``controller.runtime.retry``, re-exported here), so the
+  work queue that interprets it depends on nothing of this contract; unlike the errors below
+  it is not a :class:`CloudError`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NewType, Protocol
+
+# The retry vocabulary belongs to the runtime's work queue; re-exported for implementations.
+from controller.runtime.retry import RetryAfter as RetryAfter  # noqa: PLC0414 (explicit re-export)
 
 ProviderID = NewType("ProviderID", str)
 InstanceID = NewType("InstanceID", str)
@@ -63,14 +69,6 @@ class InvalidServiceConfig(CloudError):
         self.field = field
         self.value = value
         self.reason = reason
-
-
-class RetryAfter(CloudError):
-    """Ask the work queue to retry after ``delay`` seconds instead of exponential backoff."""
-
-    def __init__(self, delay: float, message: str) -> None:
-        super().__init__(message)
-        self.delay = delay
 
 
 @dataclass(frozen=True)

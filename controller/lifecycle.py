@@ -25,9 +25,9 @@ from datetime import datetime
 
 from controller.cloud import TAINT_SHUTDOWN, Cloud, InstancesV2, Node
 from controller.legacy import LegacyFlags
-from controller.nodeutil import add_taint, remove_taint, update_node
+from controller.nodeutil import add_taint, node_ref, remove_taint, update_node
 from controller.runtime.clock import Clock, RealClock
-from controller.runtime.events import NORMAL, WARNING, EventRecorder, ObjectRef
+from controller.runtime.events import NORMAL, WARNING, EventRecorder
 from controller.runtime.informer import Store
 from controller.runtime.kube import KubeClient, KubeError, NotFound
 
@@ -132,7 +132,7 @@ class LifecycleController:
                 )
                 return
         # Legacy k8s-81636 (kubernetes#81636): any miss deletes, even seconds after launch.
-        ref = ObjectRef.node(node)
+        ref = node_ref(node)
         self.recorder.event(
             ref,
             NORMAL,

@@ -40,11 +40,12 @@ from controller.nodeutil import (
     NodeIPError,
     addresses_for_node_ip,
     addresses_to_api,
+    node_ref,
     remove_taint,
     update_node,
 )
 from controller.runtime.clock import Clock, RealClock
-from controller.runtime.events import NORMAL, WARNING, EventRecorder, ObjectRef
+from controller.runtime.events import NORMAL, WARNING, EventRecorder
 from controller.runtime.informer import EventSource, Handlers, Store
 from controller.runtime.kube import KubeClient, NotFound, Obj
 from controller.runtime.workqueue import (
@@ -160,7 +161,7 @@ class NodeController:
         if obj is None:
             return
         self.recorder.event(
-            ObjectRef.node(Node.from_api(obj)),
+            node_ref(Node.from_api(obj)),
             WARNING,
             "SyncNodeFailed",
             f"Error syncing node: {exc}",
@@ -237,7 +238,7 @@ class NodeController:
         if addresses is not None:
             self._patch_addresses(Node.from_api(updated), addresses)
         log.info("successfully initialized node %s with cloud provider", node.name)
-        self.recorder.event(ObjectRef.node(node), NORMAL, "Synced", "Node synced successfully")
+        self.recorder.event(node_ref(node), NORMAL, "Synced", "Node synced successfully")
 
     def _addresses(
         self, node: Node, meta: InstanceMetadata, *, initializing: bool

@@ -5,7 +5,8 @@
 * :func:`addresses_for_node_ip`: upstream ``GetNodeAddressesFromNodeIP``: the kubelet's
   ``--node-ip`` (annotation ``alpha.kubernetes.io/provided-node-ip``) must be one of the
   cloud's addresses; matching addresses come first and other addresses of the same type go;
-* taint helpers.
+* taint helpers;
+* :func:`node_ref`: the event reference of a Node.
 """
 
 from __future__ import annotations
@@ -14,12 +15,19 @@ import copy
 import logging
 from collections.abc import Callable, Sequence
 
-from controller.cloud import NodeAddress
+from controller.cloud import Node, NodeAddress
+from controller.runtime.events import ObjectRef
 from controller.runtime.kube import Conflict, KubeClient, Obj
 
 log = logging.getLogger(__name__)
 
 CONFLICT_RETRIES = 20
+
+
+def node_ref(node: Node) -> ObjectRef:
+    """The event reference of a Node: cluster-scoped, and the name stands in for a missing uid
+    (as kubelet's node events do), so ``kubectl describe node`` finds it either way."""
+    return ObjectRef("Node", node.name, "", node.uid or node.name)
 
 
 def update_node(kube: KubeClient, name: str, mutate: Callable[[Obj], bool]) -> Obj:

@@ -131,6 +131,11 @@ def node_included(node: Node, legacy: LegacyFlags) -> bool:
     return True
 
 
+def service_ref(svc: Service) -> ObjectRef:
+    """The event reference of a Service."""
+    return ObjectRef("Service", svc.name, svc.namespace, svc.uid)
+
+
 def _node_set(nodes: list[Node]) -> frozenset[tuple[str, str]]:
     return frozenset((n.name, n.provider_id) for n in nodes)
 
@@ -269,7 +274,7 @@ class ServiceController:
         if obj is None:
             return
         self.recorder.event(
-            ObjectRef.service(Service.from_api(obj)),
+            service_ref(Service.from_api(obj)),
             WARNING,
             "SyncLoadBalancerFailed",
             f"Error syncing load balancer: {exc}",
@@ -308,7 +313,7 @@ class ServiceController:
             _, exists = self.balancer.get_load_balancer(self.cluster_name, svc)
         except Exception as exc:
             raise _wrap("failed to check if load balancer exists before cleanup", exc) from exc
-        ref = ObjectRef.service(svc)
+        ref = service_ref(svc)
         if exists:
             log.info("deleting load balancer of service %s", svc.key)
             self.recorder.event(ref, NORMAL, "DeletingLoadBalancer", "Deleting load balancer")
@@ -327,7 +332,7 @@ class ServiceController:
         return {}
 
     def _ensure(self, svc: Service) -> LoadBalancerStatus | None:
-        ref = ObjectRef.service(svc)
+        ref = service_ref(svc)
         self.recorder.event(ref, NORMAL, "EnsuringLoadBalancer", "Ensuring load balancer")
         if LB_FINALIZER not in svc.finalizers:
             try:
@@ -376,7 +381,7 @@ class ServiceController:
                         self._last_synced_nodes[svc.key] = current
 
     def _update_hosts(self, svc: Service, nodes: list[Node]) -> bool:
-        ref = ObjectRef.service(svc)
+        ref = service_ref(svc)
         try:
             self.balancer.update_load_balancer(self.cluster_name, svc, nodes)
         except Exception as exc:

@@ -4,7 +4,7 @@
 an image built next month resolves the same versions CI ran against, not whatever is newest.
 This script writes that file from the current virtualenv: the runtime requirements of
 ``ccm-lab`` (no ``dev`` extras), followed transitively with the extras each one asks for, each
-pinned to the installed version. ``tests/test_incluster.py`` fails when the file and the
+pinned to the installed version. ``tests/incluster/test_image.py`` fails when the file and the
 virtualenv drift apart; regenerate with::
 
     .venv/bin/python deploy/pin_constraints.py

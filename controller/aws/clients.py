@@ -72,7 +72,7 @@ class AWSAPIError(CloudError):
         self.code = code
 
 
-def translate(exc: ClientError | BotoCoreError) -> CloudError:
+def translate(exc: ClientError | BotoCoreError) -> CloudError | RetryAfter:
     """SDK errors to the contract's vocabulary: throttling asks for a later retry."""
     code = error_code(exc)
     if code in THROTTLING_CODES:

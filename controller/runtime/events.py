@@ -1,7 +1,10 @@
 """core/v1 Event recorder with aggregation of repeats.
 
-Controllers call :meth:`EventRecorder.event` with a reference to the object, a type
-(``Normal``/``Warning``), a reason and a message, as upstream's ``record.EventRecorder``.
+Controllers call :meth:`EventRecorder.event` with an :class:`ObjectRef` (kind, name,
+namespace, uid: upstream's ``v1.ObjectReference``), a type (``Normal``/``Warning``), a reason
+and a message, as upstream's ``record.EventRecorder``. The recorder knows no domain type; each
+controller builds the references of its objects (``controller.service.service_ref``,
+``controller.nodeutil.node_ref``).
 The recorder POSTs a ``core/v1`` Event whose ``source.component`` names the controller
 (``service-controller``, ``cloud-node-controller``, ``cloud-node-lifecycle-controller``);
 an identical event (same object, type, reason, message) within the aggregation window
@@ -21,7 +24,6 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 
-from controller.cloud import Node, Service
 from controller.runtime.clock import Clock, RealClock
 from controller.runtime.kube import KubeClient, KubeError, NotFound
 
@@ -34,20 +36,13 @@ AGGREGATION_WINDOW = 600.0
 
 @dataclass(frozen=True)
 class ObjectRef:
+    """The object an event is about (``involvedObject``); ``namespace`` "" = cluster-scoped."""
+
     kind: str
     name: str
     namespace: str = ""
     uid: str = ""
     api_version: str = "v1"
-
-    @classmethod
-    def service(cls, svc: Service) -> ObjectRef:
-        return cls("Service", svc.name, svc.namespace, svc.uid)
-
-    @classmethod
-    def node(cls, node: Node) -> ObjectRef:
-        # kubelet-style node events use the node name as uid; kubectl describe finds both.
-        return cls("Node", node.name, "", node.uid or node.name)
 
 
 @dataclass

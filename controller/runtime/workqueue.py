@@ -10,10 +10,12 @@ Semantics follow client-go's workqueue, which the upstream controllers rely on:
   :class:`ExponentialBackoff` (upstream ``ItemExponentialFailureRateLimiter(5s, 300s)``),
   ``forget`` resets it after a success.
 
-:func:`process_next` is the only place that turns a sync's outcome into queue actions:
-success forgets the backoff, :class:`~controller.cloud.RetryAfter` requeues after the delay
-it names, any other exception requeues with backoff, and the controller's ``on_error`` hook
-records the event. Controllers raise; they never requeue themselves.
+:func:`process_next` is the only place that turns a sync's outcome into queue actions, in
+the vocabulary of :mod:`controller.runtime.retry`: success forgets the backoff,
+:class:`~controller.runtime.retry.RetryAfter` requeues after the delay it names,
+:class:`~controller.runtime.retry.PermanentError` forgets the item without a requeue, any other
+exception requeues with backoff, and on every failure the controller's ``on_error`` hook records
+the event. Controllers raise; they never requeue themselves.
 
 Time comes from an injectable :class:`~controller.runtime.clock.Clock`; tests drive the
 queue with ``get(block=False)`` on a fake clock.
@@ -30,8 +32,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from controller.cloud import RetryAfter
 from controller.runtime.clock import Clock, RealClock
+from controller.runtime.retry import Outcome, PermanentError, RetryAfter
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +228,7 @@ class SyncResult:
     """What :func:`process_next` did with one item (for tests and logs)."""
 
     item: Hashable
-    outcome: str  # "success" | "retry-after" | "error"
+    outcome: Outcome
     requeue_after: float | None = None
     error: BaseException | None = None
 
@@ -252,6 +254,11 @@ def process_next(
         _report_error(on_error, item, exc)
         queue.add_after(item, exc.delay)
         result = SyncResult(item, "retry-after", exc.delay, exc)
+    except PermanentError as exc:
+        log.warning("%s: sync of %s failed permanently (not retried): %s", queue.name, item, exc)
+        _report_error(on_error, item, exc)
+        queue.forget(item)
+        result = SyncResult(item, "permanent", None, exc)
     except Exception as exc:
         _report_error(on_error, item, exc)
         delay = queue.add_rate_limited(item)

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from controller.cloud import RetryAfter
 from controller.runtime.clock import FakeClock
+from controller.runtime.retry import PermanentError, RetryAfter
 from controller.runtime.workqueue import (
     ExponentialBackoff,
     RateLimitingQueue,
@@ -90,6 +90,38 @@ def test_process_next_interprets_outcomes() -> None:
     assert r3.outcome == "success"
     assert q.num_requeues("k") == 0  # success forgets the backoff
     assert errors == [("k", "boom")]
+
+
+def test_permanent_error_is_reported_and_forgotten_not_requeued() -> None:
+    q, clock = make_queue()
+    errors: list[tuple[str, str]] = []
+
+    def failing(_k: str) -> None:
+        raise ValueError("transient")
+
+    def final(_k: str) -> None:
+        raise PermanentError("cannot work until the object changes")
+
+    q.add("k")
+    process_next(q, failing, block=False)
+    assert q.num_requeues("k") == 1
+    clock.advance(5)
+    r = process_next(q, final, on_error=lambda k, e: errors.append((k, str(e))), block=False)
+    assert r is not None
+    assert (r.outcome, r.requeue_after) == ("permanent", None)
+    assert isinstance(r.error, PermanentError)
+    assert errors == [("k", "cannot work until the object changes")]
+    assert q.num_requeues("k") == 0  # the backoff is forgotten
+    assert q.waiting() == {}
+    clock.advance(1000)
+    assert q.get(block=False) is None  # and nothing comes back by itself
+    q.add("k")  # the object's next change enqueues it again
+    assert q.get(block=False) == "k"
+
+
+def test_retry_after_refuses_a_negative_delay() -> None:
+    with pytest.raises(ValueError, match=r"delay must be >= 0 seconds, got -1"):
+        RetryAfter(-1, "never")
 
 
 def test_error_hook_failure_does_not_lose_the_requeue() -> None:
