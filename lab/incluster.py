@@ -12,7 +12,7 @@ endpoints are parameters rather than hand-edited YAML.
   the lab's dummy AWS credentials, and a one-replica Deployment (``--leader-elect``).
 * :data:`CLUSTER_RULES` / :data:`LEASE_RULES` are the RBAC rules as data. They were derived
   from ``controller/runtime/kube.py`` (the controller's single seam to the API) and are verified
-  by ``tests/test_incluster.py`` against the requests the lab's API simulator actually served
+  by ``tests/incluster/test_rbac.py`` against the requests the lab's API simulator actually served
   to the controller: every request is allowed, and every granted verb is used.
 * :func:`deploy` / :func:`undeploy` run ``docker build``, ``kind load docker-image`` (through
   the cluster provider) and ``kubectl apply|delete -f -`` through ``lab.exec``.

@@ -233,7 +233,7 @@ def test_sigkill_while_deleting_then_restart_removes_group_and_finalizer(
 def test_dropped_and_expired_watches_relist_and_miss_nothing(
     lab: Lab, core_v1: Any, ec2: Any, elb: Any
 ) -> None:
-    if lab.kube is None:
+    if lab.cluster.simulator is None:
         pytest.skip("needs the API simulator's control plane (close_watches, compact)")
     kube = lab.kube.control
     ctl = lab.start_controller()

@@ -38,7 +38,8 @@ import pytest
 import yaml
 from docker.utils.build import PatternMatcher, exclude_paths
 
-from lab.daemon import write_state
+from lab.component import ProcessRef
+from lab.state import ControllerState, LabState, write_state
 from lab.exec import SubprocessRunner
 from lab.incluster import REPO_ROOT, InClusterSettings, lab_settings
 from lab.kube.server import KubeSimulator
@@ -78,21 +79,31 @@ def by_kind(manifests: Iterable[Obj]) -> dict[str, Obj]:
 
 
 def write_lab_state(root: Path, name: str = "t", **changes: Any) -> Path:
-    """Write the ``state.json`` of a running kind lab ``name`` under ``root``; return ``root``."""
+    """Write the ``state.json`` of a running kind lab ``name`` under ``root``; return ``root``.
+
+    ``changes`` replace fields of the :class:`~lab.state.LabState`; ``controller=True`` records
+    a running local controller.
+    """
     state_dir = root / name
     state_dir.mkdir(parents=True)
-    state: Obj = {
-        "name": name,
-        "backend": "kind",
-        "kubeconfig": str(state_dir / "kubeconfig"),
-        "aws_endpoint": "http://0.0.0.0:41000",
-        "imds_endpoint": "http://0.0.0.0:41001",
-        "region": "us-east-1",
-        "cluster_id": "ccm-lab",
-        "controller": None,
-        **changes,
-    }
-    write_state(state_dir, state)
+    controller = changes.pop("controller", None)
+    state = LabState(
+        name=name,
+        backend="kind",
+        k8s_version="1.33",
+        directory=str(state_dir),
+        kubeconfig=str(state_dir / "kubeconfig"),
+        cloud_config=str(state_dir / "cloud.conf"),
+        aws_endpoint="http://0.0.0.0:41000",
+        imds_endpoint="http://0.0.0.0:41001",
+        region="us-east-1",
+        cluster_id="ccm-lab",
+        nodes=(),
+        controller=ControllerState(process=ProcessRef(1, 0), log="controller.log")
+        if controller
+        else None,
+    ).replace(**changes)
+    write_state(state)
     return root
 
 

@@ -144,7 +144,7 @@ def test_deploy_to_a_kind_lab_uses_its_gateway_and_ports(fakes: Fakes, tmp_path:
     ("changes", "message"),
     [
         ({"backend": "sim"}, "runs on 'sim'; the in-cluster controller needs kind"),
-        ({"controller": {"pid": 1}}, "already runs the controller as a local process"),
+        ({"controller": True}, "already runs the controller as a local process"),
         (
             {"aws_endpoint": "http://127.0.0.1:41000"},
             "['http://127.0.0.1:41000'] listen on loopback only",
