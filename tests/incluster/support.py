@@ -39,11 +39,11 @@ import yaml
 from docker.utils.build import PatternMatcher, exclude_paths
 
 from lab.component import ProcessRef
-from lab.state import ControllerState, LabState, write_state
 from lab.exec import SubprocessRunner
 from lab.incluster import REPO_ROOT, InClusterSettings, lab_settings
 from lab.kube.server import KubeSimulator
 from lab.kube.wire import Request
+from lab.state import ControllerState, LabState, write_state
 from tests.cluster.fakecli import FakeCLI
 
 Obj = dict[str, Any]
