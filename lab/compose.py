@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from lab.aws.topology import NodeSpec as AwsNodeSpec
 from lab.aws.topology import Topology, TopologySpec, seed_topology
 from lab.cluster.base import Role
@@ -131,7 +131,7 @@ class Lab:
         self.version: KubeVersion = KubeVersion.parse(self.config.k8s_version)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.state_dir = self.config.state_dir or Path()
-        self.aws: AwsEndpoint | None = None
+        self.aws: AwsServer | None = None
         self.imds: ImdsServer | None = None
         self.kube: KubeSimulator | None = None
         self.kubelet: KubeletStandIn | None = None
@@ -165,7 +165,7 @@ class Lab:
                 self._start_kind(say)
                 return self
             say("AWS endpoint (moto + fidelity layer + trail)")
-            self.aws = AwsEndpoint(region=self.config.region, seed=self.config.seed).start()
+            self.aws = AwsServer(region=self.config.region, seed=self.config.seed).start()
             # moto's state is process-wide and outlives an earlier Lab in this process.
             self.aws.control.reset()
             say("EC2 topology (VPC, subnets, node security group, instances)")
@@ -229,7 +229,7 @@ class Lab:
             raise RuntimeError(f"kind nodes without an IP on the lab network: {missing}")
         host = self.cluster.host_address() if cfg.expose_to_nodes else "127.0.0.1"
         say(f"AWS endpoint on {host} (moto + fidelity layer + trail)")
-        self.aws = AwsEndpoint(region=cfg.region, seed=cfg.seed, host=host).start()
+        self.aws = AwsServer(region=cfg.region, seed=cfg.seed, host=host).start()
         self.aws.control.reset()  # moto's state is process-wide
         say("EC2 topology with the node containers' IPs")
         self._seed_aws([(str(i.name), i.role, str(i.ip), zone) for i in infos])

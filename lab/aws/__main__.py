@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
-from types import FrameType
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,55 +42,21 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from lab.aws.app import DEFAULT_ACCOUNT, AwsApp, AwsLab, LabSettings
-    from lab.aws.client import AwsControlClient, AwsControlUnavailable
-    from lab.aws.endpoint import make_wsgi_server
-    from lab.aws.fidelity import FidelityConfig
-    from lab.aws.process import READY_PREFIX
+    from lab.aws.app import DEFAULT_ACCOUNT
+    from lab.aws.server import AwsServer
+    from lab.component import serve_until_signal
 
-    settings = LabSettings(
-        region=args.region,
+    server = AwsServer(
+        args.region,
+        args.seed,
         account=args.account or DEFAULT_ACCOUNT,
-        seed=args.seed,
-        fidelity=FidelityConfig(enabled=not args.no_fidelity),
+        fidelity=not args.no_fidelity,
+        host=args.host,
+        port=args.port,
         trail_path=args.trail,
+        warm_up=not args.no_warm_up,
     )
-    lab = AwsLab(settings)
-    server = make_wsgi_server(AwsApp(lab), host=args.host, port=args.port)  # bind errors first
-    if not args.no_warm_up:
-        lab.warm_up()
-    url = f"http://{args.host}:{server.port}"
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        logging.getLogger("lab.aws").info("signal %s: shutting down", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    thread = threading.Thread(target=server.serve_forever, name="aws-endpoint", daemon=True)
-    thread.start()
-    try:
-        control = AwsControlClient(url, timeout=5)
-        for _ in range(500):
-            try:
-                control.health()
-                break
-            except AwsControlUnavailable:
-                if stop.wait(0.02):
-                    break
-        else:
-            logging.getLogger("lab.aws").error("endpoint at %s never became healthy", url)
-            return 1
-        if not stop.is_set():
-            print(f"{READY_PREFIX}{url}", flush=True)
-        stop.wait()
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-        lab.close()
-    return 0
+    return serve_until_signal(server)
 
 
 if __name__ == "__main__":

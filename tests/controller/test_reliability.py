@@ -154,7 +154,7 @@ def test_sigkill_while_creating_then_restart_converges_to_one_of_each(
     ctl = lab.start_controller(args=SG_RETRY)
     mark = trail.last_seq
     if crash == "create-in-flight":
-        rule = aws.control.add_fault(action="CreateLoadBalancer", latency_ms=3000, count=1)
+        rule = aws.control.add_latency(action="CreateLoadBalancer", latency_ms=3000, count=1)
     else:
         rule = aws.control.add_fault(action="CreateLoadBalancer", code="InternalError")
     name = elb_name(create_service(core_v1, lb_service("crash")))

@@ -22,7 +22,7 @@ from botocore.exceptions import EndpointConnectionError
 
 from controller.aws.clients import Clients, observe_calls
 from e2e.support import create_service, describe_elb, elb_name, lb_service, wait_hostname
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from lab.compose import Lab
 from tests.controller.aws.conftest import MakeCloud
 
@@ -52,7 +52,7 @@ class Recorder:
         return [c.outcome for c in self.calls if c.action == action]
 
 
-def test_each_attempt_reported_with_its_outcome(aws: AwsEndpoint, make_cloud: MakeCloud) -> None:
+def test_each_attempt_reported_with_its_outcome(aws: AwsServer, make_cloud: MakeCloud) -> None:
     cloud = make_cloud()
     seen = Recorder()
     cloud.set_call_observer(seen)
@@ -92,7 +92,7 @@ def test_each_attempt_reported_with_its_outcome(aws: AwsEndpoint, make_cloud: Ma
     assert other.outcomes("DescribeVpcs") == ["success"]
 
 
-def test_unanswered_call_is_a_request_error(aws: AwsEndpoint, make_cloud: MakeCloud) -> None:
+def test_unanswered_call_is_a_request_error(aws: AwsServer, make_cloud: MakeCloud) -> None:
     """Nothing listens on the endpoint: each attempt is reported as ``RequestError``."""
     cloud = make_cloud()
     one_try = botocore.config.Config(retries={"mode": "standard", "total_max_attempts": 1})
