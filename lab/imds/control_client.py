@@ -8,7 +8,7 @@ Plain ``urllib`` on purpose: no client library between the lab and its own endpo
 boto3 outside the packages allowed to import it. Errors come back as ``ImdsControlError`` with
 the server's status and message.
 
-Neighbours: ``routes`` (the server side of every call here).
+Neighbours: ``control`` (the server side of every call here).
 """
 
 from __future__ import annotations
@@ -23,13 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
+from lab.imds.exceptions import ImdsControlError
 from lab.imds.models import EventCode, EventState, HttpTokens, SpotActionName, TagExposure
-
-
-class ImdsControlError(RuntimeError):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"imds control plane answered {status}: {message}")
-        self.status = status
 
 
 class SettingsPayload(TypedDict, total=False):
@@ -79,7 +74,7 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-class ImdsControl:
+class ImdsControlClient:
     """Client of ``<url>/_lab/``."""
 
     def __init__(self, url: str, *, timeout: float = 5.0) -> None:

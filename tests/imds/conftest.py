@@ -157,6 +157,8 @@ def imds(aws_url: str, node: SeededInstance, clock: FakeClock) -> Iterator[ImdsS
     )
     with server:
         yield server
+        errors = server.take_internal_errors()
+        assert not errors, "the metadata service raised while serving:\n" + "\n".join(errors)
 
 
 # -- raw HTTP helpers (for what botocore's fetchers cannot ask) ---------------------------------
