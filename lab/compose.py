@@ -39,7 +39,7 @@ from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.versions import KubeVersion
 from lab.controllerproc import ControllerProcess, ControllerSpec, render_cloud_config
 from lab.imds import ImdsServer
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class Lab:
         self.state_dir = self.config.state_dir or Path()
         self.aws: AwsServer | None = None
         self.imds: ImdsServer | None = None
-        self.kube: KubeSimulator | None = None
+        self.kube: KubeServer | None = None
         self.kubelet: KubeletStandIn | None = None
         self.topology: Topology | None = None
         self.nodes: list[LabNode] = []
@@ -178,7 +178,7 @@ class Lab:
             )
             self.imds.start()
             say(f"Kubernetes API simulator ({self.version})")
-            self.kube = KubeSimulator(workdir=self.state_dir / "kube")
+            self.kube = KubeServer(workdir=self.state_dir / "kube")
             self.kube.start()
             self.kube.write_kubeconfig(self.kubeconfig_path)
             say(f"kubelet stand-in registering {len(self.nodes)} node(s)")

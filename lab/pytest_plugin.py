@@ -112,10 +112,10 @@ def lab(request: pytest.FixtureRequest, lab_session: Lab) -> Iterator[Lab]:
     lab_session.fresh = False
     kube = lab_session.kube
     if kube is not None:
-        kube.take_handler_errors()
+        kube.take_internal_errors()
     yield lab_session
     # The controller keeps running until the next reset (which kills it) or the session ends.
-    errors = kube.take_handler_errors() if kube is not None else []
+    errors = kube.take_internal_errors() if kube is not None else []
     if errors:
         pytest.fail("the API simulator raised while serving this test:\n" + "\n".join(errors))
 

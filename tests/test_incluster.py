@@ -59,7 +59,7 @@ from lab.incluster import (
     undeploy,
     undeploy_from_lab,
 )
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 from lab.kube.wire import Request
 from lab.labctl import LabError
 from tests.cluster.fakecli import FakeCLI, container
@@ -270,7 +270,7 @@ def test_kubectl_server_dry_run_accepts_the_kinds_the_simulator_serves(tmp_path:
         pytest.skip(f"kubectl not installed at {KUBECTL}")
     rbac = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
     manifests = [m for m in render_manifests(_settings()) if m["kind"] not in rbac]
-    with KubeSimulator() as sim:
+    with KubeServer() as sim:
         kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
         done = subprocess.run(
             [
@@ -408,7 +408,7 @@ def unused_grants(rules: list[tuple[str, Obj]], used: Iterable[ApiRequest]) -> l
 class ServedRequests:
     """Records what the simulator's request handler served to one bearer token."""
 
-    def __init__(self, sim: KubeSimulator, monkeypatch: pytest.MonkeyPatch, token: str) -> None:
+    def __init__(self, sim: KubeServer, monkeypatch: pytest.MonkeyPatch, token: str) -> None:
         self.requests: list[ApiRequest] = []
         inner = sim.api.handle
         header = f"Bearer {token}"
@@ -425,7 +425,7 @@ class ServedRequests:
         return [r for r in list(self.requests) if pred(r)]
 
 
-def _token_kubeconfig(sim: KubeSimulator, path: Path) -> Path:
+def _token_kubeconfig(sim: KubeServer, path: Path) -> Path:
     config = sim.kubeconfig()
     config["users"][0]["user"] = {"token": PROBE_TOKEN}
     path.write_text(yaml.safe_dump(config))
@@ -509,7 +509,7 @@ def test_every_kube_seam_call_is_allowed_and_every_grant_is_needed(
     }
     manifests = render_manifests(_settings())
     rules = granting_rules(manifests, "kube-system", "cloud-controller-manager")
-    with KubeSimulator() as sim:
+    with KubeServer() as sim:
         served = ServedRequests(sim, monkeypatch, PROBE_TOKEN)
         kube = ApiKube.from_kubeconfig(str(_token_kubeconfig(sim, tmp_path / "kubeconfig")))
         from kubernetes.client import CoreV1Api

@@ -185,7 +185,7 @@ class ServerComponent(abc.ABC):
 
 
 def serve_until_signal(
-    component: ServerComponent, *, on_ready: Callable[[], None] | None = None
+    component: ServerComponent, *, on_ready: Callable[[], object] | None = None
 ) -> int:
     """The ``__main__`` of a server component: start, print the ready line, serve until
     SIGTERM or SIGINT, stop; 0 on a clean stop, 1 when the component never became ready."""

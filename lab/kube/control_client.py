@@ -1,104 +1,27 @@
-"""The ``/_lab`` control plane: fault rules on the server side, a typed client on the other.
+"""Typed Python client for the simulator's ``/_lab`` control plane.
 
-Beside the Kubernetes API the simulator serves ``/_lab/*`` (reset, seed, faults, closing watch
-streams, compacting history, state dump, collected handler errors). :class:`Faults` is the
-server-side rule table the HTTP layer consults before every API request; :class:`ControlClient`
-is what tests and ``lab/cluster`` use, over HTTP so it works for the in-process and the
-subprocess simulator alike.
+Role: what tests, e2e scenarios and ``lab/cluster`` use to steer a running simulator beside
+the Kubernetes API: reset, seed objects, fault rules (:mod:`lab.kube.faults`), closing watch
+streams, compacting history, the state dump and the collected handler errors. Over HTTP, so it
+works for the in-process and the child-process simulator alike; refusals come back as
+:class:`~lab.kube.exceptions.KubeControlError` with the server's status and message.
+
+Neighbours: ``control`` (the server side of every call here).
 """
 
 from __future__ import annotations
 
 import json
 import ssl
-import threading
+import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass
 from typing import Any
 
-
-@dataclass
-class FaultRule:
-    """Fail (``status`` > 0) and/or delay (``latency_ms``) requests matching verb and resource.
-
-    ``verb``/``resource`` are Kubernetes verbs (get, list, watch, create, update, patch, delete,
-    deletecollection) and plural resource names; ``"*"`` matches any. ``count`` is how many
-    matching requests the rule affects (-1: until cleared).
-    """
-
-    verb: str = "*"
-    resource: str = "*"
-    status: int = 0
-    count: int = 1
-    message: str = ""
-    reason: str = ""
-    latency_ms: int = 0
-    subresource: str = "*"
+from lab.kube.exceptions import KubeControlError
+from lab.kube.faults import KubeFaultRule
 
 
-_REASONS = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    409: "Conflict",
-    410: "Expired",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
-}
-
-
-def default_reason(status: int) -> str:
-    return _REASONS.get(status, "InternalError" if status >= 500 else "BadRequest")
-
-
-class Faults:
-    def __init__(self) -> None:
-        self._rules: list[FaultRule] = []
-        self._lock = threading.Lock()
-
-    def add(self, rule: FaultRule) -> None:
-        with self._lock:
-            self._rules.append(rule)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._rules.clear()
-
-    def rules(self) -> list[FaultRule]:
-        with self._lock:
-            return list(self._rules)
-
-    def take(self, verb: str, resource: str, subresource: str) -> tuple[float, FaultRule | None]:
-        """Consume matching rules: (total latency seconds, the first failing rule or None)."""
-        latency = 0.0
-        failing: FaultRule | None = None
-        with self._lock:
-            for rule in list(self._rules):
-                if rule.verb not in ("*", verb) or rule.resource not in ("*", resource):
-                    continue
-                if rule.subresource not in ("*", subresource):
-                    continue
-                if rule.status and failing is not None:
-                    continue
-                latency += rule.latency_ms / 1000.0
-                if rule.status:
-                    failing = rule
-                if rule.count > 0:
-                    rule.count -= 1
-                    if rule.count == 0:
-                        self._rules.remove(rule)
-        return latency, failing
-
-
-class ControlError(RuntimeError):
-    pass
-
-
-class ControlClient:
+class KubeControlClient:
     """Typed client for ``/_lab``. ``base_url`` is the simulator's URL."""
 
     def __init__(
@@ -126,7 +49,13 @@ class ControlClient:
             with urllib.request.urlopen(req, timeout=self._timeout, context=self._ctx) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
-            raise ControlError(f"{method} {path}: HTTP {exc.code}: {exc.read().decode()}") from None
+            with exc:
+                text = exc.read().decode("utf-8", errors="replace")
+            try:
+                message = str(json.loads(text)["message"])
+            except (ValueError, KeyError, TypeError):
+                message = text
+            raise KubeControlError(f"{method} {path}: {message}", status=exc.code) from None
         return json.loads(raw) if raw else None
 
     def reset(self) -> None:
@@ -138,43 +67,73 @@ class ControlClient:
         out: list[dict[str, Any]] = self._call("POST", "/_lab/seed", {"objects": objects})["items"]
         return out
 
-    def fail(
+    def add_fault(
         self,
         *,
         verb: str = "*",
         resource: str = "*",
-        status: int = 500,
-        count: int = 1,
-        message: str = "",
-        reason: str = "",
         subresource: str = "*",
-    ) -> None:
-        """Fail the next ``count`` requests matching verb/resource with ``status``."""
-        self.add_fault(
-            FaultRule(
-                verb=verb,
-                resource=resource,
-                status=status,
-                count=count,
-                message=message,
-                reason=reason,
-                subresource=subresource,
-            )
+        status: int = 500,
+        reason: str | None = None,
+        message: str | None = None,
+        latency_ms: float | None = None,
+        count: int | None = None,
+        probability: float | None = None,
+        seed: int | None = None,
+    ) -> KubeFaultRule:
+        """Fail matching requests with ``status`` (after ``latency_ms``, if given).
+
+        ``count=None`` fires until cleared; see :mod:`lab.faults` for the rule vocabulary.
+        Returns the rule with its id.
+        """
+        return self._add(
+            verb=verb,
+            resource=resource,
+            subresource=subresource,
+            status=status,
+            reason=reason,
+            message=message,
+            latency_ms=latency_ms,
+            count=count,
+            probability=probability,
+            seed=seed,
         )
 
-    def delay(
-        self, *, verb: str = "*", resource: str = "*", latency_ms: int, count: int = -1
-    ) -> None:
-        self.add_fault(FaultRule(verb=verb, resource=resource, latency_ms=latency_ms, count=count))
+    def add_latency(
+        self,
+        *,
+        latency_ms: float,
+        verb: str = "*",
+        resource: str = "*",
+        subresource: str = "*",
+        count: int | None = None,
+        probability: float | None = None,
+        seed: int | None = None,
+    ) -> KubeFaultRule:
+        """Delay matching requests by ``latency_ms``, then serve them; returns the rule."""
+        return self._add(
+            effect="latency",
+            verb=verb,
+            resource=resource,
+            subresource=subresource,
+            latency_ms=latency_ms,
+            count=count,
+            probability=probability,
+            seed=seed,
+        )
 
-    def add_fault(self, rule: FaultRule) -> None:
-        self._call("POST", "/_lab/faults", asdict(rule))
+    def _add(self, **given: Any) -> KubeFaultRule:
+        body = {k: v for k, v in given.items() if v is not None}
+        return KubeFaultRule.from_dict(self._call("POST", "/_lab/faults", body))
+
+    def faults(self) -> list[KubeFaultRule]:
+        return [KubeFaultRule.from_dict(r) for r in self._call("GET", "/_lab/faults")["items"]]
+
+    def remove_fault(self, rule_id: str) -> None:
+        self._call("DELETE", f"/_lab/faults/{rule_id}")
 
     def clear_faults(self) -> None:
         self._call("DELETE", "/_lab/faults")
-
-    def faults(self) -> list[FaultRule]:
-        return [FaultRule(**r) for r in self._call("GET", "/_lab/faults")["items"]]
 
     def close_watches(self, resource: str | None = None, group: str = "") -> int:
         """End open watch streams (of one resource, or all); returns how many were closed."""

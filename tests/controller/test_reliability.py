@@ -248,7 +248,7 @@ def test_dropped_and_expired_watches_relist_and_miss_nothing(
     # revision past the informer's (a watch from exactly the compacted revision is valid).
     core_v1.create_namespaced_config_map("default", {"metadata": {"name": "bump"}})
     kube.compact()
-    kube.delay(verb="list", resource="services", latency_ms=1500, count=1)
+    kube.add_latency(verb="list", resource="services", latency_ms=1500, count=1)
     assert kube.close_watches("services") >= 1, "the controller was watching Services"
     for svc in ("w1", "w2"):
         names[svc] = elb_name(create_service(core_v1, lb_service(svc)))

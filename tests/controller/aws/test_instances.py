@@ -73,9 +73,7 @@ def test_exists_and_shutdown_follow_instance_state(
     assert inst.instance_exists(gone) is False  # InvalidInstanceID.NotFound
 
 
-def test_lookup_error_is_not_absence(
-    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
-) -> None:
+def test_lookup_error_is_not_absence(aws: AwsServer, topo: Topology, make_cloud: MakeCloud) -> None:
     inst = make_cloud().instances_v2()
     with pytest.raises(InstanceNotFound):
         inst.instance_exists(Node(name="node00.k8s.internal"))

@@ -13,9 +13,7 @@ from lab.imds import ImdsServer
 from tests.controller.aws.conftest import REGION
 
 
-def test_ensure_and_delete_on_lab_topology(
-    aws: AwsServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_ensure_and_delete_on_lab_topology(aws: AwsServer, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = TopologySpec(
         cluster_id="e2e",
         region=REGION,
