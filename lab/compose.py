@@ -40,10 +40,9 @@ from lab.cluster.versions import KubeVersion
 from lab.controllerproc import ControllerProcess, ControllerSpec, render_cloud_config
 from lab.imds import ImdsServer
 from lab.kube.server import KubeServer
+from lab.kube.version import DEFAULT_K8S_VERSION
 
 log = logging.getLogger(__name__)
-
-DEFAULT_K8S_VERSION = "1.33"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,7 +177,7 @@ class Lab:
             )
             self.imds.start()
             say(f"Kubernetes API simulator ({self.version})")
-            self.kube = KubeServer(workdir=self.state_dir / "kube")
+            self.kube = KubeServer(version=str(self.version), workdir=self.state_dir / "kube")
             self.kube.start()
             self.kube.write_kubeconfig(self.kubeconfig_path)
             say(f"kubelet stand-in registering {len(self.nodes)} node(s)")
@@ -527,8 +526,8 @@ class Lab:
             if ctl is None
             else {
                 "pid": ctl.pid,
-                "health_url": f"{ctl.health_url}/healthz" if ctl.health_url else None,
-                "metrics_url": f"{ctl.health_url}/metrics" if ctl.health_url else None,
+                "health_url": f"{ctl.url}/healthz" if ctl.ready else None,
+                "metrics_url": f"{ctl.url}/metrics" if ctl.ready else None,
                 "flags": list(ctl.spec.argv(address_file=Path("-"))[3:]),
                 "log": str(ctl.spec.log_path),
             },

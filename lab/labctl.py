@@ -25,13 +25,8 @@ from urllib.parse import urlparse
 from rich.console import Console
 from rich.table import Table
 
-from lab.controllerproc import (
-    ControllerProcess,
-    ControllerSpec,
-    pid_alive,
-    spawn_detached,
-    terminate,
-)
+from lab.component import ProcessRef, spawn_detached
+from lab.controllerproc import ControllerProcess, ControllerSpec
 from lab.daemon import read_state, write_state
 
 LAB_ROOT = Path(".lab")
@@ -65,6 +60,18 @@ def port_open(url: str) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.3)
         return sock.connect_ex((parsed.hostname, parsed.port)) == 0
+
+
+def recorded(record: dict[str, Any] | None) -> ProcessRef | None:
+    """The process a ``state.json`` record names (its pid and, when known, start time)."""
+    return ProcessRef.from_json(record)
+
+
+def stop_recorded(record: dict[str, Any] | None) -> None:
+    """Stop (the process group of) the process a ``state.json`` record names, if it runs."""
+    ref = recorded(record)
+    if ref is not None:
+        ref.terminate(group=True)
 
 
 def endpoints(state: dict[str, Any]) -> list[str]:
@@ -117,7 +124,7 @@ def up(
     started = time.monotonic()
     log_path = directory / "lab.log"
     with out.status(f"starting lab {name!r} ({chosen}, {nodes} nodes)"):
-        pid = spawn_detached(
+        daemon = spawn_detached(
             [
                 sys.executable,
                 "-m",
@@ -139,12 +146,12 @@ def up(
         )
         deadline = time.monotonic() + timeout
         while read_state(directory) is None:
-            if not pid_alive(pid):
+            if not daemon.alive():
                 tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
                 shutil.rmtree(directory, ignore_errors=True)
                 raise LabError(f"the lab process exited while starting:\n{tail}")
             if time.monotonic() > deadline:
-                terminate(pid, group=True)
+                daemon.terminate(group=True)
                 shutil.rmtree(directory, ignore_errors=True)
                 raise LabError(f"the lab was not ready within {timeout:.0f}s; log: {log_path}")
             time.sleep(0.05)
@@ -198,11 +205,12 @@ def down(
         out.print(f"lab {name!r} is not up; nothing to do")
         return []
     urls = endpoints(state)
-    pids = [(state.get("controller") or {}).get("pid"), (state.get("daemon") or {}).get("pid")]
+    refs = [recorded(state.get("controller")), recorded(state.get("daemon"))]
     with out.status(f"stopping lab {name!r}"):
-        terminate(pids[0], group=True)
-        terminate(pids[1], group=True)
-    leftovers = [f"process {pid}" for pid in pids if pid_alive(pid)]
+        for ref in refs:
+            if ref is not None:
+                ref.terminate(group=True)
+    leftovers = [f"process {ref.pid}" for ref in refs if ref is not None and ref.alive()]
     leftovers += [f"port {u}" for u in urls if port_open(u)]
     if leftovers:
         raise LabError(
@@ -229,7 +237,7 @@ def restart_controller(
     directory = lab_dir(name, root)
     state = load_state(name, root)
     old = state.get("controller") or {}
-    terminate(old.get("pid"), group=True)
+    stop_recorded(old)
     runs = len(list(directory.glob("controller-*.log"))) + 1
     spec = ControllerSpec(
         kubeconfig=Path(state["kubeconfig"]),
@@ -239,20 +247,20 @@ def restart_controller(
         legacy=tuple(legacy),
         extra_args=tuple(args),
     )
-    proc = ControllerProcess(spec, detached=True)
+    proc = ControllerProcess(spec, detach=True, ready_timeout=30)
     with out.status("starting the controller"):
-        proc.start(timeout=30)
+        proc.start()
     state["controller"] = {
-        "pid": proc.pid,
-        "health_url": f"{proc.health_url}/healthz",
-        "metrics_url": f"{proc.health_url}/metrics",
+        **proc.ref.to_json(),
+        "health_url": f"{proc.url}/healthz",
+        "metrics_url": f"{proc.url}/metrics",
         "flags": spec.argv(address_file=Path("-"))[3:],
         "legacy_behavior": list(legacy),
         "log": str(spec.log_path),
     }
     write_state(directory, state)
     out.print(
-        f"[green]✓[/] controller pid {proc.pid} healthy at {proc.health_url}"
+        f"[green]✓[/] controller pid {proc.pid} healthy at {proc.url}"
         + (f" (legacy: {', '.join(legacy)})" if legacy else "")
     )
     return state
@@ -363,7 +371,8 @@ def status(*, name: str = "default", root: Path | None = None) -> dict[str, Any]
         ):
             healthy = resp.status == 200
     live["controller_healthy"] = healthy
-    live["controller_running"] = pid_alive(ctl.get("pid"))
+    ref = recorded(ctl)
+    live["controller_running"] = ref is not None and ref.alive()
     core = core_api(state)
     try:
         live["nodes"] = [
@@ -505,7 +514,7 @@ def debug_controller(
     out = console or Console()
     directory = lab_dir(name, root)
     state = load_state(name, root)
-    terminate((state.get("controller") or {}).get("pid"), group=True)
+    stop_recorded(state.get("controller"))
     state["controller"] = None
     write_state(directory, state)
     spec = ControllerSpec(

@@ -70,7 +70,11 @@ class StartApiServer:
 
     def execute(self, ctx: SimContext) -> None:
         p = ctx.provider
-        p.simulator = KubeServer(workdir=p.state_dir / "apiserver", **p.simulator_options)
+        p.simulator = KubeServer(
+            version=str(ctx.spec.version),
+            workdir=p.state_dir / "apiserver",
+            **p.simulator_options,
+        )
         p.simulator.start()
 
     def undo(self, ctx: SimContext) -> None:

@@ -115,7 +115,7 @@ class ChildProcess:
         finally:
             if write_end is not None:
                 os.close(write_end)
-        self._stdout, self._live, self._exit_code = read_end, True, None
+        self._stdout, self._live, self._exit_code, self._url = read_end, True, None, None
         try:
             self._url = self._await_ready()
         except BaseException:
@@ -181,7 +181,7 @@ class ChildProcess:
             log_path=self.log_path,
         )
 
-    def _wait(self, timeout: float) -> int | None:
+    def _wait(self, timeout: float | None) -> int | None:
         """The exit code once the child ended within ``timeout`` (None: still running, or
         not ours to know)."""
         if self._exit_code is not None:
@@ -194,10 +194,10 @@ class ChildProcess:
         return self._exit_code
 
     def stop(self, *, timeout: float = 10.0) -> int | None:
-        """SIGTERM, wait ``timeout``, then SIGKILL; returns the exit code (idempotent: None
-        when not running)."""
+        """SIGTERM, wait ``timeout``, then SIGKILL; returns the exit code. Idempotent: once
+        stopped it returns the same code (None if never started or not ours to know)."""
         if not self._live:
-            return None
+            return self._exit_code
         self._live = False
         ref = self._ref
         assert ref is not None
@@ -225,8 +225,9 @@ class ChildProcess:
             self._ref.signal(signal.SIGKILL, group=self._group)
             self._wait(5.0)
 
-    def wait_exit(self, *, timeout: float) -> int:
-        """Wait for the child to exit on its own; returns its exit code."""
+    def wait_exit(self, *, timeout: float | None = None) -> int:
+        """Wait (``timeout`` seconds, None: as long as it takes) for the child to exit on its
+        own; returns its exit code."""
         if self._ref is None:
             raise RuntimeError(f"{self.what} process was never started")
         code = self._wait(timeout)
@@ -267,6 +268,11 @@ class ChildProcess:
         if self._proc is not None:
             return self._proc.poll() is None
         return self.returncode is None and self._ref.alive()
+
+    @property
+    def ready(self) -> bool:
+        """True while it runs and has been seen ready (its ``url`` is known)."""
+        return self._url is not None and self.running
 
     @property
     def url(self) -> str:

@@ -111,9 +111,10 @@ class ProcessRef:
         return cls(int(data["pid"]), int(start) if isinstance(start, int) else 0)
 
 
-def wait_exit(ref: ProcessRef, timeout: float) -> tuple[bool, int | None]:
-    """Wait up to ``timeout`` for ``ref`` to end: (gone, exit code when it was our child)."""
-    deadline = time.monotonic() + timeout
+def wait_exit(ref: ProcessRef, timeout: float | None) -> tuple[bool, int | None]:
+    """Wait up to ``timeout`` (None: no limit) for ``ref`` to end: (gone, exit code when it
+    was our child)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         try:
             pid, status = os.waitpid(ref.pid, os.WNOHANG)
@@ -123,7 +124,7 @@ def wait_exit(ref: ProcessRef, timeout: float) -> tuple[bool, int | None]:
         else:
             if pid:
                 return True, os.waitstatus_to_exitcode(status)
-        if time.monotonic() >= deadline:
+        if deadline is not None and time.monotonic() >= deadline:
             return False, None
         time.sleep(0.02)
 

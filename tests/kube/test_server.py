@@ -252,7 +252,7 @@ def test_kube_process_serves_tls_and_stops_cleanly(tmp_path: Path) -> None:
             api.close()
         assert kube.control.state()["objects"]["/configmaps"]
         assert kube.stop() == 0
-    assert kube.stop() is None  # idempotent
+    assert kube.stop() == 0  # idempotent: the same exit code again
     assert not kube.running
 
 

@@ -144,7 +144,7 @@ def test_controller_metrics_count_calls_and_throttles(
     lab: Lab, core_v1: Any, elb: Any, trail: Any
 ) -> None:
     ctl = lab.start_controller()
-    assert ctl.health_url
+    assert ctl.url
     aws = lab.aws
     assert aws is not None
     aws.control.add_fault(action="CreateLoadBalancer", code="Throttling", count=1)
@@ -153,7 +153,7 @@ def test_controller_metrics_count_calls_and_throttles(
     assert describe_elb(elb, elb_name(svc)) is not None
     assert trail.count("CreateLoadBalancer", error_code="Throttling") == 1
 
-    counts = cloud_call_counts(scrape(ctl.health_url))
+    counts = cloud_call_counts(scrape(ctl.url))
     assert counts.get(("elb", "CreateLoadBalancer", "success")) == 1.0, counts
     assert counts.get(("elb", "CreateLoadBalancer", "Throttling")) == 1.0, counts
     assert counts.get(("ec2", "CreateSecurityGroup", "success")) == 1.0, counts
