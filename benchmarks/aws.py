@@ -32,8 +32,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.aws import AwsServer
-from lab.aws.server import make_client
 from lab.aws.process import AwsProcess
+from lab.aws.server import make_client
 
 
 class RawMoto:
@@ -154,8 +154,8 @@ def bench_startup(rounds: int) -> dict[str, float]:
 
 def bench_latency(rounds: int) -> dict[str, list[float]]:
     from lab.aws.app import AwsApp, AwsLab, LabSettings
-    from lab.aws.server import make_wsgi_server
     from lab.aws.fidelity import FidelityConfig
+    from lab.aws.server import make_wsgi_server
 
     raw = RawMoto()
     full = AwsServer().start()
