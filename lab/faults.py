@@ -31,13 +31,21 @@ import itertools
 import random
 import threading
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, Generic, Literal, Self, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Self, TypedDict, TypeVar
 
 #: The longest delay a rule may add (ten minutes).
 MAX_LATENCY_MS = 600_000
 Effect = Literal["error", "latency"]
 EFFECTS: tuple[Effect, ...] = ("error", "latency")
 COMMON_FIELDS = ("effect", "latency_ms", "count", "probability", "seed")
+
+
+class Frequency(TypedDict, total=False):
+    """How often a rule fires: the keyword arguments every typed client's ``add_*`` takes."""
+
+    count: int | None
+    probability: float | None
+    seed: int | None
 
 
 class InvalidFaultRule(ValueError):
@@ -63,6 +71,28 @@ class FaultRule:
     fired: int = 0
     """How many times the rule has fired so far."""
 
+    #: The fields this kind of rule adds, and those of them only an error rule may carry.
+    FIELDS: ClassVar[tuple[str, ...]] = ()
+    ERROR_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any]) -> Self:
+        """Validate a fault description (JSON from a control plane) into a rule (no id yet).
+
+        A bad or unknown field raises :class:`InvalidFaultRule` naming it and its value.
+        """
+        shared = _common(data, cls.FIELDS)
+        if shared["effect"] == "latency":
+            for name in cls.ERROR_FIELDS:
+                if data.get(name) is not None:
+                    raise InvalidFaultRule(name, data[name], "a latency rule answers no error")
+        return cls(**shared, **cls.parse_own(data, effect=shared["effect"]))
+
+    @classmethod
+    def parse_own(cls, data: Mapping[str, Any], *, effect: Effect) -> dict[str, Any]:
+        """The validated fields this kind of rule adds, as keyword arguments."""
+        return {}
+
     @property
     def exhausted(self) -> bool:
         return self.count is not None and self.fired >= self.count
@@ -78,15 +108,6 @@ class FaultRule:
 
 
 # --- validation --------------------------------------------------------------------------------
-
-
-def check_known(data: Mapping[str, Any], allowed: Collection[str]) -> None:
-    """Refuse fields outside ``allowed`` (the common ones are always allowed)."""
-    every = set(allowed) | set(COMMON_FIELDS)
-    unknown = sorted(set(data) - every)
-    if unknown:
-        name = unknown[0]
-        raise InvalidFaultRule(name, data[name], f"unknown field; known: {sorted(every)}")
 
 
 def is_int(value: object) -> bool:
@@ -107,8 +128,31 @@ def text(data: Mapping[str, Any], name: str, *, default: str | None = None) -> s
     return value
 
 
-def common(data: Mapping[str, Any]) -> dict[str, Any]:
+def message_text(data: Mapping[str, Any], *, default: str | None = None) -> str | None:
+    """The optional ``message`` of an error rule (any text)."""
+    value = data.get("message", default)
+    if value is not None and not isinstance(value, str):
+        raise InvalidFaultRule("message", value, "expected text")
+    return value
+
+
+def error_status(data: Mapping[str, Any], *, default: int | None) -> int | None:
+    """The optional HTTP ``status`` of an error rule: 400..599."""
+    value = data.get("status", default)
+    if value is None:
+        return None
+    if not is_int(value) or not 400 <= value <= 599:
+        raise InvalidFaultRule("status", value, "expected an HTTP error status (400..599)")
+    return int(value)
+
+
+def _common(data: Mapping[str, Any], fields: Collection[str]) -> dict[str, Any]:
     """The validated common fields of a fault description, as keyword arguments."""
+    known = set(fields) | set(COMMON_FIELDS)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        name = unknown[0]
+        raise InvalidFaultRule(name, data[name], f"unknown field; known: {sorted(known)}")
     effect = data.get("effect", "error")
     if effect not in EFFECTS:
         raise InvalidFaultRule("effect", effect, f"expected one of {list(EFFECTS)}")
@@ -133,15 +177,6 @@ def common(data: Mapping[str, Any]) -> dict[str, Any]:
         "probability": None if probability is None else float(probability),
         "seed": seed,
     }
-
-
-def refuse_on_latency(data: Mapping[str, Any], names: Collection[str]) -> None:
-    """A latency rule answers nothing: refuse the error fields ``names`` on one."""
-    if data.get("effect") != "latency":
-        return
-    for name in names:
-        if data.get(name) is not None:
-            raise InvalidFaultRule(name, data[name], "a latency rule answers no error")
 
 
 # --- the rule table ----------------------------------------------------------------------------

@@ -10,9 +10,11 @@ Prints exactly one line to stdout, ``ccm-lab aws endpoint ready at http://127.0.
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 from pathlib import Path
+
+from lab.aws.app import DEFAULT_ACCOUNT
+from lab.aws.server import AwsServer
+from lab.component import serve_until_signal
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -37,26 +39,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    return serve_until_signal(
+        lambda: AwsServer(
+            args.region,
+            args.seed,
+            account=args.account or DEFAULT_ACCOUNT,
+            fidelity=not args.no_fidelity,
+            host=args.host,
+            port=args.port,
+            trail_path=args.trail,
+            warm_up=not args.no_warm_up,
+        ),
+        log_level=args.log_level,
     )
-    from lab.aws.app import DEFAULT_ACCOUNT
-    from lab.aws.server import AwsServer
-    from lab.component import serve_until_signal
-
-    server = AwsServer(
-        args.region,
-        args.seed,
-        account=args.account or DEFAULT_ACCOUNT,
-        fidelity=not args.no_fidelity,
-        host=args.host,
-        port=args.port,
-        trail_path=args.trail,
-        warm_up=not args.no_warm_up,
-    )
-    return serve_until_signal(server)
 
 
 if __name__ == "__main__":

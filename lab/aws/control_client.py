@@ -17,11 +17,11 @@ import json
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import urlencode
 
 from lab.aws.exceptions import AwsControlError, AwsControlUnavailable
-from lab.aws.faults import AwsFaultRule
+from lab.aws.faults import AwsFaultRule, AwsMatch
 from lab.aws.fidelity import FidelityConfig
 from lab.aws.trail import TrailEvent, load_jsonl
 
@@ -108,56 +108,21 @@ class AwsControlClient:
         status: int | None = None,
         message: str | None = None,
         latency_ms: float | None = None,
-        count: int | None = None,
-        probability: float | None = None,
-        seed: int | None = None,
-        service: str | None = None,
-        match: dict[str, str] | None = None,
-        caller: str | None = None,
+        **where: Unpack[AwsMatch],
     ) -> AwsFaultRule:
         """Answer matching calls with AWS error ``code`` (after ``latency_ms``, if given).
 
-        ``count=None`` fires until cleared; see :mod:`lab.faults` for the rule vocabulary.
-        Returns the rule with its id.
+        ``where``: ``service``, ``match``, ``caller``, ``count`` (None: until cleared),
+        ``probability`` and ``seed`` (see :mod:`lab.faults`). Returns the rule with its id.
         """
-        return self._add(
-            action=action,
-            code=code,
-            status=status,
-            message=message,
-            latency_ms=latency_ms,
-            count=count,
-            probability=probability,
-            seed=seed,
-            service=service,
-            match=match,
-            caller=caller,
-        )
+        given = {"code": code, "status": status, "message": message, "latency_ms": latency_ms}
+        return self._add(action=action, **given, **where)
 
     def add_latency(
-        self,
-        *,
-        action: str,
-        latency_ms: float,
-        count: int | None = None,
-        probability: float | None = None,
-        seed: int | None = None,
-        service: str | None = None,
-        match: dict[str, str] | None = None,
-        caller: str | None = None,
+        self, *, action: str, latency_ms: float, **where: Unpack[AwsMatch]
     ) -> AwsFaultRule:
         """Delay matching calls by ``latency_ms``, then let them proceed; returns the rule."""
-        return self._add(
-            effect="latency",
-            action=action,
-            latency_ms=latency_ms,
-            count=count,
-            probability=probability,
-            seed=seed,
-            service=service,
-            match=match,
-            caller=caller,
-        )
+        return self._add(effect="latency", action=action, latency_ms=latency_ms, **where)
 
     def _add(self, **given: Any) -> AwsFaultRule:
         body = {k: v for k, v in given.items() if v is not None}

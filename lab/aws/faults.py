@@ -16,19 +16,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any
 
 from lab.aws.exceptions import InjectedFault
 from lab.aws.trail import TrailValue, summarize_params
 from lab.faults import (
+    Effect,
     FaultRule,
     FaultTable,
     Firing,
+    Frequency,
     InvalidFaultRule,
-    check_known,
-    common,
-    is_int,
-    refuse_on_latency,
+    error_status,
+    message_text,
     text,
 )
 
@@ -38,12 +38,19 @@ THROTTLING_CODES = frozenset(
     {"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException"}
 )
 DEFAULT_MESSAGE = "Injected by ccm-lab"
-_FIELDS = ("action", "service", "code", "status", "message", "match", "caller")
+
+
+class AwsMatch(Frequency, total=False):
+    """Keyword arguments of ``AwsControlClient.add_*`` beside the action: which calls, how often."""
+
+    service: str | None
+    match: dict[str, str] | None
+    caller: str | None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AwsFaultRule(FaultRule):
-    """One AWS fault: which calls, and for an error rule the AWS error. See :meth:`parse`."""
+    """One AWS fault: which calls, and for an error rule the AWS error (``parse`` builds one)."""
 
     action: str
     """Action name (``DeleteSecurityGroup``) or ``*`` for every action."""
@@ -59,44 +66,34 @@ class AwsFaultRule(FaultRule):
     """Only calls whose User-Agent contains this text (``ccm-lab-controller``, ``ccm-lab-imds``,
     ``app/replica-a``), so a fault meant for one client does not hit the others."""
 
+    FIELDS = ("action", "service", "code", "status", "message", "match", "caller")
+    ERROR_FIELDS = ("code", "status", "message")
+
     @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> Self:
-        """Validate a fault description (JSON from the control plane) into a rule."""
-        check_known(data, _FIELDS)
-        refuse_on_latency(data, ("code", "status", "message"))
-        shared = common(data)
+    def parse_own(cls, data: Mapping[str, Any], *, effect: Effect) -> dict[str, Any]:
         action = text(data, "action")
         if action is None:
             raise InvalidFaultRule("action", data.get("action"), "expected an action name or *")
         code = text(data, "code")
-        if shared["effect"] == "error" and code is None:
-            raise InvalidFaultRule(
-                "code", None, 'an error rule needs an AWS error code (or use "effect": "latency")'
-            )
-        status = data.get("status")
-        if status is None and code is not None:
-            status = 400 if code in THROTTLING_CODES else 500
-        if status is not None and (not is_int(status) or not 400 <= status <= 599):
-            raise InvalidFaultRule("status", status, "expected an HTTP error status (400..599)")
-        message = data.get("message", DEFAULT_MESSAGE if code is not None else None)
-        if message is not None and not isinstance(message, str):
-            raise InvalidFaultRule("message", message, "expected text")
+        if effect == "error" and code is None:
+            need = 'an error rule needs an AWS error code (or "effect": "latency")'
+            raise InvalidFaultRule("code", None, need)
+        default_status = None if code is None else 400 if code in THROTTLING_CODES else 500
         match = data.get("match")
         if match is not None and (
             not isinstance(match, dict)
             or not all(isinstance(k, str) and isinstance(v, str) for k, v in match.items())
         ):
             raise InvalidFaultRule("match", match, "expected parameter names mapped to text")
-        return cls(
-            action=action,
-            service=text(data, "service"),
-            code=code,
-            status=status,
-            message=message,
-            match=None if match is None else dict(match),
-            caller=text(data, "caller"),
-            **shared,
-        )
+        return {
+            "action": action,
+            "service": text(data, "service"),
+            "code": code,
+            "status": error_status(data, default=default_status),
+            "message": message_text(data, default=None if code is None else DEFAULT_MESSAGE),
+            "match": None if match is None else dict(match),
+            "caller": text(data, "caller"),
+        }
 
     def injected_error(self) -> InjectedFault:
         """The AWS error this (error) rule answers with."""

@@ -19,17 +19,21 @@ import abc
 import logging
 import signal
 import ssl
+import sys
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from http.server import HTTPServer
 from types import FrameType
-from typing import ClassVar, Self
+from typing import ClassVar, Self, TypeVar
 
 from lab.component.base import ComponentNotReady, RecentLog, ready_line, wait_until
 
 log = logging.getLogger(__name__)
+
+#: How the components' ``__main__`` modules format their stderr log.
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class ServerComponent(abc.ABC):
@@ -184,11 +188,27 @@ class ServerComponent(abc.ABC):
         return f"{self.scheme}://{self.host}:{self.port}"
 
 
+C = TypeVar("C", bound=ServerComponent)
+
+
 def serve_until_signal(
-    component: ServerComponent, *, on_ready: Callable[[], object] | None = None
+    build: Callable[[], C],
+    *,
+    log_level: str = "WARNING",
+    on_ready: Callable[[C], object] | None = None,
 ) -> int:
-    """The ``__main__`` of a server component: start, print the ready line, serve until
-    SIGTERM or SIGINT, stop; 0 on a clean stop, 1 when the component never became ready."""
+    """The ``__main__`` of a server component.
+
+    Log to stderr at ``log_level``, build the component, start it, run ``on_ready``, print the
+    ready line, serve until SIGTERM or SIGINT, stop. Exit status: 0 after a clean stop, 1 when
+    the component never became ready, 2 when it could not be built (a bad argument).
+    """
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr, format=LOG_FORMAT)
+    try:
+        component = build()
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -204,7 +224,7 @@ def serve_until_signal(
             return 1
         try:
             if on_ready is not None:
-                on_ready()
+                on_ready(component)
             if not stop.is_set():
                 print(ready_line(component.what, component.url), flush=True)
             stop.wait()

@@ -10,7 +10,6 @@ once ready (``process.ImdsProcess`` waits for it), and exits 0 on SIGTERM or SIG
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from lab.component import serve_until_signal
@@ -58,24 +57,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--map={item!r}: expected IP=INSTANCE_ID", file=sys.stderr)
             return 2
         mapping[address] = instance
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    return serve_until_signal(
+        lambda: ImdsServer(
+            args.aws_endpoint,
+            args.region,
+            instance_id=args.instance_id,
+            source_addresses=mapping,
+            imdsv2=args.imdsv2,
+            client_hops=args.client_hops,
+            metadata_tags=args.metadata_tags,
+            host=args.host,
+            port=args.port,
+            cache_ttl=args.cache_ttl,
+        ),
+        log_level=args.log_level,
     )
-    server = ImdsServer(
-        args.aws_endpoint,
-        args.region,
-        instance_id=args.instance_id,
-        source_addresses=mapping,
-        imdsv2=args.imdsv2,
-        client_hops=args.client_hops,
-        metadata_tags=args.metadata_tags,
-        host=args.host,
-        port=args.port,
-        cache_ttl=args.cache_ttl,
-    )
-    return serve_until_signal(server)
 
 
 if __name__ == "__main__":

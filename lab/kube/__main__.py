@@ -9,8 +9,6 @@ loop. ``process.KubeProcess`` starts it as a child process.
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 
 from lab.component import serve_until_signal
 from lab.kube.server import KubeServer
@@ -35,13 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        server = KubeServer(
+    return serve_until_signal(
+        lambda: KubeServer(
             version=args.version,
             host=args.host,
             port=args.port,
@@ -49,10 +42,10 @@ def main(argv: list[str] | None = None) -> int:
             state_file=args.state,
             service_cidr=args.service_cidr,
             fake_kubelet=args.fake_kubelet,
-        )
-    except ValueError as exc:
-        parser.error(str(exc))
-    return serve_until_signal(server, on_ready=lambda: server.write_kubeconfig(args.kubeconfig))
+        ),
+        log_level=args.log_level,
+        on_ready=lambda server: server.write_kubeconfig(args.kubeconfig),
+    )
 
 
 if __name__ == "__main__":

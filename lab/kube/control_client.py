@@ -15,10 +15,10 @@ import json
 import ssl
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, Unpack
 
 from lab.kube.exceptions import KubeControlError
-from lab.kube.faults import KubeFaultRule
+from lab.kube.faults import KubeFaultRule, KubeMatch
 
 
 class KubeControlClient:
@@ -70,57 +70,24 @@ class KubeControlClient:
     def add_fault(
         self,
         *,
-        verb: str = "*",
-        resource: str = "*",
-        subresource: str = "*",
         status: int = 500,
         reason: str | None = None,
         message: str | None = None,
         latency_ms: float | None = None,
-        count: int | None = None,
-        probability: float | None = None,
-        seed: int | None = None,
+        **where: Unpack[KubeMatch],
     ) -> KubeFaultRule:
         """Fail matching requests with ``status`` (after ``latency_ms``, if given).
 
-        ``count=None`` fires until cleared; see :mod:`lab.faults` for the rule vocabulary.
-        Returns the rule with its id.
+        ``where``: ``verb``, ``resource``, ``subresource`` (``"*"`` by default), ``count``
+        (None: until cleared), ``probability`` and ``seed`` (see :mod:`lab.faults`). Returns
+        the rule with its id.
         """
-        return self._add(
-            verb=verb,
-            resource=resource,
-            subresource=subresource,
-            status=status,
-            reason=reason,
-            message=message,
-            latency_ms=latency_ms,
-            count=count,
-            probability=probability,
-            seed=seed,
-        )
+        given = {"status": status, "reason": reason, "message": message, "latency_ms": latency_ms}
+        return self._add(**given, **where)
 
-    def add_latency(
-        self,
-        *,
-        latency_ms: float,
-        verb: str = "*",
-        resource: str = "*",
-        subresource: str = "*",
-        count: int | None = None,
-        probability: float | None = None,
-        seed: int | None = None,
-    ) -> KubeFaultRule:
+    def add_latency(self, *, latency_ms: float, **where: Unpack[KubeMatch]) -> KubeFaultRule:
         """Delay matching requests by ``latency_ms``, then serve them; returns the rule."""
-        return self._add(
-            effect="latency",
-            verb=verb,
-            resource=resource,
-            subresource=subresource,
-            latency_ms=latency_ms,
-            count=count,
-            probability=probability,
-            seed=seed,
-        )
+        return self._add(effect="latency", latency_ms=latency_ms, **where)
 
     def _add(self, **given: Any) -> KubeFaultRule:
         body = {k: v for k, v in given.items() if v is not None}

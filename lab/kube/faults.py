@@ -18,22 +18,30 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any
 
 from lab.faults import (
+    Effect,
     FaultRule,
     FaultTable,
     Firing,
+    Frequency,
     InvalidFaultRule,
-    check_known,
-    common,
-    is_int,
-    refuse_on_latency,
+    error_status,
+    message_text,
     text,
 )
 
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
-_FIELDS = ("verb", "resource", "subresource", "status", "reason", "message")
+
+
+class KubeMatch(Frequency, total=False):
+    """Keyword arguments of ``KubeControlClient.add_*``: which requests, how often."""
+
+    verb: str
+    resource: str
+    subresource: str
+
 
 _REASONS = {
     400: "BadRequest",
@@ -58,7 +66,8 @@ def default_reason(status: int) -> str:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class KubeFaultRule(FaultRule):
-    """One API fault: which requests, and for an error rule the ``Status``. See :meth:`parse`."""
+    """One API fault: which requests, and for an error rule the ``Status`` (``parse`` builds
+    one)."""
 
     verb: str = "*"
     resource: str = "*"
@@ -68,35 +77,27 @@ class KubeFaultRule(FaultRule):
     reason: str | None = None
     message: str | None = None
 
+    FIELDS = ("verb", "resource", "subresource", "status", "reason", "message")
+    ERROR_FIELDS = ("status", "reason", "message")
+
     @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> Self:
-        """Validate a fault description (JSON from the control plane) into a rule."""
-        check_known(data, _FIELDS)
-        refuse_on_latency(data, ("status", "reason", "message"))
-        shared = common(data)
+    def parse_own(cls, data: Mapping[str, Any], *, effect: Effect) -> dict[str, Any]:
         verb = data.get("verb", "*")
         if verb != "*" and verb not in VERBS:
             raise InvalidFaultRule("verb", verb, f"expected * or one of {list(VERBS)}")
-        resource = text(data, "resource", default="*")
         subresource = data.get("subresource", "*")
         if not isinstance(subresource, str):
             raise InvalidFaultRule("subresource", subresource, 'expected text ("" = none)')
-        status = data.get("status", 500 if shared["effect"] == "error" else None)
-        if status is not None and (not is_int(status) or not 400 <= status <= 599):
-            raise InvalidFaultRule("status", status, "expected an HTTP error status (400..599)")
+        status = error_status(data, default=500 if effect == "error" else None)
         reason = text(data, "reason")
-        message = data.get("message")
-        if message is not None and not isinstance(message, str):
-            raise InvalidFaultRule("message", message, "expected text")
-        return cls(
-            verb=verb,
-            resource=resource or "*",
-            subresource=subresource,
-            status=status,
-            reason=reason if reason or status is None else default_reason(status),
-            message=message,
-            **shared,
-        )
+        return {
+            "verb": verb,
+            "resource": text(data, "resource", default="*"),
+            "subresource": subresource,
+            "status": status,
+            "reason": reason if reason or status is None else default_reason(status),
+            "message": message_text(data),
+        }
 
 
 class KubeFaults(FaultTable[KubeFaultRule]):
