@@ -93,6 +93,36 @@ class FaultRule:
         """The validated fields this kind of rule adds, as keyword arguments."""
         return {}
 
+    # field readers for parse_own: each raises InvalidFaultRule naming the field and value
+
+    @staticmethod
+    def text(data: Mapping[str, Any], name: str, *, default: str | None = None) -> str | None:
+        """An optional non-empty text field."""
+        value = data.get(name, default)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            raise InvalidFaultRule(name, value, "expected non-empty text")
+        return value
+
+    @staticmethod
+    def message_text(data: Mapping[str, Any], *, default: str | None = None) -> str | None:
+        """The optional ``message`` of an error rule (any text)."""
+        value = data.get("message", default)
+        if value is not None and not isinstance(value, str):
+            raise InvalidFaultRule("message", value, "expected text")
+        return value
+
+    @staticmethod
+    def error_status(data: Mapping[str, Any], *, default: int | None) -> int | None:
+        """The optional HTTP ``status`` of an error rule: 400..599."""
+        value = data.get("status", default)
+        if value is None:
+            return None
+        if not is_int(value) or not 400 <= value <= 599:
+            raise InvalidFaultRule("status", value, "expected an HTTP error status (400..599)")
+        return int(value)
+
     @property
     def exhausted(self) -> bool:
         return self.count is not None and self.fired >= self.count
@@ -116,34 +146,6 @@ def is_int(value: object) -> bool:
 
 def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def text(data: Mapping[str, Any], name: str, *, default: str | None = None) -> str | None:
-    """An optional non-empty text field."""
-    value = data.get(name, default)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise InvalidFaultRule(name, value, "expected non-empty text")
-    return value
-
-
-def message_text(data: Mapping[str, Any], *, default: str | None = None) -> str | None:
-    """The optional ``message`` of an error rule (any text)."""
-    value = data.get("message", default)
-    if value is not None and not isinstance(value, str):
-        raise InvalidFaultRule("message", value, "expected text")
-    return value
-
-
-def error_status(data: Mapping[str, Any], *, default: int | None) -> int | None:
-    """The optional HTTP ``status`` of an error rule: 400..599."""
-    value = data.get("status", default)
-    if value is None:
-        return None
-    if not is_int(value) or not 400 <= value <= 599:
-        raise InvalidFaultRule("status", value, "expected an HTTP error status (400..599)")
-    return int(value)
 
 
 def _common(data: Mapping[str, Any], fields: Collection[str]) -> dict[str, Any]:

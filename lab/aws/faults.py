@@ -20,17 +20,7 @@ from typing import Any
 
 from lab.aws.exceptions import InjectedFault
 from lab.aws.trail import TrailValue, summarize_params
-from lab.faults import (
-    Effect,
-    FaultRule,
-    FaultTable,
-    Firing,
-    Frequency,
-    InvalidFaultRule,
-    error_status,
-    message_text,
-    text,
-)
+from lab.faults import Effect, FaultRule, FaultTable, Firing, Frequency, InvalidFaultRule
 
 #: Error codes whose AWS meaning is "slow down"; they default to HTTP 400 like real AWS, the
 #: rest default to 500.
@@ -71,10 +61,10 @@ class AwsFaultRule(FaultRule):
 
     @classmethod
     def parse_own(cls, data: Mapping[str, Any], *, effect: Effect) -> dict[str, Any]:
-        action = text(data, "action")
+        action = cls.text(data, "action")
         if action is None:
             raise InvalidFaultRule("action", data.get("action"), "expected an action name or *")
-        code = text(data, "code")
+        code = cls.text(data, "code")
         if effect == "error" and code is None:
             need = 'an error rule needs an AWS error code (or "effect": "latency")'
             raise InvalidFaultRule("code", None, need)
@@ -87,12 +77,12 @@ class AwsFaultRule(FaultRule):
             raise InvalidFaultRule("match", match, "expected parameter names mapped to text")
         return {
             "action": action,
-            "service": text(data, "service"),
+            "service": cls.text(data, "service"),
             "code": code,
-            "status": error_status(data, default=default_status),
-            "message": message_text(data, default=None if code is None else DEFAULT_MESSAGE),
+            "status": cls.error_status(data, default=default_status),
+            "message": cls.message_text(data, default=None if code is None else DEFAULT_MESSAGE),
             "match": None if match is None else dict(match),
-            "caller": text(data, "caller"),
+            "caller": cls.text(data, "caller"),
         }
 
     def injected_error(self) -> InjectedFault:

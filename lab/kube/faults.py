@@ -20,17 +20,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from lab.faults import (
-    Effect,
-    FaultRule,
-    FaultTable,
-    Firing,
-    Frequency,
-    InvalidFaultRule,
-    error_status,
-    message_text,
-    text,
-)
+from lab.faults import Effect, FaultRule, FaultTable, Firing, Frequency, InvalidFaultRule
 
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 
@@ -88,15 +78,15 @@ class KubeFaultRule(FaultRule):
         subresource = data.get("subresource", "*")
         if not isinstance(subresource, str):
             raise InvalidFaultRule("subresource", subresource, 'expected text ("" = none)')
-        status = error_status(data, default=500 if effect == "error" else None)
-        reason = text(data, "reason")
+        status = cls.error_status(data, default=500 if effect == "error" else None)
+        reason = cls.text(data, "reason")
         return {
             "verb": verb,
-            "resource": text(data, "resource", default="*"),
+            "resource": cls.text(data, "resource", default="*"),
             "subresource": subresource,
             "status": status,
             "reason": reason if reason or status is None else default_reason(status),
-            "message": message_text(data),
+            "message": cls.message_text(data),
         }
 
 

@@ -239,16 +239,21 @@ class Api:
         return Response(code, with_type(rt.kind, rt.api_version, dumps(obj)), headers=headers or {})
 
     # ------------------------------------------------------------------ reads
+    def _wanted_rv(self, rv: str) -> int | None:
+        """A read's ``resourceVersion`` (None: any, "" or "0"); newer than the store's: 504."""
+        if not rv or rv == "0":
+            return None
+        try:
+            want = int(rv)
+        except ValueError:
+            raise E.bad_request(f"invalid resource version: {rv}") from None
+        if want > self.store.rv:
+            raise E.timeout(f"Too large resource version: {want}, current: {self.store.rv}")
+        return want
+
     def _get(self, req: Request, route: Route) -> Response:
-        rt, q = route.rt, req.query
-        rv = q.get("resourceVersion", "")
-        if rv and rv != "0":
-            try:
-                want = int(rv)
-            except ValueError:
-                raise E.bad_request(f"invalid resource version: {rv}") from None
-            if want > self.store.rv:
-                raise E.timeout(f"Too large resource version: {want}, current: {self.store.rv}")
+        rt = route.rt
+        self._wanted_rv(req.query.get("resourceVersion", ""))
         entry = self.store.get(rt, route.namespace or "", route.name or "")
         if tables.wants_table(req.headers.get("accept", "")):
             full = {"kind": rt.kind, "apiVersion": rt.api_version, **entry.obj}
@@ -282,15 +287,9 @@ class Api:
         rv = q.get("resourceVersion", "")
         if q.get("continue") and rv not in ("",):
             raise E.bad_request("specifying resource version is not allowed when using continue")
-        if rv and rv != "0":
-            try:
-                want = int(rv)
-            except ValueError:
-                raise E.bad_request(f"invalid resource version: {rv}") from None
-            if want > self.store.rv:
-                raise E.timeout(f"Too large resource version: {want}, current: {self.store.rv}")
-            if q.get("limit") and want < self.store.compacted:
-                raise E.expired(f"too old resource version: {want} ({self.store.compacted})")
+        want = self._wanted_rv(rv)
+        if want is not None and q.get("limit") and want < self.store.compacted:
+            raise E.expired(f"too old resource version: {want} ({self.store.compacted})")
         try:
             limit = int(q.get("limit") or 0)
         except ValueError:

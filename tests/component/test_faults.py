@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lab.faults import MAX_LATENCY_MS, Effect, FaultRule, FaultTable, InvalidFaultRule, text
+from lab.faults import MAX_LATENCY_MS, Effect, FaultRule, FaultTable, InvalidFaultRule
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -21,7 +21,7 @@ class NamedRule(FaultRule):
 
     @classmethod
     def parse_own(cls, data: Mapping[str, Any], *, effect: Effect) -> dict[str, Any]:
-        return {"name": text(data, "name", default="*")}
+        return {"name": cls.text(data, "name", default="*")}
 
 
 def _table(*rules: Mapping[str, Any]) -> FaultTable[NamedRule]:
