@@ -98,7 +98,7 @@ def test_lab_on_kind_seeds_instances_from_containers_and_initializes_nodes(
         assert any(c[:3] == ["kind", "create", "cluster"] for c in calls)
 
         assert {n.name: n.private_ip for n in lab.nodes} == NODES
-        ec2 = lab.aws.control_client("ec2")  # type: ignore[union-attr]
+        ec2 = lab.aws.client("ec2")  # type: ignore[union-attr]
         for node in lab.nodes:
             inst = ec2.describe_instances(InstanceIds=[node.instance_id])["Reservations"][0]
             assert inst["Instances"][0]["PrivateIpAddress"] == node.private_ip
