@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from lab import labctl
+from lab.component import pid_alive
 
 
 @pytest.mark.slow
@@ -52,11 +53,11 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
 
         pids = [state["controller"]["pid"], state["daemon"]["pid"]]
         urls = labctl.endpoints(state)
-        assert all(labctl.pid_alive(p) for p in pids)
+        assert all(pid_alive(p) for p in pids)
         assert all(labctl.port_open(u) for u in urls)
     finally:
         labctl.down(name="t", root=tmp_path, console=console)
-    assert not any(labctl.pid_alive(p) for p in pids)
+    assert not any(pid_alive(p) for p in pids)
     assert not any(labctl.port_open(u) for u in urls)
     assert not (tmp_path / "t").exists()
 

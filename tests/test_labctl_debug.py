@@ -22,6 +22,7 @@ from rich.console import Console
 
 import controller.service
 from lab import labctl
+from lab.component import pid_alive
 from lab.compose import wait_for
 from lab.debug import attach_session
 from lab.debug.source import function_body_line
@@ -92,7 +93,7 @@ def test_lab_debug_attach_break_evaluate_continue(tmp_path: Path) -> None:
         runner.join(timeout=30)
         assert not runner.is_alive(), "lab.debug returns once the controller exits"
         assert "code" in result
-        assert not labctl.pid_alive(session["pid"])
+        assert not pid_alive(session["pid"])
         assert not session_file.exists(), "the session file is removed when it ends"
     finally:
         labctl.down(name="dbg", root=tmp_path, console=console)
