@@ -27,6 +27,8 @@ from invoke.context import Context
 from invoke.exceptions import Exit
 from invoke.tasks import task
 
+from lab.kube.version import DEFAULT_K8S_VERSION
+
 PY_PATHS = "."  # ruff skips .venv, .lab and git-ignored files
 #: controller flags the lab sets itself; --args may not override them
 LAB_OWNED_FLAGS = ("--kubeconfig", "--cloud-config", "--metrics-addr", "--address-file")
@@ -154,7 +156,7 @@ def fmt(c: Context) -> None:
         "backend": "auto (kind if Docker answers, else sim) | sim | kind",
         "aws": "moto (the only one wired so far)",
         "nodes": "number of nodes, 1 to 20 (the first is the control plane)",
-        "k8s_version": "Kubernetes version the cluster behaves as (e.g. 1.22, 1.33)",
+        "k8s_version": f"Kubernetes version the cluster behaves as (default {DEFAULT_K8S_VERSION})",
         "legacy_behavior": "comma-separated legacy behaviours for the controller",
         "args": 'extra controller flags, quoted (e.g. "--concurrent-service-syncs 4")',
         "no_controller": "bring the world up without starting the controller",
@@ -167,7 +169,7 @@ def up(
     backend: str = "auto",
     aws: str = "moto",
     nodes: int = 2,
-    k8s_version: str = "1.33",
+    k8s_version: str = DEFAULT_K8S_VERSION,
     legacy_behavior: str = "",
     args: str = "",
     no_controller: bool = False,

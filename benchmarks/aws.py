@@ -2,7 +2,7 @@
 
 Measures, in one run:
 
-1. start-to-ready: the first ``AwsEndpoint`` in a process (imports, moto's apps, warm-up),
+1. start-to-ready: the first ``AwsServer`` in a process (imports, moto's apps, warm-up),
    further ones (share moto's dispatcher), and ``AwsProcess`` (a child process);
 2. per-call latency of a representative controller call mix against three endpoints on the same
    machine, rounds interleaved so machine load hits all alike:
@@ -31,9 +31,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lab.aws import AwsEndpoint
-from lab.aws.endpoint import make_client
+from lab.aws import AwsServer
 from lab.aws.process import AwsProcess
+from lab.aws.server import make_client
 
 
 class RawMoto:
@@ -138,7 +138,7 @@ def bench_startup(rounds: int) -> dict[str, float]:
     thread_times: list[float] = []
     for _ in range(rounds):
         started = time.perf_counter()
-        endpoint = AwsEndpoint().start()
+        endpoint = AwsServer().start()
         thread_times.append(time.perf_counter() - started)
         endpoint.stop()
     started = time.perf_counter()
@@ -154,11 +154,11 @@ def bench_startup(rounds: int) -> dict[str, float]:
 
 def bench_latency(rounds: int) -> dict[str, list[float]]:
     from lab.aws.app import AwsApp, AwsLab, LabSettings
-    from lab.aws.endpoint import make_wsgi_server
     from lab.aws.fidelity import FidelityConfig
+    from lab.aws.server import make_wsgi_server
 
     raw = RawMoto()
-    full = AwsEndpoint().start()
+    full = AwsServer().start()
     bare_lab = AwsLab(LabSettings(fidelity=FidelityConfig(enabled=False), trail_enabled=False))
     bare_server = make_wsgi_server(AwsApp(bare_lab), host="127.0.0.1", port=0)
     threading.Thread(target=bare_server.serve_forever, daemon=True).start()
@@ -244,7 +244,7 @@ def bench_wsgi(rounds: int, per_round: int) -> dict[str, float]:
 
 
 def bench_throughput(calls: int, groups: int) -> tuple[float, float]:
-    with AwsEndpoint() as aws:
+    with AwsServer() as aws:
         ec2 = aws.client("ec2")
         vpc = ec2.describe_vpcs()["Vpcs"][0]["VpcId"]
         ids = [
@@ -284,11 +284,11 @@ def main() -> int:
     for column in ("measure", "value"):
         table.add_column(column)
     table.add_row(
-        "start-to-ready, first AwsEndpoint in the process (thread, incl. warm-up)",
+        "start-to-ready, first AwsServer in the process (thread, incl. warm-up)",
         f"{startup['thread_first_s']:.3f} s",
     )
     table.add_row(
-        "start-to-ready, further AwsEndpoints (median)", f"{startup['thread_median_s']:.3f} s"
+        "start-to-ready, further AwsServers (median)", f"{startup['thread_median_s']:.3f} s"
     )
     table.add_row(
         "start-to-ready, AwsProcess (child: interpreter, imports, warm-up)",

@@ -1,6 +1,6 @@
 """Benchmark of the lab's instance metadata service (``lab.imds``).
 
-Measures, in one run, against the lab's ``AwsEndpoint`` with one seeded instance:
+Measures, in one run, against the lab's ``AwsServer`` with one seeded instance:
 
 1. start-to-ready: ``ImdsServer`` in-process and ``ImdsProcess`` (child process, ready line);
 2. per-request latency, rounds interleaved so machine load hits all alike:
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from botocore.utils import InstanceMetadataRegionFetcher
 
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from lab.aws.topology import NodeSpec, TopologySpec, seed_topology
 from lab.imds import ImdsProcess, ImdsServer
 
@@ -74,7 +74,7 @@ def main() -> None:
     args = parser.parse_args()
     rounds, per_round, total = (3, 10, 200) if args.quick else (6, 20, 800)
 
-    with AwsEndpoint(region="us-east-1") as aws:
+    with AwsServer(region="us-east-1") as aws:
         ec2 = aws.client("ec2")
         spec = TopologySpec(
             cluster_id="bench",

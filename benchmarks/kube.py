@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lab.kube.server import KubeSimulator  # noqa: E402
+from lab.kube.server import KubeServer  # noqa: E402
 from lab.kube.store import Store  # noqa: E402
 
 
@@ -124,7 +124,7 @@ def line(label: str, samples: list[float], base: float | None = None) -> str:
 @contextmanager
 def simulator(process: bool) -> Iterator[str]:
     if not process:
-        with KubeSimulator(history=200000) as sim:
+        with KubeServer(history=200000) as sim:
             yield sim.url
         return
     with tempfile.TemporaryDirectory() as tmp:
@@ -215,7 +215,7 @@ def memory_per_10k(n: int) -> float:
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
     for body in nodes:
-        store.create(rt, "", body, manager="bench")
+        store.writer.create(rt, "", body, manager="bench")
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     grown = sum(s.size_diff for s in after.compare_to(before, "filename"))

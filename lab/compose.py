@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from lab.aws.topology import NodeSpec as AwsNodeSpec
 from lab.aws.topology import Topology, TopologySpec, seed_topology
 from lab.cluster.base import (
@@ -57,12 +57,12 @@ from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import KubeVersion
 from lab.controllerproc import ControllerProcess, ControllerSpec, render_cloud_config
 from lab.imds import ImdsServer
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
+from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.state import LabState, node_states
 
 log = logging.getLogger(__name__)
 
-DEFAULT_K8S_VERSION = "1.33"
 BACKENDS = ("sim", "kind")
 
 
@@ -186,7 +186,7 @@ class Lab:
         self.version: KubeVersion = KubeVersion.parse(self.config.k8s_version)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.state_dir = self.config.state_dir or Path()
-        self._aws: AwsEndpoint | None = None
+        self._aws: AwsServer | None = None
         self._imds: ImdsServer | None = None
         self._cluster: ClusterProvider | None = None
         #: where the endpoints listen: loopback, or the nodes' gateway with expose_to_nodes
@@ -285,7 +285,7 @@ class Lab:
     def _start_aws(self) -> None:
         if self.config.expose_to_nodes:
             self._endpoint_host = self.cluster.host_address()
-        self._aws = AwsEndpoint(
+        self._aws = AwsServer(
             region=self.config.region, seed=self.config.seed, host=self._endpoint_host
         )
         self._aws.start()
@@ -502,7 +502,7 @@ class Lab:
         return self.cluster.capabilities()
 
     @property
-    def aws(self) -> AwsEndpoint:
+    def aws(self) -> AwsServer:
         if self._aws is None:
             raise LabNotReady("the lab's AWS endpoint is not running (start the lab first)")
         return self._aws
@@ -514,7 +514,7 @@ class Lab:
         return self._imds
 
     @property
-    def kube(self) -> KubeSimulator:
+    def kube(self) -> KubeServer:
         """The embedded API simulator (sim backend)."""
         sim = self.cluster.simulator
         if sim is None:
@@ -566,10 +566,9 @@ class Lab:
     def take_internal_errors(self) -> dict[str, list[str]]:
         """Exceptions any component caught while serving since the last call, by component
         (empty lists left out). A test fixture fails the test that caused them."""
-        aws_errors = list(self.aws.lab.internal_errors)
-        self.aws.lab.internal_errors.clear()
         found = {
-            "AWS endpoint": aws_errors,
+            "AWS endpoint": self.aws.take_internal_errors(),
+            "metadata service": self.imds.take_internal_errors(),
             "cluster": self.cluster.take_internal_errors(),
         }
         return {k: v for k, v in found.items() if v}

@@ -24,7 +24,8 @@ from urllib.parse import parse_qs, urlparse
 
 from lab.cluster.steps import LoggingProgress
 from lab.component import ProcessRef
-from lab.compose import DEFAULT_K8S_VERSION, Lab, LabConfig
+from lab.compose import Lab, LabConfig
+from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.state import STATE_FILE, DaemonState, write_state
 
 log = logging.getLogger("lab.daemon")

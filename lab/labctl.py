@@ -34,9 +34,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from lab.component import ProcessRef, spawn_detached, tail
-from lab.compose import BACKENDS, DEFAULT_K8S_VERSION
-from lab.controllerproc import LAB_AWS_ENV, ControllerError, ControllerProcess, ControllerSpec
+from lab.component import ComponentNotReady, ProcessRef, spawn_detached, tail
+from lab.compose import BACKENDS
+from lab.controllerproc import LAB_AWS_ENV, ControllerProcess, ControllerSpec
+from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.kubeclient import new_api_client
 from lab.state import (
     ControllerState,
@@ -474,16 +475,16 @@ def _replace_controller(
         write_state(state)
     runs = len(list(Path(state.directory).glob("controller-*.log"))) + 1
     spec = controller_spec(state, legacy=legacy, args=args, log_name=f"controller-{runs}.log")
-    proc = ControllerProcess(spec, detached=True)
+    proc = ControllerProcess(spec, detach=True, ready_timeout=30)
     with console.status("starting the controller"), private_files():
         try:
-            proc.start(timeout=30)
-        except ControllerError:
+            proc.start()
+        except ComponentNotReady:
             proc.stop()
             raise LabError(
                 f"the controller did not start: {_last_error(spec.log_path)} (log: {spec.log_path})"
             ) from None
-    ref = ProcessRef.of(proc.pid or 0) or ProcessRef(proc.pid or 0, 0)
+    ref = proc.ref
     state = state.replace(
         controller=ControllerState(
             process=ref,
@@ -491,13 +492,13 @@ def _replace_controller(
             flags=tuple(spec.argv(address_file=Path("-"))[3:]),
             legacy_behavior=tuple(legacy),
             extra_args=tuple(args),
-            health_url=f"{proc.health_url}/healthz",
-            metrics_url=f"{proc.health_url}/metrics",
+            health_url=f"{proc.url}/healthz",
+            metrics_url=f"{proc.url}/metrics",
         )
     )
     write_state(state)
     console.print(
-        f"[green]✓[/] controller pid {ref.pid} ready at {proc.health_url}"
+        f"[green]✓[/] controller pid {ref.pid} ready at {proc.url}"
         + (f" (legacy: {', '.join(legacy)})" if legacy else "")
     )
     return state

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from lab.compose import DEFAULT_K8S_VERSION, Lab, LabConfig
+from lab.compose import Lab, LabConfig
 from lab.controllerproc import ControllerProcess
+from lab.kube.version import DEFAULT_K8S_VERSION
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient, CoreV1Api

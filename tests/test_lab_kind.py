@@ -25,7 +25,7 @@ from lab.cluster.base import Role
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.versions import KubeVersion
 from lab.compose import Lab, LabConfig, wait_for
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 from tests.cluster.fakecli import FakeCLI, container
 
 UNINIT = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -54,7 +54,7 @@ def kind_world(tmp_path: Path) -> Iterator[tuple[FakeCLI, Path, Path]]:
             for role in ["control-plane" if name.endswith("control-plane") else "worker"]
         ],
     )
-    with KubeSimulator() as sim:
+    with KubeServer() as sim:
         kubeconfig = sim.write_kubeconfig(tmp_path / "cluster.kubeconfig")
         wrapper = tmp_path / "kind"
         wrapper.write_text(

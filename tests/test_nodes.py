@@ -11,7 +11,7 @@ from kubernetes import client
 from lab.cluster.base import Role
 from lab.cluster.kubeapi import raw
 from lab.cluster.node_shapes import node_manifest
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 from lab.nodes import (
     NodeNotFound,
     ProviderIDImmutable,
@@ -83,7 +83,7 @@ def test_provider_id_validation() -> None:
 
 @pytest.fixture
 def core() -> Iterator[client.CoreV1Api]:
-    with KubeSimulator() as sim:
+    with KubeServer() as sim:
         api = client.CoreV1Api(sim.api_client())
         for name, role in (("cp", Role.CONTROL_PLANE), ("w1", Role.WORKER)):
             manifest = node_manifest(version="1.20", name=name, ip="172.18.0.2", role=role)
@@ -91,7 +91,7 @@ def core() -> Iterator[client.CoreV1Api]:
             assert body is not None
             api.create_node(body)
         yield api
-        assert sim.handler_errors() == []
+        assert sim.internal_errors() == []
 
 
 def labels(core: client.CoreV1Api, name: str) -> dict[str, Any]:

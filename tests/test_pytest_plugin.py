@@ -15,8 +15,8 @@ EXCLUDE = "node.kubernetes.io/exclude-from-external-load-balancers"
 def test_controller_imds_and_node_patch_fixtures(
     lab: Lab, controller: Any, imds: Any, node_patches: Any, core_v1: Any
 ) -> None:
-    assert controller.running()
-    assert controller.health_url
+    assert controller.running
+    assert controller.url
     # The controller's own identity, through botocore's real metadata client.
     fetcher = InstanceMetadataFetcher(timeout=2, num_attempts=1)
     fetcher._base_url = imds.url + "/"  # the documented override is the env variable

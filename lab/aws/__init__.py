@@ -2,41 +2,45 @@
 
 Public API (see ``lab/aws/README.md`` for the control plane)::
 
-    from lab.aws import AwsEndpoint
-    with AwsEndpoint(region="us-east-1", seed=None, fidelity=True) as aws:
+    from lab.aws import AwsServer
+    with AwsServer(region="us-east-1", seed=None, fidelity=True) as aws:
         aws.client("ec2"); aws.control.reset(); aws.trail.calls(action="DeleteSecurityGroup")
 
-Modules: ``endpoint`` (in-process component), ``process`` (child-process component), ``app``
-(WSGI composition), ``protocol`` (query protocol and error wire shapes), ``fidelity`` and
-``lifecycle`` (AWS behaviours moto lacks), ``faults``, ``trail`` and ``render`` (the call trail),
-``control`` and ``client`` (the ``/_lab/`` control plane), ``exceptions``.
+Modules, named as in every emulator of the lab: ``server`` (in-process component), ``process``
+(child-process component), ``control`` (the ``/_lab/`` routes), ``control_client`` (their typed
+client), ``exceptions``; and ``app`` (WSGI composition), ``protocol`` (query protocol and error
+wire shapes), ``fidelity`` and ``lifecycle`` (AWS behaviours moto lacks), ``faults``, ``trail``
+and ``render`` (the call trail).
 """
 
 from __future__ import annotations
 
-from lab.aws.client import AwsControlClient, AwsControlUnavailable, Health
-from lab.aws.endpoint import AwsEndpoint, EndpointNotReady, make_client
-from lab.aws.exceptions import AwsError, DependencyViolation, LabControlError
-from lab.aws.faults import FaultRule
+from lab.aws.control_client import AwsControlClient, Health
+from lab.aws.exceptions import (
+    AwsControlError,
+    AwsControlUnavailable,
+    AwsError,
+    DependencyViolation,
+)
+from lab.aws.faults import AwsFaultRule
 from lab.aws.fidelity import FidelityConfig
-from lab.aws.process import AwsProcess, stop_pid
+from lab.aws.process import AwsProcess
+from lab.aws.server import AwsServer, make_client
 from lab.aws.trail import Trail, TrailEvent, load_jsonl
 
 __all__ = [
     "AwsControlClient",
+    "AwsControlError",
     "AwsControlUnavailable",
-    "AwsEndpoint",
     "AwsError",
+    "AwsFaultRule",
     "AwsProcess",
+    "AwsServer",
     "DependencyViolation",
-    "EndpointNotReady",
-    "FaultRule",
     "FidelityConfig",
     "Health",
-    "LabControlError",
     "Trail",
     "TrailEvent",
     "load_jsonl",
     "make_client",
-    "stop_pid",
 ]

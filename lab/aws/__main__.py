@@ -10,12 +10,11 @@ Prints exactly one line to stdout, ``ccm-lab aws endpoint ready at http://127.0.
 from __future__ import annotations
 
 import argparse
-import logging
-import signal
-import sys
-import threading
 from pathlib import Path
-from types import FrameType
+
+from lab.aws.app import DEFAULT_ACCOUNT
+from lab.aws.server import AwsServer
+from lab.component import serve_until_signal
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -40,60 +39,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    return serve_until_signal(
+        lambda: AwsServer(
+            args.region,
+            args.seed,
+            account=args.account or DEFAULT_ACCOUNT,
+            fidelity=not args.no_fidelity,
+            host=args.host,
+            port=args.port,
+            trail_path=args.trail,
+            warm_up=not args.no_warm_up,
+        ),
+        log_level=args.log_level,
     )
-    from lab.aws.app import DEFAULT_ACCOUNT, AwsApp, AwsLab, LabSettings
-    from lab.aws.client import AwsControlClient, AwsControlUnavailable
-    from lab.aws.endpoint import make_wsgi_server
-    from lab.aws.fidelity import FidelityConfig
-    from lab.aws.process import READY_PREFIX
-
-    settings = LabSettings(
-        region=args.region,
-        account=args.account or DEFAULT_ACCOUNT,
-        seed=args.seed,
-        fidelity=FidelityConfig(enabled=not args.no_fidelity),
-        trail_path=args.trail,
-    )
-    lab = AwsLab(settings)
-    server = make_wsgi_server(AwsApp(lab), host=args.host, port=args.port)  # bind errors first
-    if not args.no_warm_up:
-        lab.warm_up()
-    url = f"http://{args.host}:{server.port}"
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        logging.getLogger("lab.aws").info("signal %s: shutting down", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    thread = threading.Thread(target=server.serve_forever, name="aws-endpoint", daemon=True)
-    thread.start()
-    try:
-        control = AwsControlClient(url, timeout=5)
-        for _ in range(500):
-            try:
-                control.health()
-                break
-            except AwsControlUnavailable:
-                if stop.wait(0.02):
-                    break
-        else:
-            logging.getLogger("lab.aws").error("endpoint at %s never became healthy", url)
-            return 1
-        if not stop.is_set():
-            print(f"{READY_PREFIX}{url}", flush=True)
-        stop.wait()
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-        lab.close()
-    return 0
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ so a slowed call does not stall others. moto's backends are process-global: two 
 process share AWS state (their trails, faults and switches stay separate). The account id is
 forced per lab through moto's ``x-moto-account-id`` header.
 
-Neighbours: served by :mod:`lab.aws.endpoint` (thread) and :mod:`lab.aws.__main__` (CLI).
+Neighbours: served by :mod:`lab.aws.server` (thread) and :mod:`lab.aws.__main__` (CLI).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.aws.exceptions import AwsError
-from lab.aws.faults import FaultInjector
+from lab.aws.faults import AwsFaults
 from lab.aws.fidelity import FidelityConfig, FidelityLayer
 from lab.aws.protocol import (
     AwsRequest,
@@ -43,6 +43,7 @@ from lab.aws.protocol import (
     read_error,
 )
 from lab.aws.trail import Trail, TrailEvent, TrailValue, summarize_params
+from lab.component import InternalErrors
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +99,13 @@ class AwsLab:
         self.settings = settings
         self.lock = threading.RLock()
         self.trail = Trail(sink=settings.trail_path)
-        self.faults = FaultInjector()
+        self.faults = AwsFaults()
         self.fidelity = FidelityLayer(settings.fidelity, account=settings.account)
         self.seed: int | None = settings.seed
         self.moto: Any = _moto_dispatcher()
         self.started = time.time()
-        self.internal_errors: list[str] = []
-        """Exceptions raised inside the lab's own layers (a test should assert none)."""
+        self.internal_errors = InternalErrors()
+        """Exceptions raised inside the lab's own layers (a test should see none)."""
         if self.seed is not None:
             self.apply_seed(self.seed)
 
@@ -201,7 +202,7 @@ class AwsApp:
             response = self.handle_aws(environ)
         except Exception as exc:  # a bug in the lab, not in the caller: answer 500, keep it
             log.exception("aws endpoint internal error")
-            self.lab.internal_errors.append(f"{type(exc).__name__}: {exc}")
+            self.lab.internal_errors.record(f"{type(exc).__name__}: {exc}")
             response = error_response(
                 "ec2",
                 AwsError(f"ccm-lab internal error: {exc}", code="InternalError", status=500),
@@ -219,19 +220,20 @@ class AwsApp:
         request = parse_request(environ, body, default_region=lab.settings.region)
         answered_by = "moto"
         injected = False
-        decision = lab.faults.decide(
+        firing = lab.faults.decide(
             service=request.service,
             action=request.action,
             params=request.params,
             user_agent=request.user_agent,
         )
-        if decision is not None:
+        if firing:
             injected = True
-            answered_by = f"fault:{decision.rule_id}"
-            if decision.latency_ms:
-                time.sleep(decision.latency_ms / 1000.0)
-        if decision is not None and decision.error is not None:
-            response = error_response(request.service, decision.error, request_id=new_request_id())
+            answered_by = f"fault:{firing.error.id if firing.error else firing.fired[-1]}"
+            if firing.latency_ms:
+                time.sleep(firing.latency_ms / 1000.0)
+        if firing.error is not None:
+            error = firing.error.injected_error()
+            response = error_response(request.service, error, request_id=new_request_id())
         else:
             response, source = self._through_moto(environ, request)
             if source:

@@ -21,7 +21,7 @@ path                  method      effect
 ====================  ==========  =====================================================
 
 Neighbours: mounted by :class:`lab.aws.app.AwsApp`; the typed client is
-:class:`lab.aws.client.AwsControlClient`.
+:class:`lab.aws.control_client.AwsControlClient`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Any
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
-from lab.aws.exceptions import LabControlError
+from lab.aws.exceptions import AwsControlError
+from lab.aws.faults import AwsFaultRule
+from lab.faults import InvalidFaultRule
 
 if TYPE_CHECKING:
     from lab.aws.app import AwsLab
@@ -55,9 +57,9 @@ def _body(request: Request) -> dict[str, Any]:
     try:
         data = json.loads(request.data)
     except ValueError as exc:
-        raise LabControlError(f"request body is not JSON: {exc}") from exc
+        raise AwsControlError(f"request body is not JSON: {exc}") from exc
     if not isinstance(data, dict):
-        raise LabControlError(f"request body must be a JSON object, got {type(data).__name__}")
+        raise AwsControlError(f"request body must be a JSON object, got {type(data).__name__}")
     return data
 
 
@@ -66,7 +68,7 @@ def _flag(request: Request, name: str) -> bool | None:
     if raw is None:
         return None
     if raw.lower() not in _BOOL:
-        raise LabControlError(f"query parameter {name!r} must be true or false, got {raw!r}")
+        raise AwsControlError(f"query parameter {name!r} must be true or false, got {raw!r}")
     return _BOOL[raw.lower()]
 
 
@@ -82,8 +84,10 @@ class ControlRoutes:
         request = Request(environ)
         try:
             response = self.dispatch(request)
-        except LabControlError as exc:
+        except AwsControlError as exc:
             response = _json({"error": exc.message}, exc.status)
+        except InvalidFaultRule as exc:
+            response = _json({"error": exc.message}, 400)
         except HTTPException as exc:
             response = _json({"error": exc.description or exc.name}, exc.code or 400)
         return response(environ, start_response)
@@ -102,8 +106,8 @@ class ControlRoutes:
                     "seed": lab.seed,
                     "uptime_s": round(time.time() - lab.started, 3),
                     "trail_events": len(lab.trail),
-                    "faults": len(lab.faults.rules()),
-                    "internal_errors": list(lab.internal_errors),
+                    "faults": len(lab.faults),
+                    "internal_errors": lab.internal_errors.peek(),
                 }
             )
         if path == "/_lab/reset" and method == "POST":
@@ -112,7 +116,7 @@ class ControlRoutes:
         if path == "/_lab/seed" and method == "POST":
             seed = _body(request).get("seed")
             if not isinstance(seed, int) or isinstance(seed, bool):
-                raise LabControlError(f"seed: 'seed' must be an integer, got {seed!r}")
+                raise AwsControlError(f"seed: 'seed' must be an integer, got {seed!r}")
             lab.apply_seed(seed)
             return _json({"seed": seed})
         if path == "/_lab/fidelity":
@@ -127,14 +131,16 @@ class ControlRoutes:
             if method == "GET":
                 return _json({"faults": [r.to_dict() for r in lab.faults.rules()]})
             if method == "POST":
-                rule = lab.faults.add(_body(request))
+                rule = lab.faults.add(AwsFaultRule.parse(_body(request)))
                 log.info("fault added %s", rule)
                 return _json(rule.to_dict(), 201)
             if method == "DELETE":
                 lab.faults.clear()
                 return _json({"status": "ok"})
         if path.startswith("/_lab/faults/") and method == "DELETE":
-            lab.faults.remove(path.rsplit("/", 1)[1])
+            rule_id = path.rsplit("/", 1)[1]
+            if not lab.faults.remove(rule_id):
+                raise AwsControlError(f"fault: no rule with id {rule_id!r}", status=404)
             return _json({"status": "ok"})
         if path == "/_lab/trail":
             if method == "GET":
@@ -154,15 +160,15 @@ class ControlRoutes:
             "/_lab/trail.jsonl",
         )
         if path in known or path.startswith("/_lab/faults/"):
-            raise LabControlError(f"method {method} not allowed on {path}", status=405)
-        raise LabControlError(f"no control route {path!r}; known: {list(known)}", status=404)
+            raise AwsControlError(f"method {method} not allowed on {path}", status=405)
+        raise AwsControlError(f"no control route {path!r}; known: {list(known)}", status=404)
 
     def _trail(self, request: Request) -> Response:
         since_raw = request.args.get("since_seq")
         since: int | None = None
         if since_raw is not None:
             if not since_raw.lstrip("-").isdigit():
-                raise LabControlError(
+                raise AwsControlError(
                     f"query parameter 'since_seq' must be an integer, got {since_raw!r}"
                 )
             since = int(since_raw)

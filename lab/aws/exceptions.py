@@ -3,12 +3,13 @@
 Role: the fidelity layer and fault injection answer some AWS calls themselves instead of letting
 moto do it; they raise an :class:`AwsError` subclass that names the AWS error code, the HTTP status
 and the message. :mod:`lab.aws.protocol` is the one place that turns such an error into bytes (EC2
-and the ELB query services use different XML shapes). :class:`LabControlError` is the error of
+and the ELB query services use different XML shapes). :class:`AwsControlError` is the error of
 the ``/_lab/`` control plane (JSON), shared by the server side (:mod:`lab.aws.control`) and the
-typed client (:mod:`lab.aws.client`).
+typed client (:mod:`lab.aws.control_client`), which raises :class:`AwsControlUnavailable` when
+it cannot reach the endpoint at all.
 
 Neighbours: raised by :mod:`lab.aws.fidelity`, :mod:`lab.aws.faults`, :mod:`lab.aws.control`;
-serialized by :mod:`lab.aws.protocol`; re-raised client-side by :mod:`lab.aws.client`.
+serialized by :mod:`lab.aws.protocol`; re-raised client-side by :mod:`lab.aws.control_client`.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class InjectedFault(AwsError):
     """An error injected on purpose by a fault rule (code and status chosen by the rule)."""
 
 
-class LabControlError(Exception):
+class AwsControlError(Exception):
     """A ``/_lab/`` control-plane request was refused (bad input or unknown resource).
 
     Carries the HTTP status and a message that names the offending field and value.
@@ -68,3 +69,7 @@ class LabControlError(Exception):
         super().__init__(message)
         self.message = message
         self.status = status
+
+
+class AwsControlUnavailable(Exception):
+    """The control plane could not be reached (connection refused, timeout)."""

@@ -57,7 +57,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
-from lab.aws.exceptions import AwsError, DependencyViolation, LabControlError
+from lab.aws.exceptions import AwsControlError, AwsError, DependencyViolation
 from lab.aws.lifecycle import InstanceLifecycle
 from lab.aws.protocol import AwsRequest, WireResponse
 
@@ -96,7 +96,7 @@ class FidelityConfig:
         known = {f.name: f for f in fields(self)}
         for name, value in changes.items():
             if name not in known:
-                raise LabControlError(f"fidelity: unknown switch {name!r}; known: {sorted(known)}")
+                raise AwsControlError(f"fidelity: unknown switch {name!r}; known: {sorted(known)}")
             _validate(name, value)
         return replace(self, **dict(changes))
 
@@ -111,20 +111,20 @@ def _validate(name: str, value: Any) -> None:
         "instance_describe_lag_s",
     }
     if name in bools and not isinstance(value, bool):
-        raise LabControlError(f"fidelity: {name!r} must be true or false, got {value!r}")
+        raise AwsControlError(f"fidelity: {name!r} must be true or false, got {value!r}")
     is_number = isinstance(value, int | float) and not isinstance(value, bool)
     if name in seconds and (not is_number or value < 0):
-        raise LabControlError(f"fidelity: {name!r} must be a number >= 0, got {value!r}")
+        raise AwsControlError(f"fidelity: {name!r} must be a number >= 0, got {value!r}")
     if name == "terminated_visible_s" and value is not None and (not is_number or value < 0):
-        raise LabControlError(f"fidelity: {name!r} must be a number >= 0 or null, got {value!r}")
+        raise AwsControlError(f"fidelity: {name!r} must be a number >= 0 or null, got {value!r}")
     if name == "elb_sg_order" and value not in SG_ORDERS:
-        raise LabControlError(f"fidelity: 'elb_sg_order' must be one of {SG_ORDERS}, got {value!r}")
+        raise AwsControlError(f"fidelity: 'elb_sg_order' must be one of {SG_ORDERS}, got {value!r}")
     if (
         name == "elb_sg_order_seed"
         and value is not None
         and (not isinstance(value, int) or isinstance(value, bool))
     ):
-        raise LabControlError(f"fidelity: 'elb_sg_order_seed' must be an integer, got {value!r}")
+        raise AwsControlError(f"fidelity: 'elb_sg_order_seed' must be an integer, got {value!r}")
 
 
 class MotoView:

@@ -12,7 +12,7 @@ ELBv2 are Pro-only (``shared/docs/reference/peers.md`` §6), so the message says
 
 The lab never starts LocalStack itself: it needs Docker (and, since 2026-03, an auth token).
 
-Neighbours: ``lab.aws.endpoint`` (the moto default; both give the pytest plugin a URL, a
+Neighbours: ``lab.aws.server`` (the moto default; both give the pytest plugin a URL, a
 region and clients), ``lab.aws.topology`` and ``lab.imds`` (work against either URL).
 """
 

@@ -22,7 +22,7 @@ another CIDR) raises ``TopologyConflict`` naming both values. ``describe_topolog
 same description back without creating anything; ``delete_topology`` removes what the tags
 mark (for endpoints that cannot be reset: LocalStack, an opted-in account).
 
-Neighbours: ``lab.aws.endpoint`` (the endpoint these calls usually go to), ``lab.imds`` (serves
+Neighbours: ``lab.aws.server`` (the endpoint these calls usually go to), ``lab.imds`` (serves
 each node's metadata from the instances created here), ``tasks.py`` / the pytest plugin (call
 ``seed_topology``). boto3 stays inside ``lab.aws`` as the import contract requires.
 """

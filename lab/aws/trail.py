@@ -14,7 +14,7 @@ sg-1,10.0.0.0/8"``) so a trail reads like the AWS console, while the raw flat pa
 available in ``raw_params``.
 
 Neighbours: filled by :mod:`lab.aws.app`; served by :mod:`lab.aws.control`; read remotely by
-:mod:`lab.aws.client`.
+:mod:`lab.aws.control_client`.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
     from lab.cluster.kubelet import KubeletStandIn
-    from lab.kube.server import KubeSimulator
+    from lab.kube.server import KubeServer
 
 ProviderID = NewType("ProviderID", str)
 NodeName = NewType("NodeName", str)
@@ -166,7 +166,7 @@ class ClusterProvider(Protocol):
         ...
 
     @property
-    def simulator(self) -> KubeSimulator | None:
+    def simulator(self) -> KubeServer | None:
         """The embedded API simulator when the backend is one, else None."""
         ...
 

@@ -24,7 +24,7 @@ from lab.kubeclient import kubeconfig_server, new_api_client
 
 if TYPE_CHECKING:
     from lab.cluster.kubelet import KubeletStandIn
-    from lab.kube.server import KubeSimulator
+    from lab.kube.server import KubeServer
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class ExistingProvider:
         self._api_client: Any = None
         self._baseline = ClusterBaseline()
         self.kubelet: KubeletStandIn | None = None  # the cluster's own kubelets run
-        self.simulator: KubeSimulator | None = None
+        self.simulator: KubeServer | None = None
 
     def capabilities(self) -> Capabilities:
         return Capabilities(

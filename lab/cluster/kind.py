@@ -56,7 +56,7 @@ from lab.kubeclient import kubeconfig_server, new_api_client
 
 if TYPE_CHECKING:
     from lab.cluster.kubelet import KubeletStandIn
-    from lab.kube.server import KubeSimulator
+    from lab.kube.server import KubeServer
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class KindProvider:
         self.gateway: str | None = None
         self.gateways: dict[str, str] = {}
         self.kubelet: KubeletStandIn | None = None  # real kubelets run
-        self.simulator: KubeSimulator | None = None
+        self.simulator: KubeServer | None = None
         self._baseline = ClusterBaseline()
         self._api_client: Any = None
 

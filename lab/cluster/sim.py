@@ -3,7 +3,7 @@
 The default backend where Docker is absent. Provisioning steps (undone in reverse on failure
 unless ``retain``):
 
-1. ``start-apiserver``: a ``lab.kube.server.KubeSimulator`` on 127.0.0.1, port 0.
+1. ``start-apiserver``: a ``lab.kube.server.KubeServer`` on 127.0.0.1, port 0.
 2. ``write-kubeconfig``: its kubeconfig copied to ``<state_dir>/kubeconfig``.
 3. ``start-kubelets``: the :class:`~lab.cluster.kubelet.KubeletStandIn` heartbeat loop.
 4. ``register-nodes``: one registration per :class:`NodeSpec`, shaped for the spec's version.
@@ -35,7 +35,7 @@ from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.planner import plan_nodes
 from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import kind_single_node_keeps_exclusion_label
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 
 
 @dataclasses.dataclass
@@ -50,7 +50,11 @@ class StartApiServer:
 
     def execute(self, ctx: SimContext) -> None:
         p = ctx.provider
-        p.simulator = KubeSimulator(workdir=p.state_dir / "apiserver", **p.simulator_options)
+        p.simulator = KubeServer(
+            version=str(ctx.spec.version),
+            workdir=p.state_dir / "apiserver",
+            **p.simulator_options,
+        )
         p.simulator.start()
 
     def undo(self, ctx: SimContext) -> None:
@@ -125,7 +129,7 @@ class SimProvider:
         self.node_subnet = node_subnet
         self.simulator_options = dict(simulator_options or {})
         self.kubelet_options = dict(kubelet_options or {})
-        self.simulator: KubeSimulator | None = None
+        self.simulator: KubeServer | None = None
         self.kubelet: KubeletStandIn | None = None
         self.spec: ClusterSpec | None = None
         #: the spec's nodes with names and IPs filled in (``lab.cluster.planner``)
@@ -207,7 +211,7 @@ class SimProvider:
 
     # --- the ClusterProvider interface -----------------------------------------------------
 
-    def require_simulator(self) -> KubeSimulator:
+    def require_simulator(self) -> KubeServer:
         if self.simulator is None:
             raise RuntimeError(f"sim cluster {self.name!r} is not provisioned")
         return self.simulator
@@ -249,7 +253,7 @@ class SimProvider:
         self.kubelet.start()
 
     def take_internal_errors(self) -> list[str]:
-        errors = self.simulator.take_handler_errors() if self.simulator is not None else []
+        errors = self.simulator.take_internal_errors() if self.simulator is not None else []
         if self.kubelet is not None:
             errors += [f"kubelet stand-in: {e}" for e in self.kubelet.errors]
             self.kubelet.errors.clear()
@@ -286,7 +290,7 @@ class SimProvider:
         )
         (dest / "nodes.json").write_text(json.dumps(nodes, indent=2))
         (dest / "leases.json").write_text(json.dumps(leases, indent=2))
-        errors = self.require_simulator().handler_errors()
+        errors = self.require_simulator().internal_errors()
         (dest / "apiserver-handler-errors.txt").write_text("\n".join(errors))
         kubelet_errors = self.kubelet.errors if self.kubelet else []
         (dest / "kubelet-stand-in-errors.txt").write_text("\n".join(kubelet_errors))

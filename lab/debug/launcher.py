@@ -6,8 +6,10 @@ instructions and ``dap.py`` attaches to it.
 
 How it works: the child runs ``python -X frozen_modules=off -m lab.debug.bootstrap`` (see
 ``bootstrap.py``), which calls ``debugpy.listen((host, 0))`` and writes the real port to a ready
-file. ``start()`` polls that file with a deadline, failing early (with the log tail) if the child
-exits first.
+file. ``Debuggee`` has the lifecycle of :class:`lab.component.ChildProcess` (stdout and stderr
+to ``debuggee.log``, SIGTERM then SIGKILL to its process group on ``stop()``); its readiness is
+that file: ``start()`` polls it with a deadline and raises ``ComponentNotReady`` with the log's
+tail when the child exits first or never writes it.
 
 Two processes, one port: ``debugpy.listen`` spawns a *debug adapter* that daemonizes into its
 own session and owns the client port; the debuggee itself only talks to the adapter. The adapter
@@ -27,24 +29,20 @@ set, as Python 3.11 otherwise warns that breakpoints may be missed.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import ipaddress
 import logging
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
-from lab.debug.ready import ReadyFile, ReadyFileError, read_ready_file
+from lab.component import ChildProcess, ProcessRef, pid_alive, wait_until
+from lab.debug.ready import ReadyFileError, read_ready_file
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +55,9 @@ ENDPOINTS_GRACE = 5.0
 
 
 class DebuggeeError(RuntimeError):
-    """The debuggee did not come up, or did not go away cleanly; carries the log tail."""
+    """The debuggee did not go away cleanly (its port is still held after ``stop()``).
+
+    Not starting is :class:`lab.component.ComponentNotReady`, like every lab component."""
 
 
 @dataclass(frozen=True)
@@ -86,14 +86,6 @@ def python_argv_for(target: Sequence[str]) -> list[str]:
     elif target[0].startswith("-"):
         raise ValueError(f"target {list(target)!r}: first item must be '-m' or a script path")
     return list(target)
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        return f"(no log at {path}: {exc})"
-    return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
 
 
 _PROC_NET = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
@@ -143,42 +135,19 @@ def port_is_listening(host: str, port: int) -> bool:
         return False
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie that is not our child (the adapter is reparented) still answers kill(0).
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[0] != "Z"
-
-
-def _pid_exited(pid: int) -> bool:
-    return not _pid_alive(pid)
-
-
-def _wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
-
-
-class Debuggee:
+class Debuggee(ChildProcess):
     """A Python program running under debugpy on loopback. Context manager; ``stop`` is idempotent.
 
     ``target`` is what you would pass to ``python``: ``["-m", "controller", "--kubeconfig", p]``
     or ``["path/to/script.py", "arg"]``. With ``wait_for_client`` the program does not start
     before a client has attached and sent ``configurationDone`` (so the first sync can be caught).
+    ``start()`` returns the debuggee once debugpy listens; ``endpoint`` then says where.
     """
+
+    what = "debuggee"
+    module = "lab.debug.bootstrap"
+    own_group = True
+    reads_ready_line = False
 
     def __init__(
         self,
@@ -200,22 +169,29 @@ class Debuggee:
         self.target = python_argv_for(target)
         self.log_dir = Path(log_dir).resolve()
         self.host = host
-        self.port = port
         self.wait_for_client = wait_for_client
-        self.cwd = cwd
-        self.env = dict(os.environ if env is None else env)
-        self.python = python
-        self.ready_timeout = ready_timeout
-        self._proc: subprocess.Popen[bytes] | None = None
+        args = ["--host", host, "--port", str(port), "--ready-file", str(self.ready_path)]
+        if wait_for_client:
+            args.append("--wait-for-client")
+        # debugpy's own logs: small, the first thing to read about unverified breakpoints,
+        # and the adapter's log file name carries its pid (see _reap_adapter).
+        args += ["--log-dir", str(self.log_dir), "--", *self.target]
+        environ = dict(os.environ if env is None else env)
+        environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+        environ["DEBUGPY_ADAPTER_ENDPOINTS"] = str(self.endpoints_path)
+        super().__init__(
+            args,
+            log_path=self.log_dir / OUTPUT_LOG,
+            ready_timeout=ready_timeout,
+            python=python,
+            python_options=["-X", "frozen_modules=off"],
+            env=environ,
+            cwd=cwd,
+        )
         self._endpoint: DebugEndpoint | None = None
         self._stopped = False
 
     # -- paths -----------------------------------------------------------------------------
-
-    @property
-    def log_path(self) -> Path:
-        """The debuggee's stdout and stderr."""
-        return self.log_dir / OUTPUT_LOG
 
     @property
     def ready_path(self) -> Path:
@@ -227,161 +203,83 @@ class Debuggee:
 
     @property
     def endpoint(self) -> DebugEndpoint:
+        """Where debugpy accepts DAP clients (once started)."""
         if self._endpoint is None:
             raise RuntimeError("debuggee is not started")
         return self._endpoint
 
-    @property
-    def pid(self) -> int:
-        return self.endpoint.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return None if self._proc is None else self._proc.poll()
-
-    def command(self) -> list[str]:
-        """The exact command line used for the child (printable, pasteable)."""
-        cmd = [self.python, "-X", "frozen_modules=off", "-m", "lab.debug.bootstrap"]
-        cmd += ["--host", self.host, "--port", str(self.port), "--ready-file", str(self.ready_path)]
-        if self.wait_for_client:
-            cmd.append("--wait-for-client")
-        # debugpy's own logs: small, the first thing to read about unverified breakpoints,
-        # and the adapter's log file name carries its pid (see _reap_adapter).
-        cmd += ["--log-dir", str(self.log_dir)]
-        return [*cmd, "--", *self.target]
-
     # -- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> DebugEndpoint:
+    def start(self) -> Self:
         """Start the child and wait until debugpy listens; idempotent while running."""
         if self._endpoint is not None:
-            return self._endpoint
+            return self
         if self._stopped:
             raise RuntimeError("a stopped Debuggee cannot be restarted; create a new one")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         for stale in (self.ready_path, self.endpoints_path):
             stale.unlink(missing_ok=True)
-        env = dict(self.env)
-        env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
-        env["DEBUGPY_ADAPTER_ENDPOINTS"] = str(self.endpoints_path)
-        env["PYTHONUNBUFFERED"] = "1"
-        logger.info("starting debuggee: %s", " ".join(self.command()))
-        with self.log_path.open("ab") as out:
-            self._proc = subprocess.Popen(
-                self.command(),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.cwd,
-                env=env,
-                start_new_session=True,
-            )
-        try:
-            ready = self._wait_ready()
-        except BaseException:
-            self._stopped = True
-            self._terminate_child(timeout=3.0)
-            self._reap_adapter(timeout=3.0)
-            raise
-        self._endpoint = DebugEndpoint(
-            pid=ready["pid"],
-            host=ready["host"],
-            port=ready["port"],
-            log_path=self.log_path,
-            log_dir=self.log_dir,
-            wait_for_client=ready["wait_for_client"],
-        )
-        logger.info("debuggee pid %d listens for DAP clients on %s", ready["pid"], ready["port"])
-        return self._endpoint
+        logger.info("starting debuggee: %s", " ".join(self.command))
+        return super().start()
 
-    def _wait_ready(self) -> ReadyFile:
-        assert self._proc is not None
-        deadline = time.monotonic() + self.ready_timeout
+    def _await_ready(self) -> str:
+        # The adapter writes its endpoints file just after handing the port to the debuggee;
+        # waiting for both makes "endpoints file gone" an unambiguous exit signal. Should a
+        # debugpy release stop writing it, go on after a grace period (stop() then relies on
+        # the adapter's pid alone).
         ready_seen: float | None = None
-        while True:
-            # The adapter writes its endpoints file just after handing the port to the
-            # debuggee; waiting for both makes "endpoints file gone" an unambiguous exit
-            # signal. Should a debugpy release stop writing it, go on after a grace period
-            # (stop() then relies on the adapter's pid alone).
+
+        def ready() -> bool:
+            nonlocal ready_seen
             if ready_seen is None and self.ready_path.exists():
                 ready_seen = time.monotonic()
             if ready_seen is not None and (
                 self.endpoints_path.exists() or time.monotonic() - ready_seen > ENDPOINTS_GRACE
             ):
-                if not self.endpoints_path.exists():
-                    logger.warning("debugpy adapter wrote no %s; continuing", self.endpoints_path)
-                try:
-                    return read_ready_file(self.ready_path)
-                except ReadyFileError as exc:
-                    raise DebuggeeError(str(exc)) from exc
-            code = self._proc.poll()
+                return True
+            code = self.returncode
             if code is not None:
-                raise DebuggeeError(
-                    f"debuggee exited with status {code} before debugpy was listening.\n"
-                    f"command: {' '.join(self.command())}\nlog {self.log_path}:\n"
-                    f"{_tail(self.log_path)}"
-                )
-            if time.monotonic() >= deadline:
-                raise DebuggeeError(
-                    f"debugpy did not report its port within {self.ready_timeout:.1f}s.\n"
-                    f"command: {' '.join(self.command())}\nlog {self.log_path}:\n"
-                    f"{_tail(self.log_path)}"
-                )
-            time.sleep(0.02)
+                raise self._not_ready(f"exited with status {code} before debugpy was listening")
+            return False
 
-    def wait(self, timeout: float | None = None) -> int:
-        """Wait for the program to exit on its own; returns its status."""
-        if self._proc is None:
-            raise RuntimeError("debuggee is not started")
+        if not wait_until(ready, timeout=self.ready_timeout):
+            raise self._not_ready(f"debugpy did not report its port within {self.ready_timeout}s")
+        if not self.endpoints_path.exists():
+            logger.warning("debugpy adapter wrote no %s; continuing", self.endpoints_path)
         try:
-            return self._proc.wait(timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise DebuggeeError(
-                f"debuggee pid {self._proc.pid} still running after {timeout}s"
-            ) from exc
+            found = read_ready_file(self.ready_path)
+        except ReadyFileError as exc:
+            raise self._not_ready(str(exc)) from exc
+        self._endpoint = DebugEndpoint(
+            pid=found["pid"],
+            host=found["host"],
+            port=found["port"],
+            log_path=self.log_dir / OUTPUT_LOG,
+            log_dir=self.log_dir,
+            wait_for_client=found["wait_for_client"],
+        )
+        logger.info("debuggee pid %d listens for DAP clients on %s", found["pid"], found["port"])
+        return f"tcp://{found['host']}:{found['port']}"
 
-    def stop(self, timeout: float = 5.0) -> int | None:
+    def stop(self, *, timeout: float = 5.0) -> int | None:
         """Terminate the debuggee and its adapter; verify the port is released. Idempotent.
 
         Returns the debuggee's exit status (``None`` if it was never started).
         """
-        if self._proc is None:
+        code = super().stop(timeout=timeout)
+        if self._ref is None:
             self._stopped = True
-            return None
-        code = self._terminate_child(timeout=timeout)
-        if not self._stopped:
+        elif not self._stopped:
             self._stopped = True
             self._reap_adapter(timeout=timeout)
         return code
-
-    def _terminate_child(self, *, timeout: float) -> int:
-        proc = self._proc
-        assert proc is not None
-        if proc.poll() is None:
-            self._signal_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                logger.warning(
-                    "debuggee pid %d ignored SIGTERM for %.1fs; killing", proc.pid, timeout
-                )
-                self._signal_group(proc.pid, signal.SIGKILL)
-                proc.wait(timeout)
-        # Children the program left in its group (it leads the group: start_new_session).
-        self._signal_group(proc.pid, signal.SIGKILL)
-        return proc.returncode
-
-    @staticmethod
-    def _signal_group(pgid: int, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, sig)
 
     def adapter_pids(self) -> list[int]:
         """Pids of debugpy adapters this debuggee spawned that are still alive."""
         pids = []
         for log in self.log_dir.glob(f"{ADAPTER_LOG_PREFIX}*.log"):
             raw = log.name.removeprefix(ADAPTER_LOG_PREFIX).removesuffix(".log")
-            if raw.isdigit() and _pid_alive(int(raw)) and self._is_adapter(int(raw)):
+            if raw.isdigit() and pid_alive(int(raw)) and self._is_adapter(int(raw)):
                 pids.append(int(raw))
         return pids
 
@@ -399,36 +297,25 @@ class Debuggee:
         # client gets a `terminated` event first). A client that stays connected would keep it
         # alive: give it a short grace, then terminate it.
         grace = min(timeout, ADAPTER_GRACE)
-        released = _wait_until(
-            lambda: not self.endpoints_path.exists() and not self.adapter_pids(), grace
+        released = wait_until(
+            lambda: not self.endpoints_path.exists() and not self.adapter_pids(),
+            timeout=grace,
+            interval=0.05,
         )
         if not released:
             for pid in self.adapter_pids():
                 logger.warning("debugpy adapter pid %d outlived its debuggee; terminating", pid)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGTERM)
-                if not _wait_until(partial(_pid_exited, pid), timeout):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                    _wait_until(partial(_pid_exited, pid), timeout)
+                adapter = ProcessRef.of(pid)
+                if adapter is not None:
+                    adapter.terminate(group=False, timeout=timeout)
             self.endpoints_path.unlink(missing_ok=True)
         # A process is reported gone a moment before the kernel has closed its sockets.
-        if endpoint is not None and not _wait_until(
-            lambda: not port_is_listening(endpoint.host, endpoint.port), timeout
+        if endpoint is not None and not wait_until(
+            lambda: not port_is_listening(endpoint.host, endpoint.port),
+            timeout=timeout,
+            interval=0.05,
         ):
             raise DebuggeeError(
                 f"port {endpoint.address} is still in use after stopping the "
                 f"debuggee; adapter pids alive: {self.adapter_pids()}"
             )
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import signal
 import sys
 import threading
@@ -26,6 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, TypedDict
 
+from lab.component import pid_alive
 from lab.debug.attach import (
     WORKSPACE_FOLDER,
     AttachConfiguration,
@@ -86,8 +86,9 @@ def start_session(
     debuggee = Debuggee(
         target, log_dir, host=host, port=port, wait_for_client=wait_for_client, cwd=cwd, env=env
     )
-    endpoint = debuggee.start()
+    debuggee.start()
     try:
+        endpoint = debuggee.endpoint
         config = vscode_attach_config(
             endpoint.host, endpoint.port, remote_root=attach_remote_root, local_root=local_root
         )
@@ -130,14 +131,10 @@ def read_session_state(log_dir: Path) -> SessionState | None:
     except (OSError, ValueError):
         return None
     try:
-        os.kill(int(state["pid"]), 0)
-    except ProcessLookupError:
-        return None
+        pid = int(state["pid"])
     except (KeyError, TypeError, ValueError):
         return None
-    except PermissionError:
-        pass
-    return state
+    return state if pid_alive(pid) else None
 
 
 def run_foreground(
@@ -191,7 +188,7 @@ def run_foreground(
         sys.stdout.flush()
     try:
         with _signals_interrupt():
-            code = session.debuggee.wait()
+            code = session.debuggee.wait_exit()
     except _Interrupted as exc:
         logger.info("%s; stopping the debuggee", exc)
         return 128 + exc.signum

@@ -5,15 +5,16 @@ their edge cases (TTL bounds, expiry, per-instance ``HttpTokens``, ``X-Forwarded
 hop-limit emulation); spot interruptions and scheduled events injected through ``/_lab/``.
 
 Layout: ``models`` (state, rules) / ``ec2`` (reader) / ``handlers`` (operations) / ``routes``
-(WSGI, error serialization) / ``exceptions``; ``server`` (in-process component), ``process``
-(child process for ``invoke lab.up``), ``control`` (typed control-plane client),
-``__main__`` (CLI). Background: ``shared/docs/reference/peers.md`` §4.
+(WSGI, error serialization) / ``exceptions``; and, named as in every emulator of the lab,
+``server`` (in-process component), ``process`` (child process), ``control`` (the ``/_lab/``
+routes), ``control_client`` (their typed client), ``__main__`` (CLI). Background:
+``shared/docs/reference/peers.md`` §4.
 """
 
 from __future__ import annotations
 
-from lab.imds.control import EventSpec, ImdsControl, ImdsControlError
-from lab.imds.exceptions import ImdsError, ImdsReadinessError
+from lab.imds.control_client import EventSpec, ImdsControlClient
+from lab.imds.exceptions import ImdsControlError, ImdsError
 from lab.imds.handlers import HOPS_HEADER, INSTANCE_HEADER
 from lab.imds.models import InstanceID, InstanceView
 from lab.imds.process import ImdsProcess
@@ -23,11 +24,10 @@ __all__ = [
     "HOPS_HEADER",
     "INSTANCE_HEADER",
     "EventSpec",
-    "ImdsControl",
+    "ImdsControlClient",
     "ImdsControlError",
     "ImdsError",
     "ImdsProcess",
-    "ImdsReadinessError",
     "ImdsServer",
     "InstanceID",
     "InstanceView",

@@ -3,19 +3,16 @@
 MODE is ``required`` or ``optional``.
 
 Serves in the foreground, prints exactly one line ``ccm-lab imds ready at http://HOST:PORT``
-once ready (``process.ImdsProcess`` waits for it), and exits 0 on SIGTERM or SIGINT.
+once ready (``process.ImdsProcess`` waits for it), and exits 0 on SIGTERM or SIGINT
+(``lab.component.serve_until_signal``).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import signal
 import sys
-import threading
-from types import FrameType
 
-from lab.imds.process import READY_PREFIX
+from lab.component import serve_until_signal
 from lab.imds.server import ImdsServer
 
 
@@ -60,31 +57,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--map={item!r}: expected IP=INSTANCE_ID", file=sys.stderr)
             return 2
         mapping[address] = instance
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
-    done = threading.Event()
-
-    def _stop(signum: int, frame: FrameType | None) -> None:
-        done.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    server = ImdsServer(
-        args.aws_endpoint,
-        args.region,
-        instance_id=args.instance_id,
-        source_addresses=mapping,
-        imdsv2=args.imdsv2,
-        client_hops=args.client_hops,
-        metadata_tags=args.metadata_tags,
-        host=args.host,
-        port=args.port,
-        cache_ttl=args.cache_ttl,
+    return serve_until_signal(
+        lambda: ImdsServer(
+            args.aws_endpoint,
+            args.region,
+            instance_id=args.instance_id,
+            source_addresses=mapping,
+            imdsv2=args.imdsv2,
+            client_hops=args.client_hops,
+            metadata_tags=args.metadata_tags,
+            host=args.host,
+            port=args.port,
+            cache_ttl=args.cache_ttl,
+        ),
+        log_level=args.log_level,
     )
-    with server:
-        print(f"{READY_PREFIX}{server.url}", flush=True)
-        while not done.wait(1.0):
-            pass
-    return 0
 
 
 if __name__ == "__main__":

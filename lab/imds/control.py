@@ -1,181 +1,100 @@
-"""Typed Python client for the metadata service's ``/_lab/`` control plane.
+"""The ``/_lab/`` control plane of the metadata service (server side), JSON over HTTP.
 
-Role: what tests, e2e scenarios and ``tasks.py`` use to steer a running IMDS (in-process or a
-child process): map callers to instances, raise the IMDSv2 floor, put the caller behind more
-hops, inject spot interruptions / scheduled events / rebalance recommendations, reset.
+Role: tests, e2e scenarios and ``tasks.py`` steer a running IMDS beside its data plane. Routes
+(bodies and answers are JSON; refusals are ``InvalidControlRequest``, 400, naming the field):
 
-Plain ``urllib`` on purpose: no client library between the lab and its own endpoint, and no
-boto3 outside the packages allowed to import it. Errors come back as ``ImdsControlError`` with
-the server's status and message.
+=================================================  ============  ==========================
+path                                               method        effect
+=================================================  ============  ==========================
+``/_lab/healthz``                                  GET           ``ok`` once serving
+``/_lab/state``                                    GET           settings, tokens, injections
+``/_lab/settings``                                 PATCH / PUT   change settings
+``/_lab/reset``                                    POST          back to the start settings
+``/_lab/source-addresses/<ip>``                    PUT / DELETE  map a caller to an instance
+``/_lab/instances/<id>/{spot,events,rebalance}``   PUT / DELETE  inject / clear
+=================================================  ============  ==========================
 
-Neighbours: ``routes`` (the server side of every call here).
+Neighbours: mounted by ``routes.ImdsApp`` (which serializes errors); the operations are
+``handlers.ImdsService``'s; the typed client is ``control_client.ImdsControlClient``.
 """
 
 from __future__ import annotations
 
-import html
 import json
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, TypedDict
+from collections.abc import Callable
+from typing import Any
 
-from lab.imds.models import EventCode, EventState, HttpTokens, SpotActionName, TagExposure
+from werkzeug.routing import Rule
+from werkzeug.wrappers import Request
 
+from lab.imds.exceptions import InvalidControlRequest
+from lab.imds.handlers import ImdsService, Reply
 
-class ImdsControlError(RuntimeError):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"imds control plane answered {status}: {message}")
-        self.status = status
+PREFIX = "/_lab"
 
-
-class SettingsPayload(TypedDict, total=False):
-    default_instance_id: str | None
-    imdsv2_floor: HttpTokens
-    client_hops: int
-    metadata_tags: TagExposure
-    trust_instance_header: bool
-    iam_role: str | None
-    source_addresses: dict[str, str]
-
-
-class StatePayload(TypedDict):
-    settings: dict[str, Any]
-    tokens: int
-    injections: dict[str, Any]
+RULES = [
+    Rule(f"{PREFIX}/healthz", endpoint="healthz", methods=["GET"]),
+    Rule(f"{PREFIX}/state", endpoint="state", methods=["GET"]),
+    Rule(f"{PREFIX}/settings", endpoint="settings", methods=["PATCH", "PUT"]),
+    Rule(f"{PREFIX}/reset", endpoint="reset", methods=["POST"]),
+    Rule(
+        f"{PREFIX}/source-addresses/<address>",
+        endpoint="source_address",
+        methods=["PUT", "DELETE"],
+    ),
+    Rule(
+        f"{PREFIX}/instances/<instance_id>/<any(spot, events, rebalance):kind>",
+        endpoint="injection",
+        methods=["PUT", "DELETE"],
+    ),
+]
 
 
-@dataclass(frozen=True)
-class EventSpec:
-    """A scheduled maintenance event to inject."""
+class ControlRoutes:
+    """The views of :data:`RULES`, bound to one service."""
 
-    code: EventCode
-    not_before: datetime
-    not_after: datetime | None = None
-    description: str = "scheduled maintenance"
-    state: EventState = "active"
-    event_id: str | None = None
+    def __init__(self, service: ImdsService) -> None:
+        self.service = service
 
-    def to_json(self) -> dict[str, str]:
-        out = {
-            "code": self.code,
-            "not_before": _iso(self.not_before),
-            "description": self.description,
-            "state": self.state,
+    def views(self) -> dict[str, Callable[..., Reply]]:
+        service = self.service
+        return {
+            "healthz": lambda req: Reply(200, b"ok"),
+            "state": lambda req: service.state(),
+            "settings": lambda req: service.update_settings(json_object(req) or {}),
+            "reset": lambda req: service.reset(),
+            "source_address": self._source_address,
+            "injection": self._injection,
         }
-        if self.not_after is not None:
-            out["not_after"] = _iso(self.not_after)
-        if self.event_id is not None:
-            out["event_id"] = self.event_id
-        return out
+
+    def _source_address(self, request: Request, address: str) -> Reply:
+        if request.method == "DELETE":
+            return self.service.map_source_address(address, None)
+        body = json_object(request) or {}
+        instance_id = body.get("instance_id")
+        if not isinstance(instance_id, str) or not instance_id:
+            raise InvalidControlRequest(f"instance_id={instance_id!r}: expected an instance id")
+        return self.service.map_source_address(address, instance_id)
+
+    def _injection(self, request: Request, instance_id: str, kind: str) -> Reply:
+        body = None if request.method == "DELETE" else (json_object(request) or {})
+        setter = {
+            "spot": self.service.set_spot,
+            "events": self.service.set_events,
+            "rebalance": self.service.set_rebalance,
+        }[kind]
+        return setter(instance_id, body)
 
 
-def _iso(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-class ImdsControl:
-    """Client of ``<url>/_lab/``."""
-
-    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
-        self.url = url.rstrip("/")
-        self.timeout = timeout
-
-    def _call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            f"{self.url}/_lab/{path}",
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as reply:
-                raw = reply.read()
-        except urllib.error.HTTPError as exc:
-            text = exc.read().decode("utf-8", "replace")
-            raise ImdsControlError(exc.code, _html_message(text)) from None
-        return json.loads(raw) if raw and raw[:1] in (b"{", b"[") else raw.decode()
-
-    # -- reads -------------------------------------------------------------------------------
-
-    def healthy(self) -> bool:
-        try:
-            return bool(self._call("GET", "healthz") == "ok")
-        except (ImdsControlError, OSError):
-            return False
-
-    def state(self) -> StatePayload:
-        result: StatePayload = self._call("GET", "state")
-        return result
-
-    # -- settings ----------------------------------------------------------------------------
-
-    def configure(self, settings: SettingsPayload) -> StatePayload:
-        result: StatePayload = self._call("PATCH", "settings", dict(settings))
-        return result
-
-    def set_default_instance(self, instance_id: str | None) -> StatePayload:
-        return self.configure({"default_instance_id": instance_id})
-
-    def require_imdsv2(self, required: bool = True) -> StatePayload:
-        return self.configure({"imdsv2_floor": "required" if required else "optional"})
-
-    def set_client_hops(self, hops: int) -> StatePayload:
-        """1 = caller on the host; 2 = inside a container (token withheld at hop limit 1)."""
-        return self.configure({"client_hops": hops})
-
-    def map_source_address(self, address: str, instance_id: str | None) -> StatePayload:
-        quoted = urllib.parse.quote(address, safe="")
-        if instance_id is None:
-            result: StatePayload = self._call("DELETE", f"source-addresses/{quoted}")
-        else:
-            result = self._call("PUT", f"source-addresses/{quoted}", {"instance_id": instance_id})
-        return result
-
-    def reset(self) -> StatePayload:
-        result: StatePayload = self._call("POST", "reset")
-        return result
-
-    # -- injections --------------------------------------------------------------------------
-
-    def inject_spot(self, instance_id: str, action: SpotActionName, at: datetime) -> StatePayload:
-        result: StatePayload = self._call(
-            "PUT", f"instances/{instance_id}/spot", {"action": action, "time": _iso(at)}
-        )
-        return result
-
-    def clear_spot(self, instance_id: str) -> StatePayload:
-        result: StatePayload = self._call("DELETE", f"instances/{instance_id}/spot")
-        return result
-
-    def inject_events(self, instance_id: str, events: Sequence[EventSpec]) -> StatePayload:
-        result: StatePayload = self._call(
-            "PUT", f"instances/{instance_id}/events", {"events": [e.to_json() for e in events]}
-        )
-        return result
-
-    def clear_events(self, instance_id: str) -> StatePayload:
-        result: StatePayload = self._call("DELETE", f"instances/{instance_id}/events")
-        return result
-
-    def inject_rebalance(self, instance_id: str, at: datetime) -> StatePayload:
-        result: StatePayload = self._call(
-            "PUT", f"instances/{instance_id}/rebalance", {"notice_time": _iso(at)}
-        )
-        return result
-
-    def clear_rebalance(self, instance_id: str) -> StatePayload:
-        result: StatePayload = self._call("DELETE", f"instances/{instance_id}/rebalance")
-        return result
-
-
-def _html_message(text: str) -> str:
-    """The ``<p>`` of the server's error page, else the raw text."""
-    start, end = text.find("<p>"), text.find("</p>")
-    return html.unescape(text[start + 3 : end]) if 0 <= start < end else text.strip()
+def json_object(request: Request) -> dict[str, Any] | None:
+    """The request body as a JSON object (None when empty); anything else is a 400."""
+    raw = request.get_data(as_text=True)
+    if not raw.strip():
+        return None
+    try:
+        body = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidControlRequest(f"request body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise InvalidControlRequest(f"request body={body!r}: expected a JSON object")
+    return body

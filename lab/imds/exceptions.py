@@ -11,6 +11,8 @@ request (botocore raises ``BadIMDSRequestError``), 401 for a missing/invalid/exp
 403 for a token request carrying ``X-Forwarded-For`` (botocore falls back to IMDSv1), 404 for
 an unknown path and 405 for a wrong method. The lab adds 503 for "this instance has no running
 metadata service" (stopped, terminated, unknown or unmapped instance).
+:class:`ImdsControlError` is what the typed control client (``control_client``) raises when
+the control plane refuses a request.
 """
 
 from __future__ import annotations
@@ -92,5 +94,9 @@ class Ec2Error(ImdsError):
     title = "Bad Gateway"
 
 
-class ImdsReadinessError(RuntimeError):
-    """The server did not become ready in time; the message carries its recent log."""
+class ImdsControlError(RuntimeError):
+    """The control plane refused a request (client side): its status and message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"imds control plane answered {status}: {message}")
+        self.status = status

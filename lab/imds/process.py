@@ -1,35 +1,30 @@
-"""The metadata service as a child process (what ``invoke lab.up`` starts and ``lab.down`` stops).
+"""The metadata service as a child process (``python -m lab.imds``), for other processes' use.
 
-``ImdsProcess`` runs ``python -m lab.imds ...``, waits (explicit timeout) for the single
-``ccm-lab imds ready at URL`` line on stdout, and exposes ``url``, ``pid`` and a control client.
-The child's stderr goes to ``log_path`` (a temporary file when not given); a readiness failure
-raises ``ImdsReadinessError`` with the tail of that log. ``stop()`` sends SIGTERM, waits, then
-SIGKILLs as a last resort; it is idempotent.
+``ImdsProcess`` runs ``python -m lab.imds ...`` with the lifecycle of
+:class:`lab.component.ChildProcess`: it waits (explicit timeout) for the single
+``ccm-lab imds ready at URL`` line on stdout, sends the child's stderr to ``log_path`` (a
+temporary file when not given), raises ``ComponentNotReady`` with the tail of that log when the
+child is not ready, and stops it with SIGTERM, then SIGKILL as a last resort (idempotent).
 
 Neighbours: ``__main__`` (the CLI this runs), ``server`` (the in-process equivalent).
 """
 
 from __future__ import annotations
 
-import os
-import queue
-import subprocess
-import sys
-import tempfile
-import threading
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Self
 
-from lab.imds.control import ImdsControl
-from lab.imds.exceptions import ImdsReadinessError
+from lab.component import ChildProcess
+from lab.imds.control_client import ImdsControlClient
 from lab.imds.models import HttpTokens
 
-READY_PREFIX = "ccm-lab imds ready at "
 
+class ImdsProcess(ChildProcess):
+    """``python -m lab.imds`` as a child process (see module docstring)."""
 
-class ImdsProcess:
+    what = "imds"
+    module = "lab.imds"
+
     def __init__(
         self,
         aws_endpoint: str,
@@ -42,12 +37,10 @@ class ImdsProcess:
         port: int = 0,
         log_path: Path | None = None,
         ready_timeout: float = 20.0,
+        detach: bool = False,
         extra_args: tuple[str, ...] = (),
     ) -> None:
-        self.command = [
-            sys.executable,
-            "-m",
-            "lab.imds",
+        args = [
             "--port",
             str(port),
             "--aws-endpoint",
@@ -68,99 +61,8 @@ class ImdsProcess:
             ),
             *extra_args,
         ]
-        self.log_path = log_path
-        self.ready_timeout = ready_timeout
-        self._proc: subprocess.Popen[str] | None = None
-        self._log: IO[str] | None = None
-        self._url: str | None = None
+        super().__init__(args, log_path=log_path, ready_timeout=ready_timeout, detach=detach)
 
     @property
-    def url(self) -> str:
-        if self._url is None:
-            raise RuntimeError("ImdsProcess is not started")
-        return self._url
-
-    @property
-    def pid(self) -> int:
-        if self._proc is None:
-            raise RuntimeError("ImdsProcess is not started")
-        return self._proc.pid
-
-    @property
-    def control(self) -> ImdsControl:
-        return ImdsControl(self.url)
-
-    def start(self) -> Self:
-        if self._proc is not None:
-            return self
-        if self.log_path is None:
-            handle, name = tempfile.mkstemp(prefix="ccm-lab-imds-", suffix=".log")
-            os.close(handle)
-            self.log_path = Path(name)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("w", encoding="utf-8")
-        self._proc = subprocess.Popen(
-            self.command,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            stdin=subprocess.DEVNULL,
-            text=True,
-        )
-        lines: queue.Queue[str | None] = queue.Queue()
-        stdout = self._proc.stdout
-        assert stdout is not None
-
-        def _pump() -> None:
-            for line in stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=_pump, name="imds-stdout", daemon=True).start()
-        try:
-            line = lines.get(timeout=self.ready_timeout)
-        except queue.Empty:
-            line = None
-        if line is None or not line.startswith(READY_PREFIX):
-            tail = self._tail()
-            self.stop()
-            raise ImdsReadinessError(
-                f"{' '.join(self.command)} not ready within {self.ready_timeout}s "
-                f"(first stdout line: {line!r}); log {self.log_path}:\n{tail}"
-            )
-        self._url = line[len(READY_PREFIX) :].strip()
-        return self
-
-    def _tail(self, lines: int = 40) -> str:
-        if self.log_path is None or not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(encoding="utf-8").splitlines()[-lines:])
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        """Stop the child; returns its exit code (None if it was never started)."""
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=timeout)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        return proc.returncode
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def control(self) -> ImdsControlClient:
+        return ImdsControlClient(self.url)

@@ -4,26 +4,28 @@ Role: map (method, path) to an ``ImdsService`` method, and serialize every ``Imd
 place (``error_response``). Two planes share the port:
 
 * data plane, as the real service: ``PUT /latest/api/token``, ``GET /``, ``GET /latest/...``;
-* control plane under ``/_lab/`` (JSON): ``GET healthz``, ``GET state``, ``PATCH settings``,
-  ``POST reset``, ``PUT|DELETE source-addresses/<ip>``,
-  ``PUT|DELETE instances/<id>/{spot,events,rebalance}``. ``control.ImdsControl`` is its client.
+* control plane under ``/_lab/`` (JSON), whose routes and views are ``control``'s.
+
+Any other exception a view raises is a bug of the lab: it is answered as 500 and recorded in
+``internal_errors`` (``ImdsServer.take_internal_errors``), so the test that hit it fails.
 
 Hop-limit emulation lives here because it is about the socket: a withheld token response is
 never written; the connection is held until the client gives up (as a client in a container
 sees a dropped packet: a read timeout) or ``hold_seconds`` pass, then closed without a reply.
 
-Neighbours: ``handlers`` (operations), ``server`` (runs this app on a threaded WSGI server).
+Neighbours: ``handlers`` (operations), ``control`` (the ``/_lab/`` routes), ``server`` (runs
+this app on a threaded WSGI server).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import select
 import socket
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from html import escape
 from typing import Any
@@ -32,7 +34,10 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from lab.imds.exceptions import ImdsError, InvalidControlRequest, MethodNotAllowed, NotFound
+from lab.component import InternalErrors
+from lab.imds.control import RULES as CONTROL_RULES
+from lab.imds.control import ControlRoutes
+from lab.imds.exceptions import ImdsError, MethodNotAllowed, NotFound
 from lab.imds.handlers import (
     HOPS_HEADER,
     INSTANCE_HEADER,
@@ -47,24 +52,10 @@ from lab.imds.handlers import (
 log = logging.getLogger(__name__)
 
 ERROR_HEADER = "X-Ccm-Lab-Error"
-_CONTROL = "/_lab"
 
 URL_MAP = Map(
     [
-        Rule(f"{_CONTROL}/healthz", endpoint="healthz", methods=["GET"]),
-        Rule(f"{_CONTROL}/state", endpoint="state", methods=["GET"]),
-        Rule(f"{_CONTROL}/settings", endpoint="settings", methods=["PATCH", "PUT"]),
-        Rule(f"{_CONTROL}/reset", endpoint="reset", methods=["POST"]),
-        Rule(
-            f"{_CONTROL}/source-addresses/<address>",
-            endpoint="source_address",
-            methods=["PUT", "DELETE"],
-        ),
-        Rule(
-            f"{_CONTROL}/instances/<instance_id>/<any(spot, events, rebalance):kind>",
-            endpoint="injection",
-            methods=["PUT", "DELETE"],
-        ),
+        *CONTROL_RULES,
         Rule("/<version>/api/token", endpoint="token"),
         Rule("/", endpoint="data", defaults={"path": ""}),
         Rule("/<path:path>", endpoint="data"),
@@ -103,13 +94,9 @@ class ImdsApp:
         self.service = service
         self.hold_seconds = hold_seconds
         self.stopping = stopping or threading.Event()
+        self.internal_errors = InternalErrors()
         self._views: dict[str, Callable[..., Reply]] = {
-            "healthz": lambda req: Reply(200, b"ok"),
-            "state": lambda req: service.state(),
-            "settings": lambda req: service.update_settings(_json_object(req) or {}),
-            "reset": lambda req: service.reset(),
-            "source_address": self._source_address,
-            "injection": self._injection,
+            **ControlRoutes(service).views(),
             "token": self._token,
             "data": self._data,
         }
@@ -127,6 +114,13 @@ class ImdsApp:
             return error_response(error)(environ, start_response)
         except HTTPException as error:
             return error(environ, start_response)
+        except Exception as exc:  # a bug in the lab: answer 500, keep it for the test
+            text = f"{request.method} {request.path}\n" + "".join(traceback.format_exception(exc))
+            log.error("imds internal error: %s", text)
+            self.internal_errors.record(text)
+            return error_response(ImdsError(f"ccm-lab internal error: {exc}"))(
+                environ, start_response
+            )
         if reply.withheld:
             self._withhold(environ)
         response = Response(reply.body, status=reply.status, content_type=reply.content_type)
@@ -147,24 +141,6 @@ class ImdsApp:
         if request.method not in ("GET", "HEAD"):
             raise MethodNotAllowed(f"{request.method} /{path}")
         return self.service.get(_caller(request), path, request.headers.get(TOKEN_HEADER))
-
-    def _source_address(self, request: Request, address: str) -> Reply:
-        if request.method == "DELETE":
-            return self.service.map_source_address(address, None)
-        body = _json_object(request) or {}
-        instance_id = body.get("instance_id")
-        if not isinstance(instance_id, str) or not instance_id:
-            raise InvalidControlRequest(f"instance_id={instance_id!r}: expected an instance id")
-        return self.service.map_source_address(address, instance_id)
-
-    def _injection(self, request: Request, instance_id: str, kind: str) -> Reply:
-        body = None if request.method == "DELETE" else (_json_object(request) or {})
-        setter = {
-            "spot": self.service.set_spot,
-            "events": self.service.set_events,
-            "rebalance": self.service.set_rebalance,
-        }[kind]
-        return setter(instance_id, body)
 
     # -- hop limit ---------------------------------------------------------------------------
 
@@ -193,16 +169,3 @@ def _caller(request: Request) -> Caller:
         hops_header=request.headers.get(HOPS_HEADER),
         forwarded_for=request.headers.get("X-Forwarded-For"),
     )
-
-
-def _json_object(request: Request) -> dict[str, Any] | None:
-    raw = request.get_data(as_text=True)
-    if not raw.strip():
-        return None
-    try:
-        body = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InvalidControlRequest(f"request body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise InvalidControlRequest(f"request body={body!r}: expected a JSON object")
-    return body

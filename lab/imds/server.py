@@ -6,13 +6,13 @@ Usage::
         imds.url            # http://127.0.0.1:<port>
         imds.control.inject_spot(...)   # typed control-plane client
 
-Lifecycle (the lab's component contract): binds 127.0.0.1 port 0 unless told otherwise and
-reads the real port back; ``start()`` waits for ``/_lab/healthz`` with an explicit timeout and,
-on failure, raises ``ImdsReadinessError`` carrying the component's recent log; ``stop()`` is
-idempotent and releases held (hop-limited) connections first.
+The lifecycle is :class:`lab.component.ServerComponent`'s (port 0 read back, readiness on
+``/_lab/healthz`` with an explicit timeout, ``ComponentNotReady`` with the recent log, an
+idempotent ``stop()`` that releases held, hop-limited connections first);
+``take_internal_errors()`` hands out the exceptions the app caught while serving.
 
 Neighbours: ``routes.ImdsApp`` (the app), ``handlers.ImdsService`` (state), ``ec2`` (reader),
-``control`` (client), ``process`` (the same thing as a child process for ``invoke lab.up``).
+``control_client`` (client), ``process`` (the same thing as a child process).
 """
 
 from __future__ import annotations
@@ -20,18 +20,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
-from types import TracebackType
-from typing import Self
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from lab.component import RecentLog
-from lab.imds.control import ImdsControl
+from lab.component import ServerComponent
+from lab.imds.control_client import ImdsControlClient
 from lab.imds.ec2 import Boto3Ec2Reader, Ec2Reader
-from lab.imds.exceptions import ImdsReadinessError
 from lab.imds.handlers import ImdsService
 from lab.imds.models import Clock, HttpTokens, InstanceID, Settings, TagExposure, TokenStore
 from lab.imds.routes import ImdsApp
@@ -51,8 +46,12 @@ class _RequestHandler(WSGIRequestHandler):
         access_log.log(level, message, *args)
 
 
-class ImdsServer:
+class ImdsServer(ServerComponent):
     """Instance metadata service backed by the EC2 state at ``aws_endpoint``."""
+
+    what = "imds"
+    log_names = ("lab.imds",)
+    ready_path = "/_lab/healthz"
 
     def __init__(
         self,
@@ -75,10 +74,8 @@ class ImdsServer:
     ) -> None:
         if reader is None and aws_endpoint is None:
             raise ValueError("ImdsServer needs aws_endpoint=<url> or reader=<Ec2Reader>")
+        super().__init__(host=host, port=port, ready_timeout=ready_timeout)
         self.region = region
-        self._host = host
-        self._requested_port = port
-        self._ready_timeout = ready_timeout
         self.reader: Ec2Reader = reader or Boto3Ec2Reader(
             aws_endpoint or "", region, cache_ttl=cache_ttl
         )
@@ -93,90 +90,25 @@ class ImdsServer:
         self.service = ImdsService(self.reader, settings, tokens=TokenStore(clock))
         self._stopping = threading.Event()
         self.app = ImdsApp(self.service, hold_seconds=hold_seconds, stopping=self._stopping)
-        self._server: BaseWSGIServer | None = None
-        self._thread: threading.Thread | None = None
-        self._recent = RecentLog()
-        self._lock = threading.Lock()
-
-    # -- lifecycle ---------------------------------------------------------------------------
 
     @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("ImdsServer is not started")
-        return int(self._server.server_port)
+    def control(self) -> ImdsControlClient:
+        return ImdsControlClient(self.url)
 
-    @property
-    def url(self) -> str:
-        return f"http://{self._host}:{self.port}"
+    # -- lifecycle (see lab.component.ServerComponent) ----------------------------------------
 
-    @property
-    def control(self) -> ImdsControl:
-        return ImdsControl(self.url)
-
-    def start(self) -> Self:
-        with self._lock:
-            if self._server is not None:
-                return self
-            logging.getLogger("lab.imds").addHandler(self._recent)
-            self._stopping.clear()
-            server = make_server(
-                self._host,
-                self._requested_port,
-                self.app,
-                threaded=True,
-                request_handler=_RequestHandler,
-            )
-            self._server = server
-            self._thread = threading.Thread(
-                target=server.serve_forever,
-                kwargs={"poll_interval": 0.05},
-                name=f"imds-{server.server_port}",
-                daemon=True,
-            )
-            self._thread.start()
-        self._wait_ready()
-        log.info("imds ready at %s", self.url)
-        return self
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self._ready_timeout
-        last_error = "no attempt made"
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.url}/_lab/healthz", timeout=1) as reply:
-                    if reply.status == 200:
-                        return
-            except (urllib.error.URLError, OSError) as exc:
-                last_error = str(exc)
-            time.sleep(0.02)  # poll interval of a readiness loop, bounded by the deadline
-        recent = self._recent.text()
-        self.stop()
-        raise ImdsReadinessError(
-            f"imds at {self._host}:{self._requested_port} not ready after "
-            f"{self._ready_timeout}s ({last_error}); recent log:\n{recent}"
+    def _bind(self) -> BaseWSGIServer:
+        self._stopping.clear()
+        return make_server(
+            self.host,
+            self.requested_port,
+            self.app,
+            threaded=True,
+            request_handler=_RequestHandler,
         )
 
-    def stop(self) -> None:
-        with self._lock:
-            server, thread = self._server, self._thread
-            self._server = self._thread = None
-        if server is None:
-            return
-        self._stopping.set()
-        server.shutdown()
-        server.server_close()
-        if thread is not None:
-            thread.join(timeout=5)
-        logging.getLogger("lab.imds").removeHandler(self._recent)
+    def _on_stopping(self) -> None:
+        self._stopping.set()  # release connections held by the hop-limit emulation
 
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def take_internal_errors(self) -> list[str]:
+        return self.app.internal_errors.take()

@@ -2,19 +2,17 @@
 
 Serves in the foreground, writes the kubeconfig, prints exactly one line
 ``ccm-lab kube simulator ready at <URL>`` once ready, and exits cleanly on SIGTERM/SIGINT
-(saving state first when ``--state`` is given).
+(saving state first when ``--state`` is given); ``lab.component.serve_until_signal`` is the
+loop. ``process.KubeProcess`` starts it as a child process.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import signal
-import sys
-import threading
-from types import FrameType
 
-from lab.kube.server import KubeSimulator
+from lab.component import serve_until_signal
+from lab.kube.server import KubeServer
+from lab.kube.version import DEFAULT_K8S_VERSION
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--kubeconfig", required=True, help="where to write the kubeconfig")
+    parser.add_argument(
+        "--version",
+        default=DEFAULT_K8S_VERSION,
+        help=f"Kubernetes version to report (default {DEFAULT_K8S_VERSION})",
+    )
     parser.add_argument("--state", help="load state from this file at start, save it at exit")
     parser.add_argument("--tls", action="store_true", help="serve HTTPS with a fresh CA and token")
     parser.add_argument("--service-cidr", default="10.96.0.0/16")
@@ -30,35 +33,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    return serve_until_signal(
+        lambda: KubeServer(
+            version=args.version,
+            host=args.host,
+            port=args.port,
+            tls=args.tls,
+            state_file=args.state,
+            service_cidr=args.service_cidr,
+            fake_kubelet=args.fake_kubelet,
+        ),
+        log_level=args.log_level,
+        on_ready=lambda server: server.write_kubeconfig(args.kubeconfig),
     )
-    sim = KubeSimulator(
-        host=args.host,
-        port=args.port,
-        tls=args.tls,
-        state_file=args.state,
-        service_cidr=args.service_cidr,
-        fake_kubelet=args.fake_kubelet,
-    )
-    done = threading.Event()
-
-    def _stop(signum: int, frame: FrameType | None) -> None:
-        done.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    sim.start()
-    try:
-        sim.write_kubeconfig(args.kubeconfig)
-        print(f"ccm-lab kube simulator ready at {sim.url}", flush=True)
-        while not done.wait(0.5):
-            pass
-    finally:
-        sim.stop()
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,197 +1,134 @@
-"""The ``/_lab`` control plane: fault rules on the server side, a typed client on the other.
+"""The ``/_lab`` control plane of the API simulator (server side), JSON over HTTP.
 
-Beside the Kubernetes API the simulator serves ``/_lab/*`` (reset, seed, faults, closing watch
-streams, compacting history, state dump, collected handler errors). :class:`Faults` is the
-server-side rule table the HTTP layer consults before every API request; :class:`ControlClient`
-is what tests and ``lab/cluster`` use, over HTTP so it works for the in-process and the
-subprocess simulator alike.
+Role: beside the Kubernetes API, tests and ``lab/cluster`` steer the simulator: wipe it, seed
+objects, inject faults, cut watch streams, compact history, read the state and the handler
+errors the simulator caught. Refusals are Kubernetes ``Status`` errors (400 naming the field
+and value, 404 for an unknown route or rule, 405 for a wrong method), like every other answer
+of this server.
+
+=============================  =====================  ============================================
+path                           method                 effect
+=============================  =====================  ============================================
+``/_lab/reset``                POST                   forget every object and fault; re-seed
+``/_lab/seed``                 POST                   ``{"objects": [...]}``: create them
+``/_lab/faults``               GET / POST / DELETE    list / add a rule (:mod:`lab.kube.faults`)
+                                                      / remove every rule
+``/_lab/faults/<id>``          DELETE                 remove one rule
+``/_lab/watches/close``        POST                   end watch streams (``{"resource", "group"}``)
+``/_lab/compact``              POST                   drop watch history (next old watch: 410)
+``/_lab/state``                GET                    the store's state dump
+``/_lab/errors``               GET / DELETE           handler exceptions caught / forget them
+=============================  =====================  ============================================
+
+Neighbours: ``handlers.Api`` routes ``/_lab/`` here (after the bearer-token check); the typed
+client is ``control_client.KubeControlClient``.
 """
 
 from __future__ import annotations
 
 import json
-import ssl
-import threading
-import urllib.request
-from dataclasses import asdict, dataclass
 from typing import Any
 
+from lab.component import InternalErrors
+from lab.faults import InvalidFaultRule
+from lab.kube import exceptions as E
+from lab.kube.faults import KubeFaultRule, KubeFaults
+from lab.kube.store import Store
+from lab.kube.wire import Request, Response, json_response
 
-@dataclass
-class FaultRule:
-    """Fail (``status`` > 0) and/or delay (``latency_ms``) requests matching verb and resource.
-
-    ``verb``/``resource`` are Kubernetes verbs (get, list, watch, create, update, patch, delete,
-    deletecollection) and plural resource names; ``"*"`` matches any. ``count`` is how many
-    matching requests the rule affects (-1: until cleared).
-    """
-
-    verb: str = "*"
-    resource: str = "*"
-    status: int = 0
-    count: int = 1
-    message: str = ""
-    reason: str = ""
-    latency_ms: int = 0
-    subresource: str = "*"
-
-
-_REASONS = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    409: "Conflict",
-    410: "Expired",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
+_ROUTES = {
+    "/_lab/reset": ("POST",),
+    "/_lab/seed": ("POST",),
+    "/_lab/faults": ("GET", "POST", "DELETE"),
+    "/_lab/watches/close": ("POST",),
+    "/_lab/compact": ("POST",),
+    "/_lab/state": ("GET",),
+    "/_lab/errors": ("GET", "DELETE"),
 }
 
 
-def default_reason(status: int) -> str:
-    return _REASONS.get(status, "InternalError" if status >= 500 else "BadRequest")
+class ControlRoutes:
+    """The ``/_lab`` routes, bound to one simulator's store, faults and error log."""
 
+    def __init__(self, store: Store, faults: KubeFaults, errors: InternalErrors) -> None:
+        self.store = store
+        self.faults = faults
+        self.errors = errors
 
-class Faults:
-    def __init__(self) -> None:
-        self._rules: list[FaultRule] = []
-        self._lock = threading.Lock()
+    def handle(self, req: Request) -> Response:
+        path, method = req.path.rstrip("/"), req.method
+        if path.startswith("/_lab/faults/") and method == "DELETE":
+            rule_id = path.rsplit("/", 1)[1]
+            if not self.faults.remove(rule_id):
+                raise E.ApiError(404, "NotFound", f"fault: no rule with id {rule_id!r}")
+            return json_response(200, {})
+        allowed = _ROUTES.get(path)
+        if allowed is None:
+            raise E.unknown_path()
+        if method not in allowed:
+            raise E.ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {path}")
+        body = _body(req)
+        if path == "/_lab/reset":
+            self.faults.clear()
+            self.store.reset()
+            return json_response(200, {"resourceVersion": str(self.store.rv)})
+        if path == "/_lab/seed":
+            return json_response(200, {"items": self.seed(body.get("objects") or [])})
+        if path == "/_lab/faults":
+            return self._faults(method, body)
+        if path == "/_lab/watches/close":
+            key = (body.get("group", ""), body["resource"]) if body.get("resource") else None
+            return json_response(200, {"closed": self.store.close_watches(key)})
+        if path == "/_lab/compact":
+            return json_response(200, {"resourceVersion": str(self.store.compact())})
+        if path == "/_lab/state":
+            return json_response(200, self.store.dump())
+        if method == "DELETE":  # /_lab/errors
+            self.errors.clear()
+            return json_response(200, {})
+        return json_response(200, {"items": self.errors.peek()})
 
-    def add(self, rule: FaultRule) -> None:
-        with self._lock:
-            self._rules.append(rule)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._rules.clear()
-
-    def rules(self) -> list[FaultRule]:
-        with self._lock:
-            return list(self._rules)
-
-    def take(self, verb: str, resource: str, subresource: str) -> tuple[float, FaultRule | None]:
-        """Consume matching rules: (total latency seconds, the first failing rule or None)."""
-        latency = 0.0
-        failing: FaultRule | None = None
-        with self._lock:
-            for rule in list(self._rules):
-                if rule.verb not in ("*", verb) or rule.resource not in ("*", resource):
-                    continue
-                if rule.subresource not in ("*", subresource):
-                    continue
-                if rule.status and failing is not None:
-                    continue
-                latency += rule.latency_ms / 1000.0
-                if rule.status:
-                    failing = rule
-                if rule.count > 0:
-                    rule.count -= 1
-                    if rule.count == 0:
-                        self._rules.remove(rule)
-        return latency, failing
-
-
-class ControlError(RuntimeError):
-    pass
-
-
-class ControlClient:
-    """Typed client for ``/_lab``. ``base_url`` is the simulator's URL."""
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        token: str | None = None,
-        ca_file: str | None = None,
-        timeout: float = 10.0,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._token = token
-        self._timeout = timeout
-        self._ctx: ssl.SSLContext | None = None
-        if base_url.startswith("https"):
-            self._ctx = ssl.create_default_context(cafile=ca_file)
-
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base_url + path, data=data, method=method)
-        req.add_header("Content-Type", "application/json")
-        if self._token:
-            req.add_header("Authorization", f"Bearer {self._token}")
-        try:
-            with urllib.request.urlopen(req, timeout=self._timeout, context=self._ctx) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            raise ControlError(f"{method} {path}: HTTP {exc.code}: {exc.read().decode()}") from None
-        return json.loads(raw) if raw else None
-
-    def reset(self) -> None:
-        """Forget every object and fault; re-seed the default namespaces and services."""
-        self._call("POST", "/_lab/reset", {})
+    def _faults(self, method: str, body: dict[str, Any]) -> Response:
+        if method == "POST":
+            try:
+                rule = self.faults.add(KubeFaultRule.parse(body))
+            except InvalidFaultRule as exc:
+                raise E.bad_request(exc.message) from None
+            return json_response(201, rule.to_dict())
+        if method == "DELETE":
+            self.faults.clear()
+            return json_response(200, {})
+        return json_response(200, {"items": [r.to_dict() for r in self.faults.rules()]})
 
     def seed(self, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Create objects (each with apiVersion, kind, metadata); returns the stored objects."""
-        out: list[dict[str, Any]] = self._call("POST", "/_lab/seed", {"objects": objects})["items"]
-        return out
-
-    def fail(
-        self,
-        *,
-        verb: str = "*",
-        resource: str = "*",
-        status: int = 500,
-        count: int = 1,
-        message: str = "",
-        reason: str = "",
-        subresource: str = "*",
-    ) -> None:
-        """Fail the next ``count`` requests matching verb/resource with ``status``."""
-        self.add_fault(
-            FaultRule(
-                verb=verb,
-                resource=resource,
-                status=status,
-                count=count,
-                message=message,
-                reason=reason,
-                subresource=subresource,
+        """Create ``objects`` (each with apiVersion, kind, metadata); returns them as stored."""
+        out = []
+        for obj in objects:
+            av, kind = obj.get("apiVersion", "v1"), obj.get("kind", "")
+            group, _, version = av.rpartition("/")
+            rt = next(
+                (
+                    r
+                    for r in self.store.resources
+                    if r.group == group and r.version == version and r.kind == kind
+                ),
+                None,
             )
-        )
-
-    def delay(
-        self, *, verb: str = "*", resource: str = "*", latency_ms: int, count: int = -1
-    ) -> None:
-        self.add_fault(FaultRule(verb=verb, resource=resource, latency_ms=latency_ms, count=count))
-
-    def add_fault(self, rule: FaultRule) -> None:
-        self._call("POST", "/_lab/faults", asdict(rule))
-
-    def clear_faults(self) -> None:
-        self._call("DELETE", "/_lab/faults")
-
-    def faults(self) -> list[FaultRule]:
-        return [FaultRule(**r) for r in self._call("GET", "/_lab/faults")["items"]]
-
-    def close_watches(self, resource: str | None = None, group: str = "") -> int:
-        """End open watch streams (of one resource, or all); returns how many were closed."""
-        body = {"resource": resource, "group": group} if resource else {}
-        return int(self._call("POST", "/_lab/watches/close", body)["closed"])
-
-    def compact(self) -> str:
-        """Drop watch history: the next watch from an older resourceVersion gets 410 Expired."""
-        return str(self._call("POST", "/_lab/compact", {})["resourceVersion"])
-
-    def state(self) -> dict[str, Any]:
-        out: dict[str, Any] = self._call("GET", "/_lab/state")
+            if rt is None:
+                raise E.bad_request(f"seed: no resource for apiVersion={av!r} kind={kind!r}")
+            ns = (obj.get("metadata") or {}).get("namespace", "default") if rt.namespaced else ""
+            stored = self.store.writer.create(rt, ns, obj, manager="ccm-lab-seed")
+            out.append({"kind": rt.kind, "apiVersion": rt.api_version, **stored})
         return out
 
-    def errors(self) -> list[str]:
-        """Tracebacks of exceptions raised inside request handlers since the last clear."""
-        return [str(e) for e in self._call("GET", "/_lab/errors")["items"]]
 
-    def clear_errors(self) -> None:
-        self._call("DELETE", "/_lab/errors")
+def _body(req: Request) -> dict[str, Any]:
+    if not req.body.strip():
+        return {}
+    try:
+        decoded = json.loads(req.body)
+    except ValueError as exc:
+        raise E.bad_request(f"request body is not JSON: {exc}") from None
+    if not isinstance(decoded, dict):
+        raise E.bad_request(f"request body={decoded!r:.80}: expected a JSON object")
+    return decoded

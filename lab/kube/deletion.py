@@ -15,7 +15,7 @@ import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lab.kube import errors as E
+from lab.kube import exceptions as E
 from lab.kube.objects import Obj, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
 

@@ -4,7 +4,7 @@ Transport-neutral: :class:`Api.handle` takes a :class:`Request` and returns a :c
 whose body is bytes, or an iterator of chunks for watch streams (``streams.py``); ``server.py``
 owns sockets, TLS and HTTP framing, ``wire.py`` body decoding and query options. Discovery,
 OpenAPI and Table printing are delegated to ``discovery.py``, ``openapi.py`` and ``tables.py``;
-``/_lab`` requests to the control-plane section below. Every
+``/_lab`` requests to ``control.py``, fault rules to ``faults.py``. Every
 :class:`ApiError` becomes its ``Status`` here and nowhere else; any other exception is recorded
 (tests fail on it) and answered as 500 InternalError.
 """
@@ -12,22 +12,26 @@ OpenAPI and Table printing are delegated to ``discovery.py``, ``openapi.py`` and
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import threading
 import time
 import traceback
-from dataclasses import asdict
 from typing import Any
 
-from lab.kube import errors as E
+from lab.component import InternalErrors
+from lab.kube import exceptions as E
 from lab.kube import patch as P
-from lab.kube.control import FaultRule, Faults, default_reason
+from lab.kube import tables
+from lab.kube.control import ControlRoutes
+from lab.kube.discovery import handle_discovery
+from lab.kube.faults import KubeFaults, default_reason
 from lab.kube.objects import rt_key
+from lab.kube.openapi import handle_openapi
 from lab.kube.resources import ResourceType
 from lab.kube.routes import Route, parse, verb_for
 from lab.kube.store import Store
-from lab.kube.streams import WatchStreams, tables_module
+from lab.kube.streams import WatchStreams
+from lab.kube.version import DEFAULT_K8S_VERSION, version_info
 from lab.kube.watch import dumps, with_type
 from lab.kube.wire import (
     Request,
@@ -48,31 +52,25 @@ from lab.kube.wire import (
 )
 
 log = logging.getLogger(__name__)
-VERSION = {
-    "major": "1",
-    "minor": "32",
-    "gitVersion": "v1.32.0",
-    "gitCommit": "70d3cc986aa8221cd1dfb1121852688902d3bf53",
-    "gitTreeState": "clean",
-    "buildDate": "2024-12-11T00:00:00Z",
-    "goVersion": "go1.23.3",
-    "compiler": "gc",
-    "platform": "linux/amd64",
-}
-ANONYMOUS_PATHS = ("/version", "/healthz", "/livez", "/readyz")
+# "/version/" too: the official Python client's VersionApi asks with the slash, and the real
+# server's version route answers both spellings.
+ANONYMOUS_PATHS = ("/version", "/version/", "/healthz", "/livez", "/readyz")
 
 
 class Api:
     """The simulated API server's request dispatcher."""
 
-    def __init__(self, store: Store, *, token: str | None = None) -> None:
+    def __init__(
+        self, store: Store, *, token: str | None = None, version: str = DEFAULT_K8S_VERSION
+    ) -> None:
         self.store = store
         self.token = token
-        self.faults = Faults()
-        self.errors: list[str] = []
-        self._errors_lock = threading.Lock()
+        self.version = version_info(version)
+        self.faults = KubeFaults()
+        self.errors = InternalErrors()
         self.stopping = threading.Event()
         self.streams = WatchStreams(store, self.stopping)
+        self.control = ControlRoutes(store, self.faults, self.errors)
 
     # ------------------------------------------------------------------ entry point
     def handle(self, req: Request) -> Response:
@@ -87,28 +85,23 @@ class Api:
     def record_error(self, req: Request, exc: BaseException) -> None:
         text = f"{req.method} {req.target}\n" + "".join(traceback.format_exception(exc))
         log.error("handler exception: %s", text)
-        with self._errors_lock:
-            self.errors.append(text)
+        self.errors.record(text)
 
     def _dispatch(self, req: Request) -> Response:
         path = req.path
         if path in ANONYMOUS_PATHS:
-            if path == "/version":
-                return json_response(200, VERSION)
+            if path.startswith("/version"):
+                return json_response(200, self.version)
             return Response(200, b"ok", content_type="text/plain; charset=utf-8")
         if self.token is not None and not hmac.compare_digest(
             req.headers.get("authorization", "").encode(), f"Bearer {self.token}".encode()
         ):
             raise E.unauthorized()
         if path.startswith("/_lab/"):
-            return self._control(req)
+            return self.control.handle(req)
         accept = req.headers.get("accept", "")
         if path.startswith("/openapi"):
-            try:
-                from lab.kube.openapi import handle_openapi
-            except ImportError:
-                raise E.unknown_path() from None
-            out = handle_openapi(req.target, accept)
+            out = handle_openapi(req.target, accept, version=self.version["gitVersion"])
             if out is not None:
                 status, ctype, body = out
                 return Response(
@@ -116,10 +109,6 @@ class Api:
                 )
         route = parse(path)
         if route is None:
-            try:
-                from lab.kube.discovery import handle_discovery
-            except ImportError:
-                raise E.unknown_path() from None
             d = handle_discovery(path, accept, req.server_address)
             if d is None:
                 raise E.unknown_path()
@@ -131,13 +120,15 @@ class Api:
     def _resource(self, req: Request, route: Route) -> Response:
         q = req.query
         verb = verb_for(req.method, route, watch=bool_param(q, "watch"))
-        latency, rule = self.faults.take(verb, route.rt.plural, route.subresource)
-        if latency:
-            time.sleep(latency)
+        firing = self.faults.decide(verb, route.rt.plural, route.subresource)
+        if firing.latency_ms:
+            time.sleep(firing.latency_ms / 1000.0)
+        rule = firing.error
         if rule is not None:
-            reason = rule.reason or default_reason(rule.status)
+            status = rule.status or 500
+            reason = rule.reason or default_reason(status)
             message = rule.message or f"injected fault: {verb} {route.rt.plural}"
-            raise E.ApiError(rule.status, reason, message, details={})
+            raise E.ApiError(status, reason, message, details={})
         rt = route.rt
         ns = route.namespace or ""
         if rt.namespaced and route.name is not None and route.namespace is None:
@@ -157,7 +148,7 @@ class Api:
                 raise E.unknown_path()
             body = decode_body(req, rt, ns)
             warnings = field_validation(q, rt, body)
-            obj = self.store.create(rt, ns, body, dry_run=dry_run, manager=manager)
+            obj = self.store.writer.create(rt, ns, body, dry_run=dry_run, manager=manager)
             return self._object(rt, obj, 201, warnings)
         assert route.name is not None or verb == "deletecollection"
         name = route.name or ""
@@ -172,7 +163,7 @@ class Api:
                     f"({name})"
                 )
             warnings = field_validation(q, rt, body)
-            obj, created = self.store.update(
+            obj, created = self.store.writer.update(
                 rt, ns, name, body, subresource=route.subresource, dry_run=dry_run, manager=manager
             )
             return self._object(rt, obj, 201 if created else 200, warnings)
@@ -193,7 +184,7 @@ class Api:
             if ptype == P.APPLY and isinstance(body, dict):
                 check_gv(rt, body)
             warnings = field_validation(q, rt, body) if isinstance(body, dict) else {}
-            obj, created = self.store.patch(
+            obj, created = self.store.writer.patch(
                 rt,
                 ns,
                 name,
@@ -207,7 +198,7 @@ class Api:
             return self._object(rt, obj, 201 if created else 200, warnings)
         opts = delete_options(req, q, dry_run)
         if verb == "delete":
-            obj, removed = self.store.delete(rt, ns, name, opts)
+            obj, removed = self.store.deleter.delete(rt, ns, name, opts)
             if removed and not self.store.strategies[rt_key(rt)].return_deleted_object:
                 return json_response(
                     200,
@@ -227,7 +218,7 @@ class Api:
             code = 202 if (not removed and opts.orphan_dependents is False) else 200
             return self._object(rt, obj, code)
         # deletecollection
-        items = self.store.delete_collection(
+        items = self.store.deleter.delete_collection(
             rt, route.namespace, selection(self.store, q, rt), opts
         )
         body = {
@@ -248,19 +239,23 @@ class Api:
         return Response(code, with_type(rt.kind, rt.api_version, dumps(obj)), headers=headers or {})
 
     # ------------------------------------------------------------------ reads
+    def _wanted_rv(self, rv: str) -> int | None:
+        """A read's ``resourceVersion`` (None: any, "" or "0"); newer than the store's: 504."""
+        if not rv or rv == "0":
+            return None
+        try:
+            want = int(rv)
+        except ValueError:
+            raise E.bad_request(f"invalid resource version: {rv}") from None
+        if want > self.store.rv:
+            raise E.timeout(f"Too large resource version: {want}, current: {self.store.rv}")
+        return want
+
     def _get(self, req: Request, route: Route) -> Response:
-        rt, q = route.rt, req.query
-        rv = q.get("resourceVersion", "")
-        if rv and rv != "0":
-            try:
-                want = int(rv)
-            except ValueError:
-                raise E.bad_request(f"invalid resource version: {rv}") from None
-            if want > self.store.rv:
-                raise E.timeout(f"Too large resource version: {want}, current: {self.store.rv}")
+        rt = route.rt
+        self._wanted_rv(req.query.get("resourceVersion", ""))
         entry = self.store.get(rt, route.namespace or "", route.name or "")
-        tables = tables_module()
-        if tables is not None and tables.wants_table(req.headers.get("accept", "")):
+        if tables.wants_table(req.headers.get("accept", "")):
             full = {"kind": rt.kind, "apiVersion": rt.api_version, **entry.obj}
             return self._table(req, rt, [full], None)
         return Response(200, self.store.encode_full(rt, entry))
@@ -272,7 +267,6 @@ class Api:
         objs: list[dict[str, Any]],
         list_meta: dict[str, Any] | None,
     ) -> Response:
-        tables = tables_module()
         accept = req.headers.get("accept", "")
         version = tables.table_version(accept) or "v1"
         try:
@@ -293,15 +287,9 @@ class Api:
         rv = q.get("resourceVersion", "")
         if q.get("continue") and rv not in ("",):
             raise E.bad_request("specifying resource version is not allowed when using continue")
-        if rv and rv != "0":
-            try:
-                want = int(rv)
-            except ValueError:
-                raise E.bad_request(f"invalid resource version: {rv}") from None
-            if want > self.store.rv:
-                raise E.timeout(f"Too large resource version: {want}, current: {self.store.rv}")
-            if q.get("limit") and want < self.store.compacted:
-                raise E.expired(f"too old resource version: {want} ({self.store.compacted})")
+        want = self._wanted_rv(rv)
+        if want is not None and q.get("limit") and want < self.store.compacted:
+            raise E.expired(f"too old resource version: {want} ({self.store.compacted})")
         try:
             limit = int(q.get("limit") or 0)
         except ValueError:
@@ -318,8 +306,7 @@ class Api:
             meta["continue"] = result.continue_token
         if result.remaining is not None:
             meta["remainingItemCount"] = result.remaining
-        tables = tables_module()
-        if tables is not None and tables.wants_table(req.headers.get("accept", "")):
+        if tables.wants_table(req.headers.get("accept", "")):
             objs = [
                 {"kind": rt.kind, "apiVersion": rt.api_version, **e.obj} for e in result.entries
             ]
@@ -335,60 +322,3 @@ class Api:
         )
         body = head + b",".join(e.item_json() for e in result.entries) + b"]}"
         return Response(200, body)
-
-    # ------------------------------------------------------------------ /_lab control plane
-    def _control(self, req: Request) -> Response:
-        path, method = req.path, req.method
-        body: dict[str, Any] = {}
-        if req.body.strip():
-            decoded = json.loads(req.body)
-            body = decoded if isinstance(decoded, dict) else {}
-        if path == "/_lab/reset" and method == "POST":
-            self.faults.clear()
-            self.store.reset()
-            return json_response(200, {"resourceVersion": str(self.store.rv)})
-        if path == "/_lab/seed" and method == "POST":
-            return json_response(200, {"items": self.seed(body.get("objects") or [])})
-        if path == "/_lab/faults":
-            if method == "POST":
-                self.faults.add(FaultRule(**body))
-                return json_response(200, {})
-            if method == "DELETE":
-                self.faults.clear()
-                return json_response(200, {})
-            return json_response(200, {"items": [asdict(r) for r in self.faults.rules()]})
-        if path == "/_lab/watches/close" and method == "POST":
-            key = (body.get("group", ""), body["resource"]) if body.get("resource") else None
-            return json_response(200, {"closed": self.store.close_watches(key)})
-        if path == "/_lab/compact" and method == "POST":
-            return json_response(200, {"resourceVersion": str(self.store.compact())})
-        if path == "/_lab/state" and method == "GET":
-            return json_response(200, self.store.dump())
-        if path == "/_lab/errors":
-            if method == "DELETE":
-                with self._errors_lock:
-                    self.errors.clear()
-                return json_response(200, {})
-            with self._errors_lock:
-                return json_response(200, {"items": list(self.errors)})
-        raise E.unknown_path()
-
-    def seed(self, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        out = []
-        for obj in objects:
-            av, kind = obj.get("apiVersion", "v1"), obj.get("kind", "")
-            group, _, version = av.rpartition("/")
-            rt = next(
-                (
-                    r
-                    for r in self.store.resources
-                    if r.group == group and r.version == version and r.kind == kind
-                ),
-                None,
-            )
-            if rt is None:
-                raise E.bad_request(f"seed: no resource for apiVersion={av!r} kind={kind!r}")
-            ns = (obj.get("metadata") or {}).get("namespace", "default") if rt.namespaced else ""
-            stored = self.store.create(rt, ns, obj, manager="ccm-lab-seed")
-            out.append({"kind": rt.kind, "apiVersion": rt.api_version, **stored})
-        return out

@@ -36,6 +36,7 @@ from typing import Any, Final
 
 from lab.kube.discovery import parse_accept
 from lab.kube.resources import ResourceType, groups, in_group_version
+from lab.kube.version import DEFAULT_K8S_VERSION, git_version
 
 JSON: Final = "application/json"
 # kubectl asks with the "@v1.0" spelling, which Go's mime parser cannot read back, so the reply
@@ -45,7 +46,7 @@ V2_PROTOBUF_ACCEPT: Final = (
     "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
 )
 V2_PROTOBUF: Final = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
-KUBE_VERSION: Final = "v1.32.0"
+DEFAULT_VERSION: Final = git_version(DEFAULT_K8S_VERSION)
 JSONDict = dict[str, Any]
 
 
@@ -145,8 +146,8 @@ def _paths_for(rt: ResourceType, *, v2: bool) -> JSONDict:
     return paths
 
 
-def _info() -> JSONDict:
-    return {"title": "Kubernetes", "version": KUBE_VERSION}
+def _info(version: str) -> JSONDict:
+    return {"title": "Kubernetes", "version": version}
 
 
 # ---- schemas for kubectl explain ------------------------------------------------------------
@@ -268,70 +269,70 @@ def _client_version() -> str:
 
 
 @cache
-def v3_hash(key: str) -> str:
+def v3_hash(key: str, version: str = DEFAULT_VERSION) -> str:
     """The ``hash`` of a group version's document without building it.
 
     A document is a pure function of its operations, the client models its schemas come from
     and :data:`SCHEMA_REVISION`, so hashing those inputs names its content. The index stays
     instant while the (large) schema-bearing documents are built on first request.
     """
-    group, version = _served_group_versions()[key]
+    group, served = _served_group_versions()[key]
     paths: JSONDict = {}
-    for rt in in_group_version(group, version):
+    for rt in in_group_version(group, served):
         paths.update(_paths_for(rt, v2=False))
     inputs = json.dumps(
-        [paths, _info(), _client_version(), SCHEMA_REVISION], sort_keys=True
+        [paths, _info(version), _client_version(), SCHEMA_REVISION], sort_keys=True
     ).encode()
     return hashlib.sha512(inputs).hexdigest().upper()
 
 
 @cache
-def _v3_body(key: str) -> bytes:
-    group, version = _served_group_versions()[key]
+def _v3_body(key: str, version: str) -> bytes:
+    group, served = _served_group_versions()[key]
     paths: JSONDict = {}
-    for rt in in_group_version(group, version):
+    for rt in in_group_version(group, served):
         paths.update(_paths_for(rt, v2=False))
     doc = {
         "openapi": "3.0.0",
-        "info": _info(),
+        "info": _info(version),
         "paths": paths,
-        "components": {"schemas": _schemas_for(group, version)},
+        "components": {"schemas": _schemas_for(group, served)},
     }
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
-def v3_index() -> JSONDict:
+def v3_index(version: str = DEFAULT_VERSION) -> JSONDict:
     """``GET /openapi/v3``: where each group version's document lives, hash included."""
     return {
         "paths": {
-            key: {"serverRelativeURL": f"/openapi/v3/{key}?hash={v3_hash(key)}"}
+            key: {"serverRelativeURL": f"/openapi/v3/{key}?hash={v3_hash(key, version)}"}
             for key in _served_group_versions()
         }
     }
 
 
-def v3_document(key: str) -> JSONDict | None:
+def v3_document(key: str, version: str = DEFAULT_VERSION) -> JSONDict | None:
     """The v3 document for ``api/v1`` or ``apis/<group>/<version>``; ``None`` if not served."""
     if key not in _served_group_versions():
         return None
-    loaded: JSONDict = json.loads(_v3_body(key))
+    loaded: JSONDict = json.loads(_v3_body(key, version))
     return loaded
 
 
 @cache
-def _v2_body() -> bytes:
+def _v2_body(version: str) -> bytes:
     paths: JSONDict = {}
     for group, versions in groups().items():
-        for version in versions:
-            for rt in in_group_version(group, version):
+        for served in versions:
+            for rt in in_group_version(group, served):
                 paths.update(_paths_for(rt, v2=True))
-    doc = {"swagger": "2.0", "info": _info(), "paths": paths, "definitions": {}}
+    doc = {"swagger": "2.0", "info": _info(version), "paths": paths, "definitions": {}}
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
-def v2_document() -> JSONDict:
+def v2_document(version: str = DEFAULT_VERSION) -> JSONDict:
     """``GET /openapi/v2`` as JSON (Swagger 2.0)."""
-    loaded: JSONDict = json.loads(_v2_body())
+    loaded: JSONDict = json.loads(_v2_body(version))
     return loaded
 
 
@@ -361,9 +362,9 @@ def _pb_bytes(field_number: int, payload: bytes) -> bytes:
 
 
 @cache
-def v2_protobuf() -> bytes:
+def v2_protobuf(version: str = DEFAULT_VERSION) -> bytes:
     """``openapi.v2.Document{swagger: "2.0", info: {title, version}}`` in protobuf encoding."""
-    info = _pb_bytes(1, b"Kubernetes") + _pb_bytes(2, KUBE_VERSION.encode())
+    info = _pb_bytes(1, b"Kubernetes") + _pb_bytes(2, version.encode())
     return _pb_bytes(1, b"2.0") + _pb_bytes(2, info)
 
 
@@ -397,8 +398,12 @@ def _status(code: int, reason: str, message: str) -> JSONDict:
     }
 
 
-def handle_openapi(path: str, accept: str) -> tuple[int, str, bytes | object] | None:
+def handle_openapi(
+    path: str, accept: str, *, version: str = DEFAULT_VERSION
+) -> tuple[int, str, bytes | object] | None:
     """Serve an ``/openapi/...`` path; ``None`` for any other path.
+
+    ``version`` is the server's ``gitVersion`` (``info.version`` of every document).
 
     Bodies for 200 replies are the exact bytes served (so the hash in the v3 index matches
     them); errors are ``Status`` dicts. ``/openapi/v2`` comes as JSON or, for kubectl's
@@ -411,9 +416,9 @@ def handle_openapi(path: str, accept: str) -> tuple[int, str, bytes | object] | 
     if path == "/openapi/v2":
         media = _v2_media(accept)
         if media == V2_PROTOBUF:
-            return 200, V2_PROTOBUF, v2_protobuf()
+            return 200, V2_PROTOBUF, v2_protobuf(version)
         if media == JSON:
-            return 200, JSON, _v2_body()
+            return 200, JSON, _v2_body(version)
     if not _accepts_json(accept):
         return (
             406,
@@ -421,10 +426,10 @@ def handle_openapi(path: str, accept: str) -> tuple[int, str, bytes | object] | 
             _status(406, "NotAcceptable", "only application/json is served for OpenAPI documents"),
         )
     if path == "/openapi/v3":
-        index = json.dumps(v3_index(), sort_keys=True, separators=(",", ":")).encode()
+        index = json.dumps(v3_index(version), sort_keys=True, separators=(",", ":")).encode()
         return 200, JSON, index
     if path.startswith("/openapi/v3/"):
         key = path.removeprefix("/openapi/v3/")
         if key in _served_group_versions():
-            return 200, JSON, _v3_body(key)
+            return 200, JSON, _v3_body(key, version)
     return 404, JSON, _status(404, "NotFound", "the server could not find the requested resource")

@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonpatch
 
-from lab.kube.errors import ApiError, bad_request
+from lab.kube.exceptions import ApiError, bad_request
 
 JSONPatch = "application/json-patch+json"
 MERGE = "application/merge-patch+json"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.kube import errors as E
+from lab.kube import exceptions as E
 from lab.kube.resources import RESOURCES, ResourceType
 
 _BY_GV: dict[tuple[str, str], dict[str, ResourceType]] = {}

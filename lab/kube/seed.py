@@ -28,7 +28,7 @@ def seed_defaults(store: Store) -> None:
     ns_rt = store.rt("", "namespaces")
     for ns in SEED_NAMESPACES:
         if store.find(ns_rt, "", ns) is None:
-            store.create(ns_rt, "", {"metadata": {"name": ns}}, manager="kube-apiserver")
+            store.writer.create(ns_rt, "", {"metadata": {"name": ns}}, manager="kube-apiserver")
     svc = store.rt("", "services")
     seeds: list[tuple[str, dict[str, Any]]] = [
         (
@@ -69,7 +69,7 @@ def seed_defaults(store: Store) -> None:
     ]
     for ns, body in seeds:
         if store.find(svc, ns, body["metadata"]["name"]) is None:
-            store.create(svc, ns, body, manager="kube-apiserver")
+            store.writer.create(svc, ns, body, manager="kube-apiserver")
 
 
 def _service_ip(store: Store, offset: int) -> str:
@@ -86,9 +86,11 @@ def namespace_companions(store: Store, ns: str) -> None:
     """What kube-controller-manager adds to every namespace: SA ``default``, root CA map."""
     sa, cm = store.rt("", "serviceaccounts"), store.rt("", "configmaps")
     if store.find(sa, ns, "default") is None:
-        store.create(sa, ns, {"metadata": {"name": "default"}}, manager="kube-controller-manager")
+        store.writer.create(
+            sa, ns, {"metadata": {"name": "default"}}, manager="kube-controller-manager"
+        )
     if store.find(cm, ns, "kube-root-ca.crt") is None:
-        store.create(
+        store.writer.create(
             cm,
             ns,
             {

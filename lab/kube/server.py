@@ -1,10 +1,12 @@
-"""HTTP/1.1 transport and the :class:`KubeSimulator` component.
+"""HTTP/1.1 transport and the :class:`KubeServer` component.
 
 A stdlib ``ThreadingHTTPServer`` (one thread per connection, persistent connections,
 ``Content-Length`` replies, chunked watch streams flushed per event, optional TLS) in front of
-``handlers.Api``. :class:`KubeSimulator` is the lab component: context manager, port 0,
-readiness wait with explicit timeout, idempotent stop, kubeconfig generation, a typed control
-client and a ready-made ``kubernetes.client.ApiClient``. ``__main__.py`` runs it as a process.
+``handlers.Api``. :class:`KubeServer` is the lab component, with the lifecycle of
+:class:`lab.component.ServerComponent` (port 0, readiness on ``/readyz`` with an explicit
+timeout, idempotent stop, handler exceptions handed out by ``take_internal_errors``), plus
+kubeconfig generation, a typed control client and a ready-made ``kubernetes.client.ApiClient``.
+``process.KubeProcess`` runs it as a child process (``__main__.py``).
 """
 
 from __future__ import annotations
@@ -19,27 +21,21 @@ import socket
 import ssl
 import sys
 import tempfile
-import threading
-import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from lab.component import RecentLog
-from lab.kube.control import ControlClient
+from lab.component import ServerComponent
+from lab.kube.control_client import KubeControlClient
 from lab.kube.handlers import Api
 from lab.kube.store import Store
 from lab.kube.tls import ServingCerts, make_certs
+from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.kube.wire import Request
 
 log = logging.getLogger(__name__)
-
-
-class SimulatorError(RuntimeError):
-    pass
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -149,18 +145,24 @@ class _Server(ThreadingHTTPServer):
         self.api.record_error(Request("?", "?", {}), exc)
 
 
-class KubeSimulator:
+class KubeServer(ServerComponent):
     """The embedded API server as a lab component.
 
-    ``with KubeSimulator() as sim: client = sim.api_client()``. ``tls=True`` serves HTTPS with
-    a fresh CA and requires a bearer token (both in the kubeconfig). ``state_file`` loads state
-    at start when the file exists and saves it at stop. ``fake_kubelet=True`` confirms graceful
-    pod deletion at once (there is no kubelet to do it).
+    ``with KubeServer() as kube: client = kube.api_client()``. ``version`` is the Kubernetes
+    version ``/version`` and the OpenAPI documents report. ``tls=True`` serves HTTPS with a
+    fresh CA and requires a bearer token (both in the kubeconfig). ``state_file`` loads state at
+    start when the file exists and saves it at stop. ``fake_kubelet=True`` confirms graceful pod
+    deletion at once (there is no kubelet to do it).
     """
+
+    what = "kube simulator"
+    log_names = ("lab.kube",)
+    ready_path = "/readyz"
 
     def __init__(
         self,
         *,
+        version: str = DEFAULT_K8S_VERSION,
         host: str = "127.0.0.1",
         port: int = 0,
         tls: bool = False,
@@ -173,33 +175,23 @@ class KubeSimulator:
         workdir: str | Path | None = None,
         ready_timeout: float = 10.0,
     ) -> None:
-        self.host, self._port, self.tls = host, port, tls
+        super().__init__(host=host, port=port, ready_timeout=ready_timeout)
+        self.version = version
+        self.tls = tls
         self.token = token if token is not None else (secrets.token_urlsafe(24) if tls else None)
         self.state_file = Path(state_file) if state_file else None
-        self.ready_timeout = ready_timeout
         self.store = Store(
             service_cidr=service_cidr,
             node_port_range=node_port_range,
             history=history,
             fake_kubelet=fake_kubelet,
         )
-        self.api = Api(self.store, token=self.token)
+        self.api = Api(self.store, token=self.token, version=version)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._workdir = Path(workdir) if workdir else None
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
         self._certs: ServingCerts | None = None
         self._kubeconfig: Path | None = None
-        self._logs = RecentLog()
         self._clients: list[Any] = []
-
-    # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> KubeSimulator:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def workdir(self) -> Path:
@@ -209,71 +201,49 @@ class KubeSimulator:
         self._workdir.mkdir(parents=True, exist_ok=True)
         return self._workdir
 
-    def start(self) -> None:
-        if self._server is not None:
-            return
-        logging.getLogger("lab.kube").addHandler(self._logs)
+    # ------------------------------------------------------------------ lifecycle
+    def _bind(self) -> _Server:
         if self.state_file and self.state_file.exists():
             self.store.load(json.loads(self.state_file.read_text()))
         self.api.stopping.clear()
-        server = _Server((self.host, self._port), self.api)
+        server = _Server((self.host, self.requested_port), self.api)
         if self.tls:
-            self._certs = make_certs((self.host, "localhost"))
-            _, cert, key = self._certs.write(self.workdir / "pki")
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(str(cert), str(key))
-            server.socket = ctx.wrap_socket(server.socket, server_side=True)
-            self.store.ca_pem = self._certs.ca_pem.decode()
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": 0.2},
-            name=f"kube-sim-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        self._wait_ready()
-        self._kubeconfig = self.write_kubeconfig(self.workdir / "kubeconfig")
-        log.info("kube simulator ready at %s", self.url)
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.ready_timeout
-        ctx = (
-            ssl.create_default_context(cadata=self._certs.ca_pem.decode()) if self._certs else None
-        )
-        last: Exception | None = None
-        while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(self.url + "/readyz", timeout=1.0, context=ctx) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError as exc:
-                last = exc
-            time.sleep(0.02)
-        recent = self._logs.text()
-        self.stop()
-        raise SimulatorError(
-            f"kube simulator not ready after {self.ready_timeout}s at {self.url}: "
-            f"{last}\nrecent log:\n{recent}"
-        )
+                self._certs = make_certs((self.host, "localhost"))
+                _, cert, key = self._certs.write(self.workdir / "pki")
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                ctx.load_cert_chain(str(cert), str(key))
+                server.socket = ctx.wrap_socket(server.socket, server_side=True)
+            except BaseException:
+                server.server_close()
+                raise
+            self.store.ca_pem = self._certs.ca_pem.decode()
+        return server
 
-    def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
-            return
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
+
+    def _probe_context(self) -> ssl.SSLContext | None:
+        if self._certs is None:
+            return None
+        return ssl.create_default_context(cadata=self._certs.ca_pem.decode())
+
+    def _on_ready(self) -> None:
+        self._kubeconfig = self.write_kubeconfig(self.workdir / "kubeconfig")
+
+    def _on_stopping(self) -> None:
         self.api.stopping.set()
         self.store.close_watches()
-        server.shutdown()
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+
+    def _release(self) -> None:
         for client in self._clients:
             with contextlib.suppress(Exception):
                 client.close()
         self._clients.clear()
         if self.state_file:
             self.save_state(self.state_file)
-        logging.getLogger("lab.kube").removeHandler(self._logs)
+        self._kubeconfig = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -285,21 +255,18 @@ class KubeSimulator:
         tmp.write_text(json.dumps(self.store.dump()))
         tmp.replace(target)
 
+    def take_internal_errors(self) -> list[str]:
+        return self.api.errors.take()
+
+    def internal_errors(self) -> list[str]:
+        """The handler exceptions caught so far, without forgetting them."""
+        return self.api.errors.peek()
+
     # ------------------------------------------------------------------ endpoints
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            return self._port
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
-
     @property
     def kubeconfig_path(self) -> Path:
         if self._kubeconfig is None:
-            raise SimulatorError("simulator not started")
+            raise RuntimeError("KubeServer is not started")
         return self._kubeconfig
 
     @property
@@ -338,26 +305,27 @@ class KubeSimulator:
         return target
 
     @property
-    def control(self) -> ControlClient:
+    def control(self) -> KubeControlClient:
         ca_file = None
         if self._certs is not None:
             ca_file = str(self.workdir / "pki" / "ca.crt")
-        return ControlClient(self.url, token=self.token, ca_file=ca_file)
+        return KubeControlClient(self.url, token=self.token, ca_file=ca_file)
 
     def api_client(self) -> Any:
-        """A ``kubernetes.client.ApiClient`` configured from this simulator's kubeconfig."""
-        from kubernetes import config
+        """A ``kubernetes.client.ApiClient`` for this server (what its kubeconfig says)."""
+        ca_file = str(self.workdir / "pki" / "ca.crt") if self._certs is not None else None
+        api = new_api_client(self.url, token=self.token, ca_file=ca_file)
+        self._clients.append(api)
+        return api
 
-        client = config.new_client_from_config(config_file=str(self.kubeconfig_path))  # type: ignore[no-untyped-call]
-        self._clients.append(client)
-        return client
 
-    def handler_errors(self) -> list[str]:
-        with self.api._errors_lock:
-            return list(self.api.errors)
+def new_api_client(url: str, *, token: str | None, ca_file: str | None) -> Any:
+    """A ``kubernetes.client.ApiClient`` for a simulator at ``url`` (bearer token, CA file)."""
+    from kubernetes import client
 
-    def take_handler_errors(self) -> list[str]:
-        with self.api._errors_lock:
-            out = list(self.api.errors)
-            self.api.errors.clear()
-        return out
+    configuration = client.Configuration(host=url)
+    if token:
+        configuration.api_key = {"authorization": f"Bearer {token}"}
+    if ca_file is not None:
+        configuration.ssl_ca_cert = ca_file
+    return client.ApiClient(configuration)

@@ -13,7 +13,7 @@ import ipaddress
 import random
 from typing import Any
 
-from lab.kube.errors import (
+from lab.kube.exceptions import (
     ApiError,
     FieldError,
     duplicate,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lab.kube import errors as E
+from lab.kube import exceptions as E
 from lab.kube.patch import strategies_for
 from lab.kube.resources import ResourceType
 

@@ -3,8 +3,9 @@
 State and operations only, no HTTP (``handlers.py`` parses requests and calls in here). Every
 write runs under one lock, consumes the next global revision, is appended to a bounded history
 and pushed to watchers, so replay from any retained revision and live delivery can never miss
-or duplicate an event. Writes live in ``writes.py`` and deletion in ``deletion.py`` (both
-composed in, sharing this lock); kind-specific behaviour comes from strategies
+or duplicate an event. Writes live in ``writes.py`` and deletion in ``deletion.py``, composed in
+as ``store.writer`` and ``store.deleter`` (sharing this lock) and called there directly, so each
+operation has one owner; kind-specific behaviour comes from strategies
 (``strategies.py``, ``services.py``). Stored objects are never mutated after
 commit (every write builds a new dict), which lets readers serialise them outside the lock and
 lets each object cache its JSON encoding.
@@ -24,8 +25,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.kube import errors as E
-from lab.kube.deletion import DeleteOptions, Deleter
+from lab.kube import exceptions as E
+from lab.kube.deletion import Deleter
 from lab.kube.objects import ObjKey, RTKey, rt_key
 from lab.kube.resources import RESOURCES, ResourceType
 from lab.kube.seed import seed_defaults
@@ -387,62 +388,6 @@ class Store:
                 self.watchers[k].discard(w)
 
         return drop
-
-    # ------------------------------------------------------------------ writes (writes.py)
-    def create(
-        self, rt: ResourceType, ns: str, body: Obj, *, dry_run: bool = False, manager: str = ""
-    ) -> Obj:
-        return self.writer.create(rt, ns, body, dry_run=dry_run, manager=manager)
-
-    def update(
-        self,
-        rt: ResourceType,
-        ns: str,
-        name: str,
-        body: Obj,
-        *,
-        subresource: str = "",
-        dry_run: bool = False,
-        manager: str = "",
-    ) -> tuple[Obj, bool]:
-        return self.writer.update(
-            rt, ns, name, body, subresource=subresource, dry_run=dry_run, manager=manager
-        )
-
-    def patch(
-        self,
-        rt: ResourceType,
-        ns: str,
-        name: str,
-        patch_type: str,
-        body: Any,
-        *,
-        subresource: str = "",
-        dry_run: bool = False,
-        manager: str = "",
-        force: bool = False,
-    ) -> tuple[Obj, bool]:
-        return self.writer.patch(
-            rt,
-            ns,
-            name,
-            patch_type,
-            body,
-            subresource=subresource,
-            dry_run=dry_run,
-            manager=manager,
-            force=force,
-        )
-
-    # ------------------------------------------------------------------ delete (deletion.py)
-    def delete(self, rt: ResourceType, ns: str, name: str, opts: DeleteOptions) -> tuple[Obj, bool]:
-        """Delete (or start deleting) one object. Returns (object, removed-now)."""
-        return self.deleter.delete(rt, ns, name, opts)
-
-    def delete_collection(
-        self, rt: ResourceType, ns: str | None, selection: Selection, opts: DeleteOptions
-    ) -> list[Obj]:
-        return self.deleter.delete_collection(rt, ns, selection, opts)
 
     # ------------------------------------------------------------------ helpers for HTTP layer
     def encode_item(self, entry: Entry) -> bytes:

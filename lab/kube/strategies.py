@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from lab.kube.errors import FieldError, bad_request, forbidden, not_supported, required
+from lab.kube.exceptions import FieldError, bad_request, forbidden, not_supported, required
 from lab.kube.resources import ResourceType
 from lab.kube.validation import validate_labels
 

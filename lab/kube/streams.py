@@ -17,7 +17,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from lab.kube import errors as E
+from lab.kube import exceptions as E
+from lab.kube import tables
 from lab.kube.resources import ResourceType
 from lab.kube.routes import Route
 from lab.kube.store import Store
@@ -25,15 +26,6 @@ from lab.kube.watch import CLOSED, Event, ExpiredError, Watcher, dumps
 from lab.kube.wire import Request, Response, bool_param, list_options, selection
 
 MAX_EVENTS_PER_CHUNK = 64
-
-
-def tables_module() -> Any:
-    """``lab.kube.tables`` (Table printing, owned next door), or None if absent."""
-    try:
-        from lab.kube import tables
-    except ImportError:  # pragma: no cover - only while the module is being written
-        return None
-    return tables
 
 
 class WatchStreams:
@@ -61,8 +53,7 @@ class WatchStreams:
             timeout = random.uniform(self.min_request_timeout, 2 * self.min_request_timeout)
         initial = bool_param(q, "sendInitialEvents") if "sendInitialEvents" in q else None
         bookmarks = bool_param(q, "allowWatchBookmarks")
-        tables = tables_module()
-        table = tables is not None and tables.wants_table(req.headers.get("accept", ""))
+        table = tables.wants_table(req.headers.get("accept", ""))
         try:
             watcher, _ = self.store.watch(
                 rt, route.namespace, sel, resource_version=rv, initial_events=initial
@@ -196,7 +187,6 @@ class WatchStreams:
         if got is None:
             return None
         etype, obj = got
-        tables = tables_module()
         full = ev.full_object(obj)
         version = tables.table_version(req.headers.get("accept", "")) or "v1"
         t = tables.to_table(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lab.kube.errors import FieldError, forbidden, invalid_value, required, too_long
+from lab.kube.exceptions import FieldError, forbidden, invalid_value, required, too_long
 from lab.kube.selectors import key_problem, value_problem
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

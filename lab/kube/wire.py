@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from lab.kube import errors as E
+from lab.kube import exceptions as E
 from lab.kube.deletion import DeleteOptions
 from lab.kube.objects import rt_key
 from lab.kube.protobuf import PROTOBUF, ProtobufError, decode_object

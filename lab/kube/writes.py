@@ -15,7 +15,7 @@ import random
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from lab.kube import errors as E
+from lab.kube import exceptions as E
 from lab.kube import patch as P
 from lab.kube.objects import Obj, RTKey, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType

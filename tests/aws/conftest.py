@@ -10,20 +10,20 @@ from collections.abc import Iterator
 
 import pytest
 
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 
 
 @pytest.fixture(scope="session")
-def aws_endpoint() -> Iterator[AwsEndpoint]:
-    with AwsEndpoint(region="us-east-1") as endpoint:
+def aws_endpoint() -> Iterator[AwsServer]:
+    with AwsServer(region="us-east-1") as endpoint:
         yield endpoint
 
 
 @pytest.fixture
-def aws(aws_endpoint: AwsEndpoint) -> Iterator[AwsEndpoint]:
+def aws(aws_endpoint: AwsServer) -> Iterator[AwsServer]:
     aws_endpoint.reset()
     yield aws_endpoint
-    errors = list(aws_endpoint.lab.internal_errors)
+    errors = aws_endpoint.take_internal_errors()
     assert not errors, f"the endpoint raised internally during the test: {errors}"
 
 
@@ -41,7 +41,7 @@ class FakeClock:
 
 
 @pytest.fixture
-def fake_clock(aws: AwsEndpoint) -> Iterator[FakeClock]:
+def fake_clock(aws: AwsServer) -> Iterator[FakeClock]:
     """Run the endpoint's time-based fidelity behaviour on fake time for one test."""
     clock = FakeClock()
     real = aws.lab.fidelity.clock

@@ -8,17 +8,17 @@ import urllib.request
 
 import pytest
 
-from lab.aws import AwsControlClient, AwsControlUnavailable, AwsEndpoint, LabControlError
+from lab.aws import AwsControlClient, AwsControlError, AwsControlUnavailable, AwsServer
 
 
-def test_health_reports_the_endpoint(aws: AwsEndpoint) -> None:
+def test_health_reports_the_endpoint(aws: AwsServer) -> None:
     health = aws.control.health()
     assert (health.status, health.region, health.account) == ("ok", "us-east-1", aws.account)
     assert health.trail_events == 0
     assert health.internal_errors == []
 
 
-def test_standalone_client_and_fidelity_round_trip(aws: AwsEndpoint) -> None:
+def test_standalone_client_and_fidelity_round_trip(aws: AwsServer) -> None:
     client = AwsControlClient(aws.url)
     assert client.fidelity().elb_sg_order == "creation"
     changed = client.set_fidelity(elb_sg_order="shuffle", elb_sg_order_seed=5)
@@ -38,15 +38,15 @@ def test_standalone_client_and_fidelity_round_trip(aws: AwsEndpoint) -> None:
     ],
 )
 def test_bad_fidelity_switch_is_refused(
-    aws: AwsEndpoint, changes: dict[str, object], names: str
+    aws: AwsServer, changes: dict[str, object], names: str
 ) -> None:
-    with pytest.raises(LabControlError) as err:
+    with pytest.raises(AwsControlError) as err:
         aws.control.set_fidelity(**changes)
     assert names in err.value.message
     assert aws.control.fidelity().elb_sg_order == "creation"
 
 
-def test_unknown_route_and_method(aws: AwsEndpoint) -> None:
+def test_unknown_route_and_method(aws: AwsServer) -> None:
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(f"{aws.url}/_lab/nothing", timeout=5)
     assert err.value.code == 404
@@ -59,12 +59,12 @@ def test_unknown_route_and_method(aws: AwsEndpoint) -> None:
     err.value.close()
 
 
-def test_bad_trail_query_and_seed(aws: AwsEndpoint) -> None:
-    with pytest.raises(LabControlError, match="'injected'"):
+def test_bad_trail_query_and_seed(aws: AwsServer) -> None:
+    with pytest.raises(AwsControlError, match="'injected'"):
         aws.control._call("GET", "trail?injected=maybe")
-    with pytest.raises(LabControlError, match="'seed'"):
+    with pytest.raises(AwsControlError, match="'seed'"):
         aws.control._call("POST", "seed", {"seed": "x"})
-    with pytest.raises(LabControlError, match="no rule"):
+    with pytest.raises(AwsControlError, match="no rule"):
         aws.control.remove_fault("f999")
 
 
@@ -74,7 +74,7 @@ def test_unreachable_endpoint_is_a_clear_error() -> None:
         client.health()
 
 
-def test_moto_api_passes_through_untrailed(aws: AwsEndpoint) -> None:
+def test_moto_api_passes_through_untrailed(aws: AwsServer) -> None:
     with urllib.request.urlopen(f"{aws.url}/moto-api/data.json", timeout=10) as response:
         assert response.status == 200
     assert len(aws.trail) == 0

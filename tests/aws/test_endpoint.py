@@ -9,10 +9,10 @@ import urllib.request
 import pytest
 from botocore.exceptions import ClientError
 
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 
 
-def test_boto3_clients_talk_to_the_endpoint(aws: AwsEndpoint) -> None:
+def test_boto3_clients_talk_to_the_endpoint(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     vpcs = ec2.describe_vpcs()["Vpcs"]
     assert [v["IsDefault"] for v in vpcs] == [True]
@@ -22,7 +22,7 @@ def test_boto3_clients_talk_to_the_endpoint(aws: AwsEndpoint) -> None:
     assert aws.client("sts").get_caller_identity()["Account"] == aws.account
 
 
-def test_reset_clears_aws_state_and_trail(aws: AwsEndpoint) -> None:
+def test_reset_clears_aws_state_and_trail(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     group = ec2.create_security_group(GroupName="web", Description="web")["GroupId"]
     assert aws.trail.count("CreateSecurityGroup") == 1
@@ -33,7 +33,7 @@ def test_reset_clears_aws_state_and_trail(aws: AwsEndpoint) -> None:
     assert err.value.response["Error"]["Code"] == "InvalidGroup.NotFound"
 
 
-def test_seed_makes_resource_ids_repeat(aws: AwsEndpoint) -> None:
+def test_seed_makes_resource_ids_repeat(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
 
     def make_ids() -> list[str]:
@@ -52,7 +52,7 @@ def test_seed_makes_resource_ids_repeat(aws: AwsEndpoint) -> None:
 
 
 def test_stop_is_idempotent_and_releases_the_port() -> None:
-    endpoint = AwsEndpoint(region="eu-west-1", account="210987654321")
+    endpoint = AwsServer(region="eu-west-1", account="210987654321")
     with endpoint:
         port = endpoint.port
         assert endpoint.control.health().region == "eu-west-1"

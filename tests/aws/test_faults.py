@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 from botocore.exceptions import ClientError
 
-from lab.aws import AwsEndpoint, LabControlError
+from lab.aws import AwsServer
 from tests.aws import builders as b
 
 
-def _outcomes(aws: AwsEndpoint, action: str) -> list[str | None]:
+def _outcomes(aws: AwsServer, action: str) -> list[str | None]:
     return [e.error_code for e in aws.trail.calls(action)]
 
 
-def test_fault_by_count_then_recovers(aws: AwsEndpoint) -> None:
+def test_fault_by_count_then_recovers(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     sg = b.group(ec2, "victim")
     rule = aws.control.add_fault(action="DeleteSecurityGroup", code="Throttling", count=2)
@@ -35,7 +38,7 @@ def test_fault_by_count_then_recovers(aws: AwsEndpoint) -> None:
     assert aws.trail.calls("DeleteSecurityGroup")[-1].answered_by == "moto"
 
 
-def test_elb_faults_use_the_elb_error_shape(aws: AwsEndpoint) -> None:
+def test_elb_faults_use_the_elb_error_shape(aws: AwsServer) -> None:
     aws.control.add_fault(action="DescribeLoadBalancers", code="InternalError", count=1)
     with pytest.raises(ClientError) as err:
         aws.client("elb").describe_load_balancers()
@@ -46,7 +49,7 @@ def test_elb_faults_use_the_elb_error_shape(aws: AwsEndpoint) -> None:
     aws.client("elbv2").describe_load_balancers()
 
 
-def test_service_filter_and_custom_message(aws: AwsEndpoint) -> None:
+def test_service_filter_and_custom_message(aws: AwsServer) -> None:
     aws.control.add_fault(
         action="DescribeLoadBalancers",
         service="elbv2",
@@ -61,7 +64,7 @@ def test_service_filter_and_custom_message(aws: AwsEndpoint) -> None:
     assert dict(err.value.response["Error"])["Type"] == "Sender"
 
 
-def test_seeded_probability_is_deterministic(aws: AwsEndpoint) -> None:
+def test_seeded_probability_is_deterministic(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
 
     def run() -> list[bool]:
@@ -85,10 +88,10 @@ def test_seeded_probability_is_deterministic(aws: AwsEndpoint) -> None:
     ec2.describe_security_groups()
 
 
-def test_latency_fault_slows_the_call_and_is_flagged(aws: AwsEndpoint) -> None:
+def test_latency_fault_slows_the_call_and_is_flagged(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     ec2.describe_vpcs()
-    aws.control.add_fault(action="DescribeVpcs", latency_ms=300, count=1)
+    aws.control.add_latency(action="DescribeVpcs", latency_ms=300, count=1)
     started = time.perf_counter()
     assert ec2.describe_vpcs()["Vpcs"]
     assert time.perf_counter() - started >= 0.3
@@ -98,7 +101,7 @@ def test_latency_fault_slows_the_call_and_is_flagged(aws: AwsEndpoint) -> None:
     assert slow.latency_ms >= 300
 
 
-def test_wildcard_fault_and_removal(aws: AwsEndpoint) -> None:
+def test_wildcard_fault_and_removal(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     rule = aws.control.add_fault(action="*", code="InternalError", status=503)
     with pytest.raises(ClientError) as err:
@@ -109,7 +112,7 @@ def test_wildcard_fault_and_removal(aws: AwsEndpoint) -> None:
     ec2.describe_vpcs()
 
 
-def test_dependency_violation_can_be_injected_on_demand(aws: AwsEndpoint) -> None:
+def test_dependency_violation_can_be_injected_on_demand(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     sg = b.group(ec2, "free")  # nothing depends on it, yet the delete fails
     aws.control.add_fault(
@@ -123,7 +126,7 @@ def test_dependency_violation_can_be_injected_on_demand(aws: AwsEndpoint) -> Non
     ec2.delete_security_group(GroupId=sg)
 
 
-def test_fault_matching_parameters_hits_only_that_group(aws: AwsEndpoint) -> None:
+def test_fault_matching_parameters_hits_only_that_group(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     keep, other = b.group(ec2, "keep"), b.group(ec2, "other")
     aws.control.add_fault(
@@ -144,20 +147,59 @@ def test_fault_matching_parameters_hits_only_that_group(aws: AwsEndpoint) -> Non
 @pytest.mark.parametrize(
     ("fault", "names"),
     [
-        ({"action": ""}, "'action'"),
-        ({"action": "X"}, "'code', a 'latency_ms'"),
-        ({"action": "X", "code": "Throttling", "count": 0}, "'count'"),
-        ({"action": "X", "code": "Throttling", "probability": 1.5}, "'probability'"),
-        ({"action": "X", "code": "Throttling", "status": 200}, "'status'"),
-        ({"action": "X", "code": "Throttling", "count": 1, "probability": 0.5}, "not both"),
-        ({"action": "X", "code": "Throttling", "latency_ms": -1}, "'latency_ms'"),
-        ({"action": "X", "code": "Throttling", "match": {"GroupId": 1}}, "'match'"),
+        ({"action": ""}, "action=''"),
+        ({"action": "X"}, "code=None"),
+        ({"action": "X", "code": "Throttling", "count": 0}, "count=0"),
+        ({"action": "X", "code": "Throttling", "probability": 1.5}, "probability=1.5"),
+        ({"action": "X", "code": "Throttling", "status": 200}, "status=200"),
+        ({"action": "X", "code": "Throttling", "latency_ms": -1}, "latency_ms=-1"),
+        ({"action": "X", "code": "Throttling", "latency_ms": 600_001}, "latency_ms=600001"),
+        ({"action": "X", "code": "Throttling", "match": {"GroupId": 1}}, "match={'GroupId': 1}"),
+        ({"action": "X", "code": "Throttling", "seed": "7"}, "seed='7'"),
+        ({"action": "X", "code": "Throttling", "colour": "red"}, "colour='red'"),
+        ({"action": "X", "effect": "sometimes"}, "effect='sometimes'"),
+        ({"action": "X", "effect": "latency"}, "latency_ms=0"),
+        ({"action": "X", "effect": "latency", "latency_ms": 5, "code": "Throttling"}, "code="),
     ],
 )
 def test_bad_fault_is_refused_naming_the_field(
-    aws: AwsEndpoint, fault: dict[str, object], names: str
+    aws: AwsServer, fault: dict[str, object], names: str
 ) -> None:
-    with pytest.raises(LabControlError) as err:
-        aws.control.add_fault(**fault)  # type: ignore[arg-type]
-    assert names in err.value.message
-    assert err.value.status == 400
+    request = urllib.request.Request(
+        f"{aws.url}/_lab/faults",
+        data=json.dumps(fault).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request, timeout=10)
+    with err.value as reply:
+        assert reply.code == 400
+        assert names in json.loads(reply.read())["error"]
+    assert aws.control.faults() == []  # nothing was added
+
+
+def test_count_and_probability_combine(aws: AwsServer) -> None:
+    ec2 = aws.client("ec2")
+    rule = aws.control.add_fault(action="DescribeVpcs", code="Throttling", probability=1, count=2)
+    outcomes = []
+    for _ in range(4):
+        try:
+            ec2.describe_vpcs()
+            outcomes.append("ok")
+        except ClientError as exc:
+            outcomes.append(exc.response["Error"]["Code"])
+    assert outcomes == ["Throttling", "Throttling", "ok", "ok"]
+    (listed,) = aws.control.faults()
+    assert (listed.id, listed.fired, listed.exhausted) == (rule.id, 2, True)
+
+
+def test_latency_rules_add_up_and_an_error_rule_still_answers(aws: AwsServer) -> None:
+    ec2 = aws.client("ec2")
+    aws.control.add_latency(action="*", latency_ms=150, count=1)
+    aws.control.add_fault(action="DescribeVpcs", code="InternalError", count=1)
+    started = time.perf_counter()
+    with pytest.raises(ClientError, match="InternalError"):
+        ec2.describe_vpcs()
+    assert time.perf_counter() - started >= 0.15
+    assert [r.fired for r in aws.control.faults()] == [1, 1]

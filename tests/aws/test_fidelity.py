@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 from botocore.exceptions import ClientError
 
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from tests.aws import builders as b
 from tests.aws.conftest import FakeClock
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from mypy_boto3_elb.type_defs import InstanceTypeDef
 
 
-def _dependent(aws: AwsEndpoint, kind: str) -> str:
+def _dependent(aws: AwsServer, kind: str) -> str:
     """A group that ``kind`` depends on."""
     ec2, elb, elbv2 = aws.client("ec2"), aws.client("elb"), aws.client("elbv2")
     sg = b.group(ec2, "target")
@@ -45,7 +45,7 @@ KINDS = ["ingress-rule", "egress-rule", "instance", "eni", "classic-elb", "elbv2
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_delete_security_group_in_use_fails_with_dependency_violation(
-    aws: AwsEndpoint, kind: str
+    aws: AwsServer, kind: str
 ) -> None:
     sg = _dependent(aws, kind)
     with pytest.raises(ClientError) as err:
@@ -61,7 +61,7 @@ def test_delete_security_group_in_use_fails_with_dependency_violation(
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_stock_moto_deletes_a_group_in_use(aws: AwsEndpoint, kind: str) -> None:
+def test_stock_moto_deletes_a_group_in_use(aws: AwsServer, kind: str) -> None:
     aws.control.set_fidelity(enabled=False)
     sg = _dependent(aws, kind)
     aws.client("ec2").delete_security_group(GroupId=sg)  # moto: no check at all
@@ -69,7 +69,7 @@ def test_stock_moto_deletes_a_group_in_use(aws: AwsEndpoint, kind: str) -> None:
 
 
 def test_group_of_a_terminated_instance_can_be_deleted(
-    aws: AwsEndpoint, fake_clock: FakeClock
+    aws: AwsServer, fake_clock: FakeClock
 ) -> None:
     ec2 = aws.client("ec2")
     aws.control.set_fidelity(instance_shutting_down_s=5)
@@ -84,13 +84,13 @@ def test_group_of_a_terminated_instance_can_be_deleted(
     assert reasons == [f"fidelity:sg_dependency:instance:{iid}", "moto"]
 
 
-def test_dependency_violation_switch_alone_restores_moto(aws: AwsEndpoint) -> None:
+def test_dependency_violation_switch_alone_restores_moto(aws: AwsServer) -> None:
     aws.control.set_fidelity(sg_dependency_violation=False)
     sg = _dependent(aws, "ingress-rule")
     aws.client("ec2").delete_security_group(GroupId=sg)
 
 
-def test_group_deletes_once_the_reference_is_revoked(aws: AwsEndpoint) -> None:
+def test_group_deletes_once_the_reference_is_revoked(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     sg, other = b.group(ec2, "elb-sg"), b.group(ec2, "nodes")
     b.allow_all_from(ec2, other, sg)
@@ -104,7 +104,7 @@ def test_group_deletes_once_the_reference_is_revoked(aws: AwsEndpoint) -> None:
     assert [e.status for e in aws.trail.calls("DeleteSecurityGroup")] == [400, 200]
 
 
-def test_delete_by_group_name_is_checked_too(aws: AwsEndpoint) -> None:
+def test_delete_by_group_name_is_checked_too(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     sg = b.group(ec2, "named")
     b.instance(ec2, sg)
@@ -112,7 +112,7 @@ def test_delete_by_group_name_is_checked_too(aws: AwsEndpoint) -> None:
         ec2.delete_security_group(GroupName="named")
 
 
-def test_default_group_cannot_be_deleted(aws: AwsEndpoint) -> None:
+def test_default_group_cannot_be_deleted(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     default = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": ["default"]}])[
         "SecurityGroups"
@@ -125,7 +125,7 @@ def test_default_group_cannot_be_deleted(aws: AwsEndpoint) -> None:
 
 
 def test_deleted_load_balancer_keeps_its_groups_busy_for_a_while(
-    aws: AwsEndpoint, fake_clock: FakeClock
+    aws: AwsServer, fake_clock: FakeClock
 ) -> None:
     ec2, elb = aws.client("ec2"), aws.client("elb")
     sg = b.group(ec2, "elb-sg")
@@ -144,7 +144,7 @@ def test_deleted_load_balancer_keeps_its_groups_busy_for_a_while(
     ]
 
 
-def test_deleted_load_balancer_frees_its_groups_at_once_by_default(aws: AwsEndpoint) -> None:
+def test_deleted_load_balancer_frees_its_groups_at_once_by_default(aws: AwsServer) -> None:
     ec2, elb = aws.client("ec2"), aws.client("elb")
     sg = b.group(ec2, "elb-sg")
     b.classic_elb(elb, ec2, "lb", [sg])
@@ -155,14 +155,14 @@ def test_deleted_load_balancer_frees_its_groups_at_once_by_default(aws: AwsEndpo
 # --- order of a Classic ELB's security groups (kubernetes#84926) ----------------------------
 
 
-def _elb_groups(aws: AwsEndpoint) -> list[str]:
+def _elb_groups(aws: AwsServer) -> list[str]:
     return aws.client("elb").describe_load_balancers(LoadBalancerNames=["lb"])[
         "LoadBalancerDescriptions"
     ][0]["SecurityGroups"]
 
 
 @pytest.fixture
-def three_group_elb(aws: AwsEndpoint) -> list[str]:
+def three_group_elb(aws: AwsServer) -> list[str]:
     ec2 = aws.client("ec2")
     groups = [b.group(ec2, name) for name in ("k8s-elb-x", "nodes", "extra")]
     b.classic_elb(aws.client("elb"), ec2, "lb", groups)
@@ -170,7 +170,7 @@ def three_group_elb(aws: AwsEndpoint) -> list[str]:
 
 
 def test_elb_groups_come_in_creation_order_by_default(
-    aws: AwsEndpoint, three_group_elb: list[str]
+    aws: AwsServer, three_group_elb: list[str]
 ) -> None:
     assert _elb_groups(aws) == three_group_elb
     reordered = [three_group_elb[2], three_group_elb[0]]
@@ -180,7 +180,7 @@ def test_elb_groups_come_in_creation_order_by_default(
     assert _elb_groups(aws) == reordered
 
 
-def test_elb_groups_reversed(aws: AwsEndpoint, three_group_elb: list[str]) -> None:
+def test_elb_groups_reversed(aws: AwsServer, three_group_elb: list[str]) -> None:
     aws.control.set_fidelity(elb_sg_order="reversed")
     assert _elb_groups(aws) == three_group_elb[::-1]
     assert _elb_groups(aws) == three_group_elb[::-1]
@@ -188,7 +188,7 @@ def test_elb_groups_reversed(aws: AwsEndpoint, three_group_elb: list[str]) -> No
     assert _elb_groups(aws) == three_group_elb
 
 
-def test_elb_groups_shuffle_is_seeded(aws: AwsEndpoint, three_group_elb: list[str]) -> None:
+def test_elb_groups_shuffle_is_seeded(aws: AwsServer, three_group_elb: list[str]) -> None:
     def draws() -> list[list[str]]:
         aws.control.set_fidelity(elb_sg_order="shuffle", elb_sg_order_seed=11)
         return [_elb_groups(aws) for _ in range(12)]
@@ -204,7 +204,7 @@ def test_elb_groups_shuffle_is_seeded(aws: AwsEndpoint, three_group_elb: list[st
 # --- instance state transitions --------------------------------------------------------------
 
 
-def test_instance_transitions_are_instant_by_default(aws: AwsEndpoint) -> None:
+def test_instance_transitions_are_instant_by_default(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     iid = b.instance(ec2)
     assert b.instance_state(ec2, iid) == "running"
@@ -215,7 +215,7 @@ def test_instance_transitions_are_instant_by_default(aws: AwsEndpoint) -> None:
 
 
 def test_instance_transitions_take_the_configured_time(
-    aws: AwsEndpoint, fake_clock: FakeClock
+    aws: AwsServer, fake_clock: FakeClock
 ) -> None:
     ec2 = aws.client("ec2")
     aws.control.set_fidelity(
@@ -247,7 +247,7 @@ def test_instance_transitions_take_the_configured_time(
     assert b.instance_state(ec2, iid) == "terminated"
 
 
-def test_a_new_call_replaces_a_pending_transition(aws: AwsEndpoint, fake_clock: FakeClock) -> None:
+def test_a_new_call_replaces_a_pending_transition(aws: AwsServer, fake_clock: FakeClock) -> None:
     ec2 = aws.client("ec2")
     aws.control.set_fidelity(instance_stopping_s=20, instance_pending_s=5)
     iid = b.instance(ec2)
@@ -260,7 +260,7 @@ def test_a_new_call_replaces_a_pending_transition(aws: AwsEndpoint, fake_clock: 
 
 
 def test_new_instances_are_invisible_for_the_describe_lag(
-    aws: AwsEndpoint, fake_clock: FakeClock
+    aws: AwsServer, fake_clock: FakeClock
 ) -> None:
     ec2 = aws.client("ec2")
     old = b.instance(ec2)
@@ -290,14 +290,14 @@ def test_new_instances_are_invisible_for_the_describe_lag(
     assert b.instance_state(ec2, newest) == "running"
 
 
-def test_stock_moto_ignores_transition_delays(aws: AwsEndpoint) -> None:
+def test_stock_moto_ignores_transition_delays(aws: AwsServer) -> None:
     aws.control.set_fidelity(enabled=False, instance_pending_s=5.0)
     ec2 = aws.client("ec2")
     assert b.instance_state(ec2, b.instance(ec2)) == "running"
 
 
 def test_terminated_instances_disappear_after_their_visibility(
-    aws: AwsEndpoint, fake_clock: FakeClock
+    aws: AwsServer, fake_clock: FakeClock
 ) -> None:
     ec2 = aws.client("ec2")
     aws.control.set_fidelity(terminated_visible_s=3600)
@@ -315,7 +315,7 @@ def test_terminated_instances_disappear_after_their_visibility(
     assert listed == [kept]
 
 
-def test_stock_moto_keeps_terminated_instances(aws: AwsEndpoint) -> None:
+def test_stock_moto_keeps_terminated_instances(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     aws.control.set_fidelity(enabled=False, terminated_visible_s=0.0)
     iid = b.instance(ec2)
@@ -328,7 +328,7 @@ def test_stock_moto_keeps_terminated_instances(aws: AwsEndpoint) -> None:
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_new_elb_has_the_aws_default_health_check(aws: AwsEndpoint, enabled: bool) -> None:
+def test_new_elb_has_the_aws_default_health_check(aws: AwsServer, enabled: bool) -> None:
     aws.control.set_fidelity(enabled=enabled)
     ec2, elb = aws.client("ec2"), aws.client("elb")
     dns = b.classic_elb(elb, ec2, "lb", [b.group(ec2, "g")])
@@ -351,7 +351,7 @@ def test_new_elb_has_the_aws_default_health_check(aws: AwsEndpoint, enabled: boo
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_modify_attributes_keeps_one_desync_entry(aws: AwsEndpoint, enabled: bool) -> None:
+def test_modify_attributes_keeps_one_desync_entry(aws: AwsServer, enabled: bool) -> None:
     aws.control.set_fidelity(enabled=enabled)
     ec2, elb = aws.client("ec2"), aws.client("elb")
     b.classic_elb(elb, ec2, "lb", [b.group(ec2, "g")])
@@ -366,7 +366,7 @@ def test_modify_attributes_keeps_one_desync_entry(aws: AwsEndpoint, enabled: boo
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_register_instances_returns_the_registered_set(aws: AwsEndpoint, enabled: bool) -> None:
+def test_register_instances_returns_the_registered_set(aws: AwsServer, enabled: bool) -> None:
     aws.control.set_fidelity(enabled=enabled)
     ec2, elb = aws.client("ec2"), aws.client("elb")
     b.classic_elb(elb, ec2, "lb", [b.group(ec2, "g")])
@@ -391,7 +391,7 @@ def test_register_instances_returns_the_registered_set(aws: AwsEndpoint, enabled
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_registering_an_unknown_instance_is_refused(aws: AwsEndpoint, enabled: bool) -> None:
+def test_registering_an_unknown_instance_is_refused(aws: AwsServer, enabled: bool) -> None:
     aws.control.set_fidelity(enabled=enabled)
     ec2, elb = aws.client("ec2"), aws.client("elb")
     b.classic_elb(elb, ec2, "lb", [b.group(ec2, "g")])

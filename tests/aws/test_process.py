@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.aws import EndpointNotReady, load_jsonl
-from lab.aws.process import AwsProcess, stop_pid
+from lab.aws import load_jsonl, make_client
+from lab.aws.process import AwsProcess
+from lab.component import ComponentNotReady
 
 READY = re.compile(r"^ccm-lab aws endpoint ready at http://127\.0\.0\.1:(\d+)$")
 
@@ -31,9 +32,7 @@ def test_cli_prints_one_ready_line_and_exits_cleanly_on_sigint(tmp_path: Path) -
         match = READY.match(line)
         assert match, line
         url = line.rsplit(" ", 1)[1]
-        process = AwsProcess()  # only for its client helper against this url
-        process._url = url
-        process.client("ec2").describe_vpcs()
+        make_client("ec2", url, "us-east-1").describe_vpcs()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)
     finally:
@@ -50,15 +49,16 @@ def test_aws_process_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     aws = AwsProcess(region="eu-central-1", seed=3, log_path=log, detach=True)
     with aws:
         assert aws.running
-        pid = aws.pid
+        ref = aws.ref
         assert aws.control.health().region == "eu-central-1"
         ec2 = aws.client("ec2")
         group = ec2.create_security_group(GroupName="g", Description="g")["GroupId"]
         assert [e.response["GroupId"] for e in aws.control.trail("CreateSecurityGroup")] == [group]
         assert aws.stop() == 0  # clean exit on SIGTERM
-    assert aws.stop() is None  # idempotent
+    assert aws.stop() == 0  # idempotent: the same exit code again
     assert not aws.running
-    assert stop_pid(pid) is False  # already gone
+    assert not ref.alive()  # already gone
+    assert ref.terminate()  # nothing left to stop
     assert "signal 15: shutting down" in log.read_text()
 
 
@@ -68,6 +68,6 @@ def test_readiness_failure_carries_the_log(tmp_path: Path) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         aws = AwsProcess(port=port, log_path=tmp_path / "aws.log", ready_timeout=20)
-        with pytest.raises(EndpointNotReady, match="Address already in use"):
+        with pytest.raises(ComponentNotReady, match="Address already in use"):
             aws.start()
     assert not aws.running

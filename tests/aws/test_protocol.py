@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from lab.aws.exceptions import AwsError, DependencyViolation
 from lab.aws.protocol import error_response, parse_request, read_error
 
@@ -65,7 +65,7 @@ def test_parse_request_tells_elb_from_elbv2() -> None:
 
 
 def test_a_lab_bug_becomes_an_aws_internal_error_and_is_kept(
-    aws: AwsEndpoint, monkeypatch: pytest.MonkeyPatch
+    aws: AwsServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(request: object) -> object:
         raise RuntimeError("boom")
@@ -76,4 +76,5 @@ def test_a_lab_bug_becomes_an_aws_internal_error_and_is_kept(
     assert err.value.response["Error"]["Code"] == "InternalError"
     assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
     assert aws.control.health().internal_errors == ["RuntimeError: boom"]
-    aws.lab.internal_errors.clear()  # expected here; the fixture fails tests that leave any
+    # expected here; the fixture fails tests that leave any
+    assert aws.take_internal_errors() == ["RuntimeError: boom"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from lab.aws.topology import (
     ELB_ROLE_TAG,
     INTERNAL_ELB_ROLE_TAG,
@@ -64,16 +64,16 @@ def _is_public_by_upstream_rule(ec2: Any, vpc_id: str, subnet_id: str) -> bool:
 
 
 @pytest.fixture(scope="class")
-def seeded_once(aws_endpoint: AwsEndpoint) -> Iterator[tuple[Any, Topology]]:
+def seeded_once(aws_endpoint: AwsServer) -> Iterator[tuple[Any, Topology]]:
     """One seed shared by the read-only checks (seeding is ~25 calls)."""
     aws_endpoint.reset()
     ec2 = aws_endpoint.client("ec2")
     yield ec2, seed_topology(ec2, SPEC)
-    assert not list(aws_endpoint.lab.internal_errors)
+    assert not aws_endpoint.take_internal_errors()
 
 
 @pytest.fixture
-def seeded(aws: AwsEndpoint) -> tuple[Any, Topology]:
+def seeded(aws: AwsServer) -> tuple[Any, Topology]:
     ec2 = aws.client("ec2")
     return ec2, seed_topology(ec2, SPEC)
 
@@ -204,12 +204,12 @@ def test_reseed_with_different_ip_is_a_clear_conflict(seeded: tuple[Any, Topolog
     assert topo.instances["control-plane"].instance_id in message
 
 
-def test_describe_before_seed_says_what_is_missing(aws: AwsEndpoint) -> None:
+def test_describe_before_seed_says_what_is_missing(aws: AwsServer) -> None:
     with pytest.raises(TopologyConflict, match="the VPC does not exist"):
         describe_topology(aws.client("ec2"), SPEC)
 
 
-def test_private_shared_topology_with_tagged_extra_group(aws: AwsEndpoint) -> None:
+def test_private_shared_topology_with_tagged_extra_group(aws: AwsServer) -> None:
     spec = TopologySpec(
         cluster_id="lab2",
         region="us-east-1",
@@ -243,7 +243,7 @@ def test_private_shared_topology_with_tagged_extra_group(aws: AwsEndpoint) -> No
     assert options["HttpPutResponseHopLimit"] == 2
 
 
-def test_two_clusters_side_by_side(aws: AwsEndpoint) -> None:
+def test_two_clusters_side_by_side(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     one = seed_topology(ec2, SPEC)
     other_spec = dataclasses.replace(SPEC, cluster_id="lab3", extra_groups=(), nodes=())
@@ -294,7 +294,7 @@ def test_invalid_specs_name_field_and_value(change: dict[str, Any], needle: str)
     assert needle in str(caught.value)
 
 
-def test_delete_topology_removes_everything_it_seeded(aws: AwsEndpoint) -> None:
+def test_delete_topology_removes_everything_it_seeded(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     before = (
         {v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"]},

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from lab.aws import AwsEndpoint, load_jsonl
+from lab.aws import AwsServer, load_jsonl
 from lab.aws.render import format_trail
 from lab.aws.trail import summarize_params
 from tests.aws import builders as b
@@ -28,7 +28,7 @@ SEQUENCE = [
 ]
 
 
-def _run_sequence(aws: AwsEndpoint) -> dict[str, str]:
+def _run_sequence(aws: AwsServer) -> dict[str, str]:
     """The write-up's path: ELB group + node rule, ELB, register, delete, group teardown."""
     ec2, elb = aws.client("ec2"), aws.client("elb")
     vpc, subnet = b.default_vpc(ec2), b.first_subnet(ec2)
@@ -82,7 +82,7 @@ def _run_sequence(aws: AwsEndpoint) -> dict[str, str]:
     return {"nodes": nodes, "lb_sg": lb_sg, "node": node, "start": str(start)}
 
 
-def test_trail_records_the_load_balancer_sequence(aws: AwsEndpoint) -> None:
+def test_trail_records_the_load_balancer_sequence(aws: AwsServer) -> None:
     ids = _run_sequence(aws)
     events = aws.trail.calls(since_seq=int(ids["start"]))
     assert [e.action for e in events] == SEQUENCE
@@ -127,7 +127,7 @@ def test_trail_records_the_load_balancer_sequence(aws: AwsEndpoint) -> None:
     assert [e.seq for e in events] == sorted(e.seq for e in events)
 
 
-def test_trail_queries_counts_and_export(aws: AwsEndpoint, tmp_path: Path) -> None:
+def test_trail_queries_counts_and_export(aws: AwsServer, tmp_path: Path) -> None:
     ids = _run_sequence(aws)
     trail = aws.trail
     assert trail.count("DeleteSecurityGroup") == 2
@@ -160,14 +160,14 @@ def test_trail_queries_counts_and_export(aws: AwsEndpoint, tmp_path: Path) -> No
 
 def test_trail_file_sink_streams_json_lines(tmp_path: Path) -> None:
     path = tmp_path / "sink" / "trail.jsonl"
-    with AwsEndpoint(trail_path=path) as endpoint:
+    with AwsServer(trail_path=path) as endpoint:
         endpoint.client("ec2").describe_security_groups()
         endpoint.client("elb").describe_load_balancers()
         [first, second] = load_jsonl(path.read_text().splitlines())
     assert (first.action, second.action) == ("DescribeSecurityGroups", "DescribeLoadBalancers")
 
 
-def test_render_trail_reads_like_a_console(aws: AwsEndpoint) -> None:
+def test_render_trail_reads_like_a_console(aws: AwsServer) -> None:
     ids = _run_sequence(aws)
     text = format_trail(aws.trail.calls("DeleteSecurityGroup"), width=220)
     assert text.count("DeleteSecurityGroup") == 2

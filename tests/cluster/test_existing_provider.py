@@ -13,13 +13,13 @@ from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.steps import ProvisionError
 from lab.cluster.versions import KubeVersion
 from lab.exec import RecordingRunner
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 
 SPEC = ClusterSpec("any", KubeVersion.parse("1.29"), (NodeSpec(Role.CONTROL_PLANE),))
 
 
 def test_attaches_lists_nodes_and_leaves_cluster_alone(tmp_path: Path) -> None:
-    with KubeSimulator() as sim:
+    with KubeServer() as sim:
         KubeletStandIn(sim.api_client()).register(
             NodeRegistration(name="n1", ip="10.0.0.5", version=KubeVersion.parse("1.29"))
         )
@@ -42,7 +42,7 @@ def test_attaches_lists_nodes_and_leaves_cluster_alone(tmp_path: Path) -> None:
 
 
 def test_unreachable_cluster_fails_the_check_step(tmp_path: Path) -> None:
-    with KubeSimulator() as sim:
+    with KubeServer() as sim:
         config = yaml.safe_load(sim.kubeconfig_path.read_text())
     # the simulator is stopped: its address refuses connections now
     path = tmp_path / "kubeconfig"

@@ -17,7 +17,7 @@ from lab.cluster.base import Role
 from lab.cluster.kubeapi import raw
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.versions import KubeVersion
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 
 KUBECTL = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl"
 T = TypeVar("T")
@@ -35,24 +35,24 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 10.0) ->
 
 
 @pytest.fixture
-def sim() -> Iterator[KubeSimulator]:
-    with KubeSimulator() as simulator:
+def sim() -> Iterator[KubeServer]:
+    with KubeServer() as simulator:
         yield simulator
-        assert simulator.handler_errors() == []
+        assert simulator.internal_errors() == []
 
 
 @pytest.fixture
-def core(sim: KubeSimulator) -> client.CoreV1Api:
+def core(sim: KubeServer) -> client.CoreV1Api:
     return client.CoreV1Api(sim.api_client())
 
 
 @pytest.fixture
-def coordination(sim: KubeSimulator) -> client.CoordinationV1Api:
+def coordination(sim: KubeServer) -> client.CoordinationV1Api:
     return client.CoordinationV1Api(sim.api_client())
 
 
 @pytest.fixture
-def kubelet(sim: KubeSimulator) -> Iterator[KubeletStandIn]:
+def kubelet(sim: KubeServer) -> Iterator[KubeletStandIn]:
     standin = KubeletStandIn(
         sim.api_client(),
         lease_renew_interval=0.1,
@@ -160,7 +160,7 @@ def renewals(coordination: client.CoordinationV1Api, samples: int) -> set[str]:
     return seen
 
 
-def kubectl_nodes(sim: KubeSimulator) -> dict[str, str]:
+def kubectl_nodes(sim: KubeServer) -> dict[str, str]:
     out = subprocess.run(
         [str(KUBECTL), "--kubeconfig", str(sim.kubeconfig_path), "get", "nodes", "--no-headers"],
         capture_output=True,
@@ -172,7 +172,7 @@ def kubectl_nodes(sim: KubeSimulator) -> dict[str, str]:
 
 
 def test_stop_heartbeat_makes_node_not_ready_and_resume_recovers(
-    sim: KubeSimulator,
+    sim: KubeServer,
     kubelet: KubeletStandIn,
     core: client.CoreV1Api,
     coordination: client.CoordinationV1Api,
@@ -288,7 +288,7 @@ def test_unregister_deletes_node_and_lease(
     kubelet.unregister("w1")  # idempotent
 
 
-def test_unknown_node_and_bad_intervals_are_clear_errors(sim: KubeSimulator) -> None:
+def test_unknown_node_and_bad_intervals_are_clear_errors(sim: KubeServer) -> None:
     standin = KubeletStandIn(sim.api_client())
     with pytest.raises(KeyError, match="node 'nope' is not registered"):
         standin.stop_heartbeat("nope")
@@ -305,7 +305,7 @@ def test_json_helper_rejects_non_objects() -> None:
 
 
 def test_kubelet_reported_not_ready_keeps_lease_and_taints_not_ready(
-    sim: KubeSimulator,
+    sim: KubeServer,
     kubelet: KubeletStandIn,
     core: client.CoreV1Api,
     coordination: client.CoordinationV1Api,

@@ -154,7 +154,7 @@ def test_sigkill_while_creating_then_restart_converges_to_one_of_each(
     ctl = lab.start_controller(args=SG_RETRY)
     mark = trail.last_seq
     if crash == "create-in-flight":
-        rule = aws.control.add_fault(action="CreateLoadBalancer", latency_ms=3000, count=1)
+        rule = aws.control.add_latency(action="CreateLoadBalancer", latency_ms=3000, count=1)
     else:
         rule = aws.control.add_fault(action="CreateLoadBalancer", code="InternalError")
     name = elb_name(create_service(core_v1, lb_service("crash")))
@@ -239,7 +239,7 @@ def test_dropped_and_expired_watches_relist_and_miss_nothing(
     ctl = lab.start_controller()
     names = {"w0": elb_name(create_service(core_v1, lb_service("w0")))}
     wait_hostname(core_v1, "w0", timeout=CONVERGE_TIMEOUT)
-    relists_before = metric(scrape(ctl.health_url), "ccm_informer_relists_total", kind="services")
+    relists_before = metric(scrape(ctl.url), "ccm_informer_relists_total", kind="services")
     assert relists_before >= 1, "the first list counts"
 
     # History compacted and streams cut: the re-watch from the old resourceVersion gets 410,
@@ -248,14 +248,13 @@ def test_dropped_and_expired_watches_relist_and_miss_nothing(
     # revision past the informer's (a watch from exactly the compacted revision is valid).
     core_v1.create_namespaced_config_map("default", {"metadata": {"name": "bump"}})
     kube.compact()
-    kube.delay(verb="list", resource="services", latency_ms=1500, count=1)
+    kube.add_latency(verb="list", resource="services", latency_ms=1500, count=1)
     assert kube.close_watches("services") >= 1, "the controller was watching Services"
     for svc in ("w1", "w2"):
         names[svc] = elb_name(create_service(core_v1, lb_service(svc)))
     wait_for(
         lambda: (
-            metric(scrape(ctl.health_url), "ccm_informer_relists_total", kind="services")
-            > relists_before
+            metric(scrape(ctl.url), "ccm_informer_relists_total", kind="services") > relists_before
         ),
         timeout=CONVERGE_TIMEOUT,
         what="the services informer to relist after 410",
@@ -336,8 +335,8 @@ def test_only_the_leader_mutates_and_the_standby_takes_over(
         assert "controllers running" in a.log_text()
         assert "controllers running" not in b.log_text(), "the standby never started syncing"
         assert "replica-a became leader" in a.log_text()
-        assert metric(scrape(a.health_url), "ccm_leader") == 1.0
-        assert metric(scrape(b.health_url), "ccm_leader") == 0.0
+        assert metric(scrape(a.url), "ccm_leader") == 1.0
+        assert metric(scrape(b.url), "ccm_leader") == 0.0
 
         a.kill()
         killed = time.monotonic()
@@ -353,8 +352,8 @@ def test_only_the_leader_mutates_and_the_standby_takes_over(
         assert _callers(trail, mark, mutating=True) == {"replica-b"}
         assert "replica-b became leader" in b.log_text()
         assert "controllers running" in b.log_text()
-        assert b.running()
-        assert metric(scrape(b.health_url), "ccm_leader") == 1.0
+        assert b.running
+        assert metric(scrape(b.url), "ccm_leader") == 1.0
     finally:
         for replica in (a, b):
             replica.kill()

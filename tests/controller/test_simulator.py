@@ -30,7 +30,7 @@ from controller.runtime.leader import LeaderElectionConfig
 from tests.controller.builders import make_node, make_service, provided_ip, uninitialized
 
 server = pytest.importorskip("lab.kube.server", reason="needs the lab's API simulator")
-KubeSimulator = server.KubeSimulator
+KubeServer = server.KubeServer
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 15.0, what: str = "") -> None:
@@ -44,9 +44,9 @@ def wait_for(cond: Callable[[], object], timeout: float = 15.0, what: str = "") 
 
 @pytest.fixture
 def sim() -> Iterator[Any]:
-    with KubeSimulator() as s:
+    with KubeServer() as s:
         yield s
-        assert s.take_handler_errors() == []
+        assert s.take_internal_errors() == []
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_informer_rewatches_and_relists_on_410(sim: Any, core: Any) -> None:
         wait_for(lambda: informer.get("c") is not None, what="event after stream drop")
         assert informer.relists == 1
         # An outage during which history is compacted: the re-watch gets 410, then a relist.
-        sim.control.fail(verb="watch", resource="nodes", status=503, count=-1)
+        sim.control.add_fault(verb="watch", resource="nodes", status=503)
         sim.control.close_watches()
         core.delete_node("a")
         core.create_node(body=make_node("d"))

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from lab.component import ComponentNotReady
 from lab.debug import (
     DapClient,
     DapRequestError,
     DapTimeoutError,
     Debuggee,
-    DebuggeeError,
     attach_session,
     find_line,
     function_body_line,
@@ -144,7 +144,7 @@ def test_breakpoint_evaluate_continue_and_clean_exit(tmp_path: Path, target: Pat
             client.continue_(stopped["threadId"], timeout=TIMEOUT)
             client.disconnect(timeout=TIMEOUT)
 
-        assert debuggee.wait(TIMEOUT) == 0
+        assert debuggee.wait_exit(timeout=TIMEOUT) == 0
         pid, port = ep.pid, ep.port
     out = debuggee.log_path.read_text(encoding="utf-8")
     assert "SVC-ALPHA\nSVC-BETA\ndone\n" in out
@@ -157,7 +157,7 @@ def test_stop_while_paused_at_a_breakpoint_leaves_nothing(
     trigger = tmp_path / "go"
     debuggee = Debuggee([str(target), str(trigger)], tmp_path / "logs")
     stop_later.append(debuggee)
-    ep = debuggee.start()
+    ep = debuggee.start().endpoint
     client = attach_session(
         ep.host, ep.port, breakpoints={target: [find_line(target, MARKER)]}, timeout=TIMEOUT
     )
@@ -177,7 +177,7 @@ def test_stop_while_waiting_for_a_client(
 ) -> None:
     debuggee = Debuggee([str(target), str(tmp_path / "never")], tmp_path / "logs")
     stop_later.append(debuggee)
-    ep = debuggee.start()
+    ep = debuggee.start().endpoint
     assert debuggee.returncode is None  # blocked in wait_for_client
     assert port_is_listening(ep.host, ep.port)
     with DapClient.connect(ep.host, ep.port, timeout=TIMEOUT) as client:
@@ -204,7 +204,7 @@ def test_module_target_gets_its_argv_and_exit_status(tmp_path: Path) -> None:
         env=env,
     )
     with debuggee:
-        assert debuggee.wait(TIMEOUT) == 7
+        assert debuggee.wait_exit(timeout=TIMEOUT) == 7
     assert "argv ['--kubeconfig', 'k.yaml']" in debuggee.log_path.read_text(encoding="utf-8")
     _gone(debuggee, debuggee.pid, debuggee.endpoint.port)
 
@@ -214,7 +214,7 @@ def test_start_failure_reports_status_and_log(tmp_path: Path) -> None:
     broken_python.write_text("#!/bin/sh\necho 'No module named debugpy' >&2\nexit 3\n")
     broken_python.chmod(0o755)
     debuggee = Debuggee(["-m", "controller"], tmp_path / "logs", python=str(broken_python))
-    with pytest.raises(DebuggeeError, match=r"(?s)status 3 .*No module named debugpy"):
+    with pytest.raises(ComponentNotReady, match=r"(?s)status 3 .*No module named debugpy"):
         debuggee.start()
     assert debuggee.returncode == 3
     with pytest.raises(RuntimeError, match="cannot be restarted"):
@@ -255,7 +255,7 @@ def test_detach_and_reattach(tmp_path: Path, target: Path) -> None:
             second.set_breakpoints(target, [], timeout=TIMEOUT)
             second.continue_(stopped["threadId"], timeout=TIMEOUT)
             second.disconnect(timeout=TIMEOUT)
-        assert debuggee.wait(TIMEOUT) == 0
+        assert debuggee.wait_exit(timeout=TIMEOUT) == 0
     _gone(debuggee, ep.pid, ep.port)
 
 

@@ -1,6 +1,6 @@
 """Fixtures for the metadata-service tests: a moto EC2 endpoint, one seeded instance, an IMDS.
 
-The AWS endpoint is the lab's ``AwsEndpoint`` (moto plus fidelity layer, one per session);
+The AWS endpoint is the lab's ``AwsServer`` (moto plus fidelity layer, one per session);
 moto's backends are process-global, so each test module starts from ``reset()`` and builds
 one VPC/subnet/group; each test then runs its own instance (cheaper than a reset per test).
 """
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from botocore.utils import InstanceMetadataFetcher, InstanceMetadataRegionFetcher
 
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from lab.imds import ImdsServer
 
 REGION = "us-east-1"
@@ -53,13 +53,13 @@ class FakeClock:
 
 
 @pytest.fixture(scope="session")
-def aws_endpoint() -> Iterator[AwsEndpoint]:
-    with AwsEndpoint(region=REGION) as aws:
+def aws_endpoint() -> Iterator[AwsServer]:
+    with AwsServer(region=REGION) as aws:
         yield aws
 
 
 @pytest.fixture
-def aws_url(aws_endpoint: AwsEndpoint) -> str:
+def aws_url(aws_endpoint: AwsServer) -> str:
     return aws_endpoint.url
 
 
@@ -75,7 +75,7 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(aws_endpoint: AwsEndpoint) -> World:
+def world(aws_endpoint: AwsServer) -> World:
     aws_endpoint.reset()  # moto's backends are process-global: each module starts from empty
     ec2 = aws_endpoint.client("ec2")
     zone = "us-east-1b"
@@ -157,6 +157,8 @@ def imds(aws_url: str, node: SeededInstance, clock: FakeClock) -> Iterator[ImdsS
     )
     with server:
         yield server
+        errors = server.take_internal_errors()
+        assert not errors, "the metadata service raised while serving:\n" + "\n".join(errors)
 
 
 # -- raw HTTP helpers (for what botocore's fetchers cannot ask) ---------------------------------

@@ -6,18 +6,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from lab.imds import ImdsServer
 from tests.imds.conftest import get
 
 
 @pytest.fixture
-def faults(aws_endpoint: AwsEndpoint) -> Iterator[AwsEndpoint]:
+def faults(aws_endpoint: AwsServer) -> Iterator[AwsServer]:
     yield aws_endpoint
     aws_endpoint.control.clear_faults()
 
 
-def test_throttled_describe_is_a_502_naming_the_call(imds: ImdsServer, faults: AwsEndpoint) -> None:
+def test_throttled_describe_is_a_502_naming_the_call(imds: ImdsServer, faults: AwsServer) -> None:
     assert get(imds.url, "latest/meta-data/instance-id").status == 200
     faults.control.add_fault(
         action="DescribeInstances", code="RequestLimitExceeded", status=503, count=2
@@ -29,7 +29,7 @@ def test_throttled_describe_is_a_502_naming_the_call(imds: ImdsServer, faults: A
     assert get(imds.url, "latest/meta-data/instance-id").status == 200  # fault exhausted
 
 
-def test_imds_calls_are_marked_in_the_trail(imds: ImdsServer, faults: AwsEndpoint) -> None:
+def test_imds_calls_are_marked_in_the_trail(imds: ImdsServer, faults: AwsServer) -> None:
     since = max((e.seq for e in faults.control.trail()), default=0)
     assert get(imds.url, "latest/meta-data/local-ipv4").status == 200
     calls = faults.control.trail("DescribeInstances", since_seq=since)

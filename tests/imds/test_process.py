@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.imds import ImdsProcess, ImdsReadinessError
+from lab.component import ComponentNotReady
+from lab.imds import ImdsProcess
 from tests.imds.conftest import REGION, SeededInstance, botocore_region, get
 
 
@@ -27,7 +28,7 @@ def test_child_process_serves_and_exits_cleanly(
         assert proc.control.state()["tokens"] == 1
         code = proc.stop()
     assert code == 0
-    assert proc.stop() is None  # idempotent
+    assert proc.stop() == 0  # idempotent: the same exit code again
 
 
 def test_child_process_maps_source_addresses(
@@ -45,8 +46,8 @@ def test_child_process_maps_source_addresses(
 
 def test_readiness_failure_carries_the_log(aws_url: str, tmp_path: Path) -> None:
     proc = ImdsProcess(aws_url, extra_args=("--client-hops", "0"), log_path=tmp_path / "imds.log")
-    with pytest.raises(ImdsReadinessError, match=r"--client-hops=0: must be >= 1"):
+    with pytest.raises(ComponentNotReady, match=r"--client-hops=0: must be >= 1"):
         proc.start()
     bad_map = ImdsProcess(aws_url, extra_args=("--map", "10.0.0.1"), log_path=tmp_path / "b.log")
-    with pytest.raises(ImdsReadinessError, match=r"--map='10.0.0.1': expected IP=INSTANCE_ID"):
+    with pytest.raises(ComponentNotReady, match=r"--map='10.0.0.1': expected IP=INSTANCE_ID"):
         bad_map.start()

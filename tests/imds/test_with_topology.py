@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from lab.aws.topology import NodeSpec, TopologySpec, ec2_client, seed_topology
 from lab.imds import INSTANCE_HEADER, ImdsServer
 from tests.imds.conftest import botocore_region, get
@@ -20,7 +20,7 @@ SPEC = TopologySpec(
 )
 
 
-def test_every_node_sees_its_own_instance(aws_endpoint: AwsEndpoint) -> None:
+def test_every_node_sees_its_own_instance(aws_endpoint: AwsServer) -> None:
     aws_endpoint.reset()
     # the endpoint's default region is us-east-1; this topology lives in us-west-2
     ec2 = ec2_client(aws_endpoint.url, SPEC.region)

@@ -41,7 +41,7 @@ from docker.utils.build import PatternMatcher, exclude_paths
 from lab.component import ProcessRef
 from lab.exec import SubprocessRunner
 from lab.incluster import REPO_ROOT, InClusterSettings, lab_settings
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 from lab.kube.wire import Request
 from lab.state import ControllerState, LabState, write_state
 from tests.cluster.fakecli import FakeCLI
@@ -107,7 +107,7 @@ def write_lab_state(root: Path, name: str = "t", **changes: Any) -> Path:
     return root
 
 
-def token_kubeconfig(sim: KubeSimulator, path: Path, token: str = PROBE_TOKEN) -> Path:
+def token_kubeconfig(sim: KubeServer, path: Path, token: str = PROBE_TOKEN) -> Path:
     """A kubeconfig for ``sim`` that authenticates with the bearer ``token``."""
     config = sim.kubeconfig()
     config["users"][0]["user"] = {"token": token}
@@ -235,7 +235,7 @@ class ServedRequests:
     each request exactly as served, with the status the client got.
     """
 
-    def __init__(self, sim: KubeSimulator, monkeypatch: pytest.MonkeyPatch, token: str) -> None:
+    def __init__(self, sim: KubeServer, monkeypatch: pytest.MonkeyPatch, token: str) -> None:
         self.requests: list[ApiRequest] = []
         inner = sim.api.handle
         header = f"Bearer {token}"

@@ -25,7 +25,7 @@ def test_build_load_and_deploy_on_kind(tmp_path: Path) -> None:
     reason = docker_and_kind_missing()
     if reason:
         pytest.skip(reason)
-    from lab.aws import AwsEndpoint
+    from lab.aws import AwsServer
     from lab.cluster.base import ClusterSpec, NodeSpec, Role
     from lab.cluster.versions import KubeVersion
     from lab.imds import ImdsServer
@@ -38,7 +38,7 @@ def test_build_load_and_deploy_on_kind(tmp_path: Path) -> None:
         provider.provision(spec)
         host = provider.host_address()
         # listen on every address so pods reach them through the gateway
-        with AwsEndpoint(host="0.0.0.0") as aws, ImdsServer(aws.url, host="0.0.0.0") as imds:
+        with AwsServer(host="0.0.0.0") as aws, ImdsServer(aws.url, host="0.0.0.0") as imds:
             settings = lab_settings(
                 host=host,
                 aws_port=urllib.parse.urlsplit(aws.url).port or 0,

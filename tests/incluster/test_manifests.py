@@ -14,7 +14,7 @@ from kubernetes.client import ApiClient, CoreV1Api
 
 from controller.aws.config import load_cloud_config
 from lab.incluster import DEFAULT_IMAGE, InClusterSettings, lab_settings, render_manifests, to_yaml
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 from tests.incluster.support import KUBECTL, by_kind, kind_settings
 
 
@@ -198,7 +198,7 @@ def test_kubectl_server_dry_run_accepts_the_kinds_the_simulator_serves(tmp_path:
         pytest.skip(f"kubectl not installed at {KUBECTL}")
     rbac = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
     manifests = [m for m in render_manifests(kind_settings()) if m["kind"] not in rbac]
-    with KubeSimulator() as sim:
+    with KubeServer() as sim:
         kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
         done = subprocess.run(
             [

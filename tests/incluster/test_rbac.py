@@ -19,7 +19,7 @@ from controller.runtime.kube import ApiKube, KubeClient
 from lab.compose import Lab, wait_for
 from lab.controllerproc import ControllerProcess
 from lab.incluster import CLUSTER_RULES, render_manifests
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 from tests.incluster.support import (
     LB_SERVICE,
     PROBE_TOKEN,
@@ -112,7 +112,7 @@ def test_every_kube_seam_call_is_allowed_and_every_grant_is_needed(
     }
     manifests = render_manifests(kind_settings())
     rules = granting_rules(manifests, *SERVICE_ACCOUNT)
-    with KubeSimulator() as sim:
+    with KubeServer() as sim:
         served = ServedRequests(sim, monkeypatch, PROBE_TOKEN)
         kube = ApiKube.from_kubeconfig(str(token_kubeconfig(sim, tmp_path / "kubeconfig")))
         from kubernetes.client import CoreV1Api

@@ -1,7 +1,7 @@
 """Fixtures for the API simulator tests: one simulator per session, reset per test.
 
 Every test using ``sim`` fails if a request handler raised inside the server while it ran
-(``KubeSimulator.take_handler_errors``), so simulator bugs surface in the test that hit them.
+(``KubeServer.take_internal_errors``), so simulator bugs surface in the test that hit them.
 """
 
 from __future__ import annotations
@@ -13,31 +13,31 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 
 
 @pytest.fixture(scope="session")
-def kube_sim() -> Iterator[KubeSimulator]:
-    with KubeSimulator() as sim:
+def kube_sim() -> Iterator[KubeServer]:
+    with KubeServer() as sim:
         yield sim
 
 
 @pytest.fixture
-def sim(kube_sim: KubeSimulator) -> Iterator[KubeSimulator]:
+def sim(kube_sim: KubeServer) -> Iterator[KubeServer]:
     kube_sim.control.reset()
-    kube_sim.take_handler_errors()
+    kube_sim.take_internal_errors()
     yield kube_sim
-    errors = kube_sim.take_handler_errors()
+    errors = kube_sim.take_internal_errors()
     assert not errors, "server-side handler exceptions:\n" + "\n".join(errors)
 
 
 @pytest.fixture(scope="session")
-def api_client(kube_sim: KubeSimulator) -> Any:
+def api_client(kube_sim: KubeServer) -> Any:
     return kube_sim.api_client()
 
 
 @pytest.fixture
-def core(sim: KubeSimulator, api_client: Any) -> client.CoreV1Api:
+def core(sim: KubeServer, api_client: Any) -> client.CoreV1Api:
     return client.CoreV1Api(api_client)
 
 
@@ -60,7 +60,7 @@ def make_node(name: str, *tweaks: Any) -> dict[str, Any]:
 
 
 def raw(
-    sim: KubeSimulator,
+    sim: KubeServer,
     method: str,
     path: str,
     body: bytes | None = None,

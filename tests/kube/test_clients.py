@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes import client, dynamic
 from kubernetes.informer.informer import SharedInformer
 
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 from tests.kube.conftest import make_cm
 
 
@@ -28,7 +28,7 @@ def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 def test_shared_informer_follows_changes_and_relists_after_410(
-    sim: KubeSimulator, core: client.CoreV1Api
+    sim: KubeServer, core: client.CoreV1Api
 ) -> None:
     seen: list[tuple[str, str]] = []
     lock = threading.Lock()
@@ -68,7 +68,7 @@ def test_shared_informer_follows_changes_and_relists_after_410(
         informer.stop()
 
 
-def test_dynamic_client_discovers_and_applies(sim: KubeSimulator, api_client: Any) -> None:
+def test_dynamic_client_discovers_and_applies(sim: KubeServer, api_client: Any) -> None:
     dyn = dynamic.DynamicClient(api_client)
     cms = dyn.resources.get(api_version="v1", kind="ConfigMap")
     manifest = {

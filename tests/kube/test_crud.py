@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 from tests.kube.conftest import make_cm, make_node
 
 
@@ -95,7 +95,7 @@ def test_missing_namespace_and_name_validation(core: client.CoreV1Api) -> None:
 
 
 def test_api_version_mismatch_and_namespace_mismatch(
-    sim: KubeSimulator, core: client.CoreV1Api
+    sim: KubeServer, core: client.CoreV1Api
 ) -> None:
     with pytest.raises(ApiException) as info:
         core.create_namespaced_config_map(
@@ -236,7 +236,7 @@ def test_list_all_namespaces_is_ordered_by_namespace_then_name(core: client.Core
     assert keys[0] == ("aaa", "kube-root-ca.crt")
 
 
-def test_generation_managed_only_for_deployments(sim: KubeSimulator, api_client: Any) -> None:
+def test_generation_managed_only_for_deployments(sim: KubeServer, api_client: Any) -> None:
     apps = client.AppsV1Api(api_client)
     body = {
         "metadata": {"name": "web"},
@@ -427,7 +427,7 @@ def test_create_on_update_for_services_only(core: client.CoreV1Api) -> None:
 
 
 def test_fake_kubelet_confirms_graceful_pod_deletion(
-    sim: KubeSimulator, core: client.CoreV1Api
+    sim: KubeServer, core: client.CoreV1Api
 ) -> None:
     sim.store.fake_kubelet = True
     try:
@@ -445,7 +445,7 @@ def test_fake_kubelet_confirms_graceful_pod_deletion(
         sim.store.fake_kubelet = False
 
 
-def test_expired_continue_token_is_410(sim: KubeSimulator, core: client.CoreV1Api) -> None:
+def test_expired_continue_token_is_410(sim: KubeServer, core: client.CoreV1Api) -> None:
     for i in range(3):
         core.create_namespaced_config_map("default", make_cm(f"exp-{i}"))
     first = core.list_namespaced_config_map("default", limit=2)

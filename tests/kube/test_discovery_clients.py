@@ -14,14 +14,14 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from lab.kube.resources import RESOURCES
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 
 KUBECTL_DISCOVERY_ACCEPT = (
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 )
 
 
-def fetch(sim: KubeSimulator, path: str, accept: str) -> tuple[int, str, bytes]:
+def fetch(sim: KubeServer, path: str, accept: str) -> tuple[int, str, bytes]:
     req = urllib.request.Request(sim.url + path, headers={"Accept": accept})
     if sim.token:
         req.add_header("Authorization", f"Bearer {sim.token}")
@@ -29,7 +29,7 @@ def fetch(sim: KubeSimulator, path: str, accept: str) -> tuple[int, str, bytes]:
         return resp.status, resp.headers.get("Content-Type", ""), resp.read()
 
 
-def test_typed_client_reads_every_discovery_document(sim: KubeSimulator, api_client: Any) -> None:
+def test_typed_client_reads_every_discovery_document(sim: KubeServer, api_client: Any) -> None:
     versions = client.CoreApi(api_client).get_api_versions()
     assert versions.versions == ["v1"]
     assert versions.server_address_by_client_cidrs[0].server_address == f"127.0.0.1:{sim.port}"
@@ -48,7 +48,7 @@ def test_typed_client_reads_every_discovery_document(sim: KubeSimulator, api_cli
     assert group.preferred_version.group_version == "coordination.k8s.io/v1"
 
 
-def test_dynamic_client_discovers_and_lists_every_kind(sim: KubeSimulator, api_client: Any) -> None:
+def test_dynamic_client_discovers_and_lists_every_kind(sim: KubeServer, api_client: Any) -> None:
     dyn = DynamicClient(api_client)
     for rt in RESOURCES:
         resource = dyn.resources.get(api_version=rt.group_version, kind=rt.kind)
@@ -65,7 +65,7 @@ def test_dynamic_client_discovers_and_lists_every_kind(sim: KubeSimulator, api_c
 
 
 @pytest.mark.parametrize("path", ["/api", "/apis"])
-def test_aggregated_discovery_content_type_on_the_wire(sim: KubeSimulator, path: str) -> None:
+def test_aggregated_discovery_content_type_on_the_wire(sim: KubeServer, path: str) -> None:
     status, ctype, body = fetch(sim, path, KUBECTL_DISCOVERY_ACCEPT)
     assert status == 200
     # client-go parses the body as aggregated only when these parameters are present
@@ -79,7 +79,7 @@ def test_aggregated_discovery_content_type_on_the_wire(sim: KubeSimulator, path:
     assert json.loads(body)["kind"] in {"APIVersions", "APIGroupList"}
 
 
-def test_openapi_index_and_documents_over_http(sim: KubeSimulator) -> None:
+def test_openapi_index_and_documents_over_http(sim: KubeServer) -> None:
     _, ctype, body = fetch(sim, "/openapi/v3?timeout=32s", "application/json, */*")
     assert ctype == "application/json"
     index = json.loads(body)

@@ -16,6 +16,7 @@ import pytest
 
 from lab.kube.openapi import handle_openapi, v2_document, v3_document, v3_hash, v3_index
 from lab.kube.resources import RESOURCES, ResourceType
+from lab.kube.version import DEFAULT_K8S_VERSION, git_version
 
 KUBECTL_V2_ACCEPT = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 
@@ -155,7 +156,7 @@ def test_v2_protobuf_for_kubectls_accept() -> None:
     document = _fields(body)
     assert document[1] == b"2.0"  # swagger
     info = _fields(document[2])
-    assert (info[1], info[2]) == (b"Kubernetes", b"v1.32.0")
+    assert (info[1], info[2]) == (b"Kubernetes", git_version(DEFAULT_K8S_VERSION).encode())
     assert 9 not in document  # no definitions: every kind is schemaless to kubectl
 
 

@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from lab.exec import CommandError, CommandResult, SubprocessRunner
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 
 KUBECTL = Path(sys.executable).with_name("kubectl")
 TIMEOUT = 20.0
@@ -84,7 +84,7 @@ class Kubectl:
 
 
 @pytest.fixture
-def kubectl(sim: KubeSimulator, tmp_path: Path) -> Kubectl:
+def kubectl(sim: KubeServer, tmp_path: Path) -> Kubectl:
     return Kubectl(sim.kubeconfig_path, tmp_path)
 
 
@@ -757,7 +757,7 @@ def test_create_generators_send_protobuf(kubectl: Kubectl) -> None:
 
 def test_kubectl_over_tls_with_a_bearer_token(tmp_path: Path) -> None:
     """The TLS simulator's kubeconfig (CA data and token) is all kubectl needs."""
-    with KubeSimulator(tls=True) as secure:
+    with KubeServer(tls=True) as secure:
         k = Kubectl(secure.kubeconfig_path, tmp_path)
         assert secure.url.startswith("https://")
         rows = table(k("get", "svc", "kubernetes").stdout)

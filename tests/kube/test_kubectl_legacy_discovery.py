@@ -21,7 +21,7 @@ import yaml
 
 from lab.exec import SubprocessRunner
 from lab.kube.resources import groups
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 from tests.kube.test_kubectl import KUBECTL, TIMEOUT, table
 
 pytestmark = pytest.mark.skipif(not KUBECTL.exists(), reason=f"kubectl not installed at {KUBECTL}")
@@ -66,7 +66,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def proxy(sim: KubeSimulator) -> Iterator[_LegacyOnlyProxy]:
+def proxy(sim: KubeServer) -> Iterator[_LegacyOnlyProxy]:
     if sim.token:
         pytest.skip("the legacy-discovery proxy forwards plain HTTP without credentials")
     server = _LegacyOnlyProxy(sim.url)
@@ -81,7 +81,7 @@ def proxy(sim: KubeSimulator) -> Iterator[_LegacyOnlyProxy]:
 
 
 def test_kubectl_reads_legacy_discovery(
-    sim: KubeSimulator, proxy: _LegacyOnlyProxy, tmp_path: Path
+    sim: KubeServer, proxy: _LegacyOnlyProxy, tmp_path: Path
 ) -> None:
     config = sim.kubeconfig()
     config["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{proxy.server_address[1]}"

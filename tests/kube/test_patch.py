@@ -14,7 +14,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from lab.kube import patch as P
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 from tests.kube.conftest import make_cm, make_node, raw
 
 NODE = P.strategies_for("Node")
@@ -197,7 +197,7 @@ def test_node_status_patch_with_replace_directive(core: client.CoreV1Api) -> Non
     assert out.spec.taints in (None, [])
 
 
-def test_unsupported_patch_type_and_force_rules(sim: KubeSimulator, core: client.CoreV1Api) -> None:
+def test_unsupported_patch_type_and_force_rules(sim: KubeServer, core: client.CoreV1Api) -> None:
     core.create_namespaced_config_map("default", make_cm("p"))
     status, body = raw(
         sim,
@@ -226,7 +226,7 @@ def test_unsupported_patch_type_and_force_rules(sim: KubeSimulator, core: client
     assert "may not be specified for non-apply patch" in info.value.body
 
 
-def test_server_side_apply_create_then_merge(sim: KubeSimulator, api_client: Any) -> None:
+def test_server_side_apply_create_then_merge(sim: KubeServer, api_client: Any) -> None:
     core = client.CoreV1Api(api_client)
     cfg = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"a": "1"}}
     with pytest.raises(ApiException) as info:

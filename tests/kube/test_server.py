@@ -6,6 +6,7 @@ handler exceptions recorded for the test that caused them.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,18 +20,20 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from lab.kube.control import FaultRule
-from lab.kube.server import KubeSimulator
+from lab.component import ComponentNotReady
+from lab.kube.process import KubeProcess
+from lab.kube.server import KubeServer
+from lab.kube.version import DEFAULT_K8S_VERSION
 from tests.kube.conftest import make_cm, raw
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_version_health_and_unknown_paths(sim: KubeSimulator) -> None:
+def test_version_health_and_unknown_paths(sim: KubeServer) -> None:
     status, version = raw(sim, "GET", "/version?timeout=5s")
     assert status == 200
-    assert version["major"] == "1"
-    assert version["gitVersion"].startswith("v1.")
+    assert (version["major"], version["minor"]) == ("1", DEFAULT_K8S_VERSION.split(".")[1])
+    assert version["gitVersion"] == f"v{DEFAULT_K8S_VERSION}.0"
     for path in ("/healthz", "/livez", "/readyz"):
         import urllib.request
 
@@ -49,7 +52,7 @@ def test_version_health_and_unknown_paths(sim: KubeSimulator) -> None:
 
 
 def test_tls_and_bearer_token(tmp_path: Path) -> None:
-    with KubeSimulator(tls=True) as sim:
+    with KubeServer(tls=True) as sim:
         assert sim.url.startswith("https://127.0.0.1:")
         cfg = yaml.safe_load(sim.kubeconfig_path.read_text())
         assert cfg["clusters"][0]["cluster"]["certificate-authority-data"]
@@ -68,9 +71,11 @@ def test_tls_and_bearer_token(tmp_path: Path) -> None:
 
 
 def test_fault_injection_fails_next_requests_and_adds_latency(
-    sim: KubeSimulator, core: client.CoreV1Api
+    sim: KubeServer, core: client.CoreV1Api
 ) -> None:
-    sim.control.fail(verb="create", resource="configmaps", status=503, count=2, message="etcd sad")
+    sim.control.add_fault(
+        verb="create", resource="configmaps", status=503, count=2, message="etcd sad"
+    )
     for _ in range(2):
         with pytest.raises(ApiException) as info:
             core.create_namespaced_config_map("default", make_cm("f"))
@@ -78,19 +83,23 @@ def test_fault_injection_fails_next_requests_and_adds_latency(
         assert "etcd sad" in info.value.body
     core.create_namespaced_config_map("default", make_cm("f"))
     core.list_namespaced_config_map("default")  # other verbs were never affected
-    sim.control.add_fault(FaultRule(verb="get", resource="configmaps", latency_ms=300, count=1))
+    slow = sim.control.add_latency(verb="get", resource="configmaps", latency_ms=300, count=1)
     start = time.monotonic()
     core.read_namespaced_config_map("f", "default")
     assert time.monotonic() - start >= 0.3
-    assert sim.control.faults() == []
-    sim.control.fail(verb="*", resource="nodes", status=429, count=-1)
-    assert [r.status for r in sim.control.faults()] == [429]
+    assert [(r.fired, r.exhausted) for r in sim.control.faults()] == [(2, True), (1, True)]
+    sim.control.remove_fault(slow.id)
+    sim.control.add_fault(verb="*", resource="nodes", status=429)
+    assert [(r.status, r.reason) for r in sim.control.faults()] == [
+        (503, "ServiceUnavailable"),
+        (429, "TooManyRequests"),
+    ]
     sim.control.clear_faults()
     core.list_node()
 
 
 def test_handler_exceptions_are_recorded(
-    sim: KubeSimulator, core: client.CoreV1Api, monkeypatch: pytest.MonkeyPatch
+    sim: KubeServer, core: client.CoreV1Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("simulated bug")
@@ -103,10 +112,10 @@ def test_handler_exceptions_are_recorded(
     errors = sim.control.errors()
     assert len(errors) == 1
     assert "RuntimeError: simulated bug" in errors[0]
-    assert sim.take_handler_errors() == errors
+    assert sim.take_internal_errors() == errors
 
 
-def test_seed_and_reset(sim: KubeSimulator, core: client.CoreV1Api) -> None:
+def test_seed_and_reset(sim: KubeServer, core: client.CoreV1Api) -> None:
     stored = sim.control.seed(
         [
             {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "seeded"}},
@@ -183,7 +192,7 @@ def test_process_mode_state_roundtrip(tmp_path: Path) -> None:
 
 
 def test_stop_is_idempotent_and_ends_watches() -> None:
-    sim = KubeSimulator()
+    sim = KubeServer()
     sim.start()
     sim.start()
     import http.client
@@ -196,3 +205,108 @@ def test_stop_is_idempotent_and_ends_watches() -> None:
     sim.stop()
     resp.read()
     conn.close()
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("1.22", {"major": "1", "minor": "22", "gitVersion": "v1.22.0"}),
+        (
+            "v1.33.1",
+            {
+                "minor": "33",
+                "gitVersion": "v1.33.1",
+                "emulationMinor": "33",
+                "minCompatibilityMinor": "32",
+            },
+        ),
+    ],
+)
+def test_version_reports_the_version_the_server_runs(
+    version: str, expected: dict[str, str]
+) -> None:
+    with KubeServer(version=version) as kube:
+        status, body = raw(kube, "GET", "/version")
+        openapi = raw(kube, "GET", "/openapi/v3/api/v1")[1]
+    assert status == 200
+    assert {k: body[k] for k in expected} == expected
+    assert ("emulationMajor" in body) == (version != "1.22")  # fields added in 1.33
+    assert openapi["info"]["version"] == expected["gitVersion"]
+
+
+def test_version_is_checked() -> None:
+    with pytest.raises(ValueError, match=r"'one\.thirty'"):
+        KubeServer(version="one.thirty")
+
+
+def test_kube_process_serves_tls_and_stops_cleanly(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    with KubeProcess(kubeconfig, version="1.31", tls=True, log_path=tmp_path / "kube.log") as kube:
+        assert kube.url.startswith("https://127.0.0.1:")
+        api = kube.api_client()
+        try:
+            info = client.VersionApi(api).get_code()
+            assert info.git_version == "v1.31.0"
+            client.CoreV1Api(api).create_namespaced_config_map("default", make_cm("p"))
+        finally:
+            api.close()
+        assert kube.control.state()["objects"]["/configmaps"]
+        assert kube.stop() == 0
+    assert kube.stop() == 0  # idempotent: the same exit code again
+    assert not kube.running
+
+
+def test_kube_process_readiness_failure_carries_the_log(tmp_path: Path) -> None:
+    kube = KubeProcess(tmp_path / "kc", version="2", log_path=tmp_path / "kube.log")
+    with pytest.raises(
+        ComponentNotReady, match=r"(?s)exited with status 2.*'2' is not of the form"
+    ):
+        kube.start()
+    assert not kube.running
+
+
+@pytest.mark.parametrize(
+    ("fault", "names"),
+    [
+        ({"verb": "explode"}, "verb='explode'"),
+        ({"status": 0}, "status=0"),
+        ({"status": 500, "count": -1}, "count=-1"),
+        ({"status": 500, "probability": 2}, "probability=2"),
+        ({"status": 500, "latency_ms": 600_001}, "latency_ms=600001"),
+        ({"effect": "latency"}, "latency_ms=0"),
+        ({"effect": "latency", "latency_ms": 10, "status": 503}, "status=503"),
+        ({"status": 500, "colour": "red"}, "colour='red'"),
+    ],
+)
+def test_bad_fault_is_refused_naming_the_field(
+    sim: KubeServer, fault: dict[str, object], names: str
+) -> None:
+    status, body = raw(
+        sim,
+        "POST",
+        "/_lab/faults",
+        json.dumps(fault).encode(),
+        {"Content-Type": "application/json"},
+    )
+    assert (status, body["reason"]) == (400, "BadRequest")
+    assert names in body["message"]
+    assert sim.control.faults() == []
+
+
+def test_fault_probability_is_seeded(sim: KubeServer, core: client.CoreV1Api) -> None:
+    def run() -> list[int]:
+        sim.control.clear_faults()
+        sim.control.add_fault(verb="list", resource="configmaps", probability=0.5, seed=3)
+        outcomes = []
+        for _ in range(20):
+            try:
+                core.list_namespaced_config_map("default")
+                outcomes.append(200)
+            except ApiException as exc:
+                outcomes.append(exc.status)
+        return outcomes
+
+    first = run()
+    assert first == run()
+    assert set(first) == {200, 500}
+    sim.control.clear_faults()

@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 
 
 def lb(name: str, *ports: int, **spec: Any) -> dict[str, Any]:
@@ -226,7 +226,7 @@ def test_shared_port_number_shares_node_port_and_validation(core: client.CoreV1A
     )
 
 
-def test_dry_run_does_not_claim_ports(sim: KubeSimulator, core: client.CoreV1Api) -> None:
+def test_dry_run_does_not_claim_ports(sim: KubeServer, core: client.CoreV1Api) -> None:
     spec = lb("dry", 80)
     spec["spec"]["ports"][0]["nodePort"] = 30500
     dry = core.create_namespaced_service("default", spec, dry_run="All")

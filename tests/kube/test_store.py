@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.kube.errors import ApiError
+from lab.kube.exceptions import ApiError
 from lab.kube.store import Selection, Store
 from lab.kube.watch import CLOSED, Event, ExpiredError
 
@@ -14,7 +14,7 @@ def test_bounded_history_expires_old_watches_and_replays_recent_ones() -> None:
     cms = store.rt("", "configmaps")
     start = store.rv
     for i in range(10):
-        store.create(cms, "default", {"metadata": {"name": f"h{i}"}})
+        store.writer.create(cms, "default", {"metadata": {"name": f"h{i}"}})
     with pytest.raises(ExpiredError) as info:
         store.watch(cms, "default", Selection(), resource_version=str(start))
     assert info.value.message == f"too old resource version: {start} ({store.compacted})"
@@ -29,7 +29,7 @@ def test_bounded_history_expires_old_watches_and_replays_recent_ones() -> None:
 def test_dump_and_load_keep_objects_allocations_and_revision() -> None:
     store = Store()
     svc = store.rt("", "services")
-    made = store.create(
+    made = store.writer.create(
         svc,
         "default",
         {"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}},
@@ -48,4 +48,4 @@ def test_dump_and_load_keep_objects_allocations_and_revision() -> None:
         },
     }
     with pytest.raises(ApiError, match="provided port is already allocated"):
-        other.create(svc, "default", taken)
+        other.writer.create(svc, "default", taken)

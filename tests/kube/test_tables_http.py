@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes import client
 
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 
 TABLE_ACCEPT = (
     "application/json;as=Table;v=v1;g=meta.k8s.io,"
@@ -23,7 +23,7 @@ TABLE_ACCEPT = (
 CMS = "/api/v1/namespaces/default/configmaps"
 
 
-def request(sim: KubeSimulator, path: str, accept: str) -> tuple[int, str, Any]:
+def request(sim: KubeServer, path: str, accept: str) -> tuple[int, str, Any]:
     req = urllib.request.Request(sim.url + path, headers={"Accept": accept})
     if sim.token:
         req.add_header("Authorization", f"Bearer {sim.token}")
@@ -34,7 +34,7 @@ def request(sim: KubeSimulator, path: str, accept: str) -> tuple[int, str, Any]:
         return exc.code, exc.headers.get("Content-Type", ""), json.loads(exc.read())
 
 
-def watch_events(sim: KubeSimulator, path: str, accept: str) -> list[dict[str, Any]]:
+def watch_events(sim: KubeServer, path: str, accept: str) -> list[dict[str, Any]]:
     req = urllib.request.Request(sim.url + path, headers={"Accept": accept})
     if sim.token:
         req.add_header("Authorization", f"Bearer {sim.token}")
@@ -46,7 +46,7 @@ def make(core: client.CoreV1Api, name: str, **data: str) -> None:
     core.create_namespaced_config_map("default", {"metadata": {"name": name}, "data": data})
 
 
-def test_list_as_table(sim: KubeSimulator, core: client.CoreV1Api) -> None:
+def test_list_as_table(sim: KubeServer, core: client.CoreV1Api) -> None:
     make(core, "t1", a="1", b="2")
     plain = core.list_namespaced_config_map("default")
     status, ctype, table = request(sim, CMS + "?limit=500", TABLE_ACCEPT)
@@ -61,7 +61,7 @@ def test_list_as_table(sim: KubeSimulator, core: client.CoreV1Api) -> None:
     assert "data" not in row["object"]
 
 
-def test_plain_json_when_table_is_not_asked(sim: KubeSimulator, core: client.CoreV1Api) -> None:
+def test_plain_json_when_table_is_not_asked(sim: KubeServer, core: client.CoreV1Api) -> None:
     make(core, "t1", a="1")
     _, _, body = request(sim, CMS, "application/json")
     assert body["kind"] == "ConfigMapList"
@@ -69,7 +69,7 @@ def test_plain_json_when_table_is_not_asked(sim: KubeSimulator, core: client.Cor
     assert body["kind"] == "ConfigMapList"
 
 
-def test_single_object_and_include_object(sim: KubeSimulator, core: client.CoreV1Api) -> None:
+def test_single_object_and_include_object(sim: KubeServer, core: client.CoreV1Api) -> None:
     make(core, "t1", a="1")
     _, _, one = request(sim, CMS + "/t1", TABLE_ACCEPT)
     assert one["kind"] == "Table"
@@ -85,7 +85,7 @@ def test_single_object_and_include_object(sim: KubeSimulator, core: client.CoreV
     assert "Everything" in err["message"]
 
 
-def test_v1beta1_table_when_only_that_is_asked(sim: KubeSimulator) -> None:
+def test_v1beta1_table_when_only_that_is_asked(sim: KubeServer) -> None:
     accept = "application/json;as=Table;v=v1beta1;g=meta.k8s.io"
     _, _, table = request(sim, "/api/v1/namespaces", accept)
     assert table["apiVersion"] == "meta.k8s.io/v1beta1"
@@ -93,7 +93,7 @@ def test_v1beta1_table_when_only_that_is_asked(sim: KubeSimulator) -> None:
 
 
 def test_watch_events_carry_tables_with_headers_only_first(
-    sim: KubeSimulator, core: client.CoreV1Api
+    sim: KubeServer, core: client.CoreV1Api
 ) -> None:
     rv = core.list_namespaced_config_map("default").metadata.resource_version
     make(core, "w1", a="1")

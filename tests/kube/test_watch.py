@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 from tests.kube.conftest import make_cm
 
 
@@ -36,7 +36,7 @@ def events(core: client.CoreV1Api, **kw: Any) -> list[tuple[str, str, str]]:
 
 
 def open_stream(
-    sim: KubeSimulator, path: str
+    sim: KubeServer, path: str
 ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
     u = urlsplit(sim.url)
     conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=10)
@@ -93,7 +93,7 @@ def test_bookmark_before_timeout_and_stream_stays_open(core: client.CoreV1Api) -
 
 
 def test_too_old_resource_version_is_an_in_stream_410(
-    sim: KubeSimulator, core: client.CoreV1Api
+    sim: KubeServer, core: client.CoreV1Api
 ) -> None:
     rv = core.create_namespaced_config_map("default", make_cm("old")).metadata.resource_version
     core.patch_namespaced_config_map("old", "default", {"data": {"k": "1"}})
@@ -115,7 +115,7 @@ def test_too_old_resource_version_is_an_in_stream_410(
     assert events(core, resource_version=compacted, timeout_seconds=1) == []
 
 
-def test_control_plane_closes_streams(sim: KubeSimulator, core: client.CoreV1Api) -> None:
+def test_control_plane_closes_streams(sim: KubeServer, core: client.CoreV1Api) -> None:
     rv = core.list_namespaced_config_map("default").metadata.resource_version
     conn, resp = open_stream(
         sim,
@@ -138,7 +138,7 @@ def test_watch_single_object_by_name(core: client.CoreV1Api) -> None:
     assert [(t, n) for t, n, _ in got] == [("ADDED", "b")]
 
 
-def test_send_initial_events_ends_with_marked_bookmark(sim: KubeSimulator) -> None:
+def test_send_initial_events_ends_with_marked_bookmark(sim: KubeServer) -> None:
     path = (
         "/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&allowWatchBookmarks=true"
         "&resourceVersionMatch=NotOlderThan&timeoutSeconds=1"
@@ -161,7 +161,7 @@ def test_send_initial_events_ends_with_marked_bookmark(sim: KubeSimulator) -> No
 
 
 def test_concurrent_writers_and_watchers_see_every_event_once_in_order(
-    sim: KubeSimulator, api_client: Any
+    sim: KubeServer, api_client: Any
 ) -> None:
     core = client.CoreV1Api(api_client)
     start_rv = core.list_namespaced_config_map("default").metadata.resource_version
@@ -214,7 +214,7 @@ def test_concurrent_writers_and_watchers_see_every_event_once_in_order(
     assert len(names) == writers * per_writer
 
 
-def test_abandoned_watch_is_released(sim: KubeSimulator, core: client.CoreV1Api) -> None:
+def test_abandoned_watch_is_released(sim: KubeServer, core: client.CoreV1Api) -> None:
     key = ("", "configmaps")
     before = len(sim.store.watchers[key])
     rv = core.list_namespaced_config_map("default").metadata.resource_version

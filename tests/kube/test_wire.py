@@ -11,7 +11,7 @@ import json
 import pytest
 
 from lab.kube.protobuf import MAGIC, ProtobufError, decode_object
-from lab.kube.server import KubeSimulator
+from lab.kube.server import KubeServer
 from tests.kube.conftest import raw
 
 PB = {"Content-Type": "application/vnd.kubernetes.protobuf"}
@@ -101,7 +101,7 @@ def test_decode_rejects_garbage_and_unsupported_kinds() -> None:
         decode_object(MAGIC + b"\x0a\x80")
 
 
-def test_protobuf_create_over_http(sim: KubeSimulator) -> None:
+def test_protobuf_create_over_http(sim: KubeServer) -> None:
     body = envelope("v1", "Namespace", field(1, field(1, "pb-ns")))
     status, ns = raw(sim, "POST", "/api/v1/namespaces", body, PB)
     assert status == 201
@@ -115,7 +115,7 @@ def test_protobuf_create_over_http(sim: KubeSimulator) -> None:
     assert status == 400
 
 
-def test_field_validation_modes(sim: KubeSimulator) -> None:
+def test_field_validation_modes(sim: KubeServer) -> None:
     def create(name: str, mode: str | None) -> tuple[int, dict[str, object]]:
         body = json.dumps({"metadata": {"name": name, "bogus": 1}, "dataa": {"k": "v"}}).encode()
         query = f"?fieldValidation={mode}" if mode else ""
@@ -143,7 +143,7 @@ def test_field_validation_modes(sim: KubeSimulator) -> None:
     assert "fieldValidation: Unsupported value" in str(err["message"])
 
 
-def test_list_and_watch_option_validation(sim: KubeSimulator) -> None:
+def test_list_and_watch_option_validation(sim: KubeServer) -> None:
     base = "/api/v1/namespaces/default/configmaps"
     status, err = raw(sim, "GET", f"{base}?resourceVersionMatch=NotOlderThan")
     assert status == 422

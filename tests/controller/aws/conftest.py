@@ -14,7 +14,7 @@ import pytest
 
 from controller.aws import AWSCloud, load_cloud_config, new_cloud
 from controller.legacy import LegacyFlags
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from tests.controller.aws.topology import CLUSTER, Topology, seed
 
 REGION = "us-east-1"
@@ -34,24 +34,24 @@ def _quiet_sdk_logs() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def aws_endpoint() -> Iterator[AwsEndpoint]:
-    with AwsEndpoint(region=REGION) as endpoint:
+def aws_endpoint() -> Iterator[AwsServer]:
+    with AwsServer(region=REGION) as endpoint:
         yield endpoint
 
 
 @pytest.fixture
-def aws(aws_endpoint: AwsEndpoint, monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsEndpoint]:
+def aws(aws_endpoint: AwsServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsServer]:
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(var, "testing")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     aws_endpoint.reset()
     yield aws_endpoint
-    errors = list(aws_endpoint.lab.internal_errors)
+    errors = aws_endpoint.take_internal_errors()
     assert not errors, f"the endpoint raised internally during the test: {errors}"
 
 
 @pytest.fixture
-def topo(aws: AwsEndpoint) -> Topology:
+def topo(aws: AwsServer) -> Topology:
     topology = seed(aws.client("ec2"), region=REGION)
     aws.control.clear_trail()
     return topology
@@ -73,7 +73,7 @@ MakeCloud = Callable[..., AWSCloud]
 
 
 @pytest.fixture
-def make_cloud(aws: AwsEndpoint, topo: Topology) -> MakeCloud:
+def make_cloud(aws: AwsServer, topo: Topology) -> MakeCloud:
     def make(*legacy: str, extra: str = "", sg_delete_timeout: float = 0.6) -> AWSCloud:
         cfg, warnings = load_cloud_config(cloud_config_text(aws.url, topo, extra))
         assert warnings == []

@@ -22,7 +22,7 @@ from botocore.exceptions import EndpointConnectionError
 
 from controller.aws.clients import Clients, observe_calls
 from e2e.support import create_service, describe_elb, elb_name, lb_service, wait_hostname
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from lab.compose import Lab
 from tests.controller.aws.conftest import MakeCloud
 
@@ -52,7 +52,7 @@ class Recorder:
         return [c.outcome for c in self.calls if c.action == action]
 
 
-def test_each_attempt_reported_with_its_outcome(aws: AwsEndpoint, make_cloud: MakeCloud) -> None:
+def test_each_attempt_reported_with_its_outcome(aws: AwsServer, make_cloud: MakeCloud) -> None:
     cloud = make_cloud()
     seen = Recorder()
     cloud.set_call_observer(seen)
@@ -92,7 +92,7 @@ def test_each_attempt_reported_with_its_outcome(aws: AwsEndpoint, make_cloud: Ma
     assert other.outcomes("DescribeVpcs") == ["success"]
 
 
-def test_unanswered_call_is_a_request_error(aws: AwsEndpoint, make_cloud: MakeCloud) -> None:
+def test_unanswered_call_is_a_request_error(aws: AwsServer, make_cloud: MakeCloud) -> None:
     """Nothing listens on the endpoint: each attempt is reported as ``RequestError``."""
     cloud = make_cloud()
     one_try = botocore.config.Config(retries={"mode": "standard", "total_max_attempts": 1})
@@ -144,7 +144,7 @@ def test_controller_metrics_count_calls_and_throttles(
     lab: Lab, core_v1: Any, elb: Any, trail: Any
 ) -> None:
     ctl = lab.start_controller()
-    assert ctl.health_url
+    assert ctl.url
     aws = lab.aws
     assert aws is not None
     aws.control.add_fault(action="CreateLoadBalancer", code="Throttling", count=1)
@@ -153,7 +153,7 @@ def test_controller_metrics_count_calls_and_throttles(
     assert describe_elb(elb, elb_name(svc)) is not None
     assert trail.count("CreateLoadBalancer", error_code="Throttling") == 1
 
-    counts = cloud_call_counts(scrape(ctl.health_url))
+    counts = cloud_call_counts(scrape(ctl.url))
     assert counts.get(("elb", "CreateLoadBalancer", "success")) == 1.0, counts
     assert counts.get(("elb", "CreateLoadBalancer", "Throttling")) == 1.0, counts
     assert counts.get(("ec2", "CreateSecurityGroup", "success")) == 1.0, counts

@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 
 from controller.aws import CloudInitError, load_cloud_config, new_cloud
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from lab.imds import ImdsServer
 from tests.controller.aws.conftest import REGION, cloud_config_text
 from tests.controller.aws.topology import CLUSTER, Topology
@@ -44,7 +44,7 @@ def black_hole() -> Iterator[str]:
 
 
 def test_unreachable_metadata_fails_fast_naming_the_endpoint(
-    aws: AwsEndpoint, topo: Topology, closed_port: int, monkeypatch: pytest.MonkeyPatch
+    aws: AwsServer, topo: Topology, closed_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     endpoint = f"http://127.0.0.1:{closed_port}"
     monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint)
@@ -58,7 +58,7 @@ def test_unreachable_metadata_fails_fast_naming_the_endpoint(
 
 
 def test_silent_metadata_is_bounded_by_the_timeout(
-    aws: AwsEndpoint, topo: Topology, black_hole: str, monkeypatch: pytest.MonkeyPatch
+    aws: AwsServer, topo: Topology, black_hole: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", black_hole)
     cfg, _ = load_cloud_config(overrides_only(aws.url, topo))
@@ -69,7 +69,7 @@ def test_silent_metadata_is_bounded_by_the_timeout(
 
 
 def test_dummy_self_instance_needs_no_metadata(
-    aws: AwsEndpoint, topo: Topology, closed_port: int, monkeypatch: pytest.MonkeyPatch
+    aws: AwsServer, topo: Topology, closed_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{closed_port}")
     cfg, _ = load_cloud_config(cloud_config_text(aws.url, topo))
@@ -81,7 +81,7 @@ def test_dummy_self_instance_needs_no_metadata(
 
 @pytest.mark.parametrize("imdsv2", ["required", "optional"])
 def test_identity_from_metadata_and_cluster_id_from_tags(
-    aws: AwsEndpoint, topo: Topology, monkeypatch: pytest.MonkeyPatch, imdsv2: str
+    aws: AwsServer, topo: Topology, monkeypatch: pytest.MonkeyPatch, imdsv2: str
 ) -> None:
     iid = topo.instances["node-0"]
     with ImdsServer(
@@ -97,7 +97,7 @@ def test_identity_from_metadata_and_cluster_id_from_tags(
 
 
 def test_missing_cluster_id_is_a_clear_error(
-    aws: AwsEndpoint, topo: Topology, monkeypatch: pytest.MonkeyPatch
+    aws: AwsServer, topo: Topology, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ec2 = aws.client("ec2")
     iid = topo.instances["node-0"]
@@ -156,7 +156,7 @@ def test_metadata_falls_back_to_v1_and_derives_region(imds_v1_only: str) -> None
 
 
 def test_aws_cloud_satisfies_the_provider_contract(
-    aws: AwsEndpoint, topo: Topology, monkeypatch: pytest.MonkeyPatch
+    aws: AwsServer, topo: Topology, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from controller.cloud import Cloud, InstancesV2, LoadBalancer
 

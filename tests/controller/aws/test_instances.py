@@ -13,7 +13,7 @@ from controller.aws.instances import (
     parse_provider_id,
 )
 from controller.cloud import InstanceNotFound, Node, NodeAddress, RetryAfter
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from tests.controller.aws.conftest import REGION, MakeCloud
 from tests.controller.aws.topology import Topology
 
@@ -55,7 +55,7 @@ def test_provider_id_and_resource_names() -> None:
 
 
 def test_exists_and_shutdown_follow_instance_state(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     inst = make_cloud().instances_v2()
     ec2 = aws.client("ec2")
@@ -73,9 +73,7 @@ def test_exists_and_shutdown_follow_instance_state(
     assert inst.instance_exists(gone) is False  # InvalidInstanceID.NotFound
 
 
-def test_lookup_error_is_not_absence(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
-) -> None:
+def test_lookup_error_is_not_absence(aws: AwsServer, topo: Topology, make_cloud: MakeCloud) -> None:
     inst = make_cloud().instances_v2()
     with pytest.raises(InstanceNotFound):
         inst.instance_exists(Node(name="node00.k8s.internal"))
@@ -86,7 +84,7 @@ def test_lookup_error_is_not_absence(
     assert isinstance(err.value.__cause__, ClientError)  # translated, not leaked
 
 
-def test_metadata(aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud) -> None:
+def test_metadata(aws: AwsServer, topo: Topology, make_cloud: MakeCloud) -> None:
     inst = make_cloud().instances_v2()
     iid = topo.instances["node-0"]
     md = inst.instance_metadata(Node(name="node-0", provider_id=topo.provider_id("node-0")))
@@ -108,7 +106,7 @@ def test_metadata(aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud) -> No
 
 
 def test_fixed_lookup_order_providerid_then_rbn_then_private_dns(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     inst = make_cloud().instances_v2()
     iid = topo.instances["node-0"]
@@ -124,7 +122,7 @@ def test_fixed_lookup_order_providerid_then_rbn_then_private_dns(
 
 
 def test_legacy_node_name_private_dns_only(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     inst = make_cloud("node-name-private-dns").instances_v2()
     iid = topo.instances["node-0"]
@@ -140,7 +138,7 @@ def test_legacy_node_name_private_dns_only(
 
 
 def test_throttling_becomes_retry_after(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     inst = make_cloud().instances_v2()
     aws.control.add_fault(action="DescribeInstances", code="RequestLimitExceeded", status=503)

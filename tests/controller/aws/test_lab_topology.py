@@ -7,15 +7,13 @@ import pytest
 
 from controller.aws import load_cloud_config, new_cloud
 from controller.cloud import Node, Service, ServicePort
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from lab.aws.topology import NodeSpec, TopologySpec, seed_topology
 from lab.imds import ImdsServer
 from tests.controller.aws.conftest import REGION
 
 
-def test_ensure_and_delete_on_lab_topology(
-    aws: AwsEndpoint, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_ensure_and_delete_on_lab_topology(aws: AwsServer, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = TopologySpec(
         cluster_id="e2e",
         region=REGION,

@@ -16,7 +16,7 @@ import controller.aws.annotations as A
 from controller.aws.loadbalancer import ClassicLoadBalancers
 from controller.aws.securitygroups import SecurityGroupDeleteTimeout
 from controller.cloud import Service
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from tests.controller.aws.conftest import MakeCloud
 from tests.controller.aws.test_loadbalancer import LB_NAME, group_id, nodes, service
 from tests.controller.aws.topology import CLUSTER_TAG, Topology, ingress
@@ -26,7 +26,7 @@ def extra_nodes_service(topo: Topology) -> Service:
     return service({A.A_EXTRA_SECURITY_GROUPS: topo.nodes_group, A.A_ADDITIONAL_TAGS: "Team=web"})
 
 
-def revoked(aws: AwsEndpoint) -> list[tuple[str, list[str]]]:
+def revoked(aws: AwsServer) -> list[tuple[str, list[str]]]:
     return [
         (str(e.params["GroupId"]), list(e.params.get("IpPermissions", [])))
         for e in aws.trail.calls("RevokeSecurityGroupIngress", ok=True)
@@ -37,7 +37,7 @@ def revoked(aws: AwsEndpoint) -> list[tuple[str, list[str]]]:
 
 
 def test_84926_legacy_wrong_on_create_never_opens_nodes_to_elb_group(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     aws.control.set_fidelity(elb_sg_order="creation")  # [k8s-elb, nodes]: nodes comes last
     lb = make_cloud("k8s-84926").load_balancer()
@@ -53,7 +53,7 @@ def test_84926_legacy_wrong_on_create_never_opens_nodes_to_elb_group(
 
 
 def test_84926_legacy_wrong_on_delete_revokes_node_self_rule(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     aws.control.set_fidelity(elb_sg_order="creation")
     lb = make_cloud("k8s-84926").load_balancer()
@@ -66,7 +66,7 @@ def test_84926_legacy_wrong_on_delete_revokes_node_self_rule(
 
 
 def test_84926_legacy_right_on_create_wrong_on_delete_leaks_group(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     aws.control.set_fidelity(elb_sg_order="reversed")  # [nodes, k8s-elb]: right on create
     lb = make_cloud("k8s-84926", sg_delete_timeout=0.3).load_balancer()
@@ -101,7 +101,7 @@ def test_84926_legacy_right_on_create_wrong_on_delete_leaks_group(
     ],
 )
 def test_84926_fixed_is_right_whatever_order_aws_returns(
-    aws: AwsEndpoint,
+    aws: AwsServer,
     topo: Topology,
     make_cloud: MakeCloud,
     create_order: str,
@@ -130,7 +130,7 @@ def test_84926_fixed_is_right_whatever_order_aws_returns(
 # -- kubernetes#84256 -----------------------------------------------------------------------
 
 
-def _user_group(aws: AwsEndpoint, topo: Topology) -> str:
+def _user_group(aws: AwsServer, topo: Topology) -> str:
     return aws.client("ec2").create_security_group(
         GroupName="user-sg",
         Description="the user's own group",
@@ -146,7 +146,7 @@ def _user_group(aws: AwsEndpoint, topo: Topology) -> str:
 
 @pytest.mark.parametrize("annotation", [A.A_EXTRA_SECURITY_GROUPS, A.A_SECURITY_GROUPS])
 def test_84256_legacy_deletes_annotated_group(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud, annotation: str
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud, annotation: str
 ) -> None:
     user = _user_group(aws, topo)
     lb = make_cloud("k8s-84256").load_balancer()
@@ -159,7 +159,7 @@ def test_84256_legacy_deletes_annotated_group(
 
 @pytest.mark.parametrize("annotation", [A.A_EXTRA_SECURITY_GROUPS, A.A_SECURITY_GROUPS])
 def test_84256_fixed_never_deletes_annotated_group(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud, annotation: str
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud, annotation: str
 ) -> None:
     user = _user_group(aws, topo)
     lb = make_cloud().load_balancer()
@@ -179,7 +179,7 @@ OTHER_UID = "99999999-5b6a-7988-a7b6-c5d4e3f2a1b0"
 
 
 def _shared_setup(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud, *legacy: str
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud, *legacy: str
 ) -> tuple[ClassicLoadBalancers, str, Service, Service]:
     shared = aws.client("ec2").create_security_group(
         GroupName="shared-elb", Description="shared", VpcId=topo.vpc
@@ -193,7 +193,7 @@ def _shared_setup(
 
 
 def test_shared_elb_sg_legacy_delete_cuts_the_other_elb(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     lb, shared, first, _ = _shared_setup(aws, topo, make_cloud, "shared-elb-sg")
     lb.ensure_load_balancer_deleted("kubernetes", first)
@@ -202,7 +202,7 @@ def test_shared_elb_sg_legacy_delete_cuts_the_other_elb(
 
 
 def test_shared_elb_sg_fixed_keeps_rule_until_last_elb_goes(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     lb, shared, first, second = _shared_setup(aws, topo, make_cloud)
     lb.ensure_load_balancer_deleted("kubernetes", first)
@@ -215,7 +215,7 @@ def test_shared_elb_sg_fixed_keeps_rule_until_last_elb_goes(
 
 
 def test_fixed_delete_retries_while_elb_network_interfaces_detach(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     aws.control.set_fidelity(elb_sg_release_s=0.25)  # groups stay "in use" after the ELB goes
     lb = make_cloud(sg_delete_timeout=5.0).load_balancer()
@@ -229,7 +229,7 @@ def test_fixed_delete_retries_while_elb_network_interfaces_detach(
 
 
 def test_fixed_group_left_after_delete_timeout_is_found_and_deleted_later(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     """Upstream leak path (cloud-provider-aws #566): the group outlives the retry window."""
     aws.control.set_fidelity(elb_sg_release_s=1.0)

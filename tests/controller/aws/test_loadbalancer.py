@@ -13,7 +13,7 @@ import pytest
 
 import controller.aws.annotations as A
 from controller.cloud import InvalidServiceConfig, Node, Service, ServicePort
-from lab.aws import AwsEndpoint
+from lab.aws import AwsServer
 from tests.controller.aws.conftest import MakeCloud
 from tests.controller.aws.topology import CLUSTER, Topology, ingress
 
@@ -52,20 +52,20 @@ def nodes(topo: Topology, *names: str) -> list[Node]:
     return [Node(name=n, provider_id=topo.provider_id(n)) for n in (names or topo.instances)]
 
 
-def actions(aws: AwsEndpoint, since: int = 0) -> list[str]:
+def actions(aws: AwsServer, since: int = 0) -> list[str]:
     return [e.action for e in aws.trail.events() if e.seq > since]
 
 
-def mutating(aws: AwsEndpoint, since: int = 0) -> list[str]:
+def mutating(aws: AwsServer, since: int = 0) -> list[str]:
     return [a for a in actions(aws, since) if a.startswith(MUTATING_PREFIXES)]
 
 
-def elb_groups(aws: AwsEndpoint) -> list[str]:
+def elb_groups(aws: AwsServer) -> list[str]:
     desc = aws.client("elb").describe_load_balancers(LoadBalancerNames=[LB_NAME])
     return list(desc["LoadBalancerDescriptions"][0]["SecurityGroups"])
 
 
-def group_id(aws: AwsEndpoint, name: str) -> str | None:
+def group_id(aws: AwsServer, name: str) -> str | None:
     found = aws.client("ec2").describe_security_groups(
         Filters=[{"Name": "group-name", "Values": [name]}]
     )["SecurityGroups"]
@@ -73,7 +73,7 @@ def group_id(aws: AwsEndpoint, name: str) -> str | None:
 
 
 def test_new_service_follows_upstream_sequence_and_end_state(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     lb = make_cloud().load_balancer()
     status = lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
@@ -135,7 +135,7 @@ def test_new_service_follows_upstream_sequence_and_end_state(
 
 
 def test_restarted_controller_finds_its_resources_and_changes_nothing(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     make_cloud().load_balancer().ensure_load_balancer("kubernetes", service(), nodes(topo))
     mark = aws.trail.last_seq
@@ -146,7 +146,7 @@ def test_restarted_controller_finds_its_resources_and_changes_nothing(
 
 
 def test_update_follows_upstream_sequence(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     lb = make_cloud().load_balancer()
     lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
@@ -163,7 +163,7 @@ def test_update_follows_upstream_sequence(
 
 
 def test_delete_follows_upstream_sequence_and_keeps_node_self_rule(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     lb = make_cloud().load_balancer()
     lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
@@ -200,7 +200,7 @@ def test_delete_follows_upstream_sequence_and_keeps_node_self_rule(
     ],
 )
 def test_malformed_annotation_makes_zero_aws_calls(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud, key: str, value: str
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud, key: str, value: str
 ) -> None:
     lb = make_cloud().load_balancer()
     mark = aws.trail.last_seq
@@ -210,7 +210,7 @@ def test_malformed_annotation_makes_zero_aws_calls(
     assert actions(aws, mark) == []
 
 
-def test_annotations_reach_aws(aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud) -> None:
+def test_annotations_reach_aws(aws: AwsServer, topo: Topology, make_cloud: MakeCloud) -> None:
     lb = make_cloud().load_balancer()
     svc = service(
         {
@@ -255,7 +255,7 @@ def test_annotations_reach_aws(aws: AwsEndpoint, topo: Topology, make_cloud: Mak
 
 
 def test_disable_security_group_ingress_touches_no_node_group(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     lb = make_cloud(extra="DisableSecurityGroupIngress = true").load_balancer()
     lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
@@ -268,7 +268,7 @@ def test_disable_security_group_ingress_touches_no_node_group(
 
 
 def test_elb_security_group_is_used_never_created_or_deleted(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     ec2 = aws.client("ec2")
     shared = ec2.create_security_group(GroupName="shared-elb", Description="x", VpcId=topo.vpc)[
@@ -286,7 +286,7 @@ def test_elb_security_group_is_used_never_created_or_deleted(
 
 
 def test_adding_security_groups_annotation_replaces_and_removes_owned_group(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     ec2 = aws.client("ec2")
     user = ec2.create_security_group(GroupName="user-sg", Description="u", VpcId=topo.vpc)[
@@ -305,7 +305,7 @@ def test_adding_security_groups_annotation_replaces_and_removes_owned_group(
         assert user not in {e.params["GroupId"] for e in aws.trail.calls(action)}
 
 
-def test_subnets_annotation(aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud) -> None:
+def test_subnets_annotation(aws: AwsServer, topo: Topology, make_cloud: MakeCloud) -> None:
     lb = make_cloud().load_balancer()
     svc = service({A.A_SUBNETS: topo.private_subnet, A.A_INTERNAL: "true"})
     lb.ensure_load_balancer("kubernetes", svc, nodes(topo))
@@ -321,7 +321,7 @@ def test_subnets_annotation(aws: AwsEndpoint, topo: Topology, make_cloud: MakeCl
 
 
 def test_proxy_protocol_policy_follows_the_annotation(
-    aws: AwsEndpoint, topo: Topology, make_cloud: MakeCloud
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
 ) -> None:
     lb = make_cloud().load_balancer()
     lb.ensure_load_balancer("kubernetes", service({A.A_PROXY_PROTOCOL: "*"}), nodes(topo))

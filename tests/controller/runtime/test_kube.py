@@ -32,7 +32,7 @@ server = pytest.importorskip("lab.kube.server", reason="needs the lab's API simu
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[Any]:
-    with server.KubeSimulator() as s:
+    with server.KubeServer() as s:
         yield s
 
 
@@ -42,7 +42,7 @@ def kube(sim: Any) -> Iterator[ApiKube]:
     k = ApiKube.from_kubeconfig(str(sim.kubeconfig_path))
     yield k
     k.close()
-    assert sim.take_handler_errors() == []
+    assert sim.take_internal_errors() == []
 
 
 def create_node(sim: Any, name: str) -> None:
@@ -70,7 +70,7 @@ def test_http_errors_map_to_seam_classes(sim: Any, kube: ApiKube) -> None:
     kube.replace_node(changed)
     with pytest.raises(Conflict):
         kube.replace_node(stale)
-    sim.control.fail(verb="list", resource="nodes", status=503, message="etcd is sad")
+    sim.control.add_fault(verb="list", resource="nodes", status=503, message="etcd is sad", count=1)
     with pytest.raises(KubeError, match="etcd is sad") as exc:
         kube.list_objects("nodes")
     assert exc.value.code == 503

@@ -4,7 +4,8 @@ Every failure the simulator reports is one of these; the HTTP layer (``server.py
 them in exactly one place (:meth:`ApiError.status`). The constructors reproduce the message
 formats of ``k8s.io/apimachinery/pkg/api/errors`` (``apiserver-spec.md`` §11) because clients
 and humans match on them: ``services "x" not found``, ``Operation cannot be fulfilled on …``,
-``Service "x" is invalid: …``.
+``Service "x" is invalid: …``. :class:`KubeControlError` is what the typed control client
+(``control_client``) raises when the ``/_lab`` control plane refuses a request.
 """
 
 from __future__ import annotations
@@ -255,3 +256,12 @@ def timeout(message: str, *, retry_after: int = 1) -> ApiError:
 
 def unauthorized() -> ApiError:
     return ApiError(401, "Unauthorized", "Unauthorized")
+
+
+class KubeControlError(RuntimeError):
+    """The ``/_lab`` control plane refused a request (client side): its status and message."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status

@@ -2,13 +2,13 @@
 
 Role: the one way code outside the endpoint's process (and inside it, for symmetry) steers the
 lab: ``AwsControlClient(url).reset()``, ``.set_fidelity(elb_sg_order="reversed")``,
-``.add_fault(action="DeleteSecurityGroup", code="Throttling", count=2)``,
+``.add_fault(action="DeleteSecurityGroup", code="Throttling", count=2)``, ``.add_latency(...)``,
 ``.trail(action="DeleteSecurityGroup")``. It speaks plain JSON over HTTP with ``urllib`` (no
-extra dependency) and turns refusals into :class:`lab.aws.exceptions.LabControlError` carrying the
+extra dependency) and turns refusals into :class:`lab.aws.exceptions.AwsControlError` carrying the
 server's message; transport errors surface as :class:`AwsControlUnavailable`.
 
 Neighbours: the server side is :mod:`lab.aws.control`; values are :class:`FidelityConfig`,
-:class:`FaultRule` and :class:`TrailEvent` from their modules.
+:class:`AwsFaultRule` and :class:`TrailEvent` from their modules.
 """
 
 from __future__ import annotations
@@ -17,17 +17,13 @@ import json
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import urlencode
 
-from lab.aws.exceptions import LabControlError
-from lab.aws.faults import FaultRule
+from lab.aws.exceptions import AwsControlError, AwsControlUnavailable
+from lab.aws.faults import AwsFaultRule, AwsMatch
 from lab.aws.fidelity import FidelityConfig
 from lab.aws.trail import TrailEvent, load_jsonl
-
-
-class AwsControlUnavailable(Exception):
-    """The control plane could not be reached (connection refused, timeout)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +69,7 @@ class AwsControlClient:
                 message = str(json.loads(text)["error"])
             except (ValueError, KeyError, TypeError):
                 message = text or exc.reason
-            raise LabControlError(message, status=exc.code) from None
+            raise AwsControlError(message, status=exc.code) from None
         except (urllib.error.URLError, OSError) as exc:
             raise AwsControlUnavailable(f"{method} {self.url}/_lab/{path}: {exc}") from exc
 
@@ -108,37 +104,32 @@ class AwsControlClient:
         self,
         *,
         action: str,
-        code: str | None = None,
+        code: str,
         status: int | None = None,
         message: str | None = None,
         latency_ms: float | None = None,
-        count: int | None = None,
-        probability: float | None = None,
-        seed: int | None = None,
-        service: str | None = None,
-        match: dict[str, str] | None = None,
-        caller: str | None = None,
-    ) -> FaultRule:
-        """Add a fault rule (see :mod:`lab.aws.faults`); returns it with its id."""
-        given = {
-            "action": action,
-            "code": code,
-            "status": status,
-            "message": message,
-            "latency_ms": latency_ms,
-            "count": count,
-            "probability": probability,
-            "seed": seed,
-            "service": service,
-            "match": match,
-            "caller": caller,
-        }
-        return FaultRule.from_dict(
-            self._call("POST", "faults", {k: v for k, v in given.items() if v is not None})
-        )
+        **where: Unpack[AwsMatch],
+    ) -> AwsFaultRule:
+        """Answer matching calls with AWS error ``code`` (after ``latency_ms``, if given).
 
-    def faults(self) -> list[FaultRule]:
-        return [FaultRule.from_dict(r) for r in self._call("GET", "faults")["faults"]]
+        ``where``: ``service``, ``match``, ``caller``, ``count`` (None: until cleared),
+        ``probability`` and ``seed`` (see :mod:`lab.faults`). Returns the rule with its id.
+        """
+        given = {"code": code, "status": status, "message": message, "latency_ms": latency_ms}
+        return self._add(action=action, **given, **where)
+
+    def add_latency(
+        self, *, action: str, latency_ms: float, **where: Unpack[AwsMatch]
+    ) -> AwsFaultRule:
+        """Delay matching calls by ``latency_ms``, then let them proceed; returns the rule."""
+        return self._add(effect="latency", action=action, latency_ms=latency_ms, **where)
+
+    def _add(self, **given: Any) -> AwsFaultRule:
+        body = {k: v for k, v in given.items() if v is not None}
+        return AwsFaultRule.from_dict(self._call("POST", "faults", body))
+
+    def faults(self) -> list[AwsFaultRule]:
+        return [AwsFaultRule.from_dict(r) for r in self._call("GET", "faults")["faults"]]
 
     def remove_fault(self, rule_id: str) -> None:
         self._call("DELETE", f"faults/{rule_id}")

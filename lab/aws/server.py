@@ -1,18 +1,17 @@
-"""``AwsEndpoint``: the lab's EC2/ELB endpoint as an in-process component.
+"""``AwsServer``: the lab's EC2/ELB endpoint as an in-process component.
 
 Role: start moto plus the fidelity layer, trail, faults and control plane
 (:class:`lab.aws.app.AwsApp`) on ``127.0.0.1`` port 0 in a background thread, wait until
 ``/_lab/health`` answers, and hand out boto3 clients and the control client::
 
-    with AwsEndpoint(region="us-east-1", seed=7) as aws:
+    with AwsServer(region="us-east-1", seed=7) as aws:
         ec2 = aws.client("ec2")
         aws.control.set_fidelity(elb_sg_order="reversed")
         aws.trail.calls(action="DeleteSecurityGroup")
 
-Lifecycle contract (shared by every lab component): ``start()`` binds port 0, loads moto's
-EC2/ELB backends (``warm_up``, so the first call does not stall) and waits for readiness with an
-explicit timeout, attaching the recent log to the error on failure; ``stop()`` is idempotent;
-the object is a context manager.
+The lifecycle is :class:`lab.component.ServerComponent`'s; binding also loads moto's EC2/ELB
+backends (``warm_up``, so the first call does not stall). ``take_internal_errors()`` hands out
+the exceptions the lab's own layers raised while answering calls (answered as 500).
 
 moto's backends are **process-global**: two endpoints in one process see the same AWS resources
 (their trails, faults and fidelity switches are separate), and ``reset()`` on either wipes both.
@@ -26,17 +25,16 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from lab.aws.app import DEFAULT_ACCOUNT, AwsApp, AwsLab, LabSettings
-from lab.aws.client import AwsControlClient, AwsControlUnavailable
+from lab.aws.control_client import AwsControlClient
 from lab.aws.fidelity import FidelityConfig
 from lab.aws.trail import Trail
-from lab.component import RecentLog
+from lab.component import ServerComponent
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -49,10 +47,6 @@ log = logging.getLogger(__name__)
 #: Credentials the lab's clients sign with (moto accepts any).
 DUMMY_ACCESS_KEY = "testing"
 DUMMY_SECRET_KEY = "testing"
-
-
-class EndpointNotReady(RuntimeError):
-    """The endpoint did not become ready in time; the message carries its recent log."""
 
 
 def make_wsgi_server(app: AwsApp, *, host: str, port: int) -> BaseWSGIServer:
@@ -69,8 +63,12 @@ def make_wsgi_server(app: AwsApp, *, host: str, port: int) -> BaseWSGIServer:
     return make_server(host, port, app, threaded=True, request_handler=_Handler)
 
 
-class AwsEndpoint:
+class AwsServer(ServerComponent):
     """The lab's AWS endpoint (moto + fidelity + trail + faults) in a background thread."""
+
+    what = "aws endpoint"
+    log_names = ("lab.aws", "werkzeug")
+    ready_path = "/_lab/health"
 
     def __init__(
         self,
@@ -85,126 +83,56 @@ class AwsEndpoint:
         ready_timeout: float = 30.0,
         warm_up: bool = True,
     ) -> None:
+        super().__init__(host=host, port=port, ready_timeout=ready_timeout)
         config = FidelityConfig(enabled=fidelity) if isinstance(fidelity, bool) else fidelity
         self.region = region
         self.account = account
-        self._host = host
-        self._port = port
-        self._ready_timeout = ready_timeout
         self._warm_up = warm_up
         self._settings = LabSettings(
             region=region, account=account, seed=seed, fidelity=config, trail_path=trail_path
         )
         self._lab: AwsLab | None = None
-        self._server: BaseWSGIServer | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._recent = RecentLog()
-        self._control: AwsControlClient | None = None
         self._clients: dict[tuple[str, int], Any] = {}
 
-    # --- lifecycle ----------------------------------------------------------------------------
+    # --- lifecycle (see lab.component.ServerComponent) ------------------------------------------
 
-    def start(self) -> AwsEndpoint:
-        """Bind, serve in a thread and wait for readiness (idempotent)."""
-        with self._lock:
-            if self._server is not None:
-                return self
-            for name in ("lab.aws", "werkzeug"):
-                logging.getLogger(name).addHandler(self._recent)
-            lab = AwsLab(self._settings)
-            server = make_wsgi_server(AwsApp(lab), host=self._host, port=self._port)
-            if self._warm_up:
-                try:
-                    lab.warm_up()
-                except Exception as exc:
-                    server.server_close()
-                    lab.close()
-                    raise EndpointNotReady(
-                        f"moto warm-up failed: {exc}; recent log:\n{self._recent.text()}"
-                    ) from exc
-            self._lab = lab
-            self._server = server
-            self._thread = threading.Thread(
-                target=server.serve_forever, name=f"aws-endpoint-{server.port}", daemon=True
-            )
-            self._thread.start()
-            self._control = AwsControlClient(self.url)
+    def _bind(self) -> BaseWSGIServer:
+        lab = AwsLab(self._settings)
         try:
-            self._wait_ready()
+            server = make_wsgi_server(AwsApp(lab), host=self.host, port=self.requested_port)
         except BaseException:
-            self.stop()
+            lab.close()
             raise
-        log.info("aws endpoint ready at %s", self.url)
-        return self
-
-    def _wait_ready(self) -> None:
-        assert self._control is not None
-        deadline = time.monotonic() + self._ready_timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
+        if self._warm_up:
             try:
-                self._control.health()
-                return
-            except AwsControlUnavailable as exc:
-                last = exc
-                time.sleep(0.02)
-        raise EndpointNotReady(
-            f"aws endpoint at {self.url} not ready after {self._ready_timeout}s ({last});"
-            f" recent log:\n{self._recent.text()}"
-        )
-
-    def stop(self) -> None:
-        """Shut the server down and release the port (idempotent)."""
-        with self._lock:
-            server, thread, lab = self._server, self._thread, self._lab
-            self._server = self._thread = None
-            self._clients.clear()
-            if server is not None:
-                server.shutdown()
+                lab.warm_up()
+            except BaseException:
                 server.server_close()
-            if thread is not None:
-                thread.join(timeout=10)
-            if lab is not None:
                 lab.close()
-            for name in ("lab.aws", "werkzeug"):
-                logging.getLogger(name).removeHandler(self._recent)
+                raise
+        self._lab = lab
+        return server
 
-    def __enter__(self) -> AwsEndpoint:
-        return self.start()
+    def _release(self) -> None:
+        lab, self._lab = self._lab, None
+        self._clients.clear()
+        if lab is not None:
+            lab.close()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def take_internal_errors(self) -> list[str]:
+        return [] if self._lab is None else self._lab.internal_errors.take()
 
     # --- access -------------------------------------------------------------------------------
 
     @property
-    def running(self) -> bool:
-        return self._server is not None
-
-    @property
-    def url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("AwsEndpoint is not started")
-        return f"http://{self._host}:{self._server.port}"
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("AwsEndpoint is not started")
-        return int(self._server.port)
-
-    @property
     def control(self) -> AwsControlClient:
-        if self._control is None:
-            raise RuntimeError("AwsEndpoint is not started")
-        return self._control
+        return AwsControlClient(self.url)
 
     @property
     def lab(self) -> AwsLab:
         """The in-process lab state (trail, faults, fidelity layer)."""
         if self._lab is None:
-            raise RuntimeError("AwsEndpoint is not started")
+            raise RuntimeError("AwsServer is not started")
         return self._lab
 
     @property

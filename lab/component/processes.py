@@ -1,19 +1,16 @@
-"""What every lab component shares: process identity, detached spawning, log tails, recent logs.
+"""Process identity and detached spawning: a pid is only ours while its start time matches.
 
-Components (the AWS endpoint, the metadata service, the API simulator, the controller, the
-debug session, the lab daemon) start on port 0, wait for readiness with explicit timeouts, and
-when readiness fails put their recent log into the exception (conventions.md, "Components are
-context managers"). This module is the bottom of the ``lab`` layers: it imports nothing of the
-lab.
+Role: processes the lab started and no longer holds (``invoke lab.up`` returns while the lab
+runs on) are named by a :class:`ProcessRef`: the pid *and* the kernel's start time of that pid,
+so a signal never reaches an unrelated process that reused the pid after ours died.
+:func:`spawn_detached` starts such a process without leaving a ``Popen`` behind.
 
-Processes the lab started and no longer holds a ``Popen`` for (``invoke lab.up`` returns while
-the lab runs on) are named by a :class:`ProcessRef`: the pid *and* the kernel's start time of
-that pid, so a signal never reaches an unrelated process that reused the pid after ours died.
+Neighbours: :mod:`lab.component.child` (the child-process flavour) and ``lab.labctl`` (which
+stops what ``lab.up`` started, by the refs in ``state.json``).
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import logging
@@ -24,34 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-
-class RecentLog(logging.Handler):
-    """Keeps the last ``size`` records of the loggers it is added to, as text."""
-
-    def __init__(self, size: int = 200) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: collections.deque[str] = collections.deque(maxlen=size)
-        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
-
-    def text(self) -> str:
-        return "\n".join(self.lines) or "(no log records)"
-
-
-def tail(path: Path | None, lines: int = 40) -> str:
-    """The last ``lines`` lines of a log file, or a note saying why there are none."""
-    if path is None:
-        return "(no log file)"
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        return f"(log {path} unreadable: {exc})"
-    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
-
-
-# --- process identity -----------------------------------------------------------------------
+log = logging.getLogger(__name__)
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -128,12 +98,7 @@ class ProcessRef:
         For processes this one did not start or no longer holds (a child with a ``Popen`` is
         stopped through it instead, which also reaps it).
         """
-        if not self.signal(signal.SIGTERM, group=group):
-            return True
-        if _wait_gone(self, timeout):
-            return True
-        self.signal(signal.SIGKILL, group=group)
-        return _wait_gone(self, 5.0)
+        return terminate_ref(self, group=group, timeout=timeout)[0]
 
     def to_json(self) -> dict[str, int]:
         return {"pid": self.pid, "start_time": self.start_time}
@@ -146,29 +111,55 @@ class ProcessRef:
         return cls(int(data["pid"]), int(start) if isinstance(start, int) else 0)
 
 
-def _wait_gone(ref: ProcessRef, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while ref.alive():
-        if time.monotonic() >= deadline:
-            return False
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(ref.pid, os.WNOHANG)  # reap it if it happens to be our child
+def wait_exit(ref: ProcessRef, timeout: float | None) -> tuple[bool, int | None]:
+    """Wait up to ``timeout`` (None: no limit) for ``ref`` to end: (gone, exit code when it
+    was our child)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        try:
+            pid, status = os.waitpid(ref.pid, os.WNOHANG)
+        except ChildProcessError:  # not our child (or reaped already): watch it instead
+            if not ref.alive():
+                return True, None
+        else:
+            if pid:
+                return True, os.waitstatus_to_exitcode(status)
+        if deadline is not None and time.monotonic() >= deadline:
+            return False, None
         time.sleep(0.02)
-    return True
 
 
-def spawn_detached(argv: Sequence[str], *, log_path: Path, env: Mapping[str, str]) -> ProcessRef:
+def terminate_ref(ref: ProcessRef, *, group: bool, timeout: float) -> tuple[bool, int | None]:
+    ref.signal(signal.SIGTERM, group=group)
+    gone, code = wait_exit(ref, timeout)
+    if not gone:
+        log.warning("process %d ignored SIGTERM for %.1fs; killing", ref.pid, timeout)
+        ref.signal(signal.SIGKILL, group=group)
+        gone, code = wait_exit(ref, 5.0)
+    return gone, code
+
+
+def spawn_detached(
+    argv: Sequence[str], *, log_path: Path, env: Mapping[str, str], stdout: int | None = None
+) -> ProcessRef:
     """Start ``argv`` in its own session, output appended to ``log_path`` (mode 0600).
 
-    For processes meant to outlive the one starting them (``invoke lab.up`` returns while the
-    lab runs on): no ``Popen`` object is left to complain that its child still runs.
+    With ``stdout`` (a pipe's write end) only stderr goes to the log. For processes meant to
+    outlive the one starting them (``invoke lab.up`` returns while the lab runs on): no
+    ``Popen`` object is left to complain that its child still runs.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, str(log_path), flags, 0o600),
-        (os.POSIX_SPAWN_DUP2, 1, 2),
-    ]
+    actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
+    if stdout is None:
+        actions += [
+            (os.POSIX_SPAWN_OPEN, 1, str(log_path), flags, 0o600),
+            (os.POSIX_SPAWN_DUP2, 1, 2),
+        ]
+    else:
+        actions += [
+            (os.POSIX_SPAWN_DUP2, stdout, 1),
+            (os.POSIX_SPAWN_OPEN, 2, str(log_path), flags, 0o600),
+        ]
     pid = os.posix_spawn(argv[0], list(argv), dict(env), file_actions=actions, setsid=True)
     return ProcessRef.of(pid) or ProcessRef(pid, 0)
