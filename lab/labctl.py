@@ -415,14 +415,7 @@ def restart_controller(
     flags and the error says so.
     """
     out = console or status_console()
-    validate_name(name)
-    state = load_state(name, root)
-    _require_daemon(state)
-    if state.debug is not None and state.debug.process.alive():
-        raise LabError(
-            f"the controller of lab {name!r} is under the debugger (lab.debug, pid "
-            f"{state.debug.process.pid}); end that session first (Ctrl-C in its terminal)"
-        )
+    state = _controller_free(name, root)
     previous = state.controller
     try:
         return _replace_controller(state, legacy=legacy, args=args, console=out)
@@ -440,6 +433,20 @@ def restart_controller(
         raise LabError(
             f"{exc}; the previous controller ({flags}) runs again as pid {pid}"
         ) from None
+
+
+def _controller_free(name: str, root: Path | None) -> LabState:
+    """The state of a running lab whose controller is not under a debugger."""
+    validate_name(name)
+    state = load_state(name, root)
+    _require_daemon(state)
+    if state.debug is not None and state.debug.process.alive():
+        raise LabError(
+            f"the controller of lab {name!r} is under the debugger (lab.debug, pid "
+            f"{state.debug.process.pid}, attach at {state.debug.address}); end that session "
+            "first (Ctrl-C in its terminal)"
+        )
+    return state
 
 
 def _require_daemon(state: LabState) -> None:
@@ -875,16 +882,9 @@ def debug_controller(
     from lab.debug import run_foreground
 
     out = console or status_console()
-    validate_name(name)
     if not 0 <= port < 65536:
         raise LabError(f"--port {port}: a TCP port is 0 to 65535 (0 lets the kernel choose)")
-    state = load_state(name, root)
-    _require_daemon(state)
-    if state.debug is not None and state.debug.process.alive():
-        raise LabError(
-            f"lab {name!r} already has a debug session (pid {state.debug.process.pid}, "
-            f"attach at {state.debug.address})"
-        )
+    state = _controller_free(name, root)
     previous = state.controller
     restore_legacy = previous.legacy_behavior if previous else ()
     restore_args = previous.extra_args if previous else ()
