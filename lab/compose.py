@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import logging
+import secrets
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -198,6 +199,8 @@ class Lab:
         self._controller_runs = 0
         #: True right after start() or reset(): nothing has touched the world yet.
         self.fresh = False
+        #: the lab's secret (see ``LabState.token``): its control planes' bearer token
+        self.token = secrets.token_urlsafe(24)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -586,6 +589,7 @@ class Lab:
             aws_endpoint=self.aws.url,
             imds_endpoint=self.imds.url,
             kube_endpoint=self.cluster.api_url(),
+            token=self.token,
             region=self.config.region,
             cluster_id=self.config.cluster_id,
             vpc_id=topo.vpc_id if topo else None,

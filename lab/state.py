@@ -98,6 +98,9 @@ class LabState:
     cluster_id: str
     nodes: tuple[NodeState, ...]
     kube_endpoint: str | None = None
+    #: the lab's secret: the bearer token its control planes (``/_lab/``) and, where served
+    #: with auth, its API server accept; generated per lab, never logged
+    token: str | None = None
     vpc_id: str | None = None
     node_security_group: str | None = None
     daemon: DaemonState | None = None
@@ -199,6 +202,7 @@ def _decode_state(data: Mapping[str, Any]) -> LabState:
         cluster_id=str(data["cluster_id"]),
         nodes=tuple(NodeState(**{k: str(v) for k, v in n.items()}) for n in data["nodes"]),
         kube_endpoint=data.get("kube_endpoint"),
+        token=data.get("token"),
         vpc_id=data.get("vpc_id"),
         node_security_group=data.get("node_security_group"),
         daemon=None
