@@ -258,10 +258,20 @@ class Lab:
 
     # --- steps ----------------------------------------------------------------------------
 
-    def _cluster_spec(self) -> ClusterSpec:
+    def _wanted_spec(self) -> ClusterSpec:
+        """The cluster as configured: its name, version and node roles (the first node is the
+        control plane); the planner fills in the rest."""
+        roles = [Role.CONTROL_PLANE] + [Role.WORKER] * (self.config.nodes - 1)
         return ClusterSpec(
             name=self.config.cluster_name,
             version=self.version,
+            nodes=tuple(NodeSpec(role=role) for role in roles),
+        )
+
+    def _cluster_spec(self) -> ClusterSpec:
+        """The cluster as seeded: every node with its name, IP, zone and providerID."""
+        return dataclasses.replace(
+            self._wanted_spec(),
             nodes=tuple(
                 NodeSpec(
                     role=n.role,
@@ -271,15 +281,11 @@ class Lab:
                     provider_id=ProviderID(n.provider_id) if self.config.provider_ids else None,
                 )
                 for n in self.nodes
-            )
-            or tuple(
-                NodeSpec(role=Role.CONTROL_PLANE if i == 0 else Role.WORKER)
-                for i in range(self.config.nodes)
             ),
         )
 
     def _prepare_cluster(self) -> None:
-        self.cluster.prepare(self._cluster_spec())
+        self.cluster.prepare(self._wanted_spec())
 
     def _delete_cluster(self) -> None:
         if self._cluster is not None:
@@ -305,7 +311,7 @@ class Lab:
         cidrs = _topology_spec(self.config, ()).subnet_cidrs()
         zones = self.config.zones[:1] if self.capabilities.assigns_node_ips else self.config.zones
         return plan_nodes(
-            self._cluster_spec(), subnets=[(z, cidrs[z]) for z in zones], first_host=10
+            self._wanted_spec(), subnets=[(z, cidrs[z]) for z in zones], first_host=10
         )
 
     def _seed_planned(self) -> None:
