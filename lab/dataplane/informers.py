@@ -73,7 +73,7 @@ class Informer:
         with self._lock:
             return self._items.get((namespace if self.resource.namespaced else "", name))
 
-    def list(self, namespace: str | None = None) -> list[Obj]:
+    def objects(self, namespace: str | None = None) -> list[Obj]:
         with self._lock:
             if namespace is None:
                 return list(self._items.values())

@@ -145,7 +145,7 @@ class Api:
         if verb == "watch":
             return self.streams.respond(req, route)
         if verb == "create" and route.subresource == "binding":
-            status = bind(
+            bound = bind(
                 self.store,
                 rt,
                 ns,
@@ -153,7 +153,7 @@ class Api:
                 decode(req.body, yaml_ok=False),
                 dry_run=dry_run,
             )
-            return json_response(201, status)
+            return json_response(201, bound)
         if verb == "create":
             if rt.namespaced and route.namespace is None:
                 raise E.unknown_path()

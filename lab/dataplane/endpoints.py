@@ -1,0 +1,510 @@
+"""The Endpoints and EndpointSlice controllers of kube-controller-manager, per version.
+
+Role: which of a Service's pods are published, and how, for the release the lab runs
+(``versions.endpoints_behaviour``; ``shared/docs/reference/termination-bugs.md`` §1.2, §2):
+
+* :func:`endpoints_verdict` (Endpoints): no IP -> absent; terminating -> absent unless the
+  Service tolerates unready endpoints; before kubernetes#110255 a Ready pod is in ``addresses``
+  whatever its phase, an unready one in ``notReadyAddresses`` only if the restartPolicy x phase
+  rule allows; from the fix, terminal pods are never published.
+* :func:`slice_conditions` (EndpointSlice): terminating pods stay (ready=false) from 1.22
+  (EndpointSliceTerminatingCondition); ``serving`` = pod Ready, ``terminating`` =
+  deletionTimestamp, ``ready`` = publishNotReadyAddresses or (serving and not terminating);
+  before the fix the restartPolicy x phase rule filters, after it terminal pods are dropped.
+
+The controllers (:class:`EndpointsController`, :class:`EndpointSliceController`) resync a
+Service when it changes or when a selected pod changes in a way ``podEndpointsChanged``
+notices (labels, deletionTimestamp, the Ready condition, podIPs, hostname/subdomain): **a phase
+change alone is not noticed** (§2.3), exactly the trap the recipes work around. Slices hold at
+most 100 endpoints, are grouped by their ports, labelled ``kubernetes.io/service-name`` and
+``endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io``, owned by the
+Service, and a placeholder slice stays when nothing is published. Before 1.25 a selected pod on
+a missing Node fails the Service's slice sync (#110639). Services without a selector
+(mirroring) and topology hints are not modelled.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from typing import Any
+
+from lab.clock import LabClock
+from lab.dataplane.api import (
+    ENDPOINT_SLICES,
+    ENDPOINTS,
+    NODES,
+    PODS,
+    SERVICES,
+    Api,
+    Obj,
+    meta,
+    path,
+    status_code,
+)
+from lab.dataplane.controller import Controller
+from lab.dataplane.informers import Informers
+from lab.dataplane.scheduling import is_terminal, map_selector_matches
+from lab.dataplane.versions import EndpointsBehaviour
+
+log = logging.getLogger(__name__)
+
+MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
+CONTROLLER_NAME = "endpointslice-controller.k8s.io"
+SERVICE_NAME = "kubernetes.io/service-name"
+HEADLESS = "service.kubernetes.io/headless"
+TOLERATE_UNREADY = "service.alpha.kubernetes.io/tolerate-unready-endpoints"
+TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
+OVER_CAPACITY = "endpoints.kubernetes.io/over-capacity"
+MAX_PER_SLICE = 100
+MAX_ENDPOINTS_ADDRESSES = 1000
+
+
+def pod_ready(pod: Obj) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+def _restart_policy_allows(pod: Obj) -> bool:
+    """The pre-#110255 ``shouldPodBeInEndpoints`` rule (restartPolicy x phase, since #47504)."""
+    policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
+    phase = (pod.get("status") or {}).get("phase")
+    if policy == "Never":
+        return phase not in ("Failed", "Succeeded")
+    if policy == "OnFailure":
+        return phase != "Succeeded"
+    return True
+
+
+def tolerates_unready(svc: Obj, behaviour: EndpointsBehaviour) -> bool:
+    if (svc.get("spec") or {}).get("publishNotReadyAddresses"):
+        return True
+    annotations = meta(svc).get("annotations") or {}
+    return behaviour.tolerate_unready_annotation and annotations.get(TOLERATE_UNREADY) == "true"
+
+
+def endpoints_verdict(pod: Obj, svc: Obj, behaviour: EndpointsBehaviour) -> str | None:
+    """``"ready"`` (addresses), ``"notReady"`` (notReadyAddresses) or None (absent)."""
+    if not (pod.get("status") or {}).get("podIP"):
+        return None
+    tolerate = tolerates_unready(svc, behaviour)
+    if behaviour.skip_terminal_pods and is_terminal(pod):
+        return None
+    if meta(pod).get("deletionTimestamp") and not tolerate:
+        return None
+    if tolerate or pod_ready(pod):
+        return "ready"
+    if behaviour.skip_terminal_pods or _restart_policy_allows(pod):
+        return "notReady"
+    return None
+
+
+def slice_conditions(pod: Obj, svc: Obj, behaviour: EndpointsBehaviour) -> dict[str, bool] | None:
+    """The slice endpoint's conditions for ``pod``, or None when it is not in the slice."""
+    if not (pod.get("status") or {}).get("podIP"):
+        return None
+    publish = bool((svc.get("spec") or {}).get("publishNotReadyAddresses"))
+    include_terminating = publish or behaviour.slices_track_terminating
+    terminating = bool(meta(pod).get("deletionTimestamp"))
+    if terminating and not include_terminating:
+        return None
+    if behaviour.skip_terminal_pods:
+        if is_terminal(pod):
+            return None
+    elif not _restart_policy_allows(pod):
+        return None
+    serving = pod_ready(pod)
+    ready = publish or (serving and not terminating)
+    if not behaviour.slices_track_terminating:
+        return {"ready": ready}
+    return {"ready": ready, "serving": serving, "terminating": terminating}
+
+
+def resolve_ports(svc: Obj, pod: Obj) -> list[Obj] | None:
+    """The Service's ports with targetPorts resolved against the pod (None if a named port is
+    missing, as ``podutil.FindPort`` fails)."""
+    out = []
+    for port in (svc.get("spec") or {}).get("ports") or []:
+        target = port.get("targetPort", port.get("port"))
+        protocol = port.get("protocol") or "TCP"
+        if isinstance(target, str) and not target.isdigit():
+            number = next(
+                (
+                    int(cp["containerPort"])
+                    for c in (pod.get("spec") or {}).get("containers") or []
+                    for cp in c.get("ports") or []
+                    if cp.get("name") == target and (cp.get("protocol") or "TCP") == protocol
+                ),
+                None,
+            )
+            if number is None:
+                return None
+        else:
+            number = int(target)
+        entry: Obj = {"name": port.get("name") or "", "port": number, "protocol": protocol}
+        if port.get("appProtocol"):
+            entry["appProtocol"] = port["appProtocol"]
+        out.append(entry)
+    return out
+
+
+def _target_ref(pod: Obj) -> Obj:
+    m = meta(pod)
+    return {
+        "kind": "Pod",
+        "namespace": m.get("namespace"),
+        "name": m.get("name"),
+        "uid": m.get("uid"),
+    }
+
+
+def _pod_changed(pod: Obj, old: Obj | None) -> bool:
+    """``podEndpointsChanged``: only these changes resync the pod's Services."""
+    if old is None:
+        return True
+
+    def view(p: Obj) -> tuple[Any, ...]:
+        spec, status = p.get("spec") or {}, p.get("status") or {}
+        return (
+            meta(p).get("labels"),
+            bool(meta(p).get("deletionTimestamp")),
+            pod_ready(p),
+            status.get("podIPs"),
+            status.get("podIP"),
+            spec.get("hostname"),
+            spec.get("subdomain"),
+        )
+
+    return view(pod) != view(old)
+
+
+class _ServiceController(Controller):
+    """Shared plumbing: which Services a pod event concerns."""
+
+    def __init__(
+        self, api: Api, informers: Informers, clock: LabClock, *, behaviour: EndpointsBehaviour
+    ) -> None:
+        super().__init__(clock)
+        self.api = api
+        self.behaviour = behaviour
+        self.services = informers(SERVICES)
+        self.pods = informers(PODS)
+        self.nodes = informers(NODES)
+        self.services.add_handler(self._on_service)
+        self.pods.add_handler(self._on_pod)
+
+    def _on_service(self, event: str, svc: Obj, old: Obj | None) -> None:
+        self.enqueue((meta(svc).get("namespace", ""), meta(svc).get("name", "")))
+
+    def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
+        if event == "MODIFIED" and not _pod_changed(pod, old):
+            return
+        ns = meta(pod).get("namespace", "")
+        labels = [meta(pod).get("labels") or {}]
+        if old is not None:
+            labels.append(meta(old).get("labels") or {})
+        for svc in self.services.objects(ns):
+            selector = (svc.get("spec") or {}).get("selector")
+            if any(map_selector_matches(selector, lbl) for lbl in labels):
+                self.enqueue((ns, meta(svc).get("name", "")))
+
+    def selected(self, svc: Obj) -> list[Obj] | None:
+        spec = svc.get("spec") or {}
+        if spec.get("selector") is None or spec.get("type") == "ExternalName":
+            return None
+        pods = [
+            p
+            for p in self.pods.objects(meta(svc).get("namespace", ""))
+            if map_selector_matches(spec["selector"], meta(p).get("labels") or {})
+        ]
+        return sorted(pods, key=lambda p: str(meta(p).get("name")))
+
+    def trigger_time(self) -> str:
+        return self.clock.wall().isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class EndpointsController(_ServiceController):
+    name = "endpoints-controller"
+
+    def sync(self, key: Hashable) -> None:
+        assert isinstance(key, tuple)
+        ns, name = str(key[0]), str(key[1])
+        svc = self.services.get(ns, name)
+        if svc is None:
+            try:
+                self.api.delete(path(ENDPOINTS, ns, name))
+            except Exception as err:
+                if status_code(err) != 404:
+                    raise
+            return
+        pods = self.selected(svc)
+        if pods is None:
+            return
+        subsets: dict[str, Obj] = {}
+        total = 0
+        for pod in pods:
+            verdict = endpoints_verdict(pod, svc, self.behaviour)
+            ports = resolve_ports(svc, pod) if verdict else None
+            if verdict is None or ports is None:
+                continue
+            address: Obj = {"ip": pod["status"]["podIP"], "targetRef": _target_ref(pod)}
+            if (pod.get("spec") or {}).get("nodeName"):
+                address["nodeName"] = pod["spec"]["nodeName"]
+            spec = pod.get("spec") or {}
+            if spec.get("hostname") and spec.get("subdomain") == name:
+                address["hostname"] = spec["hostname"]
+            group = repr(sorted((p["name"], p["port"], p["protocol"]) for p in ports))
+            subset = subsets.setdefault(group, {"ports": ports})
+            field = "addresses" if verdict == "ready" else "notReadyAddresses"
+            if total < MAX_ENDPOINTS_ADDRESSES:
+                subset.setdefault(field, []).append(address)
+            total += 1
+        for subset in subsets.values():
+            for field in ("addresses", "notReadyAddresses"):
+                if field in subset:
+                    subset[field].sort(key=lambda a: a["ip"])
+        desired_subsets = [subsets[k] for k in sorted(subsets)]
+        labels = dict(meta(svc).get("labels") or {})
+        if (svc.get("spec") or {}).get("clusterIP") == "None":
+            labels[HEADLESS] = ""
+        try:
+            current: Obj | None = self.api.get(path(ENDPOINTS, ns, name))
+        except Exception as err:
+            if status_code(err) != 404:
+                raise
+            current = None
+        annotations = dict(meta(current).get("annotations") or {}) if current else {}
+        if total > MAX_ENDPOINTS_ADDRESSES:
+            annotations[OVER_CAPACITY] = "truncated"
+        else:
+            annotations.pop(OVER_CAPACITY, None)
+        if (
+            current is not None
+            and (current.get("subsets") or []) == desired_subsets
+            and (meta(current).get("labels") or {}) == labels
+            and annotations == (meta(current).get("annotations") or {})
+        ):
+            return
+        annotations[TRIGGER_TIME] = self.trigger_time()
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": labels,
+                "annotations": annotations,
+            },
+            "subsets": desired_subsets,
+        }
+        if current is None:
+            self.api.create(path(ENDPOINTS, ns), body)
+        else:
+            body["metadata"]["resourceVersion"] = meta(current).get("resourceVersion")
+            self.api.replace(path(ENDPOINTS, ns, name), body)
+
+
+class EndpointSliceController(_ServiceController):
+    name = "endpointslice-controller"
+
+    def __init__(
+        self, api: Api, informers: Informers, clock: LabClock, *, behaviour: EndpointsBehaviour
+    ) -> None:
+        super().__init__(api, informers, clock, behaviour=behaviour)
+        self.slices = informers(ENDPOINT_SLICES)
+        self.slices.add_index("service", self._slice_service)
+        self.nodes.add_handler(self._on_node)
+        #: the endpointSliceTracker: service key -> slice name -> resourceVersion written
+        #: (None: deleted), until the informer has caught up with our own writes
+        self._written: dict[str, dict[str, int | None]] = {}
+
+    @staticmethod
+    def _slice_service(eps: Obj) -> list[str]:
+        labels = meta(eps).get("labels") or {}
+        if labels.get(MANAGED_BY) != CONTROLLER_NAME or not labels.get(SERVICE_NAME):
+            return []
+        return [f"{meta(eps).get('namespace', '')}/{labels[SERVICE_NAME]}"]
+
+    def _on_node(self, event: str, node: Obj, old: Obj | None) -> None:
+        if event == "ADDED" or (
+            old is not None and meta(node).get("labels") != meta(old).get("labels")
+        ):
+            for svc in self.services.objects():
+                self.enqueue((meta(svc).get("namespace", ""), meta(svc).get("name", "")))
+
+    def _endpoint(self, pod: Obj, conditions: dict[str, bool]) -> Obj | None:
+        """The slice endpoint of ``pod``; None to skip it (missing Node, 1.25+)."""
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        endpoint: Obj = {"addresses": [pod["status"]["podIP"]], "conditions": conditions}
+        if node_name:
+            node = self.nodes.get("", node_name)
+            if node is None:
+                if self.behaviour.missing_node_fails_sync:
+                    raise LookupError(
+                        f"node {node_name!r} of pod {meta(pod).get('name')} not found"
+                    )
+                return None
+            endpoint["nodeName"] = node_name
+            zone = (meta(node).get("labels") or {}).get("topology.kubernetes.io/zone")
+            if zone:
+                endpoint["zone"] = zone
+        spec = pod.get("spec") or {}
+        if spec.get("hostname"):
+            endpoint["hostname"] = spec["hostname"]
+        endpoint["targetRef"] = _target_ref(pod)
+        return endpoint
+
+    def sync(self, key: Hashable) -> None:
+        assert isinstance(key, tuple)
+        ns, name = str(key[0]), str(key[1])
+        svc = self.services.get(ns, name)
+        if svc is None:
+            self._written.pop(f"{ns}/{name}", None)
+            return  # the slices are the Service's dependents: garbage collected with it
+        if self._stale(f"{ns}/{name}"):
+            self.requeue_after(key, 0.1)  # our last writes are not in the cache yet
+            return
+        pods = self.selected(svc)
+        existing = [
+            s
+            for s in self.slices.by_index("service", f"{ns}/{name}")
+            if not meta(s).get("deletionTimestamp")
+        ]
+        if pods is None:
+            for eps in existing:
+                self._delete(eps)
+            return
+        groups: dict[str, tuple[list[Obj], list[Obj]]] = {}
+        skipped = False
+        for pod in pods:
+            conditions = slice_conditions(pod, svc, self.behaviour)
+            ports = resolve_ports(svc, pod) if conditions is not None else None
+            if conditions is None or ports is None:
+                continue
+            endpoint = self._endpoint(pod, conditions)
+            if endpoint is None:
+                skipped = True
+                continue
+            group = repr(sorted((p["name"], p["port"], p["protocol"]) for p in ports))
+            groups.setdefault(group, (ports, []))[1].append(endpoint)
+        self._reconcile(svc, existing, groups)
+        if skipped:
+            self.requeue_after(key, 5.0)
+
+    def _stale(self, service: str) -> bool:
+        written = self._written.get(service)
+        if not written:
+            return False
+        ns = service.split("/", 1)[0]
+        for name, rv in list(written.items()):
+            cached = self.slices.get(ns, name)
+            if rv is None and cached is not None:
+                return True
+            if rv is not None and (
+                cached is None or int(meta(cached).get("resourceVersion") or 0) < rv
+            ):
+                return True
+            del written[name]
+        return False
+
+    def _track(self, svc: Obj, name: str, rv: int | None) -> None:
+        key = f"{meta(svc).get('namespace', '')}/{meta(svc).get('name', '')}"
+        self._written.setdefault(key, {})[name] = rv
+
+    def _reconcile(
+        self, svc: Obj, existing: list[Obj], groups: dict[str, tuple[list[Obj], list[Obj]]]
+    ) -> None:
+        def group_of(eps: Obj) -> str:
+            return repr(
+                sorted(
+                    ((p.get("name") or ""), p.get("port"), p.get("protocol") or "TCP")
+                    for p in eps.get("ports") or []
+                )
+            )
+
+        keep: list[Obj] = []
+        for group, (ports, endpoints) in sorted(groups.items()):
+            endpoints.sort(key=lambda e: e["addresses"][0])
+            mine = sorted(
+                (s for s in existing if group_of(s) == group),
+                key=lambda s: str(meta(s).get("name")),
+            )
+            chunks = [
+                endpoints[i : i + MAX_PER_SLICE] for i in range(0, len(endpoints), MAX_PER_SLICE)
+            ]
+            for index, chunk in enumerate(chunks):
+                current = mine[index] if index < len(mine) else None
+                keep.append(self._write(svc, current, ports, chunk))
+        if not keep:  # nothing published: one placeholder slice stays
+            placeholder = next(
+                (s for s in existing if not s.get("ports") and not s.get("endpoints")), None
+            )
+            keep.append(self._write(svc, placeholder, [], []))
+        kept = {meta(s).get("name") for s in keep}
+        for eps in existing:
+            if meta(eps).get("name") not in kept:
+                self._delete(eps)
+                self._track(svc, str(meta(eps).get("name")), None)
+
+    def _write(self, svc: Obj, current: Obj | None, ports: list[Obj], endpoints: list[Obj]) -> Obj:
+        ns, name = str(meta(svc).get("namespace", "")), str(meta(svc).get("name", ""))
+        labels = {
+            k: v
+            for k, v in (meta(svc).get("labels") or {}).items()
+            if k not in (SERVICE_NAME, MANAGED_BY)
+        }
+        labels.update({SERVICE_NAME: name, MANAGED_BY: CONTROLLER_NAME})
+        if (svc.get("spec") or {}).get("clusterIP") == "None":
+            labels[HEADLESS] = ""
+        if current is not None and (
+            (current.get("endpoints") or []) == endpoints
+            and (current.get("ports") or []) == ports
+            and (meta(current).get("labels") or {}) == labels
+        ):
+            return current
+        body: Obj = {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "namespace": ns,
+                "labels": labels,
+                "annotations": {TRIGGER_TIME: self.trigger_time()},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Service",
+                        "name": name,
+                        "uid": meta(svc).get("uid"),
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "addressType": "IPv4",
+            "endpoints": endpoints,
+            "ports": ports,
+        }
+        if current is None:
+            body["metadata"]["generateName"] = f"{name}-"
+            written = self.api.create(path(ENDPOINT_SLICES, ns), body)
+        else:
+            body["metadata"]["name"] = meta(current).get("name")
+            body["metadata"]["resourceVersion"] = meta(current).get("resourceVersion")
+            written = self.api.replace(
+                path(ENDPOINT_SLICES, ns, str(meta(current).get("name"))), body
+            )
+        self._track(
+            svc, str(meta(written).get("name")), int(meta(written).get("resourceVersion") or 0)
+        )
+        return written
+
+    def _delete(self, eps: Obj) -> None:
+        try:
+            self.api.delete(
+                path(ENDPOINT_SLICES, meta(eps).get("namespace", ""), meta(eps).get("name", ""))
+            )
+        except Exception as err:
+            if status_code(err) != 404:
+                raise

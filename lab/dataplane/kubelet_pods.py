@@ -1,0 +1,617 @@
+"""Kubelet stand-in, pod half: runs the pods bound to the lab's nodes, per kubelet version.
+
+Role: for every pod whose ``spec.nodeName`` is a node of the kubelet stand-in
+(``lab.cluster.kubelet``) with a live kubelet, it writes what that release's kubelet writes,
+through ``pods/status`` (strategic merge, the pod's UID as precondition):
+
+* **start**: ``Pending``/``ContainerCreating`` with ``hostIP``, then after the app's start
+  delay an IP from the node's ``podCIDR`` (``podapp.NodePodIpam``: lowest free first) and
+  ``Running`` with running containerStatuses. No ``podCIDR`` yet: it waits, as with a CNI that
+  has none.
+* **readiness**: without a readinessProbe, Ready follows the container (ready once started);
+  with one, probes run every ``periodSeconds`` after ``initialDelaySeconds`` against the app
+  (``podapp.AppSpec`` annotations, or :meth:`KubeletPods.set_ready`), flipping after
+  ``successThreshold``/``failureThreshold``.
+* **graceful termination** (``deletionTimestamp``): SIGTERM at once; the app exits after its
+  shutdown time or is killed at the grace period (exit 137). Meanwhile readiness probes go on,
+  except on 1.22.0-1.22.10, 1.23.0-1.23.7, 1.24.0-1.24.1, where Ready freezes (#110309). Then
+  the IP is freed, the status written (``Running`` with terminated containers; a terminal phase
+  from 1.27, #115331) and the pod deleted with grace 0.
+* **kubelet-initiated failures**: :meth:`KubeletPods.evict` and :meth:`KubeletPods.shutdown_node`
+  (graceful node shutdown: Ready=False "node is shutting down", pods killed, reason
+  ``Terminated``/``Shutdown``, then the node powers off) end in ``phase: Failed``; the affected
+  releases keep ``Ready=True`` on such pods (#108594, hence #109414/#109718). From 1.26 a
+  ``DisruptionTarget`` condition comes first.
+
+The pods' network view for the kube-proxy model: :meth:`KubeletPods.pod_at` (which running pod
+holds an IP now; a Failed pod's stale ``podIP`` may belong to a newer pod) and
+:meth:`KubeletPods.refusal` (whether it accepts a connection on a port now). ``logs`` returns the
+stand-in's log lines of a pod. A dead kubelet (``stop_heartbeat``) changes nothing: its pods keep
+running and serving, their status frozen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Hashable
+from typing import Any, Protocol
+
+from lab.clock import LabClock
+from lab.dataplane.api import NODES, PODS, SMP, Api, Obj, meta, path, status_code
+from lab.dataplane.controller import Controller
+from lab.dataplane.events import involved, record
+from lab.dataplane.informers import Informers
+from lab.dataplane.kubeproxy import PodTarget
+from lab.dataplane.podapp import (
+    AppSpec,
+    NodePodIpam,
+    condition,
+    container_statuses,
+    not_ready_message,
+)
+from lab.dataplane.scheduling import is_terminal
+from lab.dataplane.versions import KubeletBehaviour
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
+
+
+class KubeletHosts(Protocol):
+    """The node half of the kubelet stand-in (``lab.cluster.kubelet.KubeletStandIn``)."""
+
+    @property
+    def node_names(self) -> list[str]: ...
+    def is_running(self, name: str) -> bool: ...
+    def add_listener(self, listener: Any) -> None: ...
+    def report_not_ready(self, name: str, message: str = ...) -> None: ...
+    def stop_heartbeat(self, name: str) -> None: ...
+
+
+@dataclasses.dataclass
+class _Probe:
+    next_at: float
+    successes: int = 0
+    failures: int = 0
+
+
+@dataclasses.dataclass
+class _Run:
+    key: tuple[str, str]
+    uid: str
+    node: str
+    app: AppSpec
+    start_at: float
+    started: float | None = None
+    started_stamp: str | None = None
+    ip: str | None = None
+    pending_written: bool = False
+    ready: bool = False
+    probe: _Probe | None = None
+    override: bool | None = None
+    sigterm: float | None = None
+    exit_at: float | None = None
+    killed: bool = False
+    failure: tuple[str, str] | None = None  # (reason, message) of a kubelet-initiated kill
+    terminated: bool = False
+    logs: list[str] = dataclasses.field(default_factory=list)
+
+
+def _probe_spec(pod: Obj) -> Obj | None:
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("readinessProbe"):
+            probe: Obj = container["readinessProbe"]
+            return probe
+    return None
+
+
+class KubeletPods(Controller):
+    """See the module doc."""
+
+    name = "kubelet-pods"
+
+    def __init__(
+        self,
+        api: Api,
+        informers: Informers,
+        clock: LabClock,
+        *,
+        hosts: KubeletHosts,
+        behaviour: KubeletBehaviour,
+        ip_policy: str = "lowest-free",
+    ) -> None:
+        super().__init__(clock)
+        self.api = api
+        self.hosts = hosts
+        self.behaviour = behaviour
+        self.ip_policy = ip_policy
+        self.pods = informers(PODS)
+        self.nodes = informers(NODES)
+        self._runs: dict[tuple[str, str], _Run] = {}
+        self._by_ip: dict[str, _Run] = {}
+        self._ipam: dict[str, NodePodIpam] = {}
+        self._shutting_down: set[str] = set()
+        self._lock = threading.RLock()
+        self.pods.add_handler(self._on_pod)
+        self.nodes.add_handler(self._on_node)
+        hosts.add_listener(self._on_kubelet)
+
+    # --- events ------------------------------------------------------------------------
+
+    def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
+        if (pod.get("spec") or {}).get("nodeName") or event == "DELETED":
+            self.enqueue((meta(pod).get("namespace", ""), meta(pod).get("name", "")))
+
+    def _on_node(self, event: str, node: Obj, old: Obj | None) -> None:
+        cidr = (node.get("spec") or {}).get("podCIDR")
+        if cidr and cidr != ((old or {}).get("spec") or {}).get("podCIDR"):
+            self._enqueue_node(str(meta(node).get("name")))
+
+    def _on_kubelet(self, node: str, running: bool) -> None:
+        if running:
+            self._enqueue_node(node)
+
+    def _enqueue_node(self, node: str) -> None:
+        for pod in self.pods.objects():
+            if (pod.get("spec") or {}).get("nodeName") == node:
+                self.enqueue((meta(pod).get("namespace", ""), meta(pod).get("name", "")))
+
+    # --- the lab API -------------------------------------------------------------------
+
+    def set_ready(self, namespace: str, name: str, ready: bool | None) -> None:
+        """Make the pod's app pass (True) or fail (False) readiness from now on; None goes back
+        to its annotations. Without a readinessProbe this sets the container's readiness."""
+        run = self._run_of(namespace, name)
+        run.override = ready
+        self.enqueue(run.key)
+
+    def evict(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        reason: str = "Evicted",
+        message: str = "The node was low on resource: memory.",
+        grace_seconds: float = 0.0,
+    ) -> None:
+        """A kubelet-level eviction (node pressure, admission after reboot: ``OutOfcpu``...):
+        the pod is killed and ends ``Failed`` with ``reason``/``message``; its object stays."""
+        run = self._run_of(namespace, name)
+        with self._lock:
+            if run.sigterm is None and not run.terminated:
+                run.failure = (reason, message)
+                self._sigterm(run, grace_seconds)
+        self.enqueue(run.key)
+
+    def shutdown_node(self, node: str, *, grace_seconds: float = 30.0) -> None:
+        """Graceful node shutdown (``shutdownGracePeriod``): the kubelet reports Ready=False
+        "node is shutting down", kills every pod within ``grace_seconds`` (ending them
+        ``Failed``, reason per version) and the node powers off (heartbeats stop)."""
+        if node not in self.hosts.node_names:
+            raise KeyError(f"node {node!r} has no kubelet here; known: {self.hosts.node_names}")
+        self.hosts.report_not_ready(node, "node is shutting down")
+        reason = self.behaviour.node_shutdown_reason
+        with self._lock:
+            self._shutting_down.add(node)
+            for run in list(self._runs.values()):
+                if run.node == node and run.sigterm is None and not run.terminated:
+                    run.failure = (reason, SHUTDOWN_MESSAGE)
+                    self._sigterm(run, grace_seconds)
+                    self.enqueue(run.key)
+        self._maybe_power_off(node)
+
+    def logs(self, namespace: str, name: str, container: str | None = None) -> list[str]:
+        """The log lines the stand-in wrote for the pod (KeyError for a pod it never ran)."""
+        return list(self._run_of(namespace, name).logs)
+
+    def pod_at(self, ip: str) -> PodTarget | None:
+        """The running pod holding ``ip`` now (its sandbox exists), or None."""
+        with self._lock:
+            run = self._by_ip.get(ip)
+            if run is None:
+                return None
+            return PodTarget(namespace=run.key[0], name=run.key[1], ip=ip, node=run.node)
+
+    def refusal(self, target: PodTarget, port: int) -> str | None:
+        """None when the pod accepts a connection on ``port`` now, else why not."""
+        with self._lock:
+            run = self._runs.get((target.namespace, target.name))
+            who = f"pod {target.namespace}/{target.name}"
+            if run is None or run.ip != target.ip or run.started is None or run.terminated:
+                return f"{who} is not running (connection refused)"
+            if run.sigterm is not None and not run.app.serve_during_shutdown:
+                return f"{who} not listening (connection refused)"
+            if run.app.listen_ports is not None and port not in run.app.listen_ports:
+                return f"{who} not listening on port {port} (connection refused)"
+            return None
+
+    def _run_of(self, namespace: str, name: str) -> _Run:
+        with self._lock:
+            run = self._runs.get((namespace, name))
+        if run is None:
+            raise KeyError(f"pod {namespace}/{name} is not running on a lab kubelet")
+        return run
+
+    # --- the sync ----------------------------------------------------------------------
+
+    def sync(self, key: Hashable) -> None:
+        assert isinstance(key, tuple)
+        ns, name = str(key[0]), str(key[1])
+        pod = self.pods.get(ns, name)
+        with self._lock:
+            run = self._runs.get((ns, name))
+            if run is not None and (pod is None or meta(pod).get("uid") != run.uid):
+                self._forget(run)
+                run = None
+        if pod is None:
+            return
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        if node not in self.hosts.node_names or not self.hosts.is_running(node):
+            return
+        if run is None:
+            run = self._admit(pod, node)
+            if run is None:
+                return
+        now = self.clock.now()
+        if meta(pod).get("deletionTimestamp") and run.sigterm is None and not run.terminated:
+            grace = meta(pod).get("deletionGracePeriodSeconds")
+            with self._lock:
+                self._sigterm(run, float(grace if grace is not None else 30))
+        if run.terminated:
+            if meta(pod).get("deletionTimestamp"):
+                self._delete(pod)
+            return
+        if run.sigterm is not None:
+            if run.exit_at is not None and now >= run.exit_at:
+                self._finish(run, pod)
+                if meta(pod).get("deletionTimestamp"):
+                    self._delete(pod)
+                return
+            self._readiness(run, pod, now, terminating=True)
+            self._requeue(run, now)
+            return
+        if run.started is None and not self._start(run, pod, now):
+            return
+        self._readiness(run, pod, now, terminating=False)
+        self._requeue(run, now)
+
+    def _admit(self, pod: Obj, node: str) -> _Run | None:
+        key = (meta(pod).get("namespace", ""), meta(pod).get("name", ""))
+        app, problems = AppSpec.from_pod(pod)
+        for problem in problems:
+            record(
+                self.api,
+                self.clock,
+                involved(pod, kind="Pod"),
+                reason="InvalidSimAnnotation",
+                message=f"{problem}; using the default",
+                component="kubelet",
+                type_="Warning",
+                host=node,
+            )
+        run = _Run(
+            key, str(meta(pod).get("uid")), node, app, start_at=self.clock.now() + app.start_seconds
+        )
+        status = pod.get("status") or {}
+        if is_terminal(pod):
+            run.terminated = True
+        elif status.get("phase") == "Running" and status.get("podIP"):
+            # a pod this kubelet runs already (the stand-in restarted): adopt it
+            run.started, run.ip, run.started_stamp = (
+                self.clock.now(),
+                status["podIP"],
+                status.get("startTime"),
+            )
+            run.pending_written = True
+            run.ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or []
+            )
+            ipam = self._node_ipam(node)
+            if ipam is not None:
+                ipam.reserve(run.ip)
+            self._by_ip[run.ip] = run
+        elif node in self._shutting_down:
+            run.failure = ("NodeShutdown", "Pod was rejected as the node is shutting down.")
+            run.started = None
+            run.terminated = True
+            self._write(
+                pod, phase="Failed", extra={"reason": run.failure[0], "message": run.failure[1]}
+            )
+        with self._lock:
+            self._runs[key] = run
+        return run
+
+    def _node_ipam(self, node: str) -> NodePodIpam | None:
+        node_obj = self.nodes.get("", node)
+        cidr = ((node_obj or {}).get("spec") or {}).get("podCIDR")
+        if not cidr:
+            return None
+        ipam = self._ipam.get(node)
+        if ipam is None or ipam.cidr != cidr:
+            ipam = self._ipam[node] = NodePodIpam(cidr, policy=self.ip_policy)
+        return ipam
+
+    def _host_ip(self, node: str) -> str:
+        node_obj = self.nodes.get("", node) or {}
+        for address in (node_obj.get("status") or {}).get("addresses") or []:
+            if address.get("type") == "InternalIP":
+                return str(address.get("address"))
+        return str(
+            (meta(node_obj).get("annotations") or {}).get(
+                "alpha.kubernetes.io/provided-node-ip", ""
+            )
+        )
+
+    def _start(self, run: _Run, pod: Obj, now: float) -> bool:
+        host_ip = self._host_ip(run.node)
+        if not run.pending_written:
+            run.pending_written = True
+            self._write(
+                pod,
+                phase="Pending",
+                ready=False,
+                containers="waiting",
+                host_ip=host_ip,
+                extra={"startTime": self._stamp()},
+            )
+        if now < run.start_at:
+            self.requeue_after(run.key, run.start_at - now)
+            return False
+        if (pod.get("spec") or {}).get("hostNetwork"):
+            ip: str | None = host_ip
+        else:
+            ipam = self._node_ipam(run.node)
+            ip = ipam.allocate() if ipam is not None else None
+        if not ip:
+            self.requeue_after(run.key, 1.0)  # network not ready: the sandbox waits
+            return False
+        with self._lock:
+            run.ip, run.started, run.started_stamp = ip, now, self._stamp()
+            self._by_ip[ip] = run
+        probe = _probe_spec(pod)
+        if probe is not None:
+            run.probe = _Probe(next_at=now + float(probe.get("initialDelaySeconds") or 0))
+            run.ready = False
+        else:
+            run.ready = self._app_ready(run, now, terminating=False)
+        self._log(run, f"started container(s) {self._names(pod)} on {run.node}, IP {ip}")
+        self._write(
+            pod,
+            phase="Running",
+            ready=run.ready,
+            containers="running",
+            host_ip=host_ip,
+            extra={"podIP": ip, "podIPs": [{"ip": ip}]},
+        )
+        return True
+
+    # --- readiness -----------------------------------------------------------------------
+
+    def _app_ready(self, run: _Run, t: float, *, terminating: bool) -> bool:
+        if run.override is not None:
+            return run.override
+        if terminating:
+            return run.app.ready_during_shutdown
+        started = run.started if run.started is not None else t
+        if t < started + run.app.ready_after:
+            return False
+        return run.app.not_ready_after is None or t < started + run.app.not_ready_after
+
+    def _readiness(self, run: _Run, pod: Obj, now: float, *, terminating: bool) -> None:
+        if terminating and self.behaviour.probes_stop_on_termination:
+            return  # #110309: the probe workers are gone; Ready keeps its last value
+        ready = run.ready
+        spec = _probe_spec(pod)
+        if spec is None or run.probe is None:
+            if not terminating:  # no probe: ready while the container runs
+                ready = self._app_ready(run, now, terminating=False)
+        else:
+            period = float(spec.get("periodSeconds") or 10)
+            while run.probe.next_at <= now:
+                sigterm = run.sigterm if run.sigterm is not None else float("inf")
+                ok = self._app_ready(
+                    run, run.probe.next_at, terminating=run.probe.next_at >= sigterm
+                )
+                if ok:
+                    run.probe.successes, run.probe.failures = run.probe.successes + 1, 0
+                    if run.probe.successes >= int(spec.get("successThreshold") or 1):
+                        ready = True
+                else:
+                    run.probe.failures, run.probe.successes = run.probe.failures + 1, 0
+                    if run.probe.failures >= int(spec.get("failureThreshold") or 3):
+                        ready = False
+                run.probe.next_at += period
+        if ready != run.ready:
+            run.ready = ready
+            self._log(run, f"readiness {'passed' if ready else 'failed'}")
+            self._write(pod, phase=None, ready=ready, containers="running")
+
+    def _requeue(self, run: _Run, now: float) -> None:
+        due = [run.exit_at] if run.exit_at is not None else []
+        if run.probe is not None:
+            due.append(run.probe.next_at)
+        elif run.started is not None and run.override is None and run.sigterm is None:
+            for offset in (run.app.ready_after, run.app.not_ready_after):
+                if offset is not None and run.started + offset > now:
+                    due.append(run.started + offset)
+        if due:
+            self.requeue_after(run.key, max(min(due) - now, 0.0))
+
+    # --- termination ---------------------------------------------------------------------
+
+    def _sigterm(self, run: _Run, grace: float) -> None:
+        now = self.clock.now()
+        run.sigterm = now
+        if run.started is None:  # nothing runs yet: nothing to wait for
+            run.exit_at = now
+            return
+        run.killed = run.app.shutdown_seconds > grace
+        run.exit_at = now + min(run.app.shutdown_seconds, grace)
+        self._log(run, f"SIGTERM (grace period {grace:g}s)")
+        if run.failure is not None and self.behaviour.disruption_target:
+            pod = self.pods.get(*run.key)
+            if pod is not None:
+                self._write(
+                    pod,
+                    phase=None,
+                    extra_conditions=[
+                        condition(
+                            pod,
+                            "DisruptionTarget",
+                            True,
+                            self._stamp(),
+                            reason="TerminationByKubelet",
+                            message=run.failure[1],
+                        )
+                    ],
+                )
+
+    def _finish(self, run: _Run, pod: Obj) -> None:
+        """Containers exited: free the IP, write the final status."""
+        code = 137 if run.killed else run.app.exit_code
+        with self._lock:
+            run.terminated = True
+            if run.ip is not None and self._by_ip.get(run.ip) is run:
+                del self._by_ip[run.ip]
+                if not (pod.get("spec") or {}).get("hostNetwork"):
+                    ipam = self._ipam.get(run.node)
+                    if ipam is not None:
+                        ipam.release(run.ip)
+        if run.started is not None:
+            self._log(
+                run,
+                f"exited with code {code}"
+                + (" (killed at the grace period)" if run.killed else ""),
+            )
+        if run.failure is not None:
+            terminal, extra = "Failed", {"reason": run.failure[0], "message": run.failure[1]}
+        else:
+            extra = {}
+            policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
+            if self.behaviour.terminal_phase_on_delete or policy == "Never":
+                terminal = "Succeeded" if code == 0 else "Failed"
+            elif policy == "OnFailure" and code == 0:
+                terminal = "Succeeded"
+            else:
+                terminal = "Running"
+        state = "terminated" if run.started is not None else "waiting"
+        keep_ready = terminal in ("Failed", "Succeeded") and self.behaviour.terminal_keeps_ready
+        self._write(
+            pod,
+            phase=terminal,
+            ready=None if keep_ready else False,
+            containers=state,
+            exit_code=code,
+            killed=run.killed,
+            extra=extra,
+        )
+        self._maybe_power_off(run.node)
+
+    def _maybe_power_off(self, node: str) -> None:
+        with self._lock:
+            if node not in self._shutting_down:
+                return
+            if any(r.node == node and not r.terminated for r in self._runs.values()):
+                return
+            self._shutting_down.discard(node)
+        log.info("node %s: every pod terminated, powering off", node)
+        self.hosts.stop_heartbeat(node)
+
+    def _delete(self, pod: Obj) -> None:
+        try:
+            self.api.delete(
+                path(PODS, meta(pod).get("namespace", ""), meta(pod).get("name", "")),
+                {"gracePeriodSeconds": 0, "preconditions": {"uid": meta(pod).get("uid")}},
+            )
+        except Exception as err:
+            if status_code(err) not in (404, 409):
+                raise
+
+    def _forget(self, run: _Run) -> None:
+        if run.ip is not None and self._by_ip.get(run.ip) is run:
+            del self._by_ip[run.ip]
+            ipam = self._ipam.get(run.node)
+            if ipam is not None:
+                ipam.release(run.ip)
+        self._runs.pop(run.key, None)
+
+    # --- writing -------------------------------------------------------------------------
+
+    def _stamp(self) -> str:
+        return self.clock.wall().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    @staticmethod
+    def _names(pod: Obj) -> str:
+        return ",".join(str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or [])
+
+    def _log(self, run: _Run, line: str) -> None:
+        run.logs.append(
+            f"{self.clock.wall().isoformat(timespec='seconds')} [ccm-lab kubelet] {line}"
+        )
+
+    def _write(
+        self,
+        pod: Obj,
+        *,
+        phase: str | None,
+        ready: bool | None = None,
+        containers: str | None = None,
+        host_ip: str | None = None,
+        exit_code: int = 0,
+        killed: bool = False,
+        extra: dict[str, Any] | None = None,
+        extra_conditions: list[Obj] | None = None,
+    ) -> None:
+        now = self._stamp()
+        run = self._runs.get((meta(pod).get("namespace", ""), meta(pod).get("name", "")))
+        status: Obj = dict(extra or {})
+        if phase is not None:
+            status["phase"] = phase
+        if host_ip:
+            status["hostIP"] = host_ip
+        conditions = list(extra_conditions or [])
+        if ready is not None:
+            terminal = phase in ("Failed", "Succeeded")
+            why = (
+                ("PodFailed" if phase == "Failed" else "PodCompleted")
+                if terminal
+                else "ContainersNotReady"
+            )
+            msg = None if terminal or ready else not_ready_message(pod)
+            if self.behaviour.ready_to_start_condition:
+                sandbox = containers in ("running",) or (
+                    containers == "waiting" and bool(run and run.ip)
+                )
+                conditions.append(condition(pod, "PodReadyToStartContainers", sandbox, now))
+            conditions.append(condition(pod, "Initialized", True, now))
+            for ctype in ("Ready", "ContainersReady"):
+                conditions.append(
+                    condition(pod, ctype, ready, now, reason=None if ready else why, message=msg)
+                )
+        if conditions:
+            status["conditions"] = conditions
+        if containers is not None:
+            started = run.started_stamp if run else None
+            status["containerStatuses"] = container_statuses(
+                pod,
+                state=containers,
+                ready=bool(ready),
+                started_at=started,
+                finished_at=now if containers == "terminated" else None,
+                exit_code=exit_code,
+                killed=killed,
+            )
+        ns, name = meta(pod).get("namespace", ""), meta(pod).get("name", "")
+        try:
+            self.api.patch(
+                path(PODS, ns, name, "status"),
+                {"metadata": {"uid": meta(pod).get("uid")}, "status": status},
+                content_type=SMP,
+            )
+        except Exception as err:
+            if status_code(err) in (404, 409, 422):  # deleted or replaced meanwhile
+                return
+            raise
