@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.clock import ScaledClock
 from lab.cluster.base import ClusterSpec, NodeName, NodeSpec, ProviderID, Role
 from lab.cluster.planner import plan_nodes
 from lab.cluster.sim import SimProvider
@@ -21,11 +22,7 @@ from lab.cluster.versions import KubeVersion
 
 KUBECTL = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl"
 CP_ID = ProviderID("aws:///us-east-1a/i-0aaaaaaaaaaaaaaa1")
-FAST = {
-    "lease_renew_interval": 0.1,
-    "status_report_interval": 0.3,
-    "node_monitor_grace_period": 0.5,
-}
+FAST = {"lease_renew_interval": 10, "status_report_interval": 30}  # lab seconds, at 100x
 
 
 def spec(*nodes: NodeSpec, version: str = "1.29") -> ClusterSpec:
@@ -65,7 +62,13 @@ def ready_states(provider: SimProvider) -> list[ReadyState]:
 
 @pytest.fixture
 def provider(tmp_path: Path) -> Iterator[SimProvider]:
-    p = SimProvider("lab", state_dir=tmp_path / "lab", kubelet_options=FAST)
+    p = SimProvider(
+        "lab",
+        state_dir=tmp_path / "lab",
+        kubelet_options=FAST,
+        dataplane_options={"node_monitor_grace_period": 50},
+        clock=ScaledClock(100),
+    )
     yield p
     p.delete()
 
