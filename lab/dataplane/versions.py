@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Literal
 
-from lab.cluster.versions import KubeVersion
+from lab.cluster.versions import KubeVersion, node_monitor_grace_period
 
 Minor = tuple[int, int]
 Confidence = Literal["V", "I"]
@@ -197,6 +197,7 @@ CHANGES: tuple[Change, ...] = (
         "--node-monitor-grace-period defaults to 50 s (was 40 s)",
         (1, 32),
         ("k/k#126287",),
+        note="the kubelet stand-in's table (lab.cluster.versions) has the same boundary",
     ),
 )
 
@@ -308,7 +309,7 @@ def node_lifecycle_behaviour(version: KubeVersion | str) -> NodeLifecycleBehavio
     v = KubeVersion.parse(version)
     return NodeLifecycleBehaviour(
         version=v,
-        node_monitor_grace_period=50.0 if _has(v, "node-monitor-grace-50s") else 40.0,
+        node_monitor_grace_period=node_monitor_grace_period(v),
         disruption_target=_has(v, "pod-disruption-conditions"),
     )
 
