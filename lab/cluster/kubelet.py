@@ -139,6 +139,7 @@ class KubeletStandIn:
         self._nodes: dict[str, _Tracked] = {}
         self._listeners: list[Callable[[str, bool], None]] = []
         self._lock = threading.RLock()
+        self._tick_lock = threading.Lock()  # one renewal/post at a time per stand-in
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors: list[str] = []
@@ -299,11 +300,20 @@ class KubeletStandIn:
         """The kubelet on ``name`` keeps heartbeating but reports ``Ready=False``
         (``KubeletNotReady`` with ``message``); ``report_ready`` undoes it."""
         with self._lock:
-            self._tracked(name).not_ready = message
+            tracked = self._tracked(name)
+            tracked.not_ready = message
+        self._tick_now(tracked)
 
     def report_ready(self, name: str) -> None:
         with self._lock:
-            self._tracked(name).not_ready = None
+            tracked = self._tracked(name)
+            tracked.not_ready = None
+        self._tick_now(tracked)
+
+    def _tick_now(self, node: _Tracked) -> None:
+        """Post a changed condition at once, as the kubelet's status loop reacts to it."""
+        with self._tick_lock:
+            self._tick_node(node)
 
     def _tracked(self, name: str) -> _Tracked:
         try:
@@ -323,7 +333,8 @@ class KubeletStandIn:
             tracked = list(self._nodes.values())
         for node in tracked:
             try:
-                self._tick_node(node)
+                with self._tick_lock:
+                    self._tick_node(node)
             except Exception as err:
                 message = f"{node.reg.name}: {type(err).__name__}: {err}"
                 log.warning("kubelet stand-in: %s", message)

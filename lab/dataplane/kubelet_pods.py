@@ -39,7 +39,7 @@ from collections.abc import Hashable
 from typing import Any, Protocol
 
 from lab.clock import LabClock
-from lab.dataplane.api import NODES, PODS, SMP, Api, Obj, meta, path, status_code
+from lab.dataplane.api import MERGE_PATCH, NODES, PODS, Api, Obj, meta, path, status_code
 from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
@@ -57,6 +57,14 @@ from lab.dataplane.versions import KubeletBehaviour
 log = logging.getLogger(__name__)
 
 SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
+#: the conditions a kubelet owns (``PodConditionsByKubelet`` and the sandbox condition)
+KUBELET_CONDITIONS = (
+    "PodScheduled",
+    "Ready",
+    "Initialized",
+    "ContainersReady",
+    "PodReadyToStartContainers",
+)
 
 
 class KubeletHosts(Protocol):
@@ -552,6 +560,33 @@ class KubeletPods(Controller):
             f"{self.clock.wall().isoformat(timespec='seconds')} [ccm-lab kubelet] {line}"
         )
 
+    def _kubelet_conditions(
+        self,
+        pod: Obj,
+        phase: str | None,
+        ready: bool,
+        containers: str | None,
+        run: _Run | None,
+        now: str,
+    ) -> list[Obj]:
+        terminal = phase in ("Failed", "Succeeded")
+        if terminal:
+            why = "PodFailed" if phase == "Failed" else "PodCompleted"
+        else:
+            why = "ContainersNotReady"
+        msg = None if terminal or ready else not_ready_message(pod)
+        out = []
+        if self.behaviour.ready_to_start_condition:
+            sandbox = containers == "running" or (containers == "waiting" and bool(run and run.ip))
+            out.append(condition(pod, "PodReadyToStartContainers", sandbox, now))
+        out.append(condition(pod, "Initialized", True, now))
+        for ctype in ("Ready", "ContainersReady"):
+            out.append(
+                condition(pod, ctype, ready, now, reason=None if ready else why, message=msg)
+            )
+        out.append(condition(pod, "PodScheduled", True, now))
+        return out
+
     def _write(
         self,
         pod: Obj,
@@ -572,26 +607,21 @@ class KubeletPods(Controller):
             status["phase"] = phase
         if host_ip:
             status["hostIP"] = host_ip
-        conditions = list(extra_conditions or [])
-        if ready is not None:
-            terminal = phase in ("Failed", "Succeeded")
-            why = (
-                ("PodFailed" if phase == "Failed" else "PodCompleted")
-                if terminal
-                else "ContainersNotReady"
-            )
-            msg = None if terminal or ready else not_ready_message(pod)
-            if self.behaviour.ready_to_start_condition:
-                sandbox = containers in ("running",) or (
-                    containers == "waiting" and bool(run and run.ip)
-                )
-                conditions.append(condition(pod, "PodReadyToStartContainers", sandbox, now))
-            conditions.append(condition(pod, "Initialized", True, now))
-            for ctype in ("Ready", "ContainersReady"):
-                conditions.append(
-                    condition(pod, ctype, ready, now, reason=None if ready else why, message=msg)
-                )
-        if conditions:
+        current = list((pod.get("status") or {}).get("conditions") or [])
+        if ready is not None or extra_conditions:
+            # generateAPIPodStatus' order: conditions others own first (DisruptionTarget,
+            # readiness gates), then the kubelet's; the whole list is written
+            added = {c["type"]: c for c in extra_conditions or []}
+            others = [
+                added.pop(c.get("type"), c)
+                for c in current
+                if c.get("type") not in KUBELET_CONDITIONS
+            ]
+            conditions = [*others, *added.values()]
+            if ready is None:
+                conditions += [c for c in current if c.get("type") in KUBELET_CONDITIONS]
+            else:
+                conditions += self._kubelet_conditions(pod, phase, ready, containers, run, now)
             status["conditions"] = conditions
         if containers is not None:
             started = run.started_stamp if run else None
@@ -609,7 +639,7 @@ class KubeletPods(Controller):
             self.api.patch(
                 path(PODS, ns, name, "status"),
                 {"metadata": {"uid": meta(pod).get("uid")}, "status": status},
-                content_type=SMP,
+                content_type=MERGE_PATCH,
             )
         except Exception as err:
             if status_code(err) in (404, 409, 422):  # deleted or replaced meanwhile

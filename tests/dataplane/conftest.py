@@ -189,3 +189,64 @@ def make_cluster() -> Iterator[Callable[..., Cluster]]:
 @pytest.fixture
 def cluster(make_cluster: Callable[..., Cluster]) -> Cluster:
     return make_cluster()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one status write of a pod showed."""
+
+    phase: str
+    ready: str | None
+    containers_ready: str | None
+    reason: str | None
+    terminating: bool
+    pod_ip: str | None
+    state: str  # the first container's state: waiting / running / terminated / none
+    conditions: tuple[str, ...]
+
+
+def snapshot(pod: Obj) -> Snapshot:
+    status = pod.get("status") or {}
+    conds = {c["type"]: c.get("status") for c in status.get("conditions") or []}
+    containers = status.get("containerStatuses") or []
+    state = next(iter((containers[0].get("state") or {}).keys()), "none") if containers else "none"
+    return Snapshot(
+        phase=str(status.get("phase")),
+        ready=conds.get("Ready"),
+        containers_ready=conds.get("ContainersReady"),
+        reason=status.get("reason"),
+        terminating=bool(pod["metadata"].get("deletionTimestamp")),
+        pod_ip=status.get("podIP"),
+        state=state,
+        conditions=tuple(c["type"] for c in status.get("conditions") or []),
+    )
+
+
+class Recorder:
+    """Every state a pod went through, from a watch (one informer on pods)."""
+
+    def __init__(self, cluster: Cluster, name: str, ns: str = "default") -> None:
+        from lab.dataplane.api import PODS
+        from lab.dataplane.informers import Informer
+
+        self.key = (ns, name)
+        self.states: list[Snapshot] = []
+        self.gone = False
+        self._informer = Informer(cluster.api, PODS)
+        self._informer.add_handler(self._on)
+        self._informer.start()
+        self._informer.wait_synced()
+
+    def _on(self, event: str, pod: Obj, old: Obj | None) -> None:
+        if (pod["metadata"].get("namespace"), pod["metadata"]["name"]) != self.key:
+            return
+        if event == "DELETED":
+            self.gone = True
+            return
+        shot = snapshot(pod)
+        if not self.states or self.states[-1] != shot:
+            self.states.append(shot)
+
+    def stop(self) -> list[Snapshot]:
+        self._informer.stop()
+        return self.states
