@@ -212,7 +212,8 @@ class _ServiceController(Controller):
 
     def selected(self, svc: Obj) -> list[Obj] | None:
         spec = svc.get("spec") or {}
-        if spec.get("selector") is None or spec.get("type") == "ExternalName":
+        # an empty selector is no selector: it does not survive the API server's storage
+        if not spec.get("selector") or spec.get("type") == "ExternalName":
             return None
         pods = [
             p

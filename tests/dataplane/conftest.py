@@ -96,12 +96,10 @@ class Cluster:
             "apiVersion": "v1",
             "kind": "Service",
             "metadata": {"name": name},
-            "spec": {
-                "selector": selector if selector is not None else {"app": "web"},
-                "ports": [{"port": 80}],
-                **spec,
-            },
+            "spec": {"ports": [{"port": 80}], **spec},
         }
+        if selector != {}:  # {}: a Service without a selector
+            body["spec"]["selector"] = selector if selector is not None else {"app": "web"}
         return self.api.create(f"/api/v1/namespaces/{ns}/services", body)
 
     def running(self, name: str, ns: str = "default") -> Obj | None:
