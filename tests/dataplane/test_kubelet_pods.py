@@ -33,7 +33,9 @@ def phases(states: list[Snapshot]) -> list[tuple[str, str | None, str]]:
 
 
 @pytest.mark.parametrize(("version", "sandbox_condition"), [("1.22.8", False), ("1.29", True)])
-def test_start_sequence(make_cluster: Callable[..., Cluster], version: str, sandbox_condition: bool) -> None:
+def test_start_sequence(
+    make_cluster: Callable[..., Cluster], version: str, sandbox_condition: bool
+) -> None:
     cluster = make_cluster(version)
     recorder = Recorder(cluster, "web")
     cluster.create_pod("web", spec=pod_spec(on="w1"))
@@ -66,15 +68,26 @@ def test_readiness_during_graceful_termination_110309(
     """K1 in the lab: an app that fails readiness on SIGTERM and needs 20 s to exit."""
     cluster = make_cluster(version, speed=20)
     cluster.create_service("web")
-    cluster.create_pod("web", spec=pod_spec(grace=60, probe=PROBE),
-                       annotations={"sim.ccm-lab.io/shutdown-seconds": "20",
-                                    "sim.ccm-lab.io/serve-during-shutdown": "true"})
-    pod = wait("running and ready", lambda: (p := cluster.running("web")) and cluster.condition(p, "Ready") == "True" and p)
+    cluster.create_pod(
+        "web",
+        spec=pod_spec(grace=60, probe=PROBE),
+        annotations={
+            "sim.ccm-lab.io/shutdown-seconds": "20",
+            "sim.ccm-lab.io/serve-during-shutdown": "true",
+        },
+    )
+    pod = wait(
+        "running and ready",
+        lambda: (p := cluster.running("web")) and cluster.condition(p, "Ready") == "True" and p,
+    )
     ip = pod["status"]["podIP"]
     wait("a ready endpoint", lambda: cluster.slice_endpoints("web").get(ip, {}).get("ready"))
     recorder = Recorder(cluster, "web")
     cluster.api.delete("/api/v1/namespaces/default/pods/web")
-    wait("the endpoint marked terminating", lambda: cluster.slice_endpoints("web").get(ip, {}).get("terminating"))
+    wait(
+        "the endpoint marked terminating",
+        lambda: cluster.slice_endpoints("web").get(ip, {}).get("terminating"),
+    )
     cluster.clock.sleep(10)  # halfway through the app's 20 s shutdown
     midway = cluster.slice_endpoints("web")[ip]
     assert midway["ready"] is False
@@ -84,12 +97,16 @@ def test_readiness_during_graceful_termination_110309(
     states = recorder.stop()
     running_while_terminating = [s for s in states if s.terminating and s.state == "running"]
     assert running_while_terminating, states
-    assert {s.ready for s in running_while_terminating} == ({"True", "False"} if goes_not_ready else {"True"})
+    assert {s.ready for s in running_while_terminating} == (
+        {"True", "False"} if goes_not_ready else {"True"}
+    )
     assert states[-1].state == "terminated"
 
 
 @pytest.mark.parametrize(("version", "final_phase"), [("1.26", "Running"), ("1.27", "Succeeded")])
-def test_deleted_pod_final_status(make_cluster: Callable[..., Cluster], version: str, final_phase: str) -> None:
+def test_deleted_pod_final_status(
+    make_cluster: Callable[..., Cluster], version: str, final_phase: str
+) -> None:
     cluster = make_cluster(version)
     cluster.create_pod("web", spec=pod_spec(on="w1"))
     wait("running", lambda: cluster.running("web"))
@@ -102,7 +119,11 @@ def test_deleted_pod_final_status(make_cluster: Callable[..., Cluster], version:
 
 def test_grace_period_kill_exit_code(make_cluster: Callable[..., Cluster]) -> None:
     cluster = make_cluster("1.33")
-    cluster.create_pod("slow", spec=pod_spec(grace=2, on="w1"), annotations={"sim.ccm-lab.io/shutdown-seconds": "600"})
+    cluster.create_pod(
+        "slow",
+        spec=pod_spec(grace=2, on="w1"),
+        annotations={"sim.ccm-lab.io/shutdown-seconds": "600"},
+    )
     wait("running", lambda: cluster.running("slow"))
     recorder = Recorder(cluster, "slow")
     cluster.api.delete("/api/v1/namespaces/default/pods/slow")
@@ -113,7 +134,9 @@ def test_grace_period_kill_exit_code(make_cluster: Callable[..., Cluster]) -> No
     assert recorder.states[-1].phase == "Failed"  # 1.27+: exit 137 makes it Failed
 
 
-@pytest.mark.parametrize(("version", "ready_after_eviction"), [("1.22.8", "True"), ("1.22.11", "False")])
+@pytest.mark.parametrize(
+    ("version", "ready_after_eviction"), [("1.22.8", "True"), ("1.22.11", "False")]
+)
 def test_evicted_pod_ready_condition_108594_and_ip_reuse(
     make_cluster: Callable[..., Cluster], version: str, ready_after_eviction: str
 ) -> None:
@@ -121,8 +144,12 @@ def test_evicted_pod_ready_condition_108594_and_ip_reuse(
     cluster.create_pod("victim", spec=pod_spec(on="w1"))
     victim = wait("running", lambda: cluster.running("victim"))
     ip = victim["status"]["podIP"]
-    cluster.plane.kubelet.evict("default", "victim", reason="OutOfcpu", message="Node didn't have enough resource: cpu")
-    failed = wait("Failed", lambda: (p := cluster.pod("victim")) and p["status"]["phase"] == "Failed" and p)
+    cluster.plane.kubelet.evict(
+        "default", "victim", reason="OutOfcpu", message="Node didn't have enough resource: cpu"
+    )
+    failed = wait(
+        "Failed", lambda: (p := cluster.pod("victim")) and p["status"]["phase"] == "Failed" and p
+    )
     assert failed["status"]["reason"] == "OutOfcpu"
     assert failed["status"]["podIP"] == ip  # the object keeps its stale IP
     assert cluster.condition(failed, "Ready") == ready_after_eviction
@@ -135,8 +162,12 @@ def test_evicted_pod_ready_condition_108594_and_ip_reuse(
 
 @pytest.mark.parametrize(
     ("version", "reason", "ready", "disruption"),
-    [("1.21", "Shutdown", "False", False), ("1.22.8", "Terminated", "True", False),
-     ("1.22.11", "Terminated", "False", False), ("1.26", "Terminated", "False", True)],
+    [
+        ("1.21", "Shutdown", "False", False),
+        ("1.22.8", "Terminated", "True", False),
+        ("1.22.11", "Terminated", "False", False),
+        ("1.26", "Terminated", "False", True),
+    ],
 )
 def test_graceful_node_shutdown_109718(
     make_cluster: Callable[..., Cluster], version: str, reason: str, ready: str, disruption: bool
@@ -145,22 +176,38 @@ def test_graceful_node_shutdown_109718(
     cluster.create_pod("web", spec=pod_spec(on="w1"))
     wait("running", lambda: cluster.running("web"))
     cluster.plane.kubelet.shutdown_node("w1", grace_seconds=20)
-    pod = wait("Failed", lambda: (p := cluster.pod("web")) and p["status"]["phase"] == "Failed" and p)
+    pod = wait(
+        "Failed", lambda: (p := cluster.pod("web")) and p["status"]["phase"] == "Failed" and p
+    )
     assert pod["status"]["reason"] == reason
     assert pod["status"]["message"] == "Pod was terminated in response to imminent node shutdown."
     assert cluster.condition(pod, "Ready") == ready
     assert (cluster.condition(pod, "DisruptionTarget") == "True") is disruption
     node = cluster.get("/api/v1/nodes/w1")
     (node_ready,) = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
-    assert node_ready["message"] in ("node is shutting down", "Kubelet stopped posting node status.")
+    assert node_ready["message"] in (
+        "node is shutting down",
+        "Kubelet stopped posting node status.",
+    )
     wait("the node powered off", lambda: not cluster.kubelet.is_running("w1"))
 
 
 def test_readiness_annotations_and_the_lab_switch(cluster: Cluster) -> None:
-    cluster.create_pod("late", spec=pod_spec(on="w1"), annotations={
-        "sim.ccm-lab.io/ready-after-seconds": "10", "sim.ccm-lab.io/not-ready-after-seconds": "30"})
+    cluster.create_pod(
+        "late",
+        spec=pod_spec(on="w1"),
+        annotations={
+            "sim.ccm-lab.io/ready-after-seconds": "10",
+            "sim.ccm-lab.io/not-ready-after-seconds": "30",
+        },
+    )
     recorder = Recorder(cluster, "late")
-    wait("ready, then failing readiness", lambda: [s.ready for s in recorder.states if s.phase == "Running"][-2:] == ["True", "False"])
+    wait(
+        "ready, then failing readiness",
+        lambda: (
+            [s.ready for s in recorder.states if s.phase == "Running"][-2:] == ["True", "False"]
+        ),
+    )
     recorder.stop()
     cluster.create_pod("switch", spec=pod_spec(on="w2"))
     wait("ready", lambda: cluster.condition(cluster.running("switch"), "Ready") == "True")
@@ -173,12 +220,21 @@ def test_readiness_annotations_and_the_lab_switch(cluster: Cluster) -> None:
 
 
 def test_logs_and_a_bad_annotation_is_reported(cluster: Cluster) -> None:
-    cluster.create_pod("web", spec=pod_spec(on="w1"), annotations={"sim.ccm-lab.io/shutdown-seconds": "soon"})
+    cluster.create_pod(
+        "web", spec=pod_spec(on="w1"), annotations={"sim.ccm-lab.io/shutdown-seconds": "soon"}
+    )
     wait("running", lambda: cluster.running("web"))
     lines = cluster.plane.kubelet.logs("default", "web")
-    assert len(lines) == 1 and "started container(s) app on w1, IP 10.244." in lines[0]
-    events = wait("the warning event", lambda: [
-        e for e in cluster.api.get("/api/v1/namespaces/default/events")["items"] if e["reason"] == "InvalidSimAnnotation"])
+    assert len(lines) == 1
+    assert "started container(s) app on w1, IP 10.244." in lines[0]
+    events = wait(
+        "the warning event",
+        lambda: [
+            e
+            for e in cluster.api.get("/api/v1/namespaces/default/events")["items"]
+            if e["reason"] == "InvalidSimAnnotation"
+        ],
+    )
     assert events[0]["message"] == (
         "sim.ccm-lab.io/shutdown-seconds: 'soon' is not a number of seconds >= 0; using the default"
     )

@@ -18,8 +18,15 @@ from lab.dataplane.scheduling import (
 from tests.dataplane.conftest import Cluster, wait
 
 
-def node(name: str = "n", *, taints: list[dict[str, str]] | None = None, labels: dict[str, str] | None = None,
-         unschedulable: bool = False, pods: str = "110", cpu: str = "2") -> dict:
+def node(
+    name: str = "n",
+    *,
+    taints: list[dict[str, str]] | None = None,
+    labels: dict[str, str] | None = None,
+    unschedulable: bool = False,
+    pods: str = "110",
+    cpu: str = "2",
+) -> dict:
     return {
         "metadata": {"name": name, "labels": labels or {}},
         "spec": {"taints": taints or [], "unschedulable": unschedulable},
@@ -41,7 +48,10 @@ def test_quantities() -> None:
 
 
 def test_selectors_and_tolerations() -> None:
-    sel = {"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]}
+    sel = {
+        "matchLabels": {"app": "web"},
+        "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}],
+    }
     assert selector_matches(sel, {"app": "web", "tier": "b"})
     assert not selector_matches(sel, {"app": "web"})
     assert selector_matches({}, {"any": "thing"})
@@ -54,7 +64,15 @@ def test_selectors_and_tolerations() -> None:
 
 
 def test_filter_reasons_in_the_schedulers_words() -> None:
-    tainted = node(taints=[{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}])
+    tainted = node(
+        taints=[
+            {
+                "key": "node.cloudprovider.kubernetes.io/uninitialized",
+                "value": "true",
+                "effect": "NoSchedule",
+            }
+        ]
+    )
     assert filter_reason(pod(), tainted, []) == (
         "node(s) had untolerated taint {node.cloudprovider.kubernetes.io/uninitialized: true}"
     )
@@ -65,34 +83,59 @@ def test_filter_reasons_in_the_schedulers_words() -> None:
     assert filter_reason(pod(nodeSelector={"disk": "ssd"}), node(), []) == (
         "node(s) didn't match Pod's node affinity/selector"
     )
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}]}}}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}
+                ]
+            }
+        }
+    }
     assert filter_reason(pod(affinity=affinity), node(labels={"zone": "a"}), []) is not None
     assert filter_reason(pod(affinity=affinity), node(labels={"zone": "b"}), []) is None
     assert filter_reason(pod(), node(pods="1"), [pod()]) == "Too many pods"
     big = pod(containers=[{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}])
     assert filter_reason(big, node(cpu="2"), [big]) == "Insufficient cpu"
     hp = pod(containers=[{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}])
-    assert filter_reason(hp, node(), [hp]) == "node(s) didn't have free ports for the requested pod ports"
+    assert (
+        filter_reason(hp, node(), [hp])
+        == "node(s) didn't have free ports for the requested pod ports"
+    )
     assert unschedulable_message(3, {"b": 2, "a": 1}) == "0/3 nodes are available: 1 a, 2 b."
 
 
 def test_pending_pods_are_bound_spread_and_ready_nodes_only(cluster: Cluster) -> None:
     for i in range(6):
         cluster.create_pod(f"p{i}")
-    pods = wait("six pods bound", lambda: (ps := cluster.pods()) and all(p["spec"].get("nodeName") for p in ps) and ps)
+    pods = wait(
+        "six pods bound",
+        lambda: (ps := cluster.pods()) and all(p["spec"].get("nodeName") for p in ps) and ps,
+    )
     spread = Counter(p["spec"]["nodeName"] for p in pods)
     assert spread == {"w1": 3, "w2": 3}  # the control plane is tainted NoSchedule
     scheduled = [c for c in pods[0]["status"]["conditions"] if c["type"] == "PodScheduled"]
-    assert scheduled and scheduled[0]["status"] == "True"
+    assert scheduled
+    assert scheduled[0]["status"] == "True"
 
 
 def test_node_name_selector_tolerations_and_cordon(cluster: Cluster) -> None:
     cluster.api.patch("/api/v1/nodes/w2", {"metadata": {"labels": {"disk": "ssd"}}})
-    cluster.create_pod("direct", spec={"nodeName": "cp", "containers": [{"name": "c", "image": "nginx"}]})
-    cluster.create_pod("ssd", spec={"nodeSelector": {"disk": "ssd"}, "containers": [{"name": "c", "image": "nginx"}]})
-    cluster.create_pod("anywhere", spec={"tolerations": [{"operator": "Exists"}], "nodeSelector": {
-        "node-role.kubernetes.io/control-plane": ""}, "containers": [{"name": "c", "image": "nginx"}]})
+    cluster.create_pod(
+        "direct", spec={"nodeName": "cp", "containers": [{"name": "c", "image": "nginx"}]}
+    )
+    cluster.create_pod(
+        "ssd",
+        spec={"nodeSelector": {"disk": "ssd"}, "containers": [{"name": "c", "image": "nginx"}]},
+    )
+    cluster.create_pod(
+        "anywhere",
+        spec={
+            "tolerations": [{"operator": "Exists"}],
+            "nodeSelector": {"node-role.kubernetes.io/control-plane": ""},
+            "containers": [{"name": "c", "image": "nginx"}],
+        },
+    )
     wait("pods running", lambda: all(cluster.running(n) for n in ("direct", "ssd", "anywhere")))
     assert cluster.pod("direct")["spec"]["nodeName"] == "cp"  # nodeName: never scheduled
     assert cluster.pod("ssd")["spec"]["nodeName"] == "w2"
@@ -101,24 +144,43 @@ def test_node_name_selector_tolerations_and_cordon(cluster: Cluster) -> None:
     for name in ("w1", "w2"):
         cluster.api.patch(f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}})
     cluster.create_pod("waiting")
-    message = wait("the Unschedulable condition", lambda: next((
-        c.get("message") for c in (cluster.pod("waiting") or {}).get("status", {}).get("conditions") or []
-        if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"), None))
+    message = wait(
+        "the Unschedulable condition",
+        lambda: next(
+            (
+                c.get("message")
+                for c in (cluster.pod("waiting") or {}).get("status", {}).get("conditions") or []
+                if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+            ),
+            None,
+        ),
+    )
     assert message == (
         "0/3 nodes are available: 1 node(s) had untolerated taint "
         "{node-role.kubernetes.io/control-plane: }, 2 node(s) were unschedulable."
     )
     cluster.api.patch("/api/v1/nodes/w1", {"spec": {"unschedulable": False}})
-    pod = wait("the waiting pod bound once w1 is uncordoned", lambda: (p := cluster.pod("waiting")) and p["spec"].get("nodeName") and p)
+    pod = wait(
+        "the waiting pod bound once w1 is uncordoned",
+        lambda: (p := cluster.pod("waiting")) and p["spec"].get("nodeName") and p,
+    )
     assert pod["spec"]["nodeName"] == "w1"
 
 
 def test_not_ready_node_gets_no_new_pods(make_cluster: Callable[..., Cluster]) -> None:
     cluster = make_cluster(speed=100)
     cluster.kubelet.report_not_ready("w1")
-    wait("the not-ready taint", lambda: any(
-        t["key"] == "node.kubernetes.io/not-ready" for t in cluster.get("/api/v1/nodes/w1")["spec"].get("taints") or []))
+    wait(
+        "the not-ready taint",
+        lambda: any(
+            t["key"] == "node.kubernetes.io/not-ready"
+            for t in cluster.get("/api/v1/nodes/w1")["spec"].get("taints") or []
+        ),
+    )
     for i in range(3):
         cluster.create_pod(f"p{i}")
-    pods = wait("bound", lambda: (ps := cluster.pods()) and all(p["spec"].get("nodeName") for p in ps) and ps)
+    pods = wait(
+        "bound",
+        lambda: (ps := cluster.pods()) and all(p["spec"].get("nodeName") for p in ps) and ps,
+    )
     assert {p["spec"]["nodeName"] for p in pods} == {"w2"}

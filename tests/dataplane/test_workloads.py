@@ -17,14 +17,20 @@ DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 REPLICA_SETS = "/apis/apps/v1/namespaces/default/replicasets"
 
 
-def deployment(name: str = "web", replicas: int = 3, image: str = "nginx:1.25", **spec: Any) -> dict:
+def deployment(
+    name: str = "web", replicas: int = 3, image: str = "nginx:1.25", **spec: Any
+) -> dict:
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}},
-                         "spec": {"containers": [{"name": "app", "image": image}]}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": image}]},
+            },
             **spec,
         },
     }
@@ -47,10 +53,14 @@ def test_rolling_math_matches_upstream_rounding() -> None:
     assert resolve("25%", 3, round_up=False) == 0
     assert resolve(2, 10, round_up=False) == 2
     assert surge_and_unavailable(deployment(replicas=4)) == (1, 1)
-    zero = deployment(replicas=4, strategy={"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}})
+    zero = deployment(
+        replicas=4,
+        strategy={"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}},
+    )
     assert surge_and_unavailable(zero) == (0, 1)  # both 0: one may be unavailable
     digest = template_hash({"spec": {"containers": [{"name": "a"}]}})
-    assert digest and set(digest) <= set("bcdfghjklmnpqrstvwxz2456789")
+    assert digest
+    assert set(digest) <= set("bcdfghjklmnpqrstvwxz2456789")
     assert digest != template_hash({"spec": {"containers": [{"name": "b"}]}})
 
 
@@ -90,7 +100,9 @@ def test_scale_up_down_deletes_least_valuable_pods(cluster: Cluster) -> None:
 
 
 def test_rolling_update_keeps_within_surge_and_unavailable(cluster: Cluster) -> None:
-    spec = {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}
+    spec = {
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    }
     cluster.api.create(DEPLOYMENTS, deployment(replicas=4, **spec))
     wait("rolled out", lambda: rolled_out(cluster))
     worst: dict[str, int] = {"total": 0, "available": 99}
@@ -98,7 +110,11 @@ def test_rolling_update_keeps_within_surge_and_unavailable(cluster: Cluster) -> 
 
     def watch() -> None:
         while not stop.is_set():
-            pods = [p for p in cluster.pods(selector="app=web") if not p["metadata"].get("deletionTimestamp")]
+            pods = [
+                p
+                for p in cluster.pods(selector="app=web")
+                if not p["metadata"].get("deletionTimestamp")
+            ]
             ready = [p for p in pods if cluster.condition(p, "Ready") == "True"]
             worst["total"] = max(worst["total"], len(pods))
             worst["available"] = min(worst["available"], len(ready))
@@ -107,15 +123,31 @@ def test_rolling_update_keeps_within_surge_and_unavailable(cluster: Cluster) -> 
     observer = threading.Thread(target=watch)
     observer.start()
     try:
-        cluster.api.patch(f"{DEPLOYMENTS}/web", {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.26"}]}}}})
-        dep = wait("the new template rolled out", lambda: (d := rolled_out(cluster)) and d["metadata"]["generation"] == 2 and d)
+        cluster.api.patch(
+            f"{DEPLOYMENTS}/web",
+            {
+                "spec": {
+                    "template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.26"}]}}
+                }
+            },
+        )
+        dep = wait(
+            "the new template rolled out",
+            lambda: (d := rolled_out(cluster)) and d["metadata"]["generation"] == 2 and d,
+        )
     finally:
         stop.set()
         observer.join()
     assert worst["total"] <= 5  # replicas + maxSurge
     assert worst["available"] >= 4  # replicas - maxUnavailable
-    sets = sorted(cluster.api.get(REPLICA_SETS)["items"], key=lambda s: s["metadata"]["annotations"]["deployment.kubernetes.io/revision"])
-    assert [(s["metadata"]["annotations"]["deployment.kubernetes.io/revision"], s["spec"]["replicas"]) for s in sets] == [("1", 0), ("2", 4)]
+    sets = sorted(
+        cluster.api.get(REPLICA_SETS)["items"],
+        key=lambda s: s["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+    )
+    assert [
+        (s["metadata"]["annotations"]["deployment.kubernetes.io/revision"], s["spec"]["replicas"])
+        for s in sets
+    ] == [("1", 0), ("2", 4)]
     images = {p["spec"]["containers"][0]["image"] for p in cluster.pods(selector="app=web")}
     assert images == {"nginx:1.26"}
     assert dep["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
@@ -130,8 +162,11 @@ def test_recreate_takes_old_pods_down_first(cluster: Cluster) -> None:
 
     def watch() -> None:
         while not stop.is_set():
-            names = {p["metadata"]["name"] for p in cluster.pods(selector="app=web")
-                     if cluster.condition(p, "Ready") == "True"}
+            names = {
+                p["metadata"]["name"]
+                for p in cluster.pods(selector="app=web")
+                if cluster.condition(p, "Ready") == "True"
+            }
             if names & old and names - old:
                 seen_mixed.set()
             stop.wait(0.01)
@@ -139,7 +174,9 @@ def test_recreate_takes_old_pods_down_first(cluster: Cluster) -> None:
     observer = threading.Thread(target=watch)
     observer.start()
     try:
-        cluster.api.patch(f"{DEPLOYMENTS}/web", {"spec": {"template": {"metadata": {"annotations": {"v": "2"}}}}})
+        cluster.api.patch(
+            f"{DEPLOYMENTS}/web", {"spec": {"template": {"metadata": {"annotations": {"v": "2"}}}}}
+        )
         wait("recreated", lambda: (d := rolled_out(cluster)) and d["metadata"]["generation"] == 2)
     finally:
         stop.set()
@@ -148,27 +185,61 @@ def test_recreate_takes_old_pods_down_first(cluster: Cluster) -> None:
     assert not old & {p["metadata"]["name"] for p in cluster.pods(selector="app=web")}
 
 
-def test_replica_set_adopts_orphans_and_gc_deletes_dependents_of_missing_owners(cluster: Cluster) -> None:
+def test_replica_set_adopts_orphans_and_gc_deletes_dependents_of_missing_owners(
+    cluster: Cluster,
+) -> None:
     cluster.create_pod("orphan", labels={"app": "solo"})
     rs = {
-        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "solo"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "solo"}},
-                 "template": {"metadata": {"labels": {"app": "solo"}},
-                              "spec": {"containers": [{"name": "app", "image": "nginx"}]}}},
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "solo"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "solo"}},
+            "template": {
+                "metadata": {"labels": {"app": "solo"}},
+                "spec": {"containers": [{"name": "app", "image": "nginx"}]},
+            },
+        },
     }
     created = cluster.api.create(REPLICA_SETS, rs)
-    wait("two pods", lambda: len(cluster.pods(selector="app=solo")) == 2 and all(
-        p["metadata"].get("ownerReferences") for p in cluster.pods(selector="app=solo")))
+    wait(
+        "two pods",
+        lambda: (
+            len(cluster.pods(selector="app=solo")) == 2
+            and all(p["metadata"].get("ownerReferences") for p in cluster.pods(selector="app=solo"))
+        ),
+    )
     orphan = cluster.pod("orphan")
     assert orphan["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
     # a ReplicaSet whose owner never existed is garbage: deleted, and its pods with it
-    dangling = dict(rs, metadata={"name": "dangling", "ownerReferences": [{
-        "apiVersion": "apps/v1", "kind": "Deployment", "name": "ghost",
-        "uid": "00000000-0000-0000-0000-000000000000", "controller": True}]})
-    dangling["spec"] = {**rs["spec"], "selector": {"matchLabels": {"app": "ghost"}},
-                        "template": {"metadata": {"labels": {"app": "ghost"}}, "spec": rs["spec"]["template"]["spec"]}}
+    dangling = dict(
+        rs,
+        metadata={
+            "name": "dangling",
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": "ghost",
+                    "uid": "00000000-0000-0000-0000-000000000000",
+                    "controller": True,
+                }
+            ],
+        },
+    )
+    dangling["spec"] = {
+        **rs["spec"],
+        "selector": {"matchLabels": {"app": "ghost"}},
+        "template": {
+            "metadata": {"labels": {"app": "ghost"}},
+            "spec": rs["spec"]["template"]["spec"],
+        },
+    }
     cluster.api.create(REPLICA_SETS, dangling)
-    wait("the dangling ReplicaSet collected", lambda: cluster.get(f"{REPLICA_SETS}/dangling") is None)
+    wait(
+        "the dangling ReplicaSet collected", lambda: cluster.get(f"{REPLICA_SETS}/dangling") is None
+    )
     wait("and its pods", lambda: not cluster.pods(selector="app=ghost"))
 
 
@@ -176,13 +247,28 @@ def test_gc_strips_only_the_dangling_reference(cluster: Cluster) -> None:
     svc = cluster.create_service("keeper")
     refs = [
         {"apiVersion": "v1", "kind": "Service", "name": "keeper", "uid": svc["metadata"]["uid"]},
-        {"apiVersion": "v1", "kind": "Service", "name": "gone", "uid": "11111111-1111-1111-1111-111111111111"},
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "name": "gone",
+            "uid": "11111111-1111-1111-1111-111111111111",
+        },
     ]
-    cluster.api.create("/api/v1/namespaces/default/pods", {
-        "metadata": {"name": "two-owners", "ownerReferences": refs},
-        "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
-    pod = wait("the dangling reference removed", lambda: (p := cluster.pod("two-owners")) and len(
-        p["metadata"].get("ownerReferences") or []) == 1 and p)
+    cluster.api.create(
+        "/api/v1/namespaces/default/pods",
+        {
+            "metadata": {"name": "two-owners", "ownerReferences": refs},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+        },
+    )
+    pod = wait(
+        "the dangling reference removed",
+        lambda: (
+            (p := cluster.pod("two-owners"))
+            and len(p["metadata"].get("ownerReferences") or []) == 1
+            and p
+        ),
+    )
     assert pod["metadata"]["ownerReferences"][0]["name"] == "keeper"
 
 
@@ -193,5 +279,8 @@ def test_scale_to_zero(make_cluster: Callable[..., Cluster], replicas: int) -> N
     wait("rolled out", lambda: rolled_out(cluster))
     cluster.api.patch(f"{DEPLOYMENTS}/web", {"spec": {"replicas": replicas}})
     wait("no pods", lambda: not cluster.pods(selector="app=web"))
-    dep = wait("status at 0", lambda: (d := cluster.get(f"{DEPLOYMENTS}/web")) and "replicas" not in d["status"] and d)
+    dep = wait(
+        "status at 0",
+        lambda: (d := cluster.get(f"{DEPLOYMENTS}/web")) and "replicas" not in d["status"] and d,
+    )
     assert dep["status"]["observedGeneration"] == 2
