@@ -46,6 +46,7 @@ from lab.dataplane.api import (
     status_code,
 )
 from lab.dataplane.controller import Controller
+from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.dataplane.replicasets import controller_ref
 
@@ -248,6 +249,17 @@ class DeploymentController(Controller):
             {"metadata": {"annotations": annotations}, "spec": {"replicas": replicas}},
             content_type=MERGE_PATCH,
         )
+        if replicas != _replicas(rs):
+            direction = "up" if replicas > _replicas(rs) else "down"
+            record(
+                self.api,
+                self.clock,
+                involved(dep, kind="Deployment", api_version="apps/v1"),
+                reason="ScalingReplicaSet",
+                message=f"Scaled {direction} replica set {meta(rs).get('name')} to {replicas} "
+                f"from {_replicas(rs)}",
+                component="deployment-controller",
+            )
 
     def _rolling(
         self, dep: Obj, new: Obj, olds: list[Obj], replicas: int, surge: int, unavailable: int

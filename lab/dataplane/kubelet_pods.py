@@ -386,6 +386,14 @@ class KubeletPods(Controller):
         else:
             run.ready = self._app_ready(run, now, terminating=False)
         self._log(run, f"started container(s) {self._names(pod)} on {run.node}, IP {ip}")
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            cname, image = container.get("name"), container.get("image")
+            for reason, message in (
+                ("Pulled", f'Container image "{image}" already present on machine'),
+                ("Created", f"Created container {cname}"),
+                ("Started", f"Started container {cname}"),
+            ):
+                self._event(pod, run.node, reason, message, field=f"spec.containers{{{cname}}}")
         self._write(
             pod,
             phase="Running",
@@ -459,6 +467,15 @@ class KubeletPods(Controller):
         run.killed = run.app.shutdown_seconds > grace
         run.exit_at = now + min(run.app.shutdown_seconds, grace)
         self._log(run, f"SIGTERM (grace period {grace:g}s)")
+        pod_now = self.pods.get(*run.key)
+        for container in ((pod_now or {}).get("spec") or {}).get("containers") or []:
+            self._event(
+                pod_now or {},
+                run.node,
+                "Killing",
+                f"Stopping container {container.get('name')}",
+                field=f"spec.containers{{{container.get('name')}}}",
+            )
         if run.failure is not None and self.behaviour.disruption_target:
             pod = self.pods.get(*run.key)
             if pod is not None:
@@ -554,6 +571,18 @@ class KubeletPods(Controller):
     @staticmethod
     def _names(pod: Obj) -> str:
         return ",".join(str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or [])
+
+    def _event(self, pod: Obj, node: str, reason: str, message: str, *, field: str) -> None:
+        ref = {**involved(pod, kind="Pod"), "fieldPath": field}
+        record(
+            self.api,
+            self.clock,
+            ref,
+            reason=reason,
+            message=message,
+            component="kubelet",
+            host=node,
+        )
 
     def _log(self, run: _Run, line: str) -> None:
         run.logs.append(

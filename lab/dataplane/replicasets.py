@@ -22,6 +22,7 @@ from typing import Any
 from lab.clock import LabClock, parse_time
 from lab.dataplane.api import MERGE_PATCH, PODS, REPLICA_SETS, Api, Obj, meta, path, status_code
 from lab.dataplane.controller import Controller
+from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.dataplane.scheduling import is_terminal, selector_matches
 
@@ -225,6 +226,14 @@ class ReplicaSetController(Controller):
         for _ in range(count):
             created = self.api.create(path(PODS, ns), body)
             self._adds.setdefault((ns, name), set()).add(str(meta(created).get("name")))
+            record(
+                self.api,
+                self.clock,
+                involved(rs, kind="ReplicaSet", api_version="apps/v1"),
+                reason="SuccessfulCreate",
+                message=f"Created pod: {meta(created).get('name')}",
+                component="replicaset-controller",
+            )
 
     def _delete(self, rs: Obj, pod: Obj) -> None:
         ns, name = meta(rs).get("namespace", ""), meta(rs).get("name", "")
@@ -235,6 +244,14 @@ class ReplicaSetController(Controller):
                 raise
             return
         self._dels.setdefault((ns, name), set()).add(str(meta(pod).get("name")))
+        record(
+            self.api,
+            self.clock,
+            involved(rs, kind="ReplicaSet", api_version="apps/v1"),
+            reason="SuccessfulDelete",
+            message=f"Deleted pod: {meta(pod).get('name')}",
+            component="replicaset-controller",
+        )
 
     def _status(self, rs: Obj, active: list[Obj]) -> None:
         spec = rs.get("spec") or {}

@@ -26,6 +26,7 @@ from typing import Any
 from lab.clock import LabClock
 from lab.dataplane.api import NODES, PODS, SMP, Api, Obj, meta, path, status_code
 from lab.dataplane.controller import Controller
+from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.dataplane.scheduling import filter_reason, is_terminal, unschedulable_message
 
@@ -191,6 +192,14 @@ class Scheduler(Controller):
                 return
             raise
         log.debug("bound %s/%s to %s", ns, name, node)
+        record(
+            self.api,
+            self.clock,
+            involved(pod, kind="Pod"),
+            reason="Scheduled",
+            message=f"Successfully assigned {ns}/{name} to {node}",
+            component="default-scheduler",
+        )
 
     def _mark_unschedulable(self, pod: Obj, message: str) -> None:
         conditions = (pod.get("status") or {}).get("conditions") or []
