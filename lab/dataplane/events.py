@@ -2,14 +2,18 @@
 
 Role: one helper that writes a core/v1 Event about an object, named and shaped the way
 client-go's event recorder does (``<name>.<hex>``, involvedObject, source component, counts),
-so ``kubectl get events`` reads the same. Failures to record are logged and ignored, as in
-client-go. Neighbours: every controller module that reports something.
+so ``kubectl get events`` reads the same. As client-go's broadcaster does, writing is
+asynchronous when the ``Api`` carries an :class:`EventSink` (the data plane attaches one): a
+controller never waits for its events, and past 1,000 queued events new ones are dropped.
+Failures to record are logged and ignored. Neighbours: every controller that reports something.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import secrets
+import threading
 
 from lab.clock import LabClock
 from lab.dataplane.api import EVENTS, Api, Obj, meta, path
@@ -64,7 +68,41 @@ def record(
         "reportingComponent": component,
         "reportingInstance": host or "",
     }
+    sink = getattr(api, "event_sink", None)
+    if isinstance(sink, EventSink):
+        sink.put(namespace, body)
+    else:
+        _write(api, namespace, body)
+
+
+def _write(api: Api, namespace: str, body: Obj) -> None:
     try:
         api.create(path(EVENTS, namespace), body)
     except Exception as err:
-        log.debug("event %s on %s not recorded: %s", reason, ref.get("name"), err)
+        log.debug("event %s not recorded: %s", body.get("reason"), err)
+
+
+class EventSink:
+    """A background writer for events (client-go's broadcaster, 1,000 deep)."""
+
+    def __init__(self, api: Api, *, depth: int = 1000) -> None:
+        self.api = api
+        self._queue: queue.Queue[tuple[str, Obj] | None] = queue.Queue(maxsize=depth)
+        self._thread = threading.Thread(target=self._run, name="event-sink", daemon=True)
+        self.dropped = 0
+        self._thread.start()
+
+    def put(self, namespace: str, body: Obj) -> None:
+        try:
+            self._queue.put_nowait((namespace, body))
+        except queue.Full:
+            self.dropped += 1
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            _write(self.api, *item)
+
+    def stop(self) -> None:
+        """Write what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout=10)

@@ -33,6 +33,7 @@ running and serving, their status frozen.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
 import threading
 from collections.abc import Hashable
@@ -103,6 +104,9 @@ class _Run:
     exit_at: float | None = None
     killed: bool = False
     failure: tuple[str, str] | None = None  # (reason, message) of a kubelet-initiated kill
+    #: conditions this kubelet added that it does not own (DisruptionTarget): kept in every
+    #: later write even when the cached pod does not show them yet
+    added: list[Obj] = dataclasses.field(default_factory=list)
     terminated: bool = False
     logs: list[str] = dataclasses.field(default_factory=list)
 
@@ -119,6 +123,7 @@ class KubeletPods(Controller):
     """See the module doc."""
 
     name = "kubelet-pods"
+    workers = 4  # a kubelet runs one pod worker per pod; four threads stand in for them
 
     def __init__(
         self,
@@ -337,10 +342,11 @@ class KubeletPods(Controller):
         cidr = ((node_obj or {}).get("spec") or {}).get("podCIDR")
         if not cidr:
             return None
-        ipam = self._ipam.get(node)
-        if ipam is None or ipam.cidr != cidr:
-            ipam = self._ipam[node] = NodePodIpam(cidr, policy=self.ip_policy)
-        return ipam
+        with self._lock:
+            ipam = self._ipam.get(node)
+            if ipam is None or ipam.cidr != str(ipaddress.ip_network(cidr, strict=False)):
+                ipam = self._ipam[node] = NodePodIpam(cidr, policy=self.ip_policy)
+            return ipam
 
     def _host_ip(self, node: str) -> str:
         node_obj = self.nodes.get("", node) or {}
@@ -479,20 +485,17 @@ class KubeletPods(Controller):
         if run.failure is not None and self.behaviour.disruption_target:
             pod = self.pods.get(*run.key)
             if pod is not None:
-                self._write(
-                    pod,
-                    phase=None,
-                    extra_conditions=[
-                        condition(
-                            pod,
-                            "DisruptionTarget",
-                            True,
-                            self._stamp(),
-                            reason="TerminationByKubelet",
-                            message=run.failure[1],
-                        )
-                    ],
-                )
+                run.added = [
+                    condition(
+                        pod,
+                        "DisruptionTarget",
+                        True,
+                        self._stamp(),
+                        reason="TerminationByKubelet",
+                        message=run.failure[1],
+                    )
+                ]
+                self._write(pod, phase=None)
 
     def _finish(self, run: _Run, pod: Obj) -> None:
         """Containers exited: free the IP, write the final status."""
@@ -637,10 +640,11 @@ class KubeletPods(Controller):
         if host_ip:
             status["hostIP"] = host_ip
         current = list((pod.get("status") or {}).get("conditions") or [])
-        if ready is not None or extra_conditions:
+        own = list(run.added) if run is not None else []
+        if ready is not None or extra_conditions or own:
             # generateAPIPodStatus' order: conditions others own first (DisruptionTarget,
             # readiness gates), then the kubelet's; the whole list is written
-            added = {c["type"]: c for c in extra_conditions or []}
+            added = {c["type"]: c for c in [*own, *(extra_conditions or [])]}
             others = [
                 added.pop(c.get("type"), c)
                 for c in current

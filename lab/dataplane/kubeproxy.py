@@ -145,6 +145,7 @@ class KubeProxyModel:
         self.slices = informers(ENDPOINT_SLICES)
         self.nodes = informers(NODES)
         self.slices.add_index("service", self._slice_service)
+        self._endpoint_cache: dict[tuple[str, str, str, str], tuple[Any, list[Endpoint]]] = {}
         #: (service key, source IP) -> (endpoint IP, port, lab time it expires)
         self._affinity: dict[tuple[str, str], tuple[str, int, float]] = {}
 
@@ -175,10 +176,19 @@ class KubeProxyModel:
     def endpoints(
         self, namespace: str, name: str, port_name: str = "", protocol: str = "TCP"
     ) -> list[Endpoint]:
-        """The endpoints kube-proxy knows for a Service port (all of them, any condition)."""
-        return slice_endpoints(
-            self.slices.by_index("service", f"{namespace}/{name}"), port_name, protocol
+        """The endpoints kube-proxy knows for a Service port (all of them, any condition);
+        rebuilt only when one of the Service's slices changed, as kube-proxy's own map is."""
+        slices = self.slices.by_index("service", f"{namespace}/{name}")
+        versions = tuple(
+            sorted((str(meta(s).get("name")), str(meta(s).get("resourceVersion"))) for s in slices)
         )
+        key = (namespace, name, port_name, protocol)
+        cached = self._endpoint_cache.get(key)
+        if cached is not None and cached[0] == versions:
+            return cached[1]
+        built = slice_endpoints(slices, port_name, protocol)
+        self._endpoint_cache[key] = (versions, built)
+        return built
 
     def route(
         self,

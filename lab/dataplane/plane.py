@@ -28,6 +28,7 @@ from lab.dataplane.api import Api, new_api_client
 from lab.dataplane.controller import Controller
 from lab.dataplane.deployments import DeploymentController
 from lab.dataplane.endpoints import EndpointsController, EndpointSliceController
+from lab.dataplane.events import EventSink
 from lab.dataplane.gc import GarbageCollector
 from lab.dataplane.informers import Informers
 from lab.dataplane.ipam import DEFAULT_CLUSTER_CIDR, NodeIpamController
@@ -66,6 +67,7 @@ class SimDataPlane:
         self.clock: LabClock = clock or ScaledClock()
         self._client = new_api_client(api_client)
         self.api = Api(self._client)
+        self.events: EventSink | None = None
         self.informers = Informers(self.api)
         lifecycle = node_lifecycle_behaviour(self.version)
         endpoints = endpoints_behaviour(self.version)
@@ -127,11 +129,14 @@ class SimDataPlane:
     def start(self, *, timeout: float = 20.0) -> SimDataPlane:
         if self._started:
             return self
+        self.events = EventSink(self.api)
+        self.api.event_sink = self.events
         self.informers.start()
         try:
             self.informers.wait_synced(timeout)
         except TimeoutError:
             self.informers.stop()
+            self.events.stop()
             raise
         for controller in self.controllers:
             controller.start()
@@ -144,6 +149,9 @@ class SimDataPlane:
         for controller in self.controllers:
             controller.stop()
         self.informers.stop()
+        if self.events is not None:
+            self.events.stop()
+            self.api.event_sink = self.events = None
         if self._started:
             self._client.close()
         self._started = False

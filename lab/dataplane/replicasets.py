@@ -15,6 +15,7 @@ never acts on a stale cache (client-go's ControllerExpectations). Status (``repl
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 from collections.abc import Hashable
 from typing import Any
@@ -92,11 +93,19 @@ class ReplicaSetController(Controller):
         self.sets = informers(REPLICA_SETS)
         self.pods = informers(PODS)
         self.pods.add_index("replicaset", _rs_index)
+        self.pods.add_index(
+            "orphan", lambda p: [] if controller_ref(p) else [meta(p).get("namespace", "")]
+        )
+        self._creator = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="rs-create")
         #: rs key -> names of pods created / deleted that the informer has not shown yet
         self._adds: dict[tuple[str, str], set[str]] = {}
         self._dels: dict[tuple[str, str], set[str]] = {}
         self.sets.add_handler(self._on_set)
         self.pods.add_handler(self._on_pod)
+
+    def stop(self) -> None:
+        super().stop()
+        self._creator.shutdown(wait=True)
 
     def _on_set(self, event: str, rs: Obj, old: Obj | None) -> None:
         self.enqueue((meta(rs).get("namespace", ""), meta(rs).get("name", "")))
@@ -167,7 +176,7 @@ class ReplicaSetController(Controller):
                     r for r in meta(pod).get("ownerReferences") or [] if r.get("uid") != ref["uid"]
                 ]
                 self._patch_refs(ns, pod, refs)
-        for pod in self.pods.objects(ns):
+        for pod in self.pods.by_index("orphan", ns):
             if (
                 controller_ref(pod) is None
                 and is_active(pod)
@@ -223,17 +232,33 @@ class ReplicaSetController(Controller):
         }
         if tmeta.get("annotations"):
             body["metadata"]["annotations"] = dict(tmeta["annotations"])
-        for _ in range(count):
+        # slowStartBatch: 1, 2, 4, ... creations at a time; a failed batch stops the rest
+        done, batch = 0, 1
+        while done < count:
+            size = min(batch, count - done)
+            results = list(self._creator.map(lambda _: self._create_one(rs, body), range(size)))
+            done += size
+            batch *= 2
+            failure = next((r for r in results if isinstance(r, Exception)), None)
+            if failure is not None:
+                raise failure
+
+    def _create_one(self, rs: Obj, body: Obj) -> Obj | Exception:
+        ns, name = meta(rs).get("namespace", ""), meta(rs).get("name", "")
+        try:
             created = self.api.create(path(PODS, ns), body)
-            self._adds.setdefault((ns, name), set()).add(str(meta(created).get("name")))
-            record(
-                self.api,
-                self.clock,
-                involved(rs, kind="ReplicaSet", api_version="apps/v1"),
-                reason="SuccessfulCreate",
-                message=f"Created pod: {meta(created).get('name')}",
-                component="replicaset-controller",
-            )
+        except Exception as err:
+            return err
+        self._adds.setdefault((ns, name), set()).add(str(meta(created).get("name")))
+        record(
+            self.api,
+            self.clock,
+            involved(rs, kind="ReplicaSet", api_version="apps/v1"),
+            reason="SuccessfulCreate",
+            message=f"Created pod: {meta(created).get('name')}",
+            component="replicaset-controller",
+        )
+        return created
 
     def _delete(self, rs: Obj, pod: Obj) -> None:
         ns, name = meta(rs).get("namespace", ""), meta(rs).get("name", "")
@@ -257,22 +282,25 @@ class ReplicaSetController(Controller):
         spec = rs.get("spec") or {}
         min_ready = float(spec.get("minReadySeconds") or 0)
         labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        labelled = ready = available = 0
+        waiting = False
+        for pod in active:  # one pass: this runs for every pod event of a big ReplicaSet
+            pod_labels = meta(pod).get("labels") or {}
+            if all(pod_labels.get(k) == v for k, v in labels.items()):
+                labelled += 1
+            if ready_since(pod) is not None:
+                ready += 1
+                if is_available(pod, min_ready, self.clock):
+                    available += 1
+                else:
+                    waiting = True
         status: Obj = {
             "replicas": len(active),
-            "fullyLabeledReplicas": sum(
-                1
-                for p in active
-                if all((meta(p).get("labels") or {}).get(k) == v for k, v in labels.items())
-            ),
-            "readyReplicas": sum(1 for p in active if ready_since(p) is not None),
-            "availableReplicas": sum(1 for p in active if is_available(p, min_ready, self.clock)),
+            "fullyLabeledReplicas": labelled,
+            "readyReplicas": ready,
+            "availableReplicas": available,
             "observedGeneration": meta(rs).get("generation"),
         }
-        waiting = [
-            p
-            for p in active
-            if ready_since(p) is not None and not is_available(p, min_ready, self.clock)
-        ]
         if waiting:
             self.requeue_after(
                 (meta(rs).get("namespace", ""), meta(rs).get("name", "")), min(min_ready, 1.0)

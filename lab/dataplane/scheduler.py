@@ -18,8 +18,11 @@ Neighbours: ``scheduling`` (the predicates), ``informers``, ``controller``.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import logging
 import random
+import threading
 from collections.abc import Hashable
 from typing import Any
 
@@ -40,11 +43,6 @@ def _owner_uid(pod: Obj) -> str | None:
         if ref.get("controller"):
             return str(ref.get("uid"))
     return None
-
-
-def _node_index(pod: Obj) -> list[str]:
-    node = (pod.get("spec") or {}).get("nodeName")
-    return [node] if node else []
 
 
 class Scheduler(Controller):
@@ -69,9 +67,15 @@ class Scheduler(Controller):
         self.retry_seconds = retry_seconds
         self.pods = informers(PODS)
         self.nodes = informers(NODES)
-        self.pods.add_index("node", _node_index)
-        #: pod key -> node for binds the informer has not shown yet
-        self._assumed: dict[tuple[str, str], tuple[str, Obj]] = {}
+        #: NodeInfo, kept from pod events: node -> {pod key: pod} of bound, non-terminal pods
+        self._node_pods: dict[str, dict[tuple[str, str], Obj]] = {}
+        self._owners: dict[str, collections.Counter[str]] = {}
+        self._info_lock = threading.Lock()
+        #: binds the informer has not shown yet: pod key -> node, and node -> {key: pod}
+        self._assumed: dict[tuple[str, str], str] = {}
+        self._assumed_on: dict[str, dict[tuple[str, str], Obj]] = {}
+        self._assume_lock = threading.Lock()
+        self._binder = concurrent.futures.ThreadPoolExecutor(1)
         self._unschedulable: set[tuple[str, str]] = set()
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
@@ -87,15 +91,32 @@ class Scheduler(Controller):
             and not is_terminal(pod)
         )
 
+    def _track(self, event: str, pod: Obj, old: Obj | None) -> None:
+        key = (meta(pod).get("namespace", ""), meta(pod).get("name", ""))
+        with self._info_lock:
+            for gone in (old, pod):
+                node = ((gone or {}).get("spec") or {}).get("nodeName")
+                if node and self._node_pods.get(node, {}).pop(key, None) is not None:
+                    owner = _owner_uid(gone or {})
+                    if owner:
+                        self._owners[node][owner] -= 1
+            node = (pod.get("spec") or {}).get("nodeName")
+            if event != "DELETED" and node and not is_terminal(pod):
+                self._node_pods.setdefault(node, {})[key] = pod
+                owner = _owner_uid(pod)
+                if owner:
+                    self._owners.setdefault(node, collections.Counter())[owner] += 1
+
     def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
+        self._track(event, pod, old)
         key = (meta(pod).get("namespace", ""), meta(pod).get("name", ""))
         if event != "DELETED" and self._pending(pod):
             self.enqueue(key)
             return
         if (pod.get("spec") or {}).get("nodeName"):
-            self._assumed.pop(key, None)
+            self._forget(key)
         freed = event == "DELETED" or (is_terminal(pod) and not (old and is_terminal(old)))
-        if freed and _node_index(pod):
+        if freed and (pod.get("spec") or {}).get("nodeName"):
             self._retry_unschedulable()
 
     def _on_node(self, event: str, node: Obj, old: Obj | None) -> None:
@@ -118,15 +139,30 @@ class Scheduler(Controller):
 
     # --- the scheduling cycle ------------------------------------------------------------
 
-    def _pods_on(self, node: str) -> list[Obj]:
-        pods = {
-            (meta(p).get("namespace", ""), meta(p).get("name", "")): p
-            for p in self.pods.by_index("node", node)
-        }
-        for key, (assumed_node, pod) in list(self._assumed.items()):
-            if assumed_node == node:
-                pods.setdefault(key, pod)
-        return list(pods.values())
+    def _pods_on(self, node: str) -> tuple[list[Obj], collections.Counter[str]]:
+        """The node's bound non-terminal pods and their owners, plus the assumed ones."""
+        with self._info_lock:
+            pods = dict(self._node_pods.get(node, {}))
+            owners = collections.Counter(self._owners.get(node, {}))
+        with self._assume_lock:
+            for key, pod in self._assumed_on.get(node, {}).items():
+                if key not in pods:
+                    pods[key] = pod
+                    owner = _owner_uid(pod)
+                    if owner:
+                        owners[owner] += 1
+        return list(pods.values()), owners
+
+    def _assume(self, key: tuple[str, str], node: str, pod: Obj) -> None:
+        with self._assume_lock:
+            self._assumed[key] = node
+            self._assumed_on.setdefault(node, {})[key] = pod
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        with self._assume_lock:
+            node = self._assumed.pop(key, None)
+            if node is not None:
+                self._assumed_on.get(node, {}).pop(key, None)
 
     def sync(self, key: Hashable) -> None:
         assert isinstance(key, tuple)
@@ -137,12 +173,12 @@ class Scheduler(Controller):
             return
         nodes = sorted(self.nodes.objects(), key=lambda n: str(meta(n).get("name")))
         reasons: dict[str, int] = {}
-        feasible: list[tuple[Obj, list[Obj]]] = []
+        feasible: list[tuple[Obj, list[Obj], collections.Counter[str]]] = []
         for node in nodes:
-            on_node = self._pods_on(str(meta(node).get("name")))
+            on_node, owners = self._pods_on(str(meta(node).get("name")))
             reason = filter_reason(pod, node, on_node)
             if reason is None:
-                feasible.append((node, on_node))
+                feasible.append((node, on_node, owners))
             else:
                 reasons[reason] = reasons.get(reason, 0) + 1
         if not feasible:
@@ -154,21 +190,21 @@ class Scheduler(Controller):
         self._bind(pod, chosen)
         self._unschedulable.discard(key)
 
-    def _score(self, pod: Obj, feasible: list[tuple[Obj, list[Obj]]]) -> str:
+    def _score(
+        self, pod: Obj, feasible: list[tuple[Obj, list[Obj], collections.Counter[str]]]
+    ) -> str:
         owner = _owner_uid(pod)
         per_zone: dict[str, int] = {}
         if owner:
-            for node, on_node in feasible:
+            for node, _pods, owners in feasible:
                 zone = (meta(node).get("labels") or {}).get(ZONE_LABEL, "")
-                same = sum(1 for p in on_node if _owner_uid(p) == owner and not is_terminal(p))
-                per_zone[zone] = per_zone.get(zone, 0) + same
+                per_zone[zone] = per_zone.get(zone, 0) + owners[owner]
         best: list[str] = []
         best_score: tuple[int, int, int] | None = None
-        for node, on_node in feasible:
+        for node, on_node, owners in feasible:
             labels = meta(node).get("labels") or {}
-            running = [p for p in on_node if not is_terminal(p)]
-            same = sum(1 for p in running if owner and _owner_uid(p) == owner)
-            score = (per_zone.get(labels.get(ZONE_LABEL, ""), 0), same, len(running))
+            same = owners[owner] if owner else 0
+            score = (per_zone.get(labels.get(ZONE_LABEL, ""), 0), same, len(on_node))
             if best_score is None or score < best_score:
                 best_score, best = score, [str(meta(node).get("name"))]
             elif score == best_score:
@@ -183,14 +219,20 @@ class Scheduler(Controller):
             "metadata": {"name": name, "namespace": ns, "uid": meta(pod).get("uid")},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        self._assumed[(ns, name)] = (node, pod)
+        self._assume((ns, name), node, pod)
+        # the binding cycle runs on its own, as kube-scheduler's goroutines do
+        self._binder.submit(self._post_binding, pod, node, binding)
+
+    def _post_binding(self, pod: Obj, node: str, binding: Obj) -> None:
+        ns, name = meta(pod).get("namespace", ""), meta(pod).get("name", "")
         try:
             self.api.create(path(PODS, ns, name, "binding"), binding)
         except Exception as err:
-            self._assumed.pop((ns, name), None)
-            if status_code(err) in (404, 409):  # gone, bound or deleting meanwhile
-                return
-            raise
+            self._forget((ns, name))
+            if status_code(err) not in (404, 409):  # not gone, bound or deleting meanwhile
+                log.warning("binding %s/%s to %s failed: %s", ns, name, node, err)
+                self.requeue_after((ns, name), 1.0)
+            return
         log.debug("bound %s/%s to %s", ns, name, node)
         record(
             self.api,
@@ -200,6 +242,14 @@ class Scheduler(Controller):
             message=f"Successfully assigned {ns}/{name} to {node}",
             component="default-scheduler",
         )
+
+    def start(self) -> None:
+        self._binder = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="binder")
+        super().start()
+
+    def stop(self) -> None:
+        super().stop()
+        self._binder.shutdown(wait=True)
 
     def _mark_unschedulable(self, pod: Obj, message: str) -> None:
         conditions = (pod.get("status") or {}).get("conditions") or []

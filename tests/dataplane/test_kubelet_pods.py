@@ -40,6 +40,7 @@ def test_start_sequence(
     recorder = Recorder(cluster, "web")
     cluster.create_pod("web", spec=pod_spec(on="w1"))
     pod = wait("running", lambda: cluster.running("web"))
+    wait("the watch to show it", lambda: recorder.states and recorder.states[-1].phase == "Running")
     states = recorder.stop()
     assert phases(states) == [
         ("Pending", None, "none"),
@@ -93,7 +94,7 @@ def test_readiness_during_graceful_termination_110309(
     assert midway["ready"] is False
     assert midway["serving"] is not goes_not_ready  # #110309: buggy kubelets keep serving=true
     assert cluster.endpoints("web") == (set(), set())  # Endpoints drop terminating pods at once
-    wait("the pod gone", lambda: cluster.pod("web") is None, timeout=20)
+    wait("the pod gone", lambda: recorder.gone, timeout=20)
     states = recorder.stop()
     running_while_terminating = [s for s in states if s.terminating and s.state == "running"]
     assert running_while_terminating, states
