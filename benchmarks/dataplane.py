@@ -186,7 +186,8 @@ def main() -> None:
         rows.append(
             (
                 f"per pod to endpoints: {large} vs {small} (baseline)",
-                f"{per_large * 1000:.1f} ms vs {per_small * 1000:.1f} ms = {per_large / per_small:.2f}x",
+                f"{per_large * 1000:.1f} ms vs {per_small * 1000:.1f} ms "
+                f"= {per_large / per_small:.2f}x",
             )
         )
         lat = sorted(flip_latencies(plane, watcher, "large", args.flips))
