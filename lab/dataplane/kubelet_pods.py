@@ -1,38 +1,29 @@
 """Kubelet stand-in, pod half: runs the pods bound to the lab's nodes, per kubelet version.
 
-Role: for every pod whose ``spec.nodeName`` is a node of the kubelet stand-in
-(``lab.cluster.kubelet``) with a live kubelet, it writes what that release's kubelet writes,
-through ``pods/status`` (strategic merge, the pod's UID as precondition):
+Role: for every pod on a node of the kubelet stand-in (``lab.cluster.kubelet``) whose kubelet
+is alive, it writes what that release's kubelet writes (``podstatus``, through ``pods/status``):
 
-* **start**: ``Pending``/``ContainerCreating`` with ``hostIP``, then after the app's start
-  delay an IP from the node's ``podCIDR`` (``podapp.NodePodIpam``: lowest free first) and
-  ``Running`` with running containerStatuses. No ``podCIDR`` yet: it waits, as with a CNI that
-  has none.
-* **readiness**: without a readinessProbe, Ready follows the container (ready once started);
-  with one, probes run every ``periodSeconds`` after ``initialDelaySeconds`` against the app
-  (``podapp.AppSpec`` annotations, or :meth:`KubeletPods.set_ready`), flipping after
-  ``successThreshold``/``failureThreshold``.
+* **start**: ``Pending``/``ContainerCreating``, then after the app's start delay an IP from the
+  node's ``podCIDR`` (lowest free first; none yet: it waits) and ``Running``.
+* **readiness**: no readinessProbe: ready once started; with one, probes every
+  ``periodSeconds`` against the app (``podapp.AppSpec`` annotations or :meth:`set_ready`).
 * **graceful termination** (``deletionTimestamp``): SIGTERM at once; the app exits after its
-  shutdown time or is killed at the grace period (exit 137). Meanwhile readiness probes go on,
-  except on 1.22.0-1.22.10, 1.23.0-1.23.7, 1.24.0-1.24.1, where Ready freezes (#110309). Then
-  the IP is freed, the status written (``Running`` with terminated containers; a terminal phase
-  from 1.27, #115331) and the pod deleted with grace 0.
-* **kubelet-initiated failures**: :meth:`KubeletPods.evict` and :meth:`KubeletPods.shutdown_node`
-  (graceful node shutdown: Ready=False "node is shutting down", pods killed, reason
-  ``Terminated``/``Shutdown``, then the node powers off) end in ``phase: Failed``; the affected
-  releases keep ``Ready=True`` on such pods (#108594, hence #109414/#109718). From 1.26 a
-  ``DisruptionTarget`` condition comes first.
+  shutdown time or is killed at the grace period (137). Probes go on meanwhile, except on
+  1.22.0-.10, 1.23.0-.7, 1.24.0-.1 where Ready freezes (#110309). Then the IP is freed, the
+  status written (a terminal phase from 1.27, #115331) and the pod deleted with grace 0.
+* **kubelet-initiated failures**: :meth:`evict` and :meth:`shutdown_node` (Ready=False "node is
+  shutting down", pods killed with reason ``Terminated``/``Shutdown``, the node powers off) end
+  in ``Failed``; the affected releases keep ``Ready=True`` (#108594: #109414/#109718). From
+  1.26 a ``DisruptionTarget`` condition comes first.
 
-The pods' network view for the kube-proxy model: :meth:`KubeletPods.pod_at` (which running pod
-holds an IP now; a Failed pod's stale ``podIP`` may belong to a newer pod) and
-:meth:`KubeletPods.refusal` (whether it accepts a connection on a port now). ``logs`` returns the
-stand-in's log lines of a pod. A dead kubelet (``stop_heartbeat``) changes nothing: its pods keep
-running and serving, their status frozen.
+For the kube-proxy model: :meth:`pod_at` (the running pod holding an IP now: a Failed pod's
+stale ``podIP`` may be a newer pod's) and :meth:`refusal` (does it accept a connection now).
+:meth:`logs` returns the stand-in's log lines of a pod. A dead kubelet changes nothing: its
+pods keep running and serving, their status frozen.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import logging
 import threading
@@ -40,7 +31,7 @@ from collections.abc import Hashable
 from typing import Any, Protocol
 
 from lab.clock import LabClock
-from lab.dataplane.api import MERGE_PATCH, NODES, PODS, Api, Obj, meta, path, status_code
+from lab.dataplane.api import NODES, PODS, Api, Obj, meta, path, status_code
 from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
@@ -48,24 +39,19 @@ from lab.dataplane.kubeproxy import PodTarget
 from lab.dataplane.podapp import (
     AppSpec,
     NodePodIpam,
-    condition,
-    container_statuses,
-    not_ready_message,
+    PodRun,
+    Probe,
+    app_ready,
+    next_due,
+    probe_spec,
+    readiness,
 )
-from lab.dataplane.scheduling import is_terminal
+from lab.dataplane.podstatus import condition, node_ip, write_status
 from lab.dataplane.versions import KubeletBehaviour
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
-#: the conditions a kubelet owns (``PodConditionsByKubelet`` and the sandbox condition)
-KUBELET_CONDITIONS = (
-    "PodScheduled",
-    "Ready",
-    "Initialized",
-    "ContainersReady",
-    "PodReadyToStartContainers",
-)
 
 
 class KubeletHosts(Protocol):
@@ -77,46 +63,6 @@ class KubeletHosts(Protocol):
     def add_listener(self, listener: Any) -> None: ...
     def report_not_ready(self, name: str, message: str = ...) -> None: ...
     def stop_heartbeat(self, name: str) -> None: ...
-
-
-@dataclasses.dataclass
-class _Probe:
-    next_at: float
-    successes: int = 0
-    failures: int = 0
-
-
-@dataclasses.dataclass
-class _Run:
-    key: tuple[str, str]
-    uid: str
-    node: str
-    app: AppSpec
-    start_at: float
-    started: float | None = None
-    started_stamp: str | None = None
-    ip: str | None = None
-    pending_written: bool = False
-    ready: bool = False
-    probe: _Probe | None = None
-    override: bool | None = None
-    sigterm: float | None = None
-    exit_at: float | None = None
-    killed: bool = False
-    failure: tuple[str, str] | None = None  # (reason, message) of a kubelet-initiated kill
-    #: conditions this kubelet added that it does not own (DisruptionTarget): kept in every
-    #: later write even when the cached pod does not show them yet
-    added: list[Obj] = dataclasses.field(default_factory=list)
-    terminated: bool = False
-    logs: list[str] = dataclasses.field(default_factory=list)
-
-
-def _probe_spec(pod: Obj) -> Obj | None:
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        if container.get("readinessProbe"):
-            probe: Obj = container["readinessProbe"]
-            return probe
-    return None
 
 
 class KubeletPods(Controller):
@@ -142,8 +88,8 @@ class KubeletPods(Controller):
         self.ip_policy = ip_policy
         self.pods = informers(PODS)
         self.nodes = informers(NODES)
-        self._runs: dict[tuple[str, str], _Run] = {}
-        self._by_ip: dict[str, _Run] = {}
+        self._runs: dict[tuple[str, str], PodRun] = {}
+        self._by_ip: dict[str, PodRun] = {}
         self._ipam: dict[str, NodePodIpam] = {}
         self._shutting_down: set[str] = set()
         self._lock = threading.RLock()
@@ -231,16 +177,11 @@ class KubeletPods(Controller):
         """None when the pod accepts a connection on ``port`` now, else why not."""
         with self._lock:
             run = self._runs.get((target.namespace, target.name))
-            who = f"pod {target.namespace}/{target.name}"
-            if run is None or run.ip != target.ip or run.started is None or run.terminated:
-                return f"{who} is not running (connection refused)"
-            if run.sigterm is not None and not run.app.serve_during_shutdown:
-                return f"{who} not listening (connection refused)"
-            if run.app.listen_ports is not None and port not in run.app.listen_ports:
-                return f"{who} not listening on port {port} (connection refused)"
-            return None
+        if run is None or run.ip != target.ip:
+            return f"pod {target.namespace}/{target.name} is not running (connection refused)"
+        return run.refusal(port)
 
-    def _run_of(self, namespace: str, name: str) -> _Run:
+    def _run_of(self, namespace: str, name: str) -> PodRun:
         with self._lock:
             run = self._runs.get((namespace, name))
         if run is None:
@@ -265,8 +206,6 @@ class KubeletPods(Controller):
             return
         if run is None:
             run = self._admit(pod, node)
-            if run is None:
-                return
         now = self.clock.now()
         if meta(pod).get("deletionTimestamp") and run.sigterm is None and not run.terminated:
             grace = meta(pod).get("deletionGracePeriodSeconds")
@@ -290,51 +229,30 @@ class KubeletPods(Controller):
         self._readiness(run, pod, now, terminating=False)
         self._requeue(run, now)
 
-    def _admit(self, pod: Obj, node: str) -> _Run | None:
-        key = (meta(pod).get("namespace", ""), meta(pod).get("name", ""))
+    def _admit(self, pod: Obj, node: str) -> PodRun:
         app, problems = AppSpec.from_pod(pod)
         for problem in problems:
-            record(
-                self.api,
-                self.clock,
-                involved(pod, kind="Pod"),
-                reason="InvalidSimAnnotation",
-                message=f"{problem}; using the default",
-                component="kubelet",
+            self._event(
+                pod,
+                node,
+                "InvalidSimAnnotation",
+                f"{problem}; using the default",
+                field="metadata.annotations",
                 type_="Warning",
-                host=node,
             )
-        run = _Run(
-            key, str(meta(pod).get("uid")), node, app, start_at=self.clock.now() + app.start_seconds
-        )
-        status = pod.get("status") or {}
-        if is_terminal(pod):
-            run.terminated = True
-        elif status.get("phase") == "Running" and status.get("podIP"):
-            # a pod this kubelet runs already (the stand-in restarted): adopt it
-            run.started, run.ip, run.started_stamp = (
-                self.clock.now(),
-                status["podIP"],
-                status.get("startTime"),
-            )
-            run.pending_written = True
-            run.ready = any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in status.get("conditions") or []
-            )
+        run = PodRun.for_pod(pod, node, app, now=self.clock.now())
+        if run.ip is not None:  # a pod this kubelet ran before it restarted: adopt it
             ipam = self._node_ipam(node)
             if ipam is not None:
                 ipam.reserve(run.ip)
             self._by_ip[run.ip] = run
-        elif node in self._shutting_down:
+        elif node in self._shutting_down and not run.terminated:
             run.failure = ("NodeShutdown", "Pod was rejected as the node is shutting down.")
-            run.started = None
             run.terminated = True
-            self._write(
-                pod, phase="Failed", extra={"reason": run.failure[0], "message": run.failure[1]}
-            )
+            extra = {"reason": run.failure[0], "message": run.failure[1]}
+            self._write(pod, phase="Failed", extra=extra)
         with self._lock:
-            self._runs[key] = run
+            self._runs[run.key] = run
         return run
 
     def _node_ipam(self, node: str) -> NodePodIpam | None:
@@ -349,17 +267,9 @@ class KubeletPods(Controller):
             return ipam
 
     def _host_ip(self, node: str) -> str:
-        node_obj = self.nodes.get("", node) or {}
-        for address in (node_obj.get("status") or {}).get("addresses") or []:
-            if address.get("type") == "InternalIP":
-                return str(address.get("address"))
-        return str(
-            (meta(node_obj).get("annotations") or {}).get(
-                "alpha.kubernetes.io/provided-node-ip", ""
-            )
-        )
+        return node_ip(self.nodes.get("", node) or {})
 
-    def _start(self, run: _Run, pod: Obj, now: float) -> bool:
+    def _start(self, run: PodRun, pod: Obj, now: float) -> bool:
         host_ip = self._host_ip(run.node)
         if not run.pending_written:
             run.pending_written = True
@@ -385,13 +295,16 @@ class KubeletPods(Controller):
         with self._lock:
             run.ip, run.started, run.started_stamp = ip, now, self._stamp()
             self._by_ip[ip] = run
-        probe = _probe_spec(pod)
+        probe = probe_spec(pod)
         if probe is not None:
-            run.probe = _Probe(next_at=now + float(probe.get("initialDelaySeconds") or 0))
+            run.probe = Probe(next_at=now + float(probe.get("initialDelaySeconds") or 0))
             run.ready = False
         else:
-            run.ready = self._app_ready(run, now, terminating=False)
-        self._log(run, f"started container(s) {self._names(pod)} on {run.node}, IP {ip}")
+            run.ready = app_ready(run, now, terminating=False)
+        names = ",".join(
+            str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []
+        )
+        self._log(run, f"started container(s) {names} on {run.node}, IP {ip}")
         for container in (pod.get("spec") or {}).get("containers") or []:
             cname, image = container.get("name"), container.get("image")
             for reason, message in (
@@ -412,59 +325,23 @@ class KubeletPods(Controller):
 
     # --- readiness -----------------------------------------------------------------------
 
-    def _app_ready(self, run: _Run, t: float, *, terminating: bool) -> bool:
-        if run.override is not None:
-            return run.override
-        if terminating:
-            return run.app.ready_during_shutdown
-        started = run.started if run.started is not None else t
-        if t < started + run.app.ready_after:
-            return False
-        return run.app.not_ready_after is None or t < started + run.app.not_ready_after
-
-    def _readiness(self, run: _Run, pod: Obj, now: float, *, terminating: bool) -> None:
+    def _readiness(self, run: PodRun, pod: Obj, now: float, *, terminating: bool) -> None:
         if terminating and self.behaviour.probes_stop_on_termination:
             return  # #110309: the probe workers are gone; Ready keeps its last value
-        ready = run.ready
-        spec = _probe_spec(pod)
-        if spec is None or run.probe is None:
-            if not terminating:  # no probe: ready while the container runs
-                ready = self._app_ready(run, now, terminating=False)
-        else:
-            period = float(spec.get("periodSeconds") or 10)
-            while run.probe.next_at <= now:
-                sigterm = run.sigterm if run.sigterm is not None else float("inf")
-                ok = self._app_ready(
-                    run, run.probe.next_at, terminating=run.probe.next_at >= sigterm
-                )
-                if ok:
-                    run.probe.successes, run.probe.failures = run.probe.successes + 1, 0
-                    if run.probe.successes >= int(spec.get("successThreshold") or 1):
-                        ready = True
-                else:
-                    run.probe.failures, run.probe.successes = run.probe.failures + 1, 0
-                    if run.probe.failures >= int(spec.get("failureThreshold") or 3):
-                        ready = False
-                run.probe.next_at += period
+        ready = readiness(run, probe_spec(pod), now, terminating=terminating)
         if ready != run.ready:
             run.ready = ready
             self._log(run, f"readiness {'passed' if ready else 'failed'}")
             self._write(pod, phase=None, ready=ready, containers="running")
 
-    def _requeue(self, run: _Run, now: float) -> None:
-        due = [run.exit_at] if run.exit_at is not None else []
-        if run.probe is not None:
-            due.append(run.probe.next_at)
-        elif run.started is not None and run.override is None and run.sigterm is None:
-            for offset in (run.app.ready_after, run.app.not_ready_after):
-                if offset is not None and run.started + offset > now:
-                    due.append(run.started + offset)
-        if due:
-            self.requeue_after(run.key, max(min(due) - now, 0.0))
+    def _requeue(self, run: PodRun, now: float) -> None:
+        due = next_due(run, now)
+        if due is not None:
+            self.requeue_after(run.key, max(due - now, 0.0))
 
     # --- termination ---------------------------------------------------------------------
 
-    def _sigterm(self, run: _Run, grace: float) -> None:
+    def _sigterm(self, run: PodRun, grace: float) -> None:
         now = self.clock.now()
         run.sigterm = now
         if run.started is None:  # nothing runs yet: nothing to wait for
@@ -497,7 +374,7 @@ class KubeletPods(Controller):
                 ]
                 self._write(pod, phase=None)
 
-    def _finish(self, run: _Run, pod: Obj) -> None:
+    def _finish(self, run: PodRun, pod: Obj) -> None:
         """Containers exited: free the IP, write the final status."""
         code = 137 if run.killed else run.app.exit_code
         with self._lock:
@@ -558,7 +435,7 @@ class KubeletPods(Controller):
             if status_code(err) not in (404, 409):
                 raise
 
-    def _forget(self, run: _Run) -> None:
+    def _forget(self, run: PodRun) -> None:
         if run.ip is not None and self._by_ip.get(run.ip) is run:
             del self._by_ip[run.ip]
             ipam = self._ipam.get(run.node)
@@ -571,11 +448,9 @@ class KubeletPods(Controller):
     def _stamp(self) -> str:
         return self.clock.wall().strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    @staticmethod
-    def _names(pod: Obj) -> str:
-        return ",".join(str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or [])
-
-    def _event(self, pod: Obj, node: str, reason: str, message: str, *, field: str) -> None:
+    def _event(
+        self, pod: Obj, node: str, reason: str, message: str, *, field: str, type_: str = "Normal"
+    ) -> None:
         ref = {**involved(pod, kind="Pod"), "fieldPath": field}
         record(
             self.api,
@@ -584,40 +459,14 @@ class KubeletPods(Controller):
             reason=reason,
             message=message,
             component="kubelet",
+            type_=type_,
             host=node,
         )
 
-    def _log(self, run: _Run, line: str) -> None:
+    def _log(self, run: PodRun, line: str) -> None:
         run.logs.append(
             f"{self.clock.wall().isoformat(timespec='seconds')} [ccm-lab kubelet] {line}"
         )
-
-    def _kubelet_conditions(
-        self,
-        pod: Obj,
-        phase: str | None,
-        ready: bool,
-        containers: str | None,
-        run: _Run | None,
-        now: str,
-    ) -> list[Obj]:
-        terminal = phase in ("Failed", "Succeeded")
-        if terminal:
-            why = "PodFailed" if phase == "Failed" else "PodCompleted"
-        else:
-            why = "ContainersNotReady"
-        msg = None if terminal or ready else not_ready_message(pod)
-        out = []
-        if self.behaviour.ready_to_start_condition:
-            sandbox = containers == "running" or (containers == "waiting" and bool(run and run.ip))
-            out.append(condition(pod, "PodReadyToStartContainers", sandbox, now))
-        out.append(condition(pod, "Initialized", True, now))
-        for ctype in ("Ready", "ContainersReady"):
-            out.append(
-                condition(pod, ctype, ready, now, reason=None if ready else why, message=msg)
-            )
-        out.append(condition(pod, "PodScheduled", True, now))
-        return out
 
     def _write(
         self,
@@ -630,51 +479,22 @@ class KubeletPods(Controller):
         exit_code: int = 0,
         killed: bool = False,
         extra: dict[str, Any] | None = None,
-        extra_conditions: list[Obj] | None = None,
     ) -> None:
-        now = self._stamp()
         run = self._runs.get((meta(pod).get("namespace", ""), meta(pod).get("name", "")))
-        status: Obj = dict(extra or {})
-        if phase is not None:
-            status["phase"] = phase
-        if host_ip:
-            status["hostIP"] = host_ip
-        current = list((pod.get("status") or {}).get("conditions") or [])
-        own = list(run.added) if run is not None else []
-        if ready is not None or extra_conditions or own:
-            # generateAPIPodStatus' order: conditions others own first (DisruptionTarget,
-            # readiness gates), then the kubelet's; the whole list is written
-            added = {c["type"]: c for c in [*own, *(extra_conditions or [])]}
-            others = [
-                added.pop(c.get("type"), c)
-                for c in current
-                if c.get("type") not in KUBELET_CONDITIONS
-            ]
-            conditions = [*others, *added.values()]
-            if ready is None:
-                conditions += [c for c in current if c.get("type") in KUBELET_CONDITIONS]
-            else:
-                conditions += self._kubelet_conditions(pod, phase, ready, containers, run, now)
-            status["conditions"] = conditions
-        if containers is not None:
-            started = run.started_stamp if run else None
-            status["containerStatuses"] = container_statuses(
-                pod,
-                state=containers,
-                ready=bool(ready),
-                started_at=started,
-                finished_at=now if containers == "terminated" else None,
-                exit_code=exit_code,
-                killed=killed,
-            )
-        ns, name = meta(pod).get("namespace", ""), meta(pod).get("name", "")
-        try:
-            self.api.patch(
-                path(PODS, ns, name, "status"),
-                {"metadata": {"uid": meta(pod).get("uid")}, "status": status},
-                content_type=MERGE_PATCH,
-            )
-        except Exception as err:
-            if status_code(err) in (404, 409, 422):  # deleted or replaced meanwhile
-                return
-            raise
+        sandbox = containers == "running" or (containers == "waiting" and bool(run and run.ip))
+        write_status(
+            self.api,
+            self.behaviour,
+            pod,
+            now=self._stamp(),
+            phase=phase,
+            ready=ready,
+            containers=containers,
+            sandbox=sandbox,
+            started_at=run.started_stamp if run else None,
+            own_conditions=run.added if run else None,
+            host_ip=host_ip,
+            exit_code=exit_code,
+            killed=killed,
+            extra=extra,
+        )

@@ -27,7 +27,8 @@ from lab.cluster.versions import KubeVersion
 from lab.dataplane.api import Api, new_api_client
 from lab.dataplane.controller import Controller
 from lab.dataplane.deployments import DeploymentController
-from lab.dataplane.endpoints import EndpointsController, EndpointSliceController
+from lab.dataplane.endpoints import EndpointsController
+from lab.dataplane.endpointslices import EndpointSliceController
 from lab.dataplane.events import EventSink
 from lab.dataplane.gc import GarbageCollector
 from lab.dataplane.informers import Informers

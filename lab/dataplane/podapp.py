@@ -26,14 +26,15 @@ Role: the pieces of the kubelet stand-in (``kubelet_pods``) that are data, not c
   free address first** (``.2`` upward; ``.1`` is the bridge gateway), so a freed IP is reused
   by the next pod, which is what kubernetes#109414 needs; ``policy="round-robin"`` is
   host-local's real order (continue after the last address handed out, wrap around).
-* builders for the ``status`` a kubelet writes (conditions, containerStatuses), used with the
-  version behaviour in ``versions``.
+* :class:`PodRun`, what the kubelet stand-in tracks per pod (start, IP, probes, SIGTERM and
+  exit times), and :func:`app_ready`, what the app's readiness endpoint answers at a lab time.
+
+The ``status`` the kubelet writes is built in ``podstatus``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import ipaddress
 import math
 import threading
@@ -156,104 +157,123 @@ class NodePodIpam:
             self._used.discard(int(ipaddress.ip_address(ip)))
 
 
-# --- status builders ------------------------------------------------------------------------
+# --- what the kubelet tracks per pod --------------------------------------------------------
 
 
-def full_image(image: str) -> str:
-    """The image reference containerd reports (``nginx`` -> ``docker.io/library/nginx:latest``)."""
-    name = image
-    if "@" not in name and ":" not in name.rsplit("/", 1)[-1]:
-        name += ":latest"
-    first = name.split("/", 1)[0]
-    if "/" not in name:
-        name = f"docker.io/library/{name}"
-    elif "." not in first and ":" not in first and first != "localhost":
-        name = f"docker.io/{name}"
-    return name
+@dataclasses.dataclass
+class Probe:
+    next_at: float
+    successes: int = 0
+    failures: int = 0
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+@dataclasses.dataclass
+class PodRun:
+    key: tuple[str, str]
+    uid: str
+    node: str
+    app: AppSpec
+    start_at: float
+    started: float | None = None
+    started_stamp: str | None = None
+    ip: str | None = None
+    pending_written: bool = False
+    ready: bool = False
+    probe: Probe | None = None
+    override: bool | None = None
+    sigterm: float | None = None
+    exit_at: float | None = None
+    killed: bool = False
+    failure: tuple[str, str] | None = None  # (reason, message) of a kubelet-initiated kill
+    #: conditions this kubelet added that it does not own (DisruptionTarget): kept in every
+    #: later write even when the cached pod does not show them yet
+    added: list[Obj] = dataclasses.field(default_factory=list)
+    terminated: bool = False
+    logs: list[str] = dataclasses.field(default_factory=list)
+
+    def refusal(self, port: int) -> str | None:
+        """None when the app accepts a connection on ``port`` now, else why not."""
+        who = f"pod {self.key[0]}/{self.key[1]}"
+        if self.started is None or self.terminated:
+            return f"{who} is not running (connection refused)"
+        if self.sigterm is not None and not self.app.serve_during_shutdown:
+            return f"{who} not listening (connection refused)"
+        if self.app.listen_ports is not None and port not in self.app.listen_ports:
+            return f"{who} not listening on port {port} (connection refused)"
+        return None
+
+    @classmethod
+    def for_pod(cls, pod: Obj, node: str, app: AppSpec, *, now: float) -> PodRun:
+        """A run for a pod seen the first time; a Running pod with an IP (the stand-in
+        restarted under it) is adopted as started, a terminal one as over."""
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        run = cls(
+            (meta.get("namespace", ""), meta.get("name", "")),
+            str(meta.get("uid")),
+            node,
+            app,
+            start_at=now + app.start_seconds,
+        )
+        if status.get("phase") in ("Succeeded", "Failed"):
+            run.terminated = True
+        elif status.get("phase") == "Running" and status.get("podIP"):
+            run.started, run.ip, run.started_stamp = now, status["podIP"], status.get("startTime")
+            run.pending_written = True
+            run.ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or []
+            )
+        return run
 
 
-def container_statuses(
-    pod: Obj,
-    *,
-    state: str,
-    ready: bool,
-    started_at: str | None,
-    finished_at: str | None = None,
-    exit_code: int = 0,
-    killed: bool = False,
-) -> list[Obj]:
-    """containerStatuses for every container in ``state`` waiting|running|terminated."""
-    uid = str((pod.get("metadata") or {}).get("uid") or "")
-    out = []
+def probe_spec(pod: Obj) -> Obj | None:
     for container in (pod.get("spec") or {}).get("containers") or []:
-        name, image = str(container.get("name")), str(container.get("image") or "")
-        status: Obj = {
-            "name": name,
-            "image": full_image(image),
-            "imageID": "",
-            "ready": ready and state == "running",
-            "restartCount": 0,
-            "started": state == "running",
-            "lastState": {},
-        }
-        if state == "waiting":
-            status["state"] = {"waiting": {"reason": "ContainerCreating"}}
+        if container.get("readinessProbe"):
+            probe: Obj = container["readinessProbe"]
+            return probe
+    return None
+
+
+def app_ready(run: PodRun, t: float, *, terminating: bool) -> bool:
+    """What the pod's readiness endpoint answers at lab time ``t``."""
+    if run.override is not None:
+        return run.override
+    if terminating:
+        return run.app.ready_during_shutdown
+    started = run.started if run.started is not None else t
+    if t < started + run.app.ready_after:
+        return False
+    return run.app.not_ready_after is None or t < started + run.app.not_ready_after
+
+
+def readiness(run: PodRun, spec: Obj | None, now: float, *, terminating: bool) -> bool:
+    """The Ready value after every probe due by ``now`` (each answered by :func:`app_ready`
+    at its own time; thresholds counted); without a readinessProbe, ready while running."""
+    if spec is None or run.probe is None:
+        return run.ready if terminating else app_ready(run, now, terminating=False)
+    ready = run.ready
+    period = float(spec.get("periodSeconds") or 10)
+    sigterm = run.sigterm if run.sigterm is not None else float("inf")
+    while run.probe.next_at <= now:
+        if app_ready(run, run.probe.next_at, terminating=run.probe.next_at >= sigterm):
+            run.probe.successes, run.probe.failures = run.probe.successes + 1, 0
+            if run.probe.successes >= int(spec.get("successThreshold") or 1):
+                ready = True
         else:
-            repo = full_image(image).rsplit(":", 1)[0]
-            status["imageID"] = f"{repo}@sha256:{_digest(full_image(image))}"
-            status["containerID"] = f"containerd://{_digest(uid + name)}"
-        if state == "running":
-            status["state"] = {"running": {"startedAt": started_at}}
-        elif state == "terminated":
-            status["state"] = {
-                "terminated": {
-                    "exitCode": exit_code,
-                    "reason": "Error" if exit_code else "Completed",
-                    "startedAt": started_at,
-                    "finishedAt": finished_at,
-                    "containerID": status["containerID"],
-                }
-            }
-            if killed:
-                status["state"]["terminated"]["signal"] = 9
-        out.append(status)
-    return out
+            run.probe.failures, run.probe.successes = run.probe.failures + 1, 0
+            if run.probe.failures >= int(spec.get("failureThreshold") or 3):
+                ready = False
+        run.probe.next_at += period
+    return ready
 
 
-def condition(
-    pod: Obj,
-    ctype: str,
-    value: bool,
-    now: str,
-    *,
-    reason: str | None = None,
-    message: str | None = None,
-) -> Obj:
-    """A pod condition; ``lastTransitionTime`` kept from the pod when the status is unchanged."""
-    status = "True" if value else "False"
-    current = next(
-        (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == ctype),
-        None,
-    )
-    when = now
-    if (
-        current is not None
-        and current.get("status") == status
-        and current.get("lastTransitionTime")
-    ):
-        when = current["lastTransitionTime"]
-    out: Obj = {"type": ctype, "status": status, "lastProbeTime": None, "lastTransitionTime": when}
-    if reason:
-        out["reason"] = reason
-    if message:
-        out["message"] = message
-    return out
-
-
-def not_ready_message(pod: Obj) -> str:
-    names = " ".join(str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or [])
-    return f"containers with unready status: [{names}]"
+def next_due(run: PodRun, now: float) -> float | None:
+    """The next lab time something changes for ``run`` (exit, probe, readiness boundary)."""
+    due = [run.exit_at] if run.exit_at is not None else []
+    if run.probe is not None:
+        due.append(run.probe.next_at)
+    elif run.started is not None and run.override is None and run.sigterm is None:
+        for offset in (run.app.ready_after, run.app.not_ready_after):
+            if offset is not None and run.started + offset > now:
+                due.append(run.started + offset)
+    return min(due) if due else None
