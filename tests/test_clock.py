@@ -62,3 +62,11 @@ def test_parse_time_reads_rfc3339_or_gives_none() -> None:
     assert parse_time("2026-01-01T00:00:01.500000Z") is not None
     assert parse_time("yesterday") is None
     assert parse_time(None) is None
+
+
+def test_lab_config_checks_the_clock_speed() -> None:
+    from lab.compose import LabConfig
+
+    assert LabConfig().clock_speed == 10.0
+    with pytest.raises(ValueError, match="clock speed must be a finite number > 0, got 0"):
+        LabConfig(clock_speed=0)

@@ -338,7 +338,7 @@ class SimProvider:
         self.require_kubelet().report_ready(node)
 
     def logs(self, dest: Path) -> Path:
-        """Node and Lease objects as JSON, plus simulator handler and stand-in errors."""
+        """Node, Lease and Pod objects as JSON, plus simulator handler and stand-in errors."""
         from kubernetes import client
 
         dest.mkdir(parents=True, exist_ok=True)
@@ -349,8 +349,10 @@ class SimProvider:
                 "kube-node-lease", _preload_content=False
             )
         )
+        pods = raw(client.CoreV1Api(api_client).list_pod_for_all_namespaces(_preload_content=False))
         (dest / "nodes.json").write_text(json.dumps(nodes, indent=2))
         (dest / "leases.json").write_text(json.dumps(leases, indent=2))
+        (dest / "pods.json").write_text(json.dumps(pods, indent=2))
         errors = self.require_simulator().internal_errors()
         (dest / "apiserver-handler-errors.txt").write_text("\n".join(errors))
         kubelet_errors = self.kubelet.errors if self.kubelet else []

@@ -138,6 +138,7 @@ def test_provision_nodes_kubectl_heartbeat_logs_delete(
     assert rows == {"lab-control-plane": "Ready", "lab-worker": "Ready", "lab-worker2": "NotReady"}
 
     logs = provider.logs(tmp_path / "logs")
+    assert json.loads((logs / "pods.json").read_text())["items"] == []
     dumped = json.loads((logs / "nodes.json").read_text())
     assert len(dumped["items"]) == 3
     assert (logs / "apiserver-handler-errors.txt").read_text() == ""
@@ -149,6 +150,53 @@ def test_provision_nodes_kubectl_heartbeat_logs_delete(
     with pytest.raises(urllib.error.URLError, match="refused"):
         urllib.request.urlopen(url + "/readyz", timeout=2)
     provider.delete()  # idempotent
+
+
+def test_data_plane_runs_pods_and_survives_reset(provider: SimProvider) -> None:
+    provider.provision(spec(NodeSpec(Role.CONTROL_PLANE), NodeSpec(Role.WORKER), version="1.26"))
+    assert provider.require_dataplane().version == KubeVersion.parse("1.26")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"nodeName": "lab-worker", "containers": [{"name": "c", "image": "nginx"}]},
+    }
+    kubectl_apply(provider, pod)
+    wait_running = time.monotonic() + 10
+    while time.monotonic() < wait_running and "Running" not in kubectl(provider, "get", "pod", "p"):
+        time.sleep(0.05)
+    assert "Running" in kubectl(provider, "get", "pod", "p")
+    before = provider.require_dataplane()
+    provider.reset_objects()
+    assert provider.require_dataplane() is not before  # a fresh data plane on the fresh store
+    kubectl_apply(provider, pod)
+    wait_running = time.monotonic() + 10
+    while time.monotonic() < wait_running and "Running" not in kubectl(provider, "get", "pod", "p"):
+        time.sleep(0.05)
+    assert "Running" in kubectl(provider, "get", "pod", "p")
+    assert provider.take_internal_errors() == []
+
+
+def test_without_a_data_plane_nothing_runs_pods(tmp_path: Path) -> None:
+    bare = SimProvider("lab", state_dir=tmp_path / "bare", dataplane=False, clock=ScaledClock(100))
+    try:
+        bare.provision(spec(NodeSpec(Role.CONTROL_PLANE)))
+        assert bare.dataplane is None
+        with pytest.raises(RuntimeError, match="runs no data plane"):
+            bare.require_dataplane()
+    finally:
+        bare.delete()
+
+
+def kubectl_apply(provider: SimProvider, obj: dict) -> None:
+    subprocess.run(
+        [str(KUBECTL), "--kubeconfig", str(provider.kubeconfig()), "apply", "-f", "-"],
+        input=json.dumps(obj),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
 
 
 @pytest.mark.parametrize(("version", "excluded"), [("1.22", True), ("1.33", False)])
