@@ -91,7 +91,7 @@ class Controller:
     # --- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._threads:
+        if self.running:
             return
         self._stop = False
         self._threads = [
@@ -101,15 +101,22 @@ class Controller:
         for thread in self._threads:
             thread.start()
 
+    @property
+    def running(self) -> bool:
+        """True while a worker thread is alive."""
+        return any(t.is_alive() for t in self._threads)
+
     def stop(self) -> None:
-        threads, self._threads = self._threads, []
-        if not threads:
+        if not self._threads:
             return
         with self._cond:
             self._stop = True
             self._cond.notify_all()
-        for thread in threads:
+        for thread in self._threads:
             thread.join(timeout=10)
+        self._threads = [t for t in self._threads if t.is_alive()]
+        if self._threads:
+            self.errors.append(f"{self.name}: {len(self._threads)} worker(s) did not stop in 10 s")
 
     def _next(self) -> Hashable | None:
         with self._cond:

@@ -43,6 +43,7 @@ class Informer:
         self._synced = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._stopping: threading.Thread | None = None
         self._stream: Any = None
         self.resource_version = ""
         self.errors: list[str] = []
@@ -102,10 +103,17 @@ class Informer:
         )
         self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        """True while the list+watch thread is alive (after :meth:`stop`: False)."""
+        thread = self._thread or self._stopping
+        return thread is not None and thread.is_alive()
+
     def stop(self) -> None:
         thread, self._thread = self._thread, None
         if thread is None:
             return
+        self._stopping = thread
         self._stop.set()
         stream = self._stream
         if stream is not None:
@@ -114,6 +122,8 @@ class Informer:
             except Exception:  # already closed
                 log.debug("informer %s: shutdown of a closed stream", self.resource.plural)
         thread.join(timeout=5)
+        if thread.is_alive():
+            self.errors.append(f"{self.resource.plural}: the watch thread did not stop in 5 s")
 
     # --- the reflector loop --------------------------------------------------------------
 

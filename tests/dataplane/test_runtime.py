@@ -4,7 +4,6 @@ twice at once, AddAfter on the lab clock, retries)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Hashable, Iterator
 
@@ -62,7 +61,7 @@ def test_informer_lists_watches_indexes_and_relists(sim: KubeServer) -> None:
         assert informer.errors == []
     finally:
         informer.stop()
-    assert not any(t.name == "informer-pods" and t.is_alive() for t in threading.enumerate())
+    assert not informer.running
 
 
 class Recorder(Controller):
@@ -113,4 +112,4 @@ def test_controller_queue_semantics() -> None:
         assert controller.errors == []
     finally:
         controller.stop()
-    assert not any(t.name.startswith("recorder-") and t.is_alive() for t in threading.enumerate())
+    assert not controller.running
