@@ -347,7 +347,7 @@ class EndpointsController(ServiceController):
                 "labels": labels,
                 "annotations": annotations,
             },
-            "subsets": desired_subsets,
+            "subsets": desired_subsets or None,  # omitempty: no endpoints, no field
         }
         if current is None:
             try:

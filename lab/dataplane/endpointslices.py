@@ -232,8 +232,9 @@ class EndpointSliceController(ServiceController):
                 ],
             },
             "addressType": "IPv4",
-            "endpoints": endpoints,
-            "ports": ports,
+            # the placeholder's empty lists come back null from a real API server's storage
+            "endpoints": endpoints or None,
+            "ports": ports or None,
         }
         if current is None:
             body["metadata"]["generateName"] = f"{name}-"
