@@ -161,6 +161,8 @@ def fmt(c: Context) -> None:
         "args": 'extra controller flags, quoted (e.g. "--concurrent-service-syncs 4")',
         "no_controller": "bring the world up without starting the controller",
         "expose_to_nodes": "kind: serve AWS and metadata on the nodes' gateway (in-cluster use)",
+        "clock_speed": "lab seconds per real second for grace periods, probes, health checks "
+        "(default 10; 1 = real time)",
     },
 )
 def up(
@@ -174,6 +176,7 @@ def up(
     args: str = "",
     no_controller: bool = False,
     expose_to_nodes: bool = False,
+    clock_speed: float = 10.0,
 ) -> None:
     """Bring a lab up: AWS endpoint, metadata, cluster, controller."""
     from lab.labctl import up as lab_up
@@ -190,6 +193,7 @@ def up(
         backend=backend,
         aws=aws,
         expose_to_nodes=expose_to_nodes,
+        clock_speed=clock_speed,
     )
 
 

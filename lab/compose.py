@@ -42,6 +42,7 @@ from typing import Any, Self
 from lab.aws import AwsServer
 from lab.aws.topology import NodeSpec as AwsNodeSpec
 from lab.aws.topology import Topology, TopologySpec, seed_topology
+from lab.clock import DEFAULT_SPEED, LabClock, ScaledClock, check_speed
 from lab.cluster.base import (
     Capabilities,
     ClusterProvider,
@@ -57,6 +58,7 @@ from lab.cluster.sim import SimProvider
 from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import KubeVersion
 from lab.controllerproc import ControllerProcess, ControllerSpec, render_cloud_config
+from lab.dataplane.plane import SimDataPlane
 from lab.imds import ImdsServer
 from lab.kube.server import KubeServer
 from lab.kube.version import DEFAULT_K8S_VERSION
@@ -107,9 +109,15 @@ class LabConfig:
     #: kind only: the AWS endpoint and metadata service listen on the nodes' Docker gateway
     #: (not loopback) so an in-cluster controller (``invoke lab.controller.deploy``) reaches them
     expose_to_nodes: bool = False
-    #: Kubelet stand-in timing: fast enough for tests, shaped like a real kubelet.
-    lease_renew_interval: float = 2.0
-    node_monitor_grace_period: float = 4.0
+    #: sim: lab seconds per real second for every timed stand-in (``lab.clock``): grace
+    #: periods, probes, node-monitor and health-check periods; 1.0 is real time.
+    clock_speed: float = DEFAULT_SPEED
+    #: sim, in lab seconds: the kubelet's Lease renewal (kubelet default 10 s) and
+    #: kube-controller-manager's node-monitor grace period (None: that version's default,
+    #: 40 s or 50 s from 1.32). At the default speed a node goes Unknown 4-5 s after its
+    #: kubelet stops.
+    lease_renew_interval: float = 10.0
+    node_monitor_grace_period: float | None = None
     state_dir: Path | None = None
 
     def __post_init__(self) -> None:
@@ -120,6 +128,7 @@ class LabConfig:
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         KubeVersion.parse(self.k8s_version)  # raises ValueError naming the text
+        check_speed(self.clock_speed)  # raises ValueError naming the value
 
     @property
     def cluster_name(self) -> str:
@@ -134,15 +143,17 @@ def _topology_spec(cfg: LabConfig, nodes: Sequence[AwsNodeSpec]) -> TopologySpec
     )
 
 
-def _make_provider(cfg: LabConfig, state_dir: Path) -> ClusterProvider:
+def _make_provider(cfg: LabConfig, state_dir: Path, clock: LabClock) -> ClusterProvider:
     if cfg.backend == "sim":
         return make_provider(
             "sim",
             name=cfg.cluster_name,
             state_dir=state_dir / "cluster",
-            kubelet_options={
-                "lease_renew_interval": cfg.lease_renew_interval,
+            clock=clock,
+            kubelet_options={"lease_renew_interval": cfg.lease_renew_interval},
+            dataplane_options={
                 "node_monitor_grace_period": cfg.node_monitor_grace_period,
+                "seed": cfg.seed,
             },
         )
     # The nodes join a Docker network whose subnet is the first zone's VPC subnet, container
@@ -185,6 +196,8 @@ class Lab:
     def __init__(self, config: LabConfig | None = None) -> None:
         self.config = config or LabConfig()
         self.version: KubeVersion = KubeVersion.parse(self.config.k8s_version)
+        #: the lab clock (``lab.clock``) every timed part of this lab runs on
+        self.clock: LabClock = ScaledClock(self.config.clock_speed)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.state_dir = self.config.state_dir or Path()
         self._aws: AwsServer | None = None
@@ -217,7 +230,7 @@ class Lab:
             self._tmp = tempfile.TemporaryDirectory(prefix=f"ccm-lab-{self.config.name}-")
             self.state_dir = Path(self._tmp.name)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self._cluster = _make_provider(self.config, self.state_dir)
+        self._cluster = _make_provider(self.config, self.state_dir, self.clock)
         self._run = StepRun(self._steps(), progress=progress)
         try:
             self._run.run(self)
@@ -539,6 +552,15 @@ class Lab:
                 f"the {self.config.backend} backend has no kubelet stand-in (real kubelets run)"
             )
         return kubelet
+
+    @property
+    def dataplane(self) -> SimDataPlane:
+        """The sim backend's data plane: scheduler, controllers, kubelet pods, kube-proxy
+        model (``lab.dataplane``)."""
+        plane = self._stand_in_provider().dataplane
+        if plane is None:
+            raise LabNotReady("this sim lab runs without a data plane")
+        return plane
 
     @property
     def has_kubelet_stand_in(self) -> bool:

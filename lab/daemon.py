@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from lab.clock import DEFAULT_SPEED
 from lab.cluster.steps import LoggingProgress
 from lab.component import ProcessRef
 from lab.compose import Lab, LabConfig
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--cluster-id", default="ccm-lab")
     parser.add_argument("--backend", choices=("sim", "kind"), default="sim")
+    parser.add_argument("--clock-speed", type=float, default=DEFAULT_SPEED)
     parser.add_argument(
         "--expose-to-nodes",
         action="store_true",
@@ -150,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         zones=(f"{args.region}a", f"{args.region}b"),
         cluster_id=args.cluster_id,
         backend=args.backend,
+        clock_speed=args.clock_speed,
         expose_to_nodes=args.expose_to_nodes,
         state_dir=args.state_dir.resolve(),
     )

@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from lab.clock import DEFAULT_SPEED, check_speed
 from lab.component import ComponentNotReady, ProcessRef, spawn_detached, tail
 from lab.compose import BACKENDS
 from lab.controllerproc import LAB_AWS_ENV, ControllerProcess, ControllerSpec
@@ -74,10 +75,24 @@ def private_files() -> Iterator[None]:
 
 
 def validate_up(
-    *, name: str, nodes: int, k8s_version: str, backend: str, aws: str, expose_to_nodes: bool
+    *,
+    name: str,
+    nodes: int,
+    k8s_version: str,
+    backend: str,
+    aws: str,
+    expose_to_nodes: bool,
+    clock_speed: float = DEFAULT_SPEED,
 ) -> None:
     """Raise :class:`LabError` for the first bad flag of ``lab.up``; changes nothing."""
     validate_name(name)
+    try:
+        check_speed(clock_speed)
+    except ValueError:
+        raise LabError(
+            f"--clock-speed {clock_speed!r}: lab seconds per real second, a number > 0 "
+            f"(1 is real time; default {DEFAULT_SPEED:g})"
+        ) from None
     if not 1 <= nodes <= MAX_NODES:
         raise LabError(
             f"--nodes {nodes}: a lab has 1 to {MAX_NODES} nodes (the first is the control plane)"
@@ -193,6 +208,7 @@ def up(
     backend: str = "auto",
     aws: str = "moto",
     expose_to_nodes: bool = False,
+    clock_speed: float = DEFAULT_SPEED,
     root: Path | None = None,
     console: Console | None = None,
     timeout: float = 60.0,
@@ -209,6 +225,7 @@ def up(
         backend=backend,
         aws=aws,
         expose_to_nodes=expose_to_nodes,
+        clock_speed=clock_speed,
     )
     directory = lab_dir(name, root)
     if read_state(directory) is not None:
@@ -233,6 +250,8 @@ def up(
                 k8s_version,
                 "--backend",
                 chosen,
+                "--clock-speed",
+                f"{clock_speed:g}",
                 *(["--expose-to-nodes"] if expose_to_nodes else []),
             ],
             console=out,

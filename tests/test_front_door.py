@@ -110,8 +110,9 @@ def lab_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         (("--backend", "bogus"), ("--backend 'bogus'", "sim")),
         (("--backend", "kind"), ("--backend kind", "Docker", "--backend sim")),
         (("--args", "--bogus-flag"), ("--args '--bogus-flag'", "unrecognized")),
+        (("--clock-speed", "0"), ("--clock-speed 0.0", "number > 0")),
     ],
-    ids=["legacy", "nodes", "version", "backend", "kind-without-docker", "args"],
+    ids=["legacy", "nodes", "version", "backend", "kind-without-docker", "args", "clock-speed"],
 )
 def test_bad_lab_up_flags_change_nothing(
     tmp_path: Path, args: tuple[str, ...], fragments: tuple[str, ...]

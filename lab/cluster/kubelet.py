@@ -11,24 +11,23 @@ against any API server (the simulator or a real one) through the official client
   restarting kubelet reconciles them.
 * **heartbeat**: renew the Lease (``renewTime``) every ``lease_renew_interval`` (kubelet: 10 s)
   and post the node conditions with a fresh ``lastHeartbeatTime`` every
-  ``status_report_interval`` (kubelet's ``nodeStatusReportFrequency``: 5 min; tests use less).
-  Status posts are strategic-merge patches of ``status.conditions`` (merge key ``type``), so
-  addresses and labels written by the cloud controller are left alone.
-* **stop_heartbeat(name)**: the kubelet dies. Nothing is renewed; once
-  ``node_monitor_grace_period`` (KCM default 40 s, 50 s from 1.32:
-  ``versions.node_monitor_grace_period``) has passed since the last renewal, the
-  stand-in applies what kube-controller-manager's *node lifecycle controller* does then: every
-  condition becomes ``Unknown`` (reason ``NodeStatusUnknown``, message ``Kubelet stopped
-  posting node status.``, ``lastHeartbeatTime`` kept, ``lastTransitionTime`` now), and the
-  taints ``node.kubernetes.io/unreachable:NoSchedule`` and ``:NoExecute`` (with ``timeAdded``)
-  are added. kubectl then shows the node ``NotReady``. Pod eviction is not emulated.
-  ``mark_unknown_after_grace=False`` turns this part off (when a real KCM runs).
-* **resume_heartbeat(name)**: the kubelet is back: Lease renewed, conditions healthy again and
-  the unreachable taints removed (the lifecycle controller's half).
+  ``status_report_interval`` (kubelet's ``nodeStatusReportFrequency``: 5 min). Both are lab
+  seconds on the lab clock (``lab.clock``). Status posts are strategic-merge patches of
+  ``status.conditions`` (merge key ``type``), so addresses and labels written by the cloud
+  controller are left alone.
+* **stop_heartbeat(name)**: the kubelet dies; nothing is renewed or posted. What follows (the
+  Node going ``Unknown`` after the node-monitor grace period, the ``unreachable`` taints, pods
+  marked NotReady and evicted) is kube-controller-manager's node lifecycle controller's work:
+  ``lab.dataplane.nodelifecycle``, which the sim provider runs next to this stand-in.
+* **resume_heartbeat(name)**: the kubelet is back: Lease renewed and fresh conditions posted
+  at once (the lifecycle controller then lifts its taints).
 * **report_not_ready(name, message)** / **report_ready(name)**: the kubelet keeps renewing its
-  Lease but reports ``Ready=False`` (reason ``KubeletNotReady``, e.g. CNI not initialised); the
-  lifecycle controller's ``node.kubernetes.io/not-ready`` ``NoSchedule``/``NoExecute`` taints are
-  applied and removed with it.
+  Lease but reports ``Ready=False`` (reason ``KubeletNotReady``, e.g. CNI not initialised);
+  the lifecycle controller taints the Node ``node.kubernetes.io/not-ready``.
+
+Pod lifecycle (the other half of a kubelet) is ``lab.dataplane.kubelet_pods``; it asks
+:meth:`KubeletStandIn.is_running` and subscribes with :meth:`KubeletStandIn.add_listener` to
+know which nodes have a live kubelet.
 
 The uninitialized taint, addresses, providerID and zone labels are left to the cloud controller
 under test. Errors in the background loop are logged and kept in ``errors`` so a test can assert
@@ -40,15 +39,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
 
+from lab.clock import LabClock, ScaledClock
 from lab.cluster.base import Role
-from lab.cluster.kubeapi import MERGE_PATCH, SMP, is_conflict, is_not_found, raw
+from lab.cluster.kubeapi import SMP, is_conflict, is_not_found, raw
 from lab.cluster.node_shapes import (
     NODE_LEASE_NAMESPACE,
     NodeIPFlag,
@@ -56,17 +54,13 @@ from lab.cluster.node_shapes import (
     lease_manifest,
     micro_time,
     node_manifest,
-    rfc3339,
 )
-from lab.cluster.versions import TAINT_UNREACHABLE, KubeVersion
+from lab.cluster.versions import KubeVersion
 
 log = logging.getLogger(__name__)
 
-_HEALTHY, _NOT_READY, _UNKNOWN, _STALE = "healthy", "not-ready", "unknown", "stale"
-TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+_HEALTHY, _NOT_READY, _STALE = "healthy", "not-ready", "stale"
 NOT_READY_REASON = "KubeletNotReady"
-UNKNOWN_REASON = "NodeStatusUnknown"
-UNKNOWN_MESSAGE = "Kubelet stopped posting node status."
 DEFAULT_NOT_READY_MESSAGE = (
     "container runtime network not ready: NetworkReady=false "
     "reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
@@ -103,7 +97,8 @@ class _Tracked:
     heartbeating: bool = True
     #: message of a kubelet-reported Ready=False, None when the kubelet reports Ready
     not_ready: str | None = None
-    #: what the API currently shows: _HEALTHY, _NOT_READY, _UNKNOWN, or _STALE (found existing)
+    #: what the kubelet last posted: _HEALTHY, _NOT_READY, or _STALE (found existing, or back
+    #: after a stop: whatever the API shows is someone else's)
     posted: str = "healthy"
     last_renew: float = 0.0
     last_status: float = 0.0
@@ -128,14 +123,11 @@ class KubeletStandIn:
         *,
         lease_renew_interval: float = 10.0,
         status_report_interval: float = 300.0,
-        node_monitor_grace_period: float = 40.0,
-        mark_unknown_after_grace: bool = True,
-        clock: Callable[[], datetime] | None = None,
+        clock: LabClock | None = None,
     ) -> None:
         for field, value in (
             ("lease_renew_interval", lease_renew_interval),
             ("status_report_interval", status_report_interval),
-            ("node_monitor_grace_period", node_monitor_grace_period),
         ):
             if value <= 0:
                 raise ValueError(f"{field} must be > 0, got {value!r}")
@@ -143,11 +135,11 @@ class KubeletStandIn:
         self.coordination = client.CoordinationV1Api(api_client)
         self.lease_renew_interval = lease_renew_interval
         self.status_report_interval = status_report_interval
-        self.grace = node_monitor_grace_period
-        self.mark_unknown_after_grace = mark_unknown_after_grace
-        self._now = clock or (lambda: datetime.now(UTC))
+        self.clock: LabClock = clock or ScaledClock(1.0)
         self._nodes: dict[str, _Tracked] = {}
+        self._listeners: list[Callable[[str, bool], None]] = []
         self._lock = threading.RLock()
+        self._tick_lock = threading.Lock()  # one renewal/post at a time per stand-in
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors: list[str] = []
@@ -165,8 +157,8 @@ class KubeletStandIn:
         if self._thread is not None:
             return
         self._stop.clear()
-        shortest = min(self.lease_renew_interval, self.status_report_interval, self.grace)
-        tick = max(0.02, shortest / 4)
+        shortest = min(self.lease_renew_interval, self.status_report_interval)
+        tick = max(0.02, self.clock.real_seconds(shortest / 4))
         self._thread = threading.Thread(
             target=self._loop, args=(tick,), name="kubelet-stand-in", daemon=True
         )
@@ -185,6 +177,26 @@ class KubeletStandIn:
         with self._lock:
             return sorted(self._nodes)
 
+    def is_running(self, name: str) -> bool:
+        """True while ``name`` is registered here and its kubelet heartbeats."""
+        with self._lock:
+            tracked = self._nodes.get(name)
+            return tracked is not None and tracked.heartbeating
+
+    def add_listener(self, listener: Callable[[str, bool], None]) -> None:
+        """Call ``listener(node, running)`` whenever a node's kubelet starts or stops."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def _notify(self, name: str, running: bool) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(name, running)
+            except Exception:
+                log.exception("kubelet stand-in listener failed for %s", name)
+
     # --- registration ----------------------------------------------------------------
 
     def register(self, reg: NodeRegistration) -> dict[str, Any]:
@@ -199,7 +211,7 @@ class KubeletStandIn:
             labels=reg.labels,
             control_plane_taints=reg.control_plane_taints,
             exclusion_label=reg.exclusion_label,
-            now=self._now(),
+            now=self.clock.wall(),
         )
         posted = _HEALTHY
         try:
@@ -213,24 +225,27 @@ class KubeletStandIn:
         uid = str(node["metadata"]["uid"])
         lease_rv = self._ensure_lease(reg.name, uid)
         transitions = {c["type"]: c["lastTransitionTime"] for c in manifest["status"]["conditions"]}
-        mono = time.monotonic()
+        now = self.clock.now()
         with self._lock:
             self._nodes[reg.name] = _Tracked(
                 reg,
                 uid,
                 lease_rv,
                 posted=posted,
-                last_renew=mono,
-                last_status=mono,
+                last_renew=now,
+                last_status=now,
                 transitions=transitions,
             )
         log.info("registered node %s (kubelet %s)", reg.name, reg.version)
+        self._notify(reg.name, True)
         return node
 
     def unregister(self, name: str, *, delete: bool = True) -> None:
         """Forget the node; with ``delete`` remove the Node and its Lease (404s are fine)."""
         with self._lock:
-            self._nodes.pop(name, None)
+            known = self._nodes.pop(name, None) is not None
+        if known:
+            self._notify(name, False)
         if not delete:
             return
         try:
@@ -252,7 +267,7 @@ class KubeletStandIn:
         return raw(self.core.patch_node(name, patch, _content_type=SMP, _preload_content=False))
 
     def _ensure_lease(self, name: str, uid: str) -> str | None:
-        body = lease_manifest(name=name, node_uid=uid, now=self._now())
+        body = lease_manifest(name=name, node_uid=uid, now=self.clock.wall())
         try:
             lease = raw(
                 self.coordination.create_namespaced_lease(
@@ -268,25 +283,37 @@ class KubeletStandIn:
     # --- heartbeat control -------------------------------------------------------------
 
     def stop_heartbeat(self, name: str) -> None:
-        """The kubelet on ``name`` stops: no more renewals (NotReady after the grace period)."""
+        """The kubelet on ``name`` stops: no more renewals (Unknown after the grace period)."""
         with self._lock:
             self._tracked(name).heartbeating = False
+        self._notify(name, False)
 
     def resume_heartbeat(self, name: str) -> None:
         with self._lock:
             tracked = self._tracked(name)
             tracked.heartbeating = True
-            tracked.last_renew = tracked.last_status = 0.0  # due now (and _UNKNOWN != desired)
+            tracked.last_renew = tracked.last_status = float("-inf")  # both due now
+            tracked.posted = _STALE  # the API may show the lifecycle controller's Unknown
+        self._notify(name, True)
 
     def report_not_ready(self, name: str, message: str = DEFAULT_NOT_READY_MESSAGE) -> None:
         """The kubelet on ``name`` keeps heartbeating but reports ``Ready=False``
         (``KubeletNotReady`` with ``message``); ``report_ready`` undoes it."""
         with self._lock:
-            self._tracked(name).not_ready = message
+            tracked = self._tracked(name)
+            tracked.not_ready = message
+        self._tick_now(tracked)
 
     def report_ready(self, name: str) -> None:
         with self._lock:
-            self._tracked(name).not_ready = None
+            tracked = self._tracked(name)
+            tracked.not_ready = None
+        self._tick_now(tracked)
+
+    def _tick_now(self, node: _Tracked) -> None:
+        """Post a changed condition at once, as the kubelet's status loop reacts to it."""
+        with self._tick_lock:
+            self._tick_node(node)
 
     def _tracked(self, name: str) -> _Tracked:
         try:
@@ -301,12 +328,13 @@ class KubeletStandIn:
             self.heartbeat_once()
 
     def heartbeat_once(self) -> None:
-        """One pass over all nodes: renew/post what is due, mark silent nodes Unknown."""
+        """One pass over all nodes: renew the Leases and post the conditions that are due."""
         with self._lock:
             tracked = list(self._nodes.values())
         for node in tracked:
             try:
-                self._tick_node(node)
+                with self._tick_lock:
+                    self._tick_node(node)
             except Exception as err:
                 message = f"{node.reg.name}: {type(err).__name__}: {err}"
                 log.warning("kubelet stand-in: %s", message)
@@ -314,34 +342,24 @@ class KubeletStandIn:
                     self.errors.append(message)
 
     def _tick_node(self, node: _Tracked) -> None:
-        mono = time.monotonic()
+        if not node.heartbeating:
+            return
+        now = self.clock.now()
         name = node.reg.name
-        if node.heartbeating:
-            if mono - node.last_renew >= self.lease_renew_interval:
-                node.lease_rv = self._renew_lease(name, node.uid, node.lease_rv)
-                node.last_renew = mono
-            desired = _NOT_READY if node.not_ready is not None else _HEALTHY
-            if node.posted != desired or mono - node.last_status >= self.status_report_interval:
-                changed = node.posted != desired
-                self._post_conditions(node, changed=changed)
-                node.last_status = mono
-                if changed:
-                    # the lifecycle controller's half: taints follow the Ready condition
-                    self._set_lifecycle_taints(
-                        name, TAINT_NOT_READY if desired == _NOT_READY else None
-                    )
-                    node.posted = desired
-        elif (
-            self.mark_unknown_after_grace
-            and node.posted != _UNKNOWN
-            and mono - node.last_renew >= self.grace
-        ):
-            self._mark_unknown(node)
-            node.posted = _UNKNOWN
+        if now - node.last_renew >= self.lease_renew_interval:
+            node.lease_rv = self._renew_lease(name, node.uid, node.lease_rv)
+            node.last_renew = now
+        desired = _NOT_READY if node.not_ready is not None else _HEALTHY
+        if node.posted != desired or now - node.last_status >= self.status_report_interval:
+            self._post_conditions(node, changed=node.posted != desired)
+            node.last_status = now
+            node.posted = desired
 
     def _renew_lease(self, name: str, uid: str, resource_version: str | None) -> str | None:
         for _ in range(3):
-            body: dict[str, Any] = dict(lease_manifest(name=name, node_uid=uid, now=self._now()))
+            body: dict[str, Any] = dict(
+                lease_manifest(name=name, node_uid=uid, now=self.clock.wall())
+            )
             if resource_version:
                 body["metadata"] = {**body["metadata"], "resourceVersion": resource_version}
             try:
@@ -369,12 +387,12 @@ class KubeletStandIn:
 
     def _post_conditions(self, node: _Tracked, *, changed: bool) -> None:
         """Post the kubelet's conditions (fresh heartbeat; transition time only on change)."""
-        conditions = healthy_conditions(self._now())
+        conditions = healthy_conditions(self.clock.wall())
         for condition in conditions:
             ctype = condition["type"]
             if ctype == "Ready" and node.not_ready is not None:
                 condition.update(status="False", reason=NOT_READY_REASON, message=node.not_ready)
-            if changed and (ctype == "Ready" or node.posted in (_UNKNOWN, _STALE)):
+            if changed and (ctype == "Ready" or node.posted == _STALE):
                 node.transitions[ctype] = condition["lastTransitionTime"]
             condition["lastTransitionTime"] = node.transitions.get(
                 ctype, condition["lastTransitionTime"]
@@ -385,50 +403,6 @@ class KubeletStandIn:
             _content_type=SMP,
             _preload_content=False,
         )
-
-    def _mark_unknown(self, node: _Tracked) -> None:
-        name = node.reg.name
-        current = raw(self.core.read_node(name, _preload_content=False))
-        stamp = rfc3339(self._now())
-        conditions = []
-        for condition in current.get("status", {}).get("conditions") or []:
-            changed = dict(condition)
-            if changed.get("status") != "Unknown":
-                changed["lastTransitionTime"] = stamp
-            changed.update(status="Unknown", reason=UNKNOWN_REASON, message=UNKNOWN_MESSAGE)
-            node.transitions[changed["type"]] = stamp
-            conditions.append(changed)
-        self.core.patch_node_status(
-            name, {"status": {"conditions": conditions}}, _content_type=SMP, _preload_content=False
-        )
-        self._set_lifecycle_taints(name, TAINT_UNREACHABLE)
-        log.info("node %s: no heartbeat for %.1fs, marked Unknown/unreachable", name, self.grace)
-
-    def _set_lifecycle_taints(self, name: str, key: str | None) -> None:
-        """Replace the lifecycle controller's taints (unreachable / not-ready, NoSchedule and
-        NoExecute) by those for ``key`` (none when None), with an optimistic-concurrency retry."""
-        for _ in range(5):
-            current = raw(self.core.read_node(name, _preload_content=False))
-            taints = [
-                t for t in current.get("spec", {}).get("taints") or []
-                if t.get("key") not in (TAINT_UNREACHABLE, TAINT_NOT_READY)
-            ]  # fmt: skip
-            if key is not None:
-                taints.append({"key": key, "effect": "NoSchedule"})
-                taints.append(
-                    {"key": key, "effect": "NoExecute", "timeAdded": rfc3339(self._now())}
-                )
-            patch = {
-                "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
-                "spec": {"taints": taints or None},
-            }
-            try:
-                self.core.patch_node(name, patch, _content_type=MERGE_PATCH, _preload_content=False)
-                return
-            except Exception as err:
-                if not is_conflict(err):
-                    raise
-        raise RuntimeError(f"node {name}: taint update conflicted on every retry")
 
 
 __all__ = ["KubeletStandIn", "NodeIPFlag", "NodeRegistration", "micro_time", "node_manifest"]

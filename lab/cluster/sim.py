@@ -1,4 +1,4 @@
-"""The ``sim`` cluster provider: the embedded API simulator plus the kubelet stand-in.
+"""The ``sim`` cluster provider: the embedded API simulator, the kubelet stand-in, a data plane.
 
 The default backend where Docker is absent. Provisioning steps (undone in reverse on failure
 unless ``retain``):
@@ -7,6 +7,10 @@ unless ``retain``):
 2. ``write-kubeconfig``: its kubeconfig copied to ``<state_dir>/kubeconfig``.
 3. ``start-kubelets``: the :class:`~lab.cluster.kubelet.KubeletStandIn` heartbeat loop.
 4. ``register-nodes``: one registration per :class:`NodeSpec`, shaped for the spec's version.
+5. ``start-dataplane``: ``lab.dataplane.plane.SimDataPlane`` for the spec's version: scheduler,
+   the controllers of kube-controller-manager that move pods and endpoints (workloads, node
+   IPAM, node lifecycle and taint eviction, GC, Endpoints/EndpointSlices), the kubelet's pod
+   half and the kube-proxy model, all through the API and on the lab clock (``clock``).
 
 A one-node cluster gets what kind does to it after kubeadm: no control-plane taint and, from
 kind v0.22.0, no exclusion label (``versions.kind_single_node_keeps_exclusion_label``). Nodes
@@ -15,10 +19,10 @@ scenarios read the same on both backends; nodes without an IP get consecutive ad
 ``node_subnet`` (``.2`` upward, as Docker hands them out on kind's network). The lab aligns the
 fake EC2 instances with the result of :meth:`SimProvider.nodes`.
 
-Where a real kubelet or kube-controller-manager is missing, the stand-in's documented effects
-apply (``lab.cluster.kubelet``): Lease renewal, condition heartbeats, NotReady/unreachable taints
-after the grace period on ``stop_heartbeat``. Nothing else of KCM runs (no pod eviction, GC or
-node IPAM).
+Where a real kubelet or kube-controller-manager is missing, the stand-ins' documented effects
+apply: Lease renewal and condition heartbeats (``lab.cluster.kubelet``); Unknown/unreachable
+after the node-monitor grace period on ``stop_heartbeat``, taints, pod eviction and the rest
+(``lab.dataplane``). ``dataplane=False`` leaves the data plane out (nodes then only heartbeat).
 """
 
 from __future__ import annotations
@@ -29,12 +33,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from lab.clock import LabClock, ScaledClock
 from lab.cluster.base import Capabilities, ClusterSpec, NodeInfo, NodeSpec
 from lab.cluster.kubeapi import list_node_infos, raw
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.planner import plan_nodes
 from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import kind_single_node_keeps_exclusion_label
+from lab.dataplane.plane import SimDataPlane
 from lab.kube.server import KubeServer
 
 
@@ -81,7 +87,7 @@ class StartKubelets:
 
     def execute(self, ctx: SimContext) -> None:
         p = ctx.provider
-        p.kubelet = KubeletStandIn(p.require_simulator().api_client(), **p.kubelet_options)
+        p.kubelet = p.new_kubelet()
         p.kubelet.start()
 
     def undo(self, ctx: SimContext) -> None:
@@ -110,6 +116,21 @@ class RegisterNodes:
         ctx.registered.clear()
 
 
+class StartDataPlane:
+    name = "start-dataplane"
+
+    def execute(self, ctx: SimContext) -> None:
+        p = ctx.provider
+        if p.with_dataplane:
+            p.dataplane = p.new_dataplane().start()
+
+    def undo(self, ctx: SimContext) -> None:
+        p = ctx.provider
+        if p.dataplane is not None:
+            p.dataplane.stop()
+            p.dataplane = None
+
+
 class SimProvider:
     """A simulated cluster whose state lives under ``state_dir``."""
 
@@ -123,14 +144,22 @@ class SimProvider:
         node_subnet: str = "172.18.0.0/16",
         simulator_options: dict[str, Any] | None = None,
         kubelet_options: dict[str, Any] | None = None,
+        dataplane: bool = True,
+        dataplane_options: dict[str, Any] | None = None,
+        clock: LabClock | None = None,
     ) -> None:
         self.name = name
         self.state_dir = state_dir
         self.node_subnet = node_subnet
         self.simulator_options = dict(simulator_options or {})
         self.kubelet_options = dict(kubelet_options or {})
+        self.with_dataplane = dataplane
+        self.dataplane_options = dict(dataplane_options or {})
+        #: the lab clock every timed stand-in runs on (lab seconds; ``lab.clock``)
+        self.clock: LabClock = clock or ScaledClock()
         self.simulator: KubeServer | None = None
         self.kubelet: KubeletStandIn | None = None
+        self.dataplane: SimDataPlane | None = None
         self.spec: ClusterSpec | None = None
         #: the spec's nodes with names and IPs filled in (``lab.cluster.planner``)
         self.planned: list[NodeSpec] = []
@@ -150,7 +179,13 @@ class SimProvider:
         )
 
     def steps(self) -> list[Step[SimContext]]:
-        return [StartApiServer(), WriteKubeconfig(), StartKubelets(), RegisterNodes()]
+        return [
+            StartApiServer(),
+            WriteKubeconfig(),
+            StartKubelets(),
+            RegisterNodes(),
+            StartDataPlane(),
+        ]
 
     def prepare(self, spec: ClusterSpec) -> None:
         """Nothing has to exist before the lab's endpoints start."""
@@ -168,7 +203,26 @@ class SimProvider:
         self._run = StepRun(self.steps(), progress=progress)
         self._run.run(self._ctx, retain=retain)  # on failure delete() undoes what was retained
 
-    # --- the kubelets ---------------------------------------------------------------------
+    # --- the kubelets and the data plane -------------------------------------------------
+
+    def new_kubelet(self) -> KubeletStandIn:
+        return KubeletStandIn(self.api_client(), clock=self.clock, **self.kubelet_options)
+
+    def new_dataplane(self) -> SimDataPlane:
+        if self.spec is None:
+            raise RuntimeError(f"sim cluster {self.name!r} is not provisioned")
+        return SimDataPlane(
+            self.api_client(),
+            version=self.spec.version,
+            hosts=self.require_kubelet(),
+            clock=self.clock,
+            **self.dataplane_options,
+        )
+
+    def require_dataplane(self) -> SimDataPlane:
+        if self.dataplane is None:
+            raise RuntimeError(f"sim cluster {self.name!r} runs no data plane")
+        return self.dataplane
 
     def registration(self, name: str, /, **changes: Any) -> NodeRegistration:
         """How the stand-in registers the planned node ``name`` (tweak with ``changes``).
@@ -245,18 +299,25 @@ class SimProvider:
         """Wipe the simulator (back to its seeded namespaces) and register every node anew."""
         sim = self.require_simulator()
         kubelet = self.require_kubelet()
+        if self.dataplane is not None:
+            self.dataplane.stop()
+            self.dataplane = None
         kubelet.stop()
         sim.control.reset()
-        self.kubelet = KubeletStandIn(self.api_client(), **self.kubelet_options)
+        self.kubelet = self.new_kubelet()
         for node in self.planned:
             self.kubelet.register(self.registration(str(node.name)))
         self.kubelet.start()
+        if self.with_dataplane:
+            self.dataplane = self.new_dataplane().start()
 
     def take_internal_errors(self) -> list[str]:
         errors = self.simulator.take_internal_errors() if self.simulator is not None else []
         if self.kubelet is not None:
             errors += [f"kubelet stand-in: {e}" for e in self.kubelet.errors]
             self.kubelet.errors.clear()
+        if self.dataplane is not None:
+            errors += [f"data plane: {e}" for e in self.dataplane.take_errors()]
         return errors
 
     def stop_heartbeat(self, node: str) -> None:
@@ -277,7 +338,7 @@ class SimProvider:
         self.require_kubelet().report_ready(node)
 
     def logs(self, dest: Path) -> Path:
-        """Node and Lease objects as JSON, plus simulator handler and stand-in errors."""
+        """Node, Lease and Pod objects as JSON, plus simulator handler and stand-in errors."""
         from kubernetes import client
 
         dest.mkdir(parents=True, exist_ok=True)
@@ -288,8 +349,10 @@ class SimProvider:
                 "kube-node-lease", _preload_content=False
             )
         )
+        pods = raw(client.CoreV1Api(api_client).list_pod_for_all_namespaces(_preload_content=False))
         (dest / "nodes.json").write_text(json.dumps(nodes, indent=2))
         (dest / "leases.json").write_text(json.dumps(leases, indent=2))
+        (dest / "pods.json").write_text(json.dumps(pods, indent=2))
         errors = self.require_simulator().internal_errors()
         (dest / "apiserver-handler-errors.txt").write_text("\n".join(errors))
         kubelet_errors = self.kubelet.errors if self.kubelet else []

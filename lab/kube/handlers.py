@@ -22,6 +22,7 @@ from lab.component import InternalErrors
 from lab.kube import exceptions as E
 from lab.kube import patch as P
 from lab.kube import tables
+from lab.kube.binding import bind
 from lab.kube.control import ControlRoutes
 from lab.kube.discovery import handle_discovery
 from lab.kube.faults import KubeFaults, default_reason
@@ -143,6 +144,16 @@ class Api:
             return self._list(req, route)
         if verb == "watch":
             return self.streams.respond(req, route)
+        if verb == "create" and route.subresource == "binding":
+            bound = bind(
+                self.store,
+                rt,
+                ns,
+                route.name or "",
+                decode(req.body, yaml_ok=False),
+                dry_run=dry_run,
+            )
+            return json_response(201, bound)
         if verb == "create":
             if rt.namespaced and route.namespace is None:
                 raise E.unknown_path()

@@ -97,7 +97,7 @@ RESOURCES: tuple[ResourceType, ...] = (
         namespaced=True,
         short_names=("po",),
         categories=("all",),
-        subresources=("status",),
+        subresources=("binding", "status"),
     ),
     ResourceType(
         "", "v1", "Endpoints", "endpoints", "endpoints", namespaced=True, short_names=("ep",)
@@ -136,6 +136,17 @@ RESOURCES: tuple[ResourceType, ...] = (
         "deployment",
         namespaced=True,
         short_names=("deploy",),
+        categories=("all",),
+        subresources=("status",),
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "ReplicaSet",
+        "replicasets",
+        "replicaset",
+        namespaced=True,
+        short_names=("rs",),
         categories=("all",),
         subresources=("status",),
     ),

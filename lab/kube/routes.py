@@ -17,7 +17,11 @@ _BY_GV: dict[tuple[str, str], dict[str, ResourceType]] = {}
 for _rt in RESOURCES:
     _BY_GV.setdefault((_rt.group, _rt.version), {})[_rt.plural] = _rt
 
-SUBRESOURCE_VERBS = {"status": ("get", "patch", "update"), "finalize": ("update",)}
+SUBRESOURCE_VERBS = {
+    "status": ("get", "patch", "update"),
+    "finalize": ("update",),
+    "binding": ("create",),
+}
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,8 @@ def verb_for(method: str, route: Route, *, watch: bool) -> str:
             "PATCH": "patch",
             "DELETE": "delete",
         }
+        if route.subresource:
+            verbs["POST"] = "create"  # e.g. pods/binding
     verb = verbs.get(method)
     if verb is None:
         raise E.ApiError(

@@ -13,7 +13,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from lab.kube.exceptions import FieldError, bad_request, forbidden, not_supported, required
+from lab.kube.exceptions import (
+    FieldError,
+    bad_request,
+    forbidden,
+    invalid_value,
+    not_supported,
+    required,
+)
 from lab.kube.resources import ResourceType
 from lab.kube.validation import validate_labels
 
@@ -61,6 +68,7 @@ TOP_LEVEL_FIELDS: dict[tuple[str, str], frozenset[str]] = {
         "action reason regarding related note type deprecatedSource deprecatedFirstTimestamp "
         "deprecatedLastTimestamp deprecatedCount",
         ("apps", "deployments"): "spec status",
+        ("apps", "replicasets"): "spec status",
     }.items()
 }
 
@@ -266,6 +274,7 @@ class PodStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+        default_toleration_seconds(obj.setdefault("spec", {}))
 
     def default(self, obj: Obj, old: Obj | None) -> None:
         spec = obj.setdefault("spec", {})
@@ -287,6 +296,34 @@ class PodStrategy(Strategy):
         if requested is not None:
             return max(requested, 0)
         return int(spec.get("terminationGracePeriodSeconds", 30))
+
+
+#: The DefaultTolerationSeconds admission plugin's taints and delay (its flags' defaults).
+DEFAULT_TOLERATION_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+DEFAULT_TOLERATION_SECONDS = 300
+
+
+def default_toleration_seconds(spec: Obj) -> None:
+    """The DefaultTolerationSeconds admission plugin (on by default; pods, on create): a pod
+    that tolerates neither NoExecute taint of an unhealthy node gets a 300 s toleration for it,
+    so taint-based eviction waits five minutes."""
+    tolerations = spec.get("tolerations") or []
+    for key in DEFAULT_TOLERATION_TAINTS:
+        if any(
+            t.get("key") in (key, None, "") and t.get("effect") in ("NoExecute", None, "")
+            for t in tolerations
+        ):
+            continue
+        tolerations.append(
+            {
+                "key": key,
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+            }
+        )
+    if tolerations:
+        spec["tolerations"] = tolerations
 
 
 def default_pod_spec(spec: Obj) -> None:
@@ -396,6 +433,52 @@ class DeploymentStrategy(Strategy):
         return errs
 
 
+class ReplicaSetStrategy(Strategy):
+    """``registry/apps/replicaset/strategy.go``: status reset on create, generation managed,
+    one replica by default, a selector that must select the template's labels."""
+
+    generation_managed = True
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj["status"] = {"replicas": 0}
+
+    def default(self, obj: Obj, old: Obj | None) -> None:
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        template = spec.setdefault("template", {})
+        default_pod_spec(template.setdefault("spec", {}))
+
+    def validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
+        spec = obj.get("spec") or {}
+        selector = spec.get("selector") or {}
+        errs: list[FieldError] = []
+        if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+            errs.append(required("spec.selector"))
+        template = spec.get("template") or {}
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        errs.extend(validate_labels(labels, "spec.template.metadata.labels"))
+        wanted = selector.get("matchLabels") or {}
+        if wanted and any(labels.get(k) != v for k, v in wanted.items()):
+            go_map = ",".join(f'"{k}":"{v}"' for k, v in sorted(labels.items()))
+            errs.append(
+                FieldError(
+                    "FieldValueInvalid",
+                    "spec.template.metadata.labels",
+                    f"Invalid value: map[string]string{{{go_map}}}: "
+                    "`selector` does not match template `labels`",
+                )
+            )
+        replicas = spec.get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            errs.append(
+                invalid_value("spec.replicas", replicas, "must be greater than or equal to 0")
+            )
+        errs.extend(
+            validate_pod_spec(template.get("spec") or {}, "spec.template.spec", creating=True)
+        )
+        return errs
+
+
 class LeaseStrategy(Strategy):
     pass
 
@@ -414,6 +497,7 @@ def build_strategies(
         ("", "events"): EventStrategy,
         ("", "serviceaccounts"): ServiceAccountStrategy,
         ("apps", "deployments"): DeploymentStrategy,
+        ("apps", "replicasets"): ReplicaSetStrategy,
         ("coordination.k8s.io", "leases"): LeaseStrategy,
     }
     out: dict[tuple[str, str], Strategy] = {}

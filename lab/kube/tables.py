@@ -552,6 +552,21 @@ def _print_deployment(dep: Obj, now: datetime) -> Cells:
     ]
 
 
+def _print_replica_set(rs: Obj, now: datetime) -> Cells:
+    names, images = _containers_cells(rs)
+    replicas = _dig(rs, "spec", "replicas")
+    return [
+        _str(rs, "metadata", "name"),
+        replicas if isinstance(replicas, int) else 1,
+        _int(rs, "status", "replicas"),
+        _int(rs, "status", "readyReplicas"),
+        since(_dig(rs, "metadata", "creationTimestamp"), now),
+        names,
+        images,
+        format_label_selector(_dig(rs, "spec", "selector")),
+    ]
+
+
 def _count_keys(*maps: object) -> int:
     return sum(len(m) for m in maps if isinstance(m, Mapping))
 
@@ -688,6 +703,19 @@ PRINTERS: Mapping[tuple[str, str], KindTable] = {
             _wide("Selector", "Label selector of the deployment's pods."),
         ),
         _print_deployment,
+    ),
+    ("apps", "ReplicaSet"): KindTable(
+        (
+            NAME,
+            Column("Desired", "Number of desired pods.", type="integer"),
+            Column("Current", "Number of pods created.", type="integer"),
+            Column("Ready", "Number of pods ready.", type="integer"),
+            AGE,
+            _wide("Containers", "Names of the template's containers."),
+            _wide("Images", "Images of the template's containers."),
+            _wide("Selector", "Label selector of the replica set's pods."),
+        ),
+        _print_replica_set,
     ),
 }
 

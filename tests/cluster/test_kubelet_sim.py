@@ -1,5 +1,9 @@
 """The kubelet stand-in against the API simulator, through the official client and kubectl:
-registration shape, Lease renewal, NotReady after the grace period, recovery."""
+registration shape, Lease renewal, NotReady after the grace period, recovery.
+
+The Unknown status and the taints come from kube-controller-manager's node lifecycle
+controller (``lab.dataplane.nodelifecycle``), which runs here next to the stand-in, as in a
+sim lab; everything is on a lab clock at 100x (10 s renewals, a 40 s grace period)."""
 
 from __future__ import annotations
 
@@ -13,10 +17,15 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client
 
+from lab.clock import ScaledClock
 from lab.cluster.base import Role
 from lab.cluster.kubeapi import raw
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.versions import KubeVersion
+from lab.dataplane.api import Api
+from lab.dataplane.informers import Informers
+from lab.dataplane.nodelifecycle import NodeLifecycleController
+from lab.dataplane.versions import node_lifecycle_behaviour
 from lab.kube.server import KubeServer
 
 KUBECTL = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl"
@@ -53,15 +62,28 @@ def coordination(sim: KubeServer) -> client.CoordinationV1Api:
 
 @pytest.fixture
 def kubelet(sim: KubeServer) -> Iterator[KubeletStandIn]:
+    clock = ScaledClock(100)
     standin = KubeletStandIn(
-        sim.api_client(),
-        lease_renew_interval=0.1,
-        status_report_interval=0.3,
-        node_monitor_grace_period=0.6,
+        sim.api_client(), lease_renew_interval=10, status_report_interval=30, clock=clock
     )
+    informers = Informers(Api(sim.api_client()))
+    lifecycle = NodeLifecycleController(
+        informers.api,
+        informers,
+        clock,
+        behaviour=node_lifecycle_behaviour("1.33"),
+        grace=40,
+        monitor_period=5,
+    )
+    informers.start()
+    informers.wait_synced()
+    lifecycle.start()
     with standin:
         yield standin
+    lifecycle.stop()
+    informers.stop()
     assert standin.errors == []
+    assert lifecycle.errors == []
 
 
 def node_json(core: client.CoreV1Api, name: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.clock import ScaledClock
 from lab.cluster.base import ClusterSpec, NodeName, NodeSpec, ProviderID, Role
 from lab.cluster.planner import plan_nodes
 from lab.cluster.sim import SimProvider
@@ -21,11 +22,7 @@ from lab.cluster.versions import KubeVersion
 
 KUBECTL = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl"
 CP_ID = ProviderID("aws:///us-east-1a/i-0aaaaaaaaaaaaaaa1")
-FAST = {
-    "lease_renew_interval": 0.1,
-    "status_report_interval": 0.3,
-    "node_monitor_grace_period": 0.5,
-}
+FAST = {"lease_renew_interval": 10, "status_report_interval": 30}  # lab seconds, at 100x
 
 
 def spec(*nodes: NodeSpec, version: str = "1.29") -> ClusterSpec:
@@ -65,7 +62,13 @@ def ready_states(provider: SimProvider) -> list[ReadyState]:
 
 @pytest.fixture
 def provider(tmp_path: Path) -> Iterator[SimProvider]:
-    p = SimProvider("lab", state_dir=tmp_path / "lab", kubelet_options=FAST)
+    p = SimProvider(
+        "lab",
+        state_dir=tmp_path / "lab",
+        kubelet_options=FAST,
+        dataplane_options={"node_monitor_grace_period": 50},
+        clock=ScaledClock(100),
+    )
     yield p
     p.delete()
 
@@ -135,6 +138,7 @@ def test_provision_nodes_kubectl_heartbeat_logs_delete(
     assert rows == {"lab-control-plane": "Ready", "lab-worker": "Ready", "lab-worker2": "NotReady"}
 
     logs = provider.logs(tmp_path / "logs")
+    assert json.loads((logs / "pods.json").read_text())["items"] == []
     dumped = json.loads((logs / "nodes.json").read_text())
     assert len(dumped["items"]) == 3
     assert (logs / "apiserver-handler-errors.txt").read_text() == ""
@@ -146,6 +150,53 @@ def test_provision_nodes_kubectl_heartbeat_logs_delete(
     with pytest.raises(urllib.error.URLError, match="refused"):
         urllib.request.urlopen(url + "/readyz", timeout=2)
     provider.delete()  # idempotent
+
+
+def test_data_plane_runs_pods_and_survives_reset(provider: SimProvider) -> None:
+    provider.provision(spec(NodeSpec(Role.CONTROL_PLANE), NodeSpec(Role.WORKER), version="1.26"))
+    assert provider.require_dataplane().version == KubeVersion.parse("1.26")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"nodeName": "lab-worker", "containers": [{"name": "c", "image": "nginx"}]},
+    }
+    kubectl_apply(provider, pod)
+    wait_running = time.monotonic() + 10
+    while time.monotonic() < wait_running and "Running" not in kubectl(provider, "get", "pod", "p"):
+        time.sleep(0.05)
+    assert "Running" in kubectl(provider, "get", "pod", "p")
+    before = provider.require_dataplane()
+    provider.reset_objects()
+    assert provider.require_dataplane() is not before  # a fresh data plane on the fresh store
+    kubectl_apply(provider, pod)
+    wait_running = time.monotonic() + 10
+    while time.monotonic() < wait_running and "Running" not in kubectl(provider, "get", "pod", "p"):
+        time.sleep(0.05)
+    assert "Running" in kubectl(provider, "get", "pod", "p")
+    assert provider.take_internal_errors() == []
+
+
+def test_without_a_data_plane_nothing_runs_pods(tmp_path: Path) -> None:
+    bare = SimProvider("lab", state_dir=tmp_path / "bare", dataplane=False, clock=ScaledClock(100))
+    try:
+        bare.provision(spec(NodeSpec(Role.CONTROL_PLANE)))
+        assert bare.dataplane is None
+        with pytest.raises(RuntimeError, match="runs no data plane"):
+            bare.require_dataplane()
+    finally:
+        bare.delete()
+
+
+def kubectl_apply(provider: SimProvider, obj: dict) -> None:
+    subprocess.run(
+        [str(KUBECTL), "--kubeconfig", str(provider.kubeconfig()), "apply", "-f", "-"],
+        input=json.dumps(obj),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
 
 
 @pytest.mark.parametrize(("version", "excluded"), [("1.22", True), ("1.33", False)])

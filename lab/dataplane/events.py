@@ -1,0 +1,108 @@
+"""Events the data-plane stand-ins record, as their real counterparts do (``kubectl describe``).
+
+Role: one helper that writes a core/v1 Event about an object, named and shaped the way
+client-go's event recorder does (``<name>.<hex>``, involvedObject, source component, counts),
+so ``kubectl get events`` reads the same. As client-go's broadcaster does, writing is
+asynchronous when the ``Api`` carries an :class:`EventSink` (the data plane attaches one): a
+controller never waits for its events, and past 1,000 queued events new ones are dropped.
+Failures to record are logged and ignored. Neighbours: every controller that reports something.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import secrets
+import threading
+
+from lab.clock import LabClock
+from lab.dataplane.api import EVENTS, Api, Obj, meta, path
+
+log = logging.getLogger(__name__)
+
+
+def involved(obj: Obj, *, kind: str, api_version: str = "v1") -> Obj:
+    m = meta(obj)
+    ref: Obj = {"kind": kind, "name": m.get("name"), "apiVersion": api_version}
+    if m.get("namespace"):
+        ref["namespace"] = m["namespace"]
+    if m.get("uid"):
+        ref["uid"] = m["uid"]
+    if m.get("resourceVersion"):
+        ref["resourceVersion"] = m["resourceVersion"]
+    return ref
+
+
+def record(
+    api: Api,
+    clock: LabClock,
+    ref: Obj,
+    *,
+    reason: str,
+    message: str,
+    component: str,
+    type_: str = "Normal",
+    host: str | None = None,
+) -> None:
+    """Write one Event about ``ref`` (an involvedObject); errors are logged, not raised."""
+    namespace = str(ref.get("namespace") or "default")
+    stamp = clock.wall().strftime("%Y-%m-%dT%H:%M:%SZ")
+    source: Obj = {"component": component}
+    if host:
+        source["host"] = host
+    body: Obj = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{ref.get('name')}.{secrets.token_hex(8)}",
+            "namespace": namespace,
+        },
+        "involvedObject": ref,
+        "reason": reason,
+        "message": message,
+        "type": type_,
+        "source": source,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "reportingComponent": component,
+        "reportingInstance": host or "",
+    }
+    sink = getattr(api, "event_sink", None)
+    if isinstance(sink, EventSink):
+        sink.put(namespace, body)
+    else:
+        _write(api, namespace, body)
+
+
+def _write(api: Api, namespace: str, body: Obj) -> None:
+    try:
+        api.create(path(EVENTS, namespace), body)
+    except Exception as err:
+        log.debug("event %s not recorded: %s", body.get("reason"), err)
+
+
+class EventSink:
+    """A background writer for events (client-go's broadcaster, 1,000 deep)."""
+
+    def __init__(self, api: Api, *, depth: int = 1000) -> None:
+        self.api = api
+        self._queue: queue.Queue[tuple[str, Obj] | None] = queue.Queue(maxsize=depth)
+        self._thread = threading.Thread(target=self._run, name="event-sink", daemon=True)
+        self.dropped = 0
+        self._thread.start()
+
+    def put(self, namespace: str, body: Obj) -> None:
+        try:
+            self._queue.put_nowait((namespace, body))
+        except queue.Full:
+            self.dropped += 1
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            _write(self.api, *item)
+
+    def stop(self) -> None:
+        """Write what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout=10)

@@ -1,0 +1,187 @@
+"""The sim backend's data plane as one object: every stand-in, started and stopped together.
+
+Role: the sim cluster provider (``lab.cluster.sim``) builds a :class:`SimDataPlane` next to the
+kubelet stand-in, for the cluster's Kubernetes version and the lab clock. It owns one API
+client (a pool sized for the watches), the shared informers, and the stand-ins: kube-scheduler
+(``scheduler``), the ReplicaSet, Deployment, node IPAM, node lifecycle, taint-eviction,
+garbage-collector, Endpoints and EndpointSlice controllers, the kubelet's pod half
+(``kubelet_pods``, driven by the node half it is given) and the kube-proxy model
+(``kubeproxy``). :meth:`SimDataPlane.start` waits for the informers to sync before any
+controller acts; :meth:`SimDataPlane.stop` is idempotent and leaves no thread behind.
+Errors the stand-ins could not recover from are handed out by :meth:`take_errors` (the sim
+provider reports them as internal errors, which fail the test that caused them).
+
+The public surface the traffic probe and the sim prober use: ``kube_proxy`` (route,
+health_check_node_port, healthz), ``kubelet`` (set_ready, evict, shutdown_node, logs, pod_at).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import Any
+
+from lab.clock import LabClock, ScaledClock
+from lab.cluster.versions import KubeVersion
+from lab.dataplane.api import Api, new_api_client
+from lab.dataplane.controller import Controller
+from lab.dataplane.deployments import DeploymentController
+from lab.dataplane.endpoints import EndpointsController
+from lab.dataplane.endpointslices import EndpointSliceController
+from lab.dataplane.events import EventSink
+from lab.dataplane.gc import GarbageCollector
+from lab.dataplane.informers import Informers
+from lab.dataplane.ipam import DEFAULT_CLUSTER_CIDR, NodeIpamController
+from lab.dataplane.kubelet_pods import KubeletHosts, KubeletPods
+from lab.dataplane.kubeproxy import KubeProxyModel
+from lab.dataplane.nodelifecycle import NodeLifecycleController, TaintEvictionController
+from lab.dataplane.replicasets import ReplicaSetController
+from lab.dataplane.scheduler import Scheduler
+from lab.dataplane.versions import (
+    endpoints_behaviour,
+    kube_proxy_behaviour,
+    kubelet_behaviour,
+    node_lifecycle_behaviour,
+)
+
+log = logging.getLogger(__name__)
+
+
+class SimDataPlane:
+    """Every data-plane stand-in of one sim cluster (see the module doc)."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        version: KubeVersion | str,
+        hosts: KubeletHosts,
+        clock: LabClock | None = None,
+        seed: int = 0,
+        node_monitor_grace_period: float | None = None,
+        node_monitor_period: float = 5.0,
+        cluster_cidr: str = DEFAULT_CLUSTER_CIDR,
+        ip_policy: str = "lowest-free",
+    ) -> None:
+        self.version = KubeVersion.parse(version)
+        self.clock: LabClock = clock or ScaledClock()
+        self._client = new_api_client(api_client)
+        self.api = Api(self._client)
+        self.events: EventSink | None = None
+        self.informers = Informers(self.api)
+        lifecycle = node_lifecycle_behaviour(self.version)
+        endpoints = endpoints_behaviour(self.version)
+        self.scheduler = Scheduler(self.api, self.informers, self.clock, rng=random.Random(seed))
+        self.replica_sets = ReplicaSetController(self.api, self.informers, self.clock)
+        self.deployments = DeploymentController(self.api, self.informers, self.clock)
+        self.node_ipam = NodeIpamController(
+            self.api, self.informers, self.clock, cluster_cidr=cluster_cidr
+        )
+        self.node_lifecycle = NodeLifecycleController(
+            self.api,
+            self.informers,
+            self.clock,
+            behaviour=lifecycle,
+            grace=node_monitor_grace_period,
+            monitor_period=node_monitor_period,
+        )
+        self.taint_eviction = TaintEvictionController(
+            self.api, self.informers, self.clock, behaviour=lifecycle
+        )
+        self.garbage_collector = GarbageCollector(self.api, self.informers, self.clock)
+        self.endpoints = EndpointsController(
+            self.api, self.informers, self.clock, behaviour=endpoints
+        )
+        self.endpoint_slices = EndpointSliceController(
+            self.api, self.informers, self.clock, behaviour=endpoints
+        )
+        self.kubelet = KubeletPods(
+            self.api,
+            self.informers,
+            self.clock,
+            hosts=hosts,
+            behaviour=kubelet_behaviour(self.version),
+            ip_policy=ip_policy,
+        )
+        self.kube_proxy = KubeProxyModel(
+            self.informers,
+            self.clock,
+            behaviour=kube_proxy_behaviour(self.version),
+            network=self.kubelet,
+        )
+        self._started = False
+
+    @property
+    def controllers(self) -> list[Controller]:
+        return [
+            self.node_ipam,
+            self.node_lifecycle,
+            self.taint_eviction,
+            self.scheduler,
+            self.replica_sets,
+            self.deployments,
+            self.garbage_collector,
+            self.endpoints,
+            self.endpoint_slices,
+            self.kubelet,
+        ]
+
+    def start(self, *, timeout: float = 20.0) -> SimDataPlane:
+        if self._started:
+            return self
+        self.events = EventSink(self.api)
+        self.api.event_sink = self.events
+        self.informers.start()
+        try:
+            self.informers.wait_synced(timeout)
+        except TimeoutError:
+            self.informers.stop()
+            self.events.stop()
+            raise
+        for controller in self.controllers:
+            controller.start()
+        self._started = True
+        log.info("data plane started (kubernetes %s, clock %r)", self.version, self.clock)
+        return self
+
+    def stop(self) -> None:
+        """Stop every controller and informer (idempotent)."""
+        for controller in self.controllers:
+            controller.stop()
+        self.informers.stop()
+        if self.events is not None:
+            self.events.stop()
+            self.api.event_sink = self.events = None
+        if self._started:
+            self._client.close()
+        self._started = False
+
+    def __enter__(self) -> SimDataPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def take_errors(self) -> list[str]:
+        """Failures no retry fixed, since the last call, as ``component: what``."""
+        errors = self.informers.take_errors()
+        for controller in self.controllers:
+            errors += controller.errors
+            controller.errors.clear()
+        return errors
+
+    def wait_idle(self, timeout: float = 10.0, *, settle: float = 0.05) -> bool:
+        """Wait until no controller has queued work (timers aside) for ``settle`` real
+        seconds; True if that happened within ``timeout`` (a benchmark helper, not a sync)."""
+        deadline = time.monotonic() + timeout
+        quiet_since: float | None = None
+        while time.monotonic() < deadline:
+            if all(c.idle for c in self.controllers):
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since >= settle:
+                    return True
+            else:
+                quiet_since = None
+            time.sleep(0.01)
+        return False

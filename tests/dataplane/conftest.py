@@ -1,0 +1,250 @@
+"""Fixtures for the data-plane tests: a simulator, kubelet stand-in and data plane per test.
+
+``make_cluster(version=..., speed=...)`` starts the API simulator at that Kubernetes version,
+registers nodes with the kubelet stand-in (control plane ``cp``, workers ``w1``, ``w2``; the
+cloud controller's uninitialized taint removed, as it would), and runs the whole data plane on
+a fast lab clock. Every test fails if a component recorded an error (simulator handler errors,
+stand-in errors, controller errors no retry fixed). ``wait`` polls a probe with a timeout.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pytest
+
+from lab.clock import ScaledClock
+from lab.cluster.base import Role
+from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
+from lab.cluster.versions import KubeVersion
+from lab.dataplane.api import Api, Obj
+from lab.dataplane.plane import SimDataPlane
+from lab.kube.server import KubeServer
+
+T = TypeVar("T")
+NODES = (
+    ("cp", "10.0.0.10", Role.CONTROL_PLANE),
+    ("w1", "10.0.0.11", Role.WORKER),
+    ("w2", "10.0.0.12", Role.WORKER),
+)
+
+
+def wait(what: str, probe: Callable[[], T | None], timeout: float = 15.0) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+@dataclass
+class Cluster:
+    sim: KubeServer
+    kubelet: KubeletStandIn
+    plane: SimDataPlane
+    clock: ScaledClock
+    api: Api
+    version: KubeVersion
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # --- small API helpers -------------------------------------------------------------
+
+    def get(self, url: str) -> Obj | None:
+        try:
+            return self.api.get(url)
+        except Exception as err:
+            if getattr(err, "status", None) == 404:
+                return None
+            raise
+
+    def pod(self, name: str, ns: str = "default") -> Obj | None:
+        return self.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+
+    def pods(self, ns: str = "default", selector: str = "") -> list[Obj]:
+        query = [("labelSelector", selector)] if selector else []
+        return list(self.api.get(f"/api/v1/namespaces/{ns}/pods", query=query)["items"])
+
+    def create_pod(
+        self,
+        name: str,
+        *,
+        ns: str = "default",
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+        spec: Obj | None = None,
+    ) -> Obj:
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels or {"app": "web"}},
+            "spec": spec or {"containers": [{"name": "app", "image": "nginx"}]},
+        }
+        if annotations:
+            body["metadata"]["annotations"] = annotations
+        return self.api.create(f"/api/v1/namespaces/{ns}/pods", body)
+
+    def create_service(
+        self, name: str, *, ns: str = "default", selector: dict[str, str] | None = None, **spec: Any
+    ) -> Obj:
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name},
+            "spec": {"ports": [{"port": 80}], **spec},
+        }
+        if selector != {}:  # {}: a Service without a selector
+            body["spec"]["selector"] = selector if selector is not None else {"app": "web"}
+        return self.api.create(f"/api/v1/namespaces/{ns}/services", body)
+
+    def running(self, name: str, ns: str = "default") -> Obj | None:
+        pod = self.pod(name, ns)
+        status = (pod or {}).get("status") or {}
+        return pod if status.get("phase") == "Running" and status.get("podIP") else None
+
+    def condition(self, pod: Obj | None, ctype: str) -> str | None:
+        for c in ((pod or {}).get("status") or {}).get("conditions") or []:
+            if c.get("type") == ctype:
+                return str(c.get("status"))
+        return None
+
+    def slice_endpoints(self, service: str, ns: str = "default") -> dict[str, dict[str, Any]]:
+        slices = self.api.get(
+            f"/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices",
+            query=[("labelSelector", f"kubernetes.io/service-name={service}")],
+        )["items"]
+        return {
+            e["addresses"][0]: e["conditions"] for s in slices for e in s.get("endpoints") or []
+        }
+
+    def endpoints(self, service: str, ns: str = "default") -> tuple[set[str], set[str]]:
+        ep = self.get(f"/api/v1/namespaces/{ns}/endpoints/{service}") or {}
+        ready = {a["ip"] for s in ep.get("subsets") or [] for a in s.get("addresses") or []}
+        not_ready = {
+            a["ip"] for s in ep.get("subsets") or [] for a in s.get("notReadyAddresses") or []
+        }
+        return ready, not_ready
+
+
+def _initialize(api: Api, name: str) -> None:
+    node = api.get(f"/api/v1/nodes/{name}")
+    taints = [t for t in node["spec"].get("taints") or [] if "uninitialized" not in t["key"]]
+    api.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": taints or None}})
+
+
+@pytest.fixture
+def make_cluster() -> Iterator[Callable[..., Cluster]]:
+    started: list[Cluster] = []
+
+    def build(
+        version: str = "1.33",
+        *,
+        speed: float = 50.0,
+        nodes: tuple[tuple[str, str, Role], ...] = NODES,
+        **plane_options: Any,
+    ) -> Cluster:
+        v = KubeVersion.parse(version)
+        clock = ScaledClock(speed)
+        sim = KubeServer(version=str(v)).start()
+        kubelet = KubeletStandIn(sim.api_client(), clock=clock)
+        kubelet.start()
+        api = Api(sim.api_client())
+        for name, ip, role in nodes:
+            kubelet.register(NodeRegistration(name=name, ip=ip, version=v, role=role))
+            _initialize(api, name)
+        plane = SimDataPlane(
+            sim.api_client(), version=v, hosts=kubelet, clock=clock, **plane_options
+        )
+        plane.start()
+        cluster = Cluster(sim, kubelet, plane, clock, api, v)
+        started.append(cluster)
+        wait(
+            "every node to get a podCIDR",
+            lambda: all(
+                (cluster.get(f"/api/v1/nodes/{n}") or {}).get("spec", {}).get("podCIDR")
+                for n, _, _ in nodes
+            ),
+        )
+        return cluster
+
+    yield build
+    problems = []
+    for cluster in started:
+        cluster.plane.stop()
+        cluster.kubelet.stop()
+        problems += (
+            cluster.plane.take_errors() + cluster.kubelet.errors + cluster.sim.internal_errors()
+        )
+        cluster.sim.stop()
+    assert problems == []
+
+
+@pytest.fixture
+def cluster(make_cluster: Callable[..., Cluster]) -> Cluster:
+    return make_cluster()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one status write of a pod showed."""
+
+    phase: str
+    ready: str | None
+    containers_ready: str | None
+    reason: str | None
+    terminating: bool
+    pod_ip: str | None
+    state: str  # the first container's state: waiting / running / terminated / none
+    conditions: tuple[str, ...]
+
+
+def snapshot(pod: Obj) -> Snapshot:
+    status = pod.get("status") or {}
+    conds = {c["type"]: c.get("status") for c in status.get("conditions") or []}
+    containers = status.get("containerStatuses") or []
+    state = next(iter((containers[0].get("state") or {}).keys()), "none") if containers else "none"
+    return Snapshot(
+        phase=str(status.get("phase")),
+        ready=conds.get("Ready"),
+        containers_ready=conds.get("ContainersReady"),
+        reason=status.get("reason"),
+        terminating=bool(pod["metadata"].get("deletionTimestamp")),
+        pod_ip=status.get("podIP"),
+        state=state,
+        conditions=tuple(c["type"] for c in status.get("conditions") or []),
+    )
+
+
+class Recorder:
+    """Every state a pod went through, from a watch (one informer on pods)."""
+
+    def __init__(self, cluster: Cluster, name: str, ns: str = "default") -> None:
+        from lab.dataplane.api import PODS
+        from lab.dataplane.informers import Informer
+
+        self.key = (ns, name)
+        self.states: list[Snapshot] = []
+        self.gone = False
+        self._informer = Informer(cluster.api, PODS)
+        self._informer.add_handler(self._on)
+        self._informer.start()
+        self._informer.wait_synced()
+
+    def _on(self, event: str, pod: Obj, old: Obj | None) -> None:
+        if (pod["metadata"].get("namespace"), pod["metadata"]["name"]) != self.key:
+            return
+        if event == "DELETED":
+            self.gone = True
+            return
+        shot = snapshot(pod)
+        if not self.states or self.states[-1] != shot:
+            self.states.append(shot)
+
+    def stop(self) -> list[Snapshot]:
+        self._informer.stop()
+        return self.states

@@ -1,0 +1,212 @@
+"""Node lifecycle and taint eviction: Unknown after the grace period, the taints, pods marked
+NotReady on True->Unknown only (#109998), eviction after tolerationSeconds, node IPAM."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from lab.cluster.base import Role
+from lab.cluster.kubelet import NodeRegistration
+from lab.dataplane.ipam import CidrSet
+from lab.dataplane.podapp import NodePodIpam
+from tests.dataplane.conftest import Cluster, wait
+
+DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+
+
+def taints(cluster: Cluster, node: str) -> set[tuple[str, str]]:
+    return {
+        (t["key"], t["effect"])
+        for t in cluster.get(f"/api/v1/nodes/{node}")["spec"].get("taints") or []
+    }
+
+
+def ready_status(cluster: Cluster, node: str) -> str:
+    (cond,) = [
+        c
+        for c in cluster.get(f"/api/v1/nodes/{node}")["status"]["conditions"]
+        if c["type"] == "Ready"
+    ]
+    return str(cond["status"])
+
+
+def on_w1(cluster: Cluster, name: str, **extra: object) -> dict:
+    return cluster.create_pod(
+        name, spec={"nodeName": "w1", "containers": [{"name": "c", "image": "nginx"}], **extra}
+    )
+
+
+@pytest.mark.parametrize(("version", "disruption"), [("1.25", False), ("1.33", True)])
+def test_dead_kubelet_unknown_taints_pods_not_ready_then_evicted(
+    make_cluster: Callable[..., Cluster], version: str, disruption: bool
+) -> None:
+    cluster = make_cluster(version, speed=100)
+    on_w1(cluster, "victim")
+    on_w1(
+        cluster,
+        "stays",
+        tolerations=[
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}
+        ],
+    )
+    wait("running", lambda: cluster.running("victim") and cluster.running("stays"))
+    assert {t["key"] for t in cluster.pod("victim")["spec"]["tolerations"]} == {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    }  # DefaultTolerationSeconds
+    cluster.kubelet.stop_heartbeat("w1")
+    wait("Unknown", lambda: ready_status(cluster, "w1") == "Unknown")
+    wait(
+        "both unreachable taints",
+        lambda: (
+            {
+                ("node.kubernetes.io/unreachable", "NoSchedule"),
+                ("node.kubernetes.io/unreachable", "NoExecute"),
+            }
+            <= taints(cluster, "w1")
+        ),
+    )
+    wait(
+        "pods marked NotReady", lambda: cluster.condition(cluster.pod("victim"), "Ready") == "False"
+    )
+    events = [e["reason"] for e in cluster.api.get("/api/v1/namespaces/default/events")["items"]]
+    assert "NodeNotReady" in events
+    # 300 s of lab time later the taint manager deletes the pod; the dead kubelet never ends it
+    victim = wait(
+        "evicted (terminating)",
+        lambda: (p := cluster.pod("victim")) and p["metadata"].get("deletionTimestamp") and p,
+        timeout=20,
+    )
+    assert (cluster.condition(victim, "DisruptionTarget") == "True") is disruption
+    assert cluster.pod("stays")["metadata"].get("deletionTimestamp") is None  # tolerates forever
+    cluster.kubelet.resume_heartbeat("w1")
+    wait(
+        "Ready and untainted",
+        lambda: (
+            ready_status(cluster, "w1") == "True"
+            and not {k for k, _ in taints(cluster, "w1") if k == "node.kubernetes.io/unreachable"}
+        ),
+    )
+    wait("the kubelet finishes the evicted pod", lambda: cluster.pod("victim") is None)
+
+
+def test_kubelet_reported_not_ready_does_not_mark_pods_109998(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    cluster = make_cluster("1.22.8", speed=100)
+    on_w1(cluster, "web")
+    wait("running", lambda: cluster.condition(cluster.running("web"), "Ready") == "True")
+    cluster.kubelet.report_not_ready("w1", "container runtime is down")
+    wait(
+        "not-ready taints",
+        lambda: (
+            {
+                ("node.kubernetes.io/not-ready", "NoSchedule"),
+                ("node.kubernetes.io/not-ready", "NoExecute"),
+            }
+            <= taints(cluster, "w1")
+        ),
+    )
+    cluster.kubelet.stop_heartbeat("w1")  # False, then silence: observed False -> Unknown
+    wait("Unknown", lambda: ready_status(cluster, "w1") == "Unknown")
+    cluster.clock.sleep(30)
+    assert cluster.condition(cluster.pod("web"), "Ready") == "True"  # never marked
+    assert ("node.kubernetes.io/unreachable", "NoExecute") in taints(cluster, "w1")
+    assert ("node.kubernetes.io/not-ready", "NoExecute") not in taints(cluster, "w1")
+
+
+def test_untolerated_no_execute_taint_evicts_at_once_and_cordon_taints(cluster: Cluster) -> None:
+    on_w1(cluster, "web")
+    wait("running", lambda: cluster.running("web"))
+    cluster.api.patch("/api/v1/nodes/w2", {"spec": {"unschedulable": True}})
+    wait(
+        "the unschedulable taint",
+        lambda: ("node.kubernetes.io/unschedulable", "NoSchedule") in taints(cluster, "w2"),
+    )
+    node = cluster.get("/api/v1/nodes/w1")
+    cluster.api.patch(
+        "/api/v1/nodes/w1",
+        {
+            "spec": {
+                "taints": [
+                    *(node["spec"].get("taints") or []),
+                    {"key": "maintenance", "effect": "NoExecute"},
+                ]
+            }
+        },
+    )
+    wait(
+        "deleted by the taint manager and ended by the kubelet", lambda: cluster.pod("web") is None
+    )
+    cluster.api.patch("/api/v1/nodes/w2", {"spec": {"unschedulable": False}})
+    wait(
+        "no unschedulable taint",
+        lambda: ("node.kubernetes.io/unschedulable", "NoSchedule") not in taints(cluster, "w2"),
+    )
+
+
+def test_cidr_set_round_robin_and_exhaustion() -> None:
+    cidrs = CidrSet("10.244.0.0/22", 24)
+    got = [cidrs.allocate_next() for _ in range(3)]
+    assert got == ["10.244.0.0/24", "10.244.1.0/24", "10.244.2.0/24"]
+    cidrs.release("10.244.0.0/24")
+    assert cidrs.allocate_next() == "10.244.3.0/24"  # continues after the last one
+    assert cidrs.allocate_next() == "10.244.0.0/24"  # then wraps to the freed range
+    assert cidrs.allocate_next() is None
+    assert cidrs.occupy("192.168.0.0/24") is False
+    with pytest.raises(ValueError, match=r"node mask /8 does not fit cluster CIDR 10\.244\."):
+        CidrSet("10.244.0.0/16", 8)
+
+
+def test_pod_ip_policies() -> None:
+    lowest = NodePodIpam("10.244.1.0/24")
+    assert [lowest.allocate() for _ in range(3)] == ["10.244.1.2", "10.244.1.3", "10.244.1.4"]
+    lowest.release("10.244.1.2")
+    assert lowest.allocate() == "10.244.1.2"  # reused at once (what #109414 needs)
+    robin = NodePodIpam("10.244.1.0/30", policy="round-robin")
+    assert robin.allocate() == "10.244.1.2"
+    assert robin.allocate() is None  # a /30 has one pod address
+    robin.release("10.244.1.2")
+    assert robin.allocate() == "10.244.1.2"
+    with pytest.raises(
+        ValueError, match="pod IP policy must be lowest-free or round-robin, got 'random'"
+    ):
+        NodePodIpam("10.244.1.0/24", policy="random")
+
+
+def test_exhausted_cluster_cidr_leaves_a_node_without_range(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    nodes = (("cp", "10.0.0.10", Role.CONTROL_PLANE), ("w1", "10.0.0.11", Role.WORKER))
+    cluster = make_cluster(nodes=nodes, cluster_cidr="10.244.0.0/23")
+    cluster.kubelet.register(NodeRegistration(name="w9", ip="10.0.0.19", version=cluster.version))
+    event = wait(
+        "CIDRNotAvailable",
+        lambda: [
+            e
+            for e in cluster.api.get("/api/v1/namespaces/default/events")["items"]
+            if e["reason"] == "CIDRNotAvailable"
+        ],
+    )
+    assert event[0]["involvedObject"]["name"] == "w9"
+    assert "podCIDR" not in cluster.get("/api/v1/nodes/w9")["spec"]
+    on = cluster.create_pod(
+        "stuck", spec={"nodeName": "w9", "containers": [{"name": "c", "image": "nginx"}]}
+    )
+    assert on
+    wait(
+        "ContainerCreating without a pod network",
+        lambda: (
+            (cluster.pod("stuck") or {})
+            .get("status", {})
+            .get("containerStatuses", [{}])[0]
+            .get("state", {})
+            .get("waiting", {})
+            .get("reason")
+            == "ContainerCreating"
+        ),
+    )
+    cluster.clock.sleep(5)
+    assert cluster.pod("stuck")["status"]["phase"] == "Pending"
