@@ -115,17 +115,21 @@ class Store:
     # ------------------------------------------------------------------ lifecycle / admin
     def reset(self) -> None:
         with self.lock:
-            self.close_watches()
-            self._t = _Tables()
-            for k in self.by_key:
-                self._t.objects[k] = {}
-                self._t.sorted_keys[k] = None
-            for s in self.strategies.values():
-                s.reset()
+            self._empty()
             self.history.clear()
             self.compacted = self.rv
             if self._seed:
                 self.seed_defaults()
+
+    def _empty(self) -> None:
+        """Close every watch and drop every object and allocation (the lock is held)."""
+        self.close_watches()
+        self._t = _Tables()
+        for k in self.by_key:
+            self._t.objects[k] = {}
+            self._t.sorted_keys[k] = None
+        for s in self.strategies.values():
+            s.reset()
 
     def seed_defaults(self) -> None:
         seed_defaults(self)
@@ -162,13 +166,7 @@ class Store:
 
     def load(self, state: dict[str, Any]) -> None:
         with self.lock:
-            self.close_watches()
-            self._t = _Tables()
-            for k in self.by_key:
-                self._t.objects[k] = {}
-                self._t.sorted_keys[k] = None
-            for s in self.strategies.values():
-                s.reset()
+            self._empty()
             for key, items in state.get("objects", {}).items():
                 group, _, plural = key.partition("/")
                 k = (group, plural)
