@@ -208,8 +208,8 @@ def down(c: Context, name: str = "default") -> None:
 @task(help={"name": "lab name", "json": "print state.json plus live health as JSON"})
 def status(c: Context, name: str = "default", json_: bool = False) -> None:
     """Nodes, Services with their ELBs, endpoints and the controller; exit 1 if broken."""
-    from lab.labctl import render_status
-    from lab.labctl import status as lab_status
+    from lab.labview import render_status
+    from lab.labview import status as lab_status
 
     doc = _run(lab_status, name=name)
     if json_:
@@ -255,7 +255,7 @@ def trail(
     json_: bool = False,
 ) -> None:
     """The lab's CloudTrail: every AWS call the controller (or anyone) made."""
-    from lab.labctl import trail as lab_trail
+    from lab.labview import trail as lab_trail
 
     _run(
         lab_trail,
@@ -266,6 +266,47 @@ def trail(
         last=last,
         as_json=json_,
     )
+
+
+@task(
+    positional=["service"],
+    help={
+        "service": "the LoadBalancer Service: NAME or NAMESPACE/NAME",
+        "name": "lab name",
+        "requests": "how many requests to model (default 100)",
+        "from": "the client: a CIDR (addresses drawn from it) or a node name",
+        "port": "the Service port (default its first)",
+        "seed": "random seed (same seed, same answer)",
+        "json": "one JSON object instead of tables",
+    },
+)
+def traffic(
+    c: Context,
+    service: str,
+    name: str = "default",
+    requests: int = 100,
+    from_: str = "",
+    port: int = 0,
+    seed: int = 0,
+    json_: bool = False,
+) -> None:
+    """Where requests to a LoadBalancer Service go, hop by hop (sim backend)."""
+    from lab.labview import render_traffic
+    from lab.labview import traffic as lab_traffic
+
+    doc = _run(
+        lab_traffic,
+        service,
+        name=name,
+        requests=requests,
+        source=from_ or None,
+        port=port or None,
+        seed=seed,
+    )
+    if json_:
+        print(json.dumps(doc, sort_keys=True))
+    else:
+        render_traffic(doc)
 
 
 def _after_double_dash(argv: Sequence[str]) -> list[str]:
@@ -286,7 +327,7 @@ def kubectl(c: Context, name: str = "default") -> None:
 @task(help={"name": "lab name"})
 def env(c: Context, name: str = "default") -> None:
     """Exports for a shell: `eval "$(invoke lab.env)"` (kubeconfig, AWS, metadata)."""
-    from lab.labctl import environment, render_environment
+    from lab.labview import environment, render_environment
 
     print(render_environment(_run(environment, name=name)), end="")
 
@@ -394,7 +435,7 @@ def repro(
     """Replay a failure-catalog scenario step by step, showing the evidence (--list: ids)."""
     from e2e.repro import list_catalog
     from e2e.repro import repro as run_repro
-    from lab.labctl import status_console
+    from lab.labview import status_console
 
     console = status_console()
     if scenario in ("--list", "-l", "list"):
@@ -412,7 +453,7 @@ def repro(
 ns = Collection()
 ns.add_collection(Collection("check", check, lint, types, contracts))
 ns.add_task(fmt)
-lab_ns = Collection("lab", up, down, status, logs, trail, kubectl, env, debug, repro)
+lab_ns = Collection("lab", up, down, status, logs, trail, traffic, kubectl, env, debug, repro)
 lab_ns.add_collection(
     Collection("controller", controller_restart, controller_deploy, controller_undeploy)
 )

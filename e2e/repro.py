@@ -38,7 +38,7 @@ from e2e.support import (
     wait_gone,
 )
 from e2e.test_k8s_84926 import Evidence, assert_fixed, assert_wrong_on_delete, run_scenario
-from lab import labctl
+from lab import labctl, labview
 from lab.aws import AwsControlClient, make_client
 from lab.aws.render import render_trail
 from lab.compose import Lab, LabConfig
@@ -224,7 +224,7 @@ def _running_lab(name: str, console: Console) -> Iterator[_Target]:
     ec2 = make_client("ec2", state.aws_endpoint, state.region)
     order = control.fidelity().elb_sg_order
     rules = ingress_rules(ec2, state.node_security_group)
-    core = labctl.core_api(state)
+    core = labview.core_api(state)
     target = _Target(_RunningLab(state, console), core, state.aws_endpoint, state.region)
     try:
         yield target

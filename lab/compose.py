@@ -63,6 +63,7 @@ from lab.imds import ImdsServer
 from lab.kube.server import KubeServer
 from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.state import LabState, node_states
+from lab.traffic import Gate, TrafficProbe
 
 log = logging.getLogger(__name__)
 
@@ -563,6 +564,13 @@ class Lab:
         return plane
 
     @property
+    def traffic(self) -> TrafficProbe:
+        """Where requests to a LoadBalancer Service go, hop by hop (sim backend)."""
+        return TrafficProbe(
+            aws=self.aws.lab, dataplane=self.dataplane, gates=_PendingGates(self.aws.lab)
+        )
+
+    @property
     def has_kubelet_stand_in(self) -> bool:
         """True where nodes can be re-registered, made NotReady, removed at will (sim)."""
         return self.capabilities.kubelet_stand_in
@@ -624,6 +632,23 @@ class Lab:
             node_security_group=topo.node_security_group.group_id if topo else None,
             nodes=node_states(self.nodes),
         )
+
+
+class _PendingGates:
+    """PROVISIONAL until the security-group evaluator and ELB health checker land: allows
+    every security-group hop and counts running instances as InService."""
+
+    def __init__(self, aws: Any) -> None:
+        self.aws = aws
+
+    def ingress(self, **_: Any) -> Gate:
+        return Gate(True, "not evaluated")
+
+    def in_service(self, load_balancer: str, instance_id: str) -> tuple[bool, str]:
+        from lab.aws.elbview import instance
+
+        state = instance(self.aws, instance_id).state
+        return state == "running", f"instance is {state}"
 
 
 def wait_for(

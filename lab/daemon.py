@@ -54,6 +54,9 @@ class _Control(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         url = urlparse(self.path)
+        if url.path == "/traffic":
+            self._traffic()
+            return
         node = (parse_qs(url.query).get("node") or [""])[0]
         kubelet = self.lab.cluster.kubelet
         actions = {"/kubelet/stop-heartbeat": "stop", "/kubelet/resume-heartbeat": "resume"}
@@ -70,6 +73,28 @@ class _Control(BaseHTTPRequestHandler):
         else:
             kubelet.resume_heartbeat(node)
         self._reply(200, {"node": node, "heartbeat": action})
+
+    def _traffic(self) -> None:
+        """``lab.traffic``: the probe runs here, next to the data plane and the AWS state."""
+        from lab.compose import LabNotReady
+        from lab.traffic import TrafficError
+
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            ask = json.loads(self.rfile.read(length) or b"{}")
+            if not isinstance(ask, dict) or not isinstance(ask.get("service"), str):
+                raise TrafficError("give a JSON object with a 'service' string")
+            report = self.lab.traffic.send(
+                ask["service"],
+                requests=int(ask.get("requests") or 100),
+                source=ask.get("source") or None,
+                port=int(ask["port"]) if ask.get("port") else None,
+                seed=int(ask.get("seed") or 0),
+            )
+        except (TrafficError, LabNotReady, ValueError) as exc:
+            self._reply(400, {"error": str(exc)})
+            return
+        self._reply(200, report.to_json())
 
 
 class _Interrupted(BaseException):

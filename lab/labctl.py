@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -28,18 +27,24 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from lab.clock import DEFAULT_SPEED, check_speed
 from lab.component import ComponentNotReady, ProcessRef, spawn_detached, tail
 from lab.compose import BACKENDS
-from lab.controllerproc import LAB_AWS_ENV, ControllerProcess, ControllerSpec
+from lab.controllerproc import ControllerProcess, ControllerSpec
 from lab.kube.version import DEFAULT_K8S_VERSION
-from lab.kubeclient import new_api_client
+from lab.labview import (
+    core_api,
+    last_error,
+    owned_endpoints,
+    port_open,
+    require_daemon,
+    status_console,
+    validate_name,
+)
 from lab.state import (
     ControllerState,
     DebugState,
@@ -54,7 +59,6 @@ from lab.state import (
 
 __all__ = ["LabError", "load_state"]
 
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
 MAX_NODES = 20
 #: Kubernetes minors the simulator's stand-ins have version facts for
 SIM_MINORS = range(20, 38)
@@ -132,14 +136,6 @@ def validate_up(
         )
 
 
-def validate_name(name: str) -> None:
-    if not NAME_RE.match(name):
-        raise LabError(
-            f"--name {name!r}: use 1-32 lowercase letters, digits and '-' (it names a "
-            "directory and, on kind, a cluster)"
-        )
-
-
 def choose_backend(requested: str, console: Console) -> str:
     """``auto`` → kind where Docker and kind answer, else sim (said, with the reason);
     ``kind`` → checked to be usable, with what to do otherwise."""
@@ -160,29 +156,6 @@ def choose_backend(requested: str, console: Console) -> str:
 
 
 # --- processes and ports -----------------------------------------------------------------------
-
-
-def port_open(url: str) -> bool:
-    """True while something listens at ``url``'s host and port.
-
-    Read from the kernel's socket tables, never by connecting: debugpy's adapter takes any
-    connection for a client session and would refuse the real debugger afterwards.
-    """
-    from lab.debug.launcher import port_is_listening
-
-    parsed = urlparse(url)
-    if not parsed.hostname or not parsed.port:
-        return False
-    return port_is_listening(parsed.hostname, parsed.port)
-
-
-def owned_endpoints(state: LabState) -> list[tuple[str, str]]:
-    """The endpoints this lab's own processes serve (a kind or existing API server is not)."""
-    return [
-        (label, url)
-        for label, url in state.endpoints()
-        if not (label == "Kubernetes" and state.backend != "sim")
-    ]
 
 
 def _wait_ports_closed(urls: Sequence[str], timeout: float = 5.0) -> list[str]:
@@ -458,7 +431,7 @@ def _controller_free(name: str, root: Path | None) -> LabState:
     """The state of a running lab whose controller is not under a debugger."""
     validate_name(name)
     state = load_state(name, root)
-    _require_daemon(state)
+    require_daemon(state)
     if state.debug is not None and state.debug.process.alive():
         raise LabError(
             f"the controller of lab {name!r} is under the debugger (lab.debug, pid "
@@ -466,16 +439,6 @@ def _controller_free(name: str, root: Path | None) -> LabState:
             "first (Ctrl-C in its terminal)"
         )
     return state
-
-
-def _require_daemon(state: LabState) -> None:
-    if state.daemon is None or not state.daemon.process.alive():
-        pid = state.daemon.process.pid if state.daemon else "?"
-        raise LabError(
-            f"lab {state.name!r} is broken: its daemon (pid {pid}) is not running, so its "
-            f"servers are gone; `invoke lab.down --name {state.name}` cleans up, then "
-            "`invoke lab.up` starts a new one"
-        )
 
 
 def controller_spec(
@@ -508,7 +471,7 @@ def _replace_controller(
         except ComponentNotReady:
             proc.stop()
             raise LabError(
-                f"the controller did not start: {_last_error(spec.log_path)} (log: {spec.log_path})"
+                f"the controller did not start: {last_error(spec.log_path)} (log: {spec.log_path})"
             ) from None
     ref = proc.ref
     state = state.replace(
@@ -530,22 +493,7 @@ def _replace_controller(
     return state
 
 
-def _last_error(log_path: Path) -> str:
-    """The most telling line of a controller log: its last error, else its last line."""
-    lines = [ln.strip() for ln in tail(log_path, 80).splitlines() if ln.strip()]
-    for line in reversed(lines):
-        if "error" in line.lower() or "Error" in line:
-            return line
-    return lines[-1] if lines else "it wrote no log"
-
-
 # --- Kubernetes access -------------------------------------------------------------------------
-
-
-def core_api(state: LabState) -> Any:
-    from kubernetes import client
-
-    return client.CoreV1Api(new_api_client(state.kubeconfig))
 
 
 def wait_nodes_initialized(state: LabState, *, timeout: float) -> None:
@@ -583,25 +531,6 @@ def kubectl(args: Sequence[str], *, name: str = "default", root: Path | None = N
     return subprocess.run([binary, *args], env=env, check=False).returncode
 
 
-def environment(*, name: str = "default", root: Path | None = None) -> list[tuple[str, str]]:
-    """The variables a shell needs to use the lab with kubectl, the AWS CLI/SDKs and IMDS."""
-    validate_name(name)
-    state = load_state(name, root)
-    return [
-        ("KUBECONFIG", state.kubeconfig),
-        ("AWS_ENDPOINT_URL", state.aws_endpoint),
-        ("AWS_REGION", state.region),
-        ("AWS_DEFAULT_REGION", state.region),
-        *LAB_AWS_ENV.items(),
-        ("AWS_EC2_METADATA_SERVICE_ENDPOINT", state.imds_endpoint),
-        ("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv4"),
-    ]
-
-
-def render_environment(pairs: Sequence[tuple[str, str]]) -> str:
-    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in pairs)
-
-
 NODE_ACTIONS = ("fix-ip", "include", "exclude", "provider-id", "stop-heartbeat", "resume-heartbeat")
 
 
@@ -618,7 +547,7 @@ def node_action(
     state = load_state(name, root)
     lab_node = state.node(node)  # LabError naming the lab's nodes
     if action in ("stop-heartbeat", "resume-heartbeat"):
-        _require_daemon(state)
+        require_daemon(state)
         assert state.daemon is not None
         if state.backend != "sim":
             raise LabError(f"--node {node}: {action} needs the sim backend's kubelet stand-in")
@@ -656,228 +585,7 @@ def node_action(
 # --- status ------------------------------------------------------------------------------------
 
 
-def status(*, name: str = "default", root: Path | None = None) -> dict[str, Any]:
-    """``state.json`` plus what is alive now; ``problems`` lists what is broken (empty when
-    the lab is healthy)."""
-    validate_name(name)
-    state = load_state(name, root)
-    problems: list[str] = []
-    live: dict[str, Any] = {
-        "processes": {label: ref.alive() for label, ref in state.processes()},
-        "endpoints": {url: port_open(url) for _, url in state.endpoints()},
-    }
-    daemon_ok = state.daemon is not None and state.daemon.process.alive()
-    if not daemon_ok:
-        pid = state.daemon.process.pid if state.daemon else "?"
-        problems.append(
-            f"the lab daemon (pid {pid}) is not running: its AWS endpoint, metadata service "
-            f"and cluster are gone; `invoke lab.down --name {name}` cleans up"
-        )
-    else:
-        for label, url in owned_endpoints(state):
-            if label in ("AWS", "metadata", "Kubernetes") and not live["endpoints"][url]:
-                problems.append(f"the {label} endpoint {url} does not answer")
-    ctl = state.controller
-    live["controller_healthy"] = bool(ctl and ctl.health_url and _get_ok(ctl.health_url))
-    if ctl is not None and not ctl.process.alive():
-        problems.append(
-            f"the controller (pid {ctl.process.pid}) has exited: {_last_error(Path(ctl.log))}; "
-            f"`invoke lab.controller.restart --name {name}` starts it again"
-        )
-    live["debug_alive"] = bool(state.debug and state.debug.process.alive())
-    live["nodes"], live["services"] = [], []
-    if daemon_ok or state.backend != "sim":
-        try:
-            live["nodes"], live["services"] = _cluster_view(state)
-        except Exception as exc:
-            problems.append(f"the Kubernetes API does not answer ({_short(exc)})")
-    return {**state.to_json(), "live": live, "problems": problems}
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:160]
-
-
-def _get_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return int(resp.status) == 200
-    except (OSError, ValueError):
-        return False
-
-
-def _cluster_view(state: LabState) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    from kubernetes import client
-
-    api = new_api_client(state.kubeconfig)
-    api.configuration.retries = 0
-    core: Any = client.CoreV1Api(api)
-    try:
-        nodes = [
-            {
-                "name": n.metadata.name,
-                "provider_id": n.spec.provider_id or "",
-                "taints": [f"{t.key}:{t.effect}" for t in (n.spec.taints or [])],
-                "ready": next(
-                    (c.status for c in (n.status.conditions or []) if c.type == "Ready"), "?"
-                ),
-                "zone": (n.metadata.labels or {}).get("topology.kubernetes.io/zone", ""),
-            }
-            for n in core.list_node(_request_timeout=3).items
-        ]
-        services = []
-        for s in core.list_service_for_all_namespaces(_request_timeout=3).items:
-            if s.spec.type != "LoadBalancer":
-                continue
-            ingress = ", ".join(
-                i.hostname or i.ip or "" for i in (s.status.load_balancer.ingress or [])
-            )
-            services.append(
-                {
-                    "name": f"{s.metadata.namespace}/{s.metadata.name}",
-                    "elb": ("a" + s.metadata.uid.replace("-", ""))[:32],
-                    "hostname": ingress,
-                    "finalizers": list(s.metadata.finalizers or []),
-                    "last_warning": "" if ingress else _last_warning(core, s),
-                }
-            )
-        return nodes, services
-    finally:
-        api.close()
-
-
-def _last_warning(core: Any, svc: Any) -> str:
-    events = core.list_namespaced_event(svc.metadata.namespace, _request_timeout=3).items
-    mine = [
-        e
-        for e in events
-        if e.type == "Warning"
-        and e.involved_object.kind == "Service"
-        and e.involved_object.name == svc.metadata.name
-    ]
-    if not mine:
-        return ""
-    last = max(mine, key=lambda e: str(e.last_timestamp or e.event_time or ""))
-    return f"{last.reason}: {last.message}"
-
-
-def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
-    out = console or status_console()
-    live = doc["live"]
-    ctl = doc.get("controller")
-    dbg = doc.get("debug")
-    out.print(
-        f"[bold]lab {doc['name']}[/] · backend {doc['backend']} · Kubernetes "
-        f"{doc['k8s_version']} · region {doc['region']} · cluster {doc['cluster_id']}"
-    )
-    if dbg and live["debug_alive"]:
-        controller = (
-            f"[cyan]under the debugger[/] pid {dbg['process']['pid']} · attach at "
-            f"{dbg['address']} · log {dbg['log']}"
-        )
-    elif ctl is None:
-        controller = "[dim]not started[/] (`invoke lab.controller.restart` starts it)"
-    elif not live["processes"].get("controller"):
-        controller = f"[red]exited[/] (pid {ctl['process']['pid']}) · log {ctl['log']}"
-    elif live["controller_healthy"]:
-        controller = f"[green]healthy[/] pid {ctl['process']['pid']} · {ctl['health_url']}"
-    else:
-        controller = f"[yellow]running, not healthy[/] pid {ctl['process']['pid']}"
-    if ctl and ctl.get("legacy_behavior"):
-        controller += f" · legacy {', '.join(ctl['legacy_behavior'])}"
-    out.print(f"controller: {controller}")
-    nodes = Table(title="nodes", title_justify="left")
-    for col in ("name", "ready", "zone", "providerID", "taints"):
-        nodes.add_column(col)
-    for n in live["nodes"]:
-        nodes.add_row(
-            n["name"],
-            n["ready"],
-            n["zone"],
-            n["provider_id"] or "[dim]-[/]",
-            "\n".join(n["taints"]) or "[dim]none[/]",
-        )
-    if live["nodes"]:
-        out.print(nodes)
-    services = Table(title="LoadBalancer Services", title_justify="left")
-    for col in ("service", "ELB name", "hostname", "finalizers"):
-        services.add_column(col, overflow="fold")
-    for s in live["services"]:
-        pending = "[yellow]pending[/]" + (
-            f"\n[dim]{escape(s['last_warning'])}[/]" if s["last_warning"] else ""
-        )
-        services.add_row(
-            s["name"],
-            s["elb"],
-            s["hostname"] or pending,
-            ", ".join(s["finalizers"]) or "[dim]-[/]",
-        )
-    out.print(services if live["services"] else "[dim]no LoadBalancer Services[/]")
-    eps = Table(title="endpoints", title_justify="left")
-    for col in ("what", "url", "up"):
-        eps.add_column(col)
-    for label, url in _endpoint_rows(doc):
-        eps.add_row(label, url, "[green]yes[/]" if live["endpoints"].get(url) else "[red]no[/]")
-    out.print(eps)
-    out.print(f"kubeconfig: {doc['kubeconfig']}")
-    for problem in doc["problems"]:
-        out.print(f"[red]✗[/] {escape(problem)}")
-
-
-def _endpoint_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
-    state = LabState.from_json({k: v for k, v in doc.items() if k not in ("live", "problems")})
-    return state.endpoints()
-
-
-def status_console() -> Console:
-    """A console that is not cut at 80 columns when piped (CI logs, ``| less``)."""
-    probe = Console()
-    return probe if probe.is_terminal else Console(width=160)
-
-
 # --- trail -------------------------------------------------------------------------------------
-
-
-def trail(
-    *,
-    name: str = "default",
-    action: str | None = None,
-    service: str | None = None,
-    errors_only: bool = False,
-    last: int = 50,
-    root: Path | None = None,
-    console: Console | None = None,
-    as_json: bool = False,
-) -> list[Any]:
-    """The AWS call trail; ``action`` matches case-insensitively; JSON lines with ``as_json``."""
-    from lab.aws import AwsControlClient
-    from lab.aws.render import render_trail
-
-    validate_name(name)
-    if last < 0:
-        raise LabError(f"--last {last}: give a number of calls (0 = all)")
-    if service is not None and service not in ("ec2", "elb", "elbv2", "sts"):
-        raise LabError(f"--service {service!r}: one of ec2, elb, elbv2, sts")
-    state = load_state(name, root)
-    _require_daemon(state)
-    everything = AwsControlClient(state.aws_endpoint).trail(
-        None, service=service, ok=False if errors_only else None
-    )
-    events = everything
-    if action:
-        events = [e for e in everything if e.action.lower() == action.lower()]
-        if not events:
-            seen = sorted({e.action for e in everything})
-            hint = ", ".join(seen) if seen else "none yet"
-            raise LabError(f"--action {action}: no such calls in the trail; actions seen: {hint}")
-    events = events[-last:] if last else events
-    if as_json:
-        for e in events:
-            sys.stdout.write(e.to_json() + "\n")
-    else:
-        (console or status_console()).print(render_trail(events))
-    return events
 
 
 # --- debug -------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -294,6 +295,49 @@ def test_status_piped_is_not_cut_and_names_why_a_service_is_pending(lab_dir: Pat
         assert "aws:///" in out, "providerIDs are shown whole"
     finally:
         invoke(lab_dir, "lab.kubectl", "--name", "fd", "--", "delete", "-f", str(manifest))
+
+
+def test_traffic_shows_the_pods_a_new_users_deployment_answers_from(lab_dir: Path) -> None:
+    """`kubectl create deployment` + `expose --type=LoadBalancer`, then `invoke lab.traffic`."""
+
+    def kubectl(*args: str) -> Result:
+        return invoke(lab_dir, "lab.kubectl", "--name", "fd", "--", *args)
+
+    assert kubectl("create", "deployment", "web", "--image=nginx", "--replicas=3").code == 0
+    try:
+        assert kubectl("expose", "deployment", "web", "--type=LoadBalancer", "--port=80").code == 0
+        assert kubectl("rollout", "status", "deployment/web", "--timeout=60s").code == 0
+
+        def three_pods() -> dict[str, Any] | None:
+            result = invoke(
+                lab_dir, "lab.traffic", "web", "--name", "fd", "--requests", "300", "--json"
+            )
+            if result.code != 0:
+                return None
+            doc: dict[str, Any] = json.loads(result.out)
+            return doc if len(doc["answered"]) == 3 else None
+
+        doc = wait_for(three_pods, timeout=60, what="three pods answering")
+        assert doc["service"] == "default/web"
+        assert sum(doc["answered"].values()) == 300
+        assert doc["dropped"] == []
+        table = invoke(lab_dir, "lab.traffic", "web", "--name", "fd")
+        assert table.code == 0, table.out
+        assert "100 answered" in table.out
+        assert all(pod in table.out for pod in doc["answered"])
+        status = invoke(lab_dir, "lab.status", "--name", "fd")
+        assert status.code == 0, status.out
+        assert "3 ready" in status.out, "the Service's endpoints"
+        assert "pods (3)" in status.out
+        assert all(pod in status.out for pod in doc["answered"])
+        missing = invoke(lab_dir, "lab.traffic", "nope", "--name", "fd")
+        assert_one_line_error(missing, "service default/nope not found")
+        internal = invoke(lab_dir, "lab.traffic", "kubernetes", "--name", "fd")
+        assert_one_line_error(internal, "type ClusterIP", "LoadBalancer")
+        bad = invoke(lab_dir, "lab.traffic", "web", "--name", "fd", "--requests", "0")
+        assert_one_line_error(bad, "--requests 0")
+    finally:
+        kubectl("delete", "service,deployment", "web")
 
 
 def test_repro_runs_on_a_scratch_lab_and_in_place_restores(lab_dir: Path) -> None:

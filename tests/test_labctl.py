@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from lab import labctl
+from lab import labctl, labview
 
 
 @pytest.mark.slow
@@ -28,7 +28,7 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
         assert all(n.instance_id.startswith("i-") for n in state.nodes)
         assert labctl.load_state("t", tmp_path) == state, "state.json round-trips"
 
-        doc = labctl.status(name="t", root=tmp_path)
+        doc = labview.status(name="t", root=tmp_path)
         assert doc["problems"] == []
         live = doc["live"]
         assert live["controller_healthy"] is True
@@ -38,14 +38,14 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
             assert seen["provider_id"] == node.provider_id
             assert not any("uninitialized" in t for t in seen["taints"])
             assert seen["zone"] == node.zone
-        labctl.render_status(doc, console)
+        labview.render_status(doc, console)
         assert "ccm-lab-worker" in console.file.getvalue()  # type: ignore[attr-defined]
 
         processes = [ref for _, ref in state.processes()]
         urls = [url for _, url in state.endpoints()]
         assert len(processes) == 2
         assert all(ref.alive() for ref in processes)
-        assert all(labctl.port_open(u) for u in urls)
+        assert all(labview.port_open(u) for u in urls)
         directory = tmp_path / "t"
         assert directory.stat().st_mode & 0o777 == 0o700, ".lab/<name> is private"
         for path in directory.rglob("*"):
@@ -54,13 +54,13 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
     finally:
         labctl.down(name="t", root=tmp_path, console=console)
     assert not any(ref.alive() for ref in processes)
-    assert not any(labctl.port_open(u) for u in urls)
+    assert not any(labview.port_open(u) for u in urls)
     assert not (tmp_path / "t").exists()
 
 
 def test_commands_on_a_missing_lab_say_how_to_start_one(tmp_path: Path) -> None:
     with pytest.raises(labctl.LabError, match=r"invoke lab\.up --name nope"):
-        labctl.status(name="nope", root=tmp_path)
+        labview.status(name="nope", root=tmp_path)
     console = Console(file=io.StringIO())
     labctl.down(name="nope", root=tmp_path, console=console)
     assert "not up" in console.file.getvalue()  # type: ignore[attr-defined]

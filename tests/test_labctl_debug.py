@@ -21,7 +21,7 @@ import pytest
 from rich.console import Console
 
 import controller.service
-from lab import labctl
+from lab import labctl, labview
 from lab.compose import wait_for
 from lab.debug import attach_session
 from lab.debug.source import function_body_line
@@ -55,9 +55,9 @@ def test_lab_debug_attach_break_evaluate_continue(tmp_path: Path) -> None:
         assert recorded.process.pid == session["pid"]
         assert recorded.address == f"127.0.0.1:{session['port']}"
         assert labctl.load_state("dbg", tmp_path).controller is None, "the old one was stopped"
-        doc = labctl.status(name="dbg", root=tmp_path)
+        doc = labview.status(name="dbg", root=tmp_path)
         assert doc["live"]["debug_alive"], "lab.status shows the debug session"
-        labctl.render_status(doc, console)
+        labview.render_status(doc, console)
         assert "under the debugger" in console.file.getvalue()  # type: ignore[attr-defined]
         launch = json.loads((tmp_path / "dbg" / "debug" / "launch.json").read_text())
         attach = launch["configurations"][0]
@@ -68,7 +68,7 @@ def test_lab_debug_attach_break_evaluate_continue(tmp_path: Path) -> None:
 
         source = Path(controller.service.__file__).resolve()
         line = function_body_line(source, "ServiceController.sync_service")
-        core = labctl.core_api(state)
+        core = labview.core_api(state)
         try:
             with attach_session(
                 session["host"], session["port"], breakpoints={str(source): [line]}, timeout=30
@@ -108,6 +108,6 @@ def test_lab_debug_attach_break_evaluate_continue(tmp_path: Path) -> None:
         assert after.debug is None
         assert after.controller is not None, "the lab's controller runs again"
         assert after.controller.process.alive()
-        assert labctl.status(name="dbg", root=tmp_path)["live"]["controller_healthy"]
+        assert labview.status(name="dbg", root=tmp_path)["live"]["controller_healthy"]
     finally:
         labctl.down(name="dbg", root=tmp_path, console=console)

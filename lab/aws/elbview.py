@@ -1,0 +1,137 @@
+"""What a Classic load balancer does with a request, read from the endpoint's own state.
+
+The traffic probe (``lab/traffic.py``) walks the hops a request takes; the AWS hops (which load
+balancer answers a DNS name, which listener takes the port, which instances it may send to and
+in which zones) are read here from moto's in-process backends under the endpoint's request
+lock, never through the API: the probe's reads must not show up in the trail a user reads, and
+must not be affected by the faults a test injects.
+
+Neighbours: :mod:`lab.aws.fidelity` (``MotoView``, the same backends), :mod:`lab.aws.app`
+(``AwsLab.lock``). Health (InService/OutOfService) and security-group verdicts are separate
+concerns (the health checker and the security-group evaluator); this module only says what is
+configured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lab.aws.app import AwsLab
+from lab.aws.fidelity import MotoView
+
+
+@dataclass(frozen=True)
+class ClassicListener:
+    """One listener: the port a client connects to and the instance port it forwards to."""
+
+    port: int
+    protocol: str
+    instance_port: int
+    instance_protocol: str
+
+
+@dataclass(frozen=True)
+class ClassicInstance:
+    """A registered instance as the load balancer sees it (zone, address, state)."""
+
+    instance_id: str
+    zone: str
+    private_ip: str
+    state: str
+    """EC2 state name (``running``, ``stopped``, ``terminated``...); ``missing`` if gone."""
+    groups: tuple[str, ...] = ()
+    """The security groups of all its network interfaces (what AWS evaluates)."""
+
+
+@dataclass(frozen=True)
+class ClassicLoadBalancer:
+    """A Classic ELB's request path: listeners, registered instances, zones, groups."""
+
+    name: str
+    dns_name: str
+    scheme: str
+    listeners: tuple[ClassicListener, ...]
+    instances: tuple[ClassicInstance, ...]
+    zones: tuple[str, ...]
+    cross_zone: bool
+    security_groups: tuple[str, ...]
+
+    def listener(self, port: int) -> ClassicListener | None:
+        return next((lst for lst in self.listeners if lst.port == port), None)
+
+
+def _enabled(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        value = value.get("enabled", value.get("Enabled", False))
+    return str(value).strip().lower() == "true"
+
+
+def _instance(ec2: Any, instance_id: str) -> ClassicInstance:
+    try:
+        inst = ec2.get_instance(instance_id)
+    except Exception:
+        return ClassicInstance(instance_id, "", "", "missing")
+    groups: set[str] = set()
+    for nic in getattr(inst, "nics", {}).values():
+        groups.update(str(g.id) for g in nic.group_set)
+    if not groups:
+        groups.update(str(g.id) for g in getattr(inst, "security_groups", None) or ())
+    return ClassicInstance(
+        instance_id=instance_id,
+        zone=str(inst.placement.zone or ""),
+        private_ip=str(inst.private_ip or ""),
+        state=str(inst.state),
+        groups=tuple(sorted(groups)),
+    )
+
+
+def _view(moto: MotoView, lb: Any) -> ClassicLoadBalancer:
+    listeners = tuple(
+        ClassicListener(
+            port=int(lst.load_balancer_port),
+            protocol=str(lst.protocol).upper(),
+            instance_port=int(lst.instance_port),
+            instance_protocol=str(getattr(lst, "instance_protocol", None) or lst.protocol).upper(),
+        )
+        for lst in lb.listeners
+    )
+    return ClassicLoadBalancer(
+        name=str(lb.name),
+        dns_name=str(lb.dns_name),
+        scheme=str(lb.scheme),
+        listeners=listeners,
+        instances=tuple(_instance(moto.ec2, i) for i in lb.instance_ids),
+        zones=tuple(str(z) for z in lb.availability_zones or ()),
+        cross_zone=_enabled(lb.attributes.get("cross_zone_load_balancing")),
+        security_groups=tuple(str(g) for g in lb.security_groups),
+    )
+
+
+def classic_load_balancer(
+    aws: AwsLab, *, dns_name: str | None = None, name: str | None = None
+) -> ClassicLoadBalancer | None:
+    """The Classic load balancer answering ``dns_name`` (or called ``name``); ``None`` if none.
+
+    DNS names compare case-insensitively and without a trailing dot, as DNS does.
+    """
+    if (dns_name is None) == (name is None):
+        raise ValueError("give exactly one of dns_name and name")
+    wanted = (dns_name or "").rstrip(".").lower()
+    settings = aws.settings
+    with aws.lock:
+        moto = MotoView(settings.account, settings.region)
+        for lb in list(moto.elb.load_balancers.values()):
+            if name is not None and lb.name == name:
+                return _view(moto, lb)
+            if dns_name is not None and str(lb.dns_name).rstrip(".").lower() == wanted:
+                return _view(moto, lb)
+    return None
+
+
+def instance(aws: AwsLab, instance_id: str) -> ClassicInstance:
+    """One instance's zone, private address and state (``missing`` if it does not exist)."""
+    settings = aws.settings
+    with aws.lock:
+        return _instance(MotoView(settings.account, settings.region).ec2, instance_id)

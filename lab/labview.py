@@ -1,0 +1,476 @@
+"""What ``invoke lab.status``, ``lab.trail``, ``lab.env`` and ``lab.traffic`` show: read-only views
+of a running lab, from ``state.json`` and what answers now.
+
+The other half of the front door, :mod:`lab.labctl`, changes labs (up, down, controller
+restarts, node patches, debug sessions) and builds on the small checks here (lab names, ports,
+the daemon being alive). Nothing in this module changes a lab; every view validates its input
+first and reports a dead or unreachable component as such, in one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from lab.component import tail
+from lab.controllerproc import LAB_AWS_ENV
+from lab.kubeclient import new_api_client
+from lab.state import LabError, LabState, load_state
+
+NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
+
+
+def validate_name(name: str) -> None:
+    if not NAME_RE.match(name):
+        raise LabError(
+            f"--name {name!r}: use 1-32 lowercase letters, digits and '-' (it names a "
+            "directory and, on kind, a cluster)"
+        )
+
+
+def port_open(url: str) -> bool:
+    """True while something listens at ``url``'s host and port.
+
+    Read from the kernel's socket tables, never by connecting: debugpy's adapter takes any
+    connection for a client session and would refuse the real debugger afterwards.
+    """
+    from lab.debug.launcher import port_is_listening
+
+    parsed = urlparse(url)
+    if not parsed.hostname or not parsed.port:
+        return False
+    return port_is_listening(parsed.hostname, parsed.port)
+
+
+def owned_endpoints(state: LabState) -> list[tuple[str, str]]:
+    """The endpoints this lab's own processes serve (a kind or existing API server is not)."""
+    return [
+        (label, url)
+        for label, url in state.endpoints()
+        if not (label == "Kubernetes" and state.backend != "sim")
+    ]
+
+
+def require_daemon(state: LabState) -> None:
+    if state.daemon is None or not state.daemon.process.alive():
+        pid = state.daemon.process.pid if state.daemon else "?"
+        raise LabError(
+            f"lab {state.name!r} is broken: its daemon (pid {pid}) is not running, so its "
+            f"servers are gone; `invoke lab.down --name {state.name}` cleans up, then "
+            "`invoke lab.up` starts a new one"
+        )
+
+
+def last_error(log_path: Path) -> str:
+    """The most telling line of a controller log: its last error, else its last line."""
+    lines = [ln.strip() for ln in tail(log_path, 80).splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if "error" in line.lower() or "Error" in line:
+            return line
+    return lines[-1] if lines else "it wrote no log"
+
+
+def core_api(state: LabState) -> Any:
+    from kubernetes import client
+
+    return client.CoreV1Api(new_api_client(state.kubeconfig))
+
+
+def environment(*, name: str = "default", root: Path | None = None) -> list[tuple[str, str]]:
+    """The variables a shell needs to use the lab with kubectl, the AWS CLI/SDKs and IMDS."""
+    validate_name(name)
+    state = load_state(name, root)
+    return [
+        ("KUBECONFIG", state.kubeconfig),
+        ("AWS_ENDPOINT_URL", state.aws_endpoint),
+        ("AWS_REGION", state.region),
+        ("AWS_DEFAULT_REGION", state.region),
+        *LAB_AWS_ENV.items(),
+        ("AWS_EC2_METADATA_SERVICE_ENDPOINT", state.imds_endpoint),
+        ("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv4"),
+    ]
+
+
+def render_environment(pairs: Sequence[tuple[str, str]]) -> str:
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in pairs)
+
+
+def status(*, name: str = "default", root: Path | None = None) -> dict[str, Any]:
+    """``state.json`` plus what is alive now; ``problems`` lists what is broken (empty when
+    the lab is healthy)."""
+    validate_name(name)
+    state = load_state(name, root)
+    problems: list[str] = []
+    live: dict[str, Any] = {
+        "processes": {label: ref.alive() for label, ref in state.processes()},
+        "endpoints": {url: port_open(url) for _, url in state.endpoints()},
+    }
+    daemon_ok = state.daemon is not None and state.daemon.process.alive()
+    if not daemon_ok:
+        pid = state.daemon.process.pid if state.daemon else "?"
+        problems.append(
+            f"the lab daemon (pid {pid}) is not running: its AWS endpoint, metadata service "
+            f"and cluster are gone; `invoke lab.down --name {name}` cleans up"
+        )
+    else:
+        for label, url in owned_endpoints(state):
+            if label in ("AWS", "metadata", "Kubernetes") and not live["endpoints"][url]:
+                problems.append(f"the {label} endpoint {url} does not answer")
+    ctl = state.controller
+    live["controller_healthy"] = bool(ctl and ctl.health_url and _get_ok(ctl.health_url))
+    if ctl is not None and not ctl.process.alive():
+        problems.append(
+            f"the controller (pid {ctl.process.pid}) has exited: {last_error(Path(ctl.log))}; "
+            f"`invoke lab.controller.restart --name {name}` starts it again"
+        )
+    live["debug_alive"] = bool(state.debug and state.debug.process.alive())
+    live["nodes"], live["services"], live["pods"] = [], [], []
+    if daemon_ok or state.backend != "sim":
+        try:
+            live["nodes"], live["services"], live["pods"] = _cluster_view(state)
+        except Exception as exc:
+            problems.append(f"the Kubernetes API does not answer ({_short(exc)})")
+    return {**state.to_json(), "live": live, "problems": problems}
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:160]
+
+
+def _get_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return int(resp.status) == 200
+    except (OSError, ValueError):
+        return False
+
+
+View = list[dict[str, Any]]
+MAX_PODS_SHOWN = 30
+
+
+def _cluster_view(state: LabState) -> tuple[View, View, View]:
+    from kubernetes import client
+
+    api = new_api_client(state.kubeconfig)
+    api.configuration.retries = 0
+    core: Any = client.CoreV1Api(api)
+    discovery: Any = client.DiscoveryV1Api(api)
+    try:
+        nodes = [
+            {
+                "name": n.metadata.name,
+                "provider_id": n.spec.provider_id or "",
+                "taints": [f"{t.key}:{t.effect}" for t in (n.spec.taints or [])],
+                "ready": next(
+                    (c.status for c in (n.status.conditions or []) if c.type == "Ready"), "?"
+                ),
+                "zone": (n.metadata.labels or {}).get("topology.kubernetes.io/zone", ""),
+            }
+            for n in core.list_node(_request_timeout=3).items
+        ]
+        services = []
+        for s in core.list_service_for_all_namespaces(_request_timeout=3).items:
+            if s.spec.type != "LoadBalancer":
+                continue
+            ingress = ", ".join(
+                i.hostname or i.ip or "" for i in (s.status.load_balancer.ingress or [])
+            )
+            services.append(
+                {
+                    "name": f"{s.metadata.namespace}/{s.metadata.name}",
+                    "elb": ("a" + s.metadata.uid.replace("-", ""))[:32],
+                    "hostname": ingress,
+                    "finalizers": list(s.metadata.finalizers or []),
+                    "last_warning": "" if ingress else _last_warning(core, s),
+                    "endpoints": _endpoint_counts(discovery, s),
+                }
+            )
+        pods = [
+            {
+                "name": f"{p.metadata.namespace}/{p.metadata.name}",
+                "phase": p.status.phase or "Pending",
+                "ready": next(
+                    (c.status for c in (p.status.conditions or []) if c.type == "Ready"), "?"
+                ),
+                "terminating": p.metadata.deletion_timestamp is not None,
+                "ip": p.status.pod_ip or "",
+                "node": p.spec.node_name or "",
+            }
+            for p in core.list_pod_for_all_namespaces(_request_timeout=3).items
+        ]
+        return nodes, services, pods
+    finally:
+        api.close()
+
+
+def _endpoint_counts(discovery: Any, svc: Any) -> dict[str, int]:
+    """Endpoints of a Service by condition, from its EndpointSlices (what kube-proxy reads)."""
+    counts = {"ready": 0, "serving": 0, "terminating": 0}
+    slices = discovery.list_namespaced_endpoint_slice(
+        svc.metadata.namespace,
+        label_selector=f"kubernetes.io/service-name={svc.metadata.name}",
+        _request_timeout=3,
+    ).items
+    for eps in slices:
+        for ep in eps.endpoints or []:
+            cond = ep.conditions
+            counts["ready"] += bool(cond and cond.ready)
+            counts["serving"] += bool(cond and cond.serving and not cond.ready)
+            counts["terminating"] += bool(cond and cond.terminating)
+    return counts
+
+
+def _last_warning(core: Any, svc: Any) -> str:
+    events = core.list_namespaced_event(svc.metadata.namespace, _request_timeout=3).items
+    mine = [
+        e
+        for e in events
+        if e.type == "Warning"
+        and e.involved_object.kind == "Service"
+        and e.involved_object.name == svc.metadata.name
+    ]
+    if not mine:
+        return ""
+    last = max(mine, key=lambda e: str(e.last_timestamp or e.event_time or ""))
+    return f"{last.reason}: {last.message}"
+
+
+def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
+    out = console or status_console()
+    live = doc["live"]
+    ctl = doc.get("controller")
+    dbg = doc.get("debug")
+    out.print(
+        f"[bold]lab {doc['name']}[/] · backend {doc['backend']} · Kubernetes "
+        f"{doc['k8s_version']} · region {doc['region']} · cluster {doc['cluster_id']}"
+    )
+    if dbg and live["debug_alive"]:
+        controller = (
+            f"[cyan]under the debugger[/] pid {dbg['process']['pid']} · attach at "
+            f"{dbg['address']} · log {dbg['log']}"
+        )
+    elif ctl is None:
+        controller = "[dim]not started[/] (`invoke lab.controller.restart` starts it)"
+    elif not live["processes"].get("controller"):
+        controller = f"[red]exited[/] (pid {ctl['process']['pid']}) · log {ctl['log']}"
+    elif live["controller_healthy"]:
+        controller = f"[green]healthy[/] pid {ctl['process']['pid']} · {ctl['health_url']}"
+    else:
+        controller = f"[yellow]running, not healthy[/] pid {ctl['process']['pid']}"
+    if ctl and ctl.get("legacy_behavior"):
+        controller += f" · legacy {', '.join(ctl['legacy_behavior'])}"
+    out.print(f"controller: {controller}")
+    nodes = Table(title="nodes", title_justify="left")
+    for col in ("name", "ready", "zone", "providerID", "taints"):
+        nodes.add_column(col)
+    for n in live["nodes"]:
+        nodes.add_row(
+            n["name"],
+            n["ready"],
+            n["zone"],
+            n["provider_id"] or "[dim]-[/]",
+            "\n".join(n["taints"]) or "[dim]none[/]",
+        )
+    if live["nodes"]:
+        out.print(nodes)
+    services = Table(title="LoadBalancer Services", title_justify="left")
+    for col in ("service", "ELB name", "hostname", "endpoints", "finalizers"):
+        services.add_column(col, overflow="fold")
+    for s in live["services"]:
+        services.add_row(
+            s["name"],
+            s["elb"],
+            s["hostname"] or "[yellow]pending[/]",
+            _render_endpoints(s.get("endpoints") or {}),
+            ", ".join(s["finalizers"]) or "[dim]-[/]",
+        )
+    out.print(services if live["services"] else "[dim]no LoadBalancer Services[/]")
+    for s in live["services"]:
+        if not s["hostname"] and s["last_warning"]:
+            out.print(
+                f"[yellow]{s['name']} pending:[/] {escape(s['last_warning'])}", soft_wrap=True
+            )
+    _render_pods(out, live.get("pods") or [])
+    eps = Table(title="endpoints", title_justify="left")
+    for col in ("what", "url", "up"):
+        eps.add_column(col)
+    for label, url in _endpoint_rows(doc):
+        eps.add_row(label, url, "[green]yes[/]" if live["endpoints"].get(url) else "[red]no[/]")
+    out.print(eps)
+    out.print(f"kubeconfig: {doc['kubeconfig']}")
+    for problem in doc["problems"]:
+        out.print(f"[red]✗[/] {escape(problem)}")
+
+
+def _render_endpoints(counts: dict[str, int]) -> str:
+    ready = counts.get("ready", 0)
+    text = f"[green]{ready} ready[/]" if ready else "[red]0 ready[/]"
+    if counts.get("serving"):
+        text += f", {counts['serving']} serving"
+    if counts.get("terminating"):
+        text += f", [yellow]{counts['terminating']} terminating[/]"
+    return text
+
+
+def _render_pods(out: Console, pods: View) -> None:
+    if not pods:
+        return
+    table = Table(title=f"pods ({len(pods)})", title_justify="left")
+    for col in ("pod", "phase", "ready", "IP", "node"):
+        table.add_column(col, overflow="fold")
+    for p in sorted(pods, key=lambda p: p["name"])[:MAX_PODS_SHOWN]:
+        phase = p["phase"] + (" [yellow](terminating)[/]" if p["terminating"] else "")
+        ready = "[green]yes[/]" if p["ready"] == "True" else "[red]no[/]"
+        table.add_row(p["name"], phase, ready, p["ip"] or "[dim]-[/]", p["node"] or "[dim]-[/]")
+    out.print(table)
+    if len(pods) > MAX_PODS_SHOWN:
+        out.print(
+            f"[dim]… {len(pods) - MAX_PODS_SHOWN} more; `invoke lab.kubectl -- get pods -A -o wide`"
+            " lists them all[/]"
+        )
+
+
+def _endpoint_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    state = LabState.from_json({k: v for k, v in doc.items() if k not in ("live", "problems")})
+    return state.endpoints()
+
+
+def status_console() -> Console:
+    """A console that is not cut at 80 columns when piped (CI logs, ``| less``)."""
+    probe = Console()
+    return probe if probe.is_terminal else Console(width=160)
+
+
+def trail(
+    *,
+    name: str = "default",
+    action: str | None = None,
+    service: str | None = None,
+    errors_only: bool = False,
+    last: int = 50,
+    root: Path | None = None,
+    console: Console | None = None,
+    as_json: bool = False,
+) -> list[Any]:
+    """The AWS call trail; ``action`` matches case-insensitively; JSON lines with ``as_json``."""
+    from lab.aws import AwsControlClient
+    from lab.aws.render import render_trail
+
+    validate_name(name)
+    if last < 0:
+        raise LabError(f"--last {last}: give a number of calls (0 = all)")
+    if service is not None and service not in ("ec2", "elb", "elbv2", "sts"):
+        raise LabError(f"--service {service!r}: one of ec2, elb, elbv2, sts")
+    state = load_state(name, root)
+    require_daemon(state)
+    everything = AwsControlClient(state.aws_endpoint).trail(
+        None, service=service, ok=False if errors_only else None
+    )
+    events = everything
+    if action:
+        events = [e for e in everything if e.action.lower() == action.lower()]
+        if not events:
+            seen = sorted({e.action for e in everything})
+            hint = ", ".join(seen) if seen else "none yet"
+            raise LabError(f"--action {action}: no such calls in the trail; actions seen: {hint}")
+    events = events[-last:] if last else events
+    if as_json:
+        for e in events:
+            sys.stdout.write(e.to_json() + "\n")
+    else:
+        (console or status_console()).print(render_trail(events))
+    return events
+
+
+# --- traffic -----------------------------------------------------------------------------------
+
+
+def traffic(
+    service: str,
+    *,
+    name: str = "default",
+    requests: int = 100,
+    source: str | None = None,
+    port: int | None = None,
+    seed: int = 0,
+    root: Path | None = None,
+) -> dict[str, Any]:
+    """Ask the lab daemon's traffic probe where ``requests`` requests to ``service`` go."""
+    validate_name(name)
+    if not 1 <= requests <= 100_000:
+        raise LabError(f"--requests {requests}: give 1 to 100000")
+    if port is not None and not 1 <= port <= 65535:
+        raise LabError(f"--port {port}: a TCP port is 1 to 65535")
+    state = load_state(name, root)
+    require_daemon(state)
+    assert state.daemon is not None
+    if state.backend != "sim":
+        raise LabError(
+            f"lab.traffic models requests on the sim backend's data plane; lab {name!r} runs "
+            f"{state.backend}, where real requests reach real nodes (curl the ELB's nodePort)"
+        )
+    body = json.dumps(
+        {"service": service, "requests": requests, "source": source, "port": port, "seed": seed}
+    ).encode()
+    req = urllib.request.Request(
+        f"{state.daemon.control_url}/traffic",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            doc: dict[str, Any] = json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        raise LabError(json.loads(exc.read()).get("error", str(exc))) from None
+    except OSError as exc:
+        raise LabError(
+            f"the lab daemon does not answer ({_short(exc)}); see `invoke lab.status`"
+        ) from None
+    return doc
+
+
+def render_traffic(doc: dict[str, Any], console: Console | None = None) -> None:
+    out = console or status_console()
+    total = int(doc["requests"])
+    answered = sum(doc["answered"].values())
+    lb = doc.get("load_balancer") or "no load balancer"
+    out.print(
+        f"[bold]{escape(doc['service'])}[/] · {total} requests from {doc['source']} via "
+        f"{escape(lb)} · seed {doc['seed']} · [green]{answered} answered[/]"
+        + (f" · [red]{total - answered} dropped[/]" if answered < total else "")
+    )
+    if doc["answered"]:
+        pods = Table(title="answered by", title_justify="left")
+        for col, justify in (("pod", "left"), ("requests", "right"), ("share", "right")):
+            pods.add_column(col, justify=justify)  # type: ignore[arg-type]
+        for pod, count in sorted(doc["answered"].items(), key=lambda kv: (-kv[1], kv[0])):
+            pods.add_row(pod, str(count), f"{100 * count / total:.0f}%")
+        out.print(pods)
+    if doc["dropped"]:
+        drops = Table(title="dropped", title_justify="left")
+        for col in ("hop", "reason", "requests"):
+            drops.add_column(col, overflow="fold")
+        for d in doc["dropped"]:
+            drops.add_row(d["hop"], escape(d["reason"]), str(d["count"]))
+        out.print(drops)
+    if doc.get("instances"):
+        out.print(
+            "[dim]instances the load balancer chose: "
+            + ", ".join(f"{i}: {n}" for i, n in doc["instances"].items())
+            + "[/]"
+        )

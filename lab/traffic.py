@@ -1,0 +1,345 @@
+"""The traffic probe: where a request to a LoadBalancer Service goes, hop by hop.
+
+Every documented failure this lab reproduces is, for its users, a traffic failure. The probe
+models N requests the way they travel on AWS and in the cluster and says which pods answered
+and where the others were dropped, with the reason:
+
+client -> the load balancer's security groups on the listener port -> the listener -> an
+InService instance (round robin; per zone unless cross-zone load balancing is on) -> the
+instance's security groups on the instance port (the nodePort), from the load balancer's
+groups -> kube-proxy on that node (:class:`lab.dataplane.kubeproxy.KubeProxyModel`) -> the pod
+answers, or refuses.
+
+Nothing is sent on any network: every hop is evaluated from state (moto's, the API server's
+through the data plane's informers). A call models its requests at one lab instant, so a
+load balancer's health and the endpoints do not change within it. Deterministic for a seed.
+
+Neighbours: :mod:`lab.aws.elbview` (the load balancer's configuration), the security-group
+evaluator and the ELB health checker behind :class:`Gates`, :mod:`lab.dataplane` (kube-proxy
+model, informers). ``Lab.traffic`` builds one; ``invoke lab.traffic`` reaches it through the
+lab daemon. The sim backend only: on kind, real requests go to real nodes instead.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from lab.aws.app import AwsLab
+from lab.aws.elbview import ClassicInstance, ClassicLoadBalancer, classic_load_balancer, instance
+from lab.dataplane.api import NODES, SERVICES
+from lab.dataplane.kubeproxy import ConnectionRefused, Drop, PodTarget
+from lab.dataplane.plane import SimDataPlane
+
+DEFAULT_CLIENT = "198.51.100.7"
+"""The modelled internet client (RFC 5737 documentation range; nothing is ever sent)."""
+
+MAX_REQUESTS = 100_000
+
+
+class TrafficError(ValueError):
+    """A probe the user asked for wrongly (no such Service, not a LoadBalancer, bad source)."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A security-group verdict: allowed, and why (the rule that allowed it, or the groups
+    that were evaluated and found no rule)."""
+
+    allowed: bool
+    reason: str
+
+
+class Gates(Protocol):
+    """The AWS verdicts the probe needs and does not compute itself."""
+
+    def ingress(
+        self,
+        *,
+        dest_groups: Sequence[str],
+        protocol: str,
+        port: int,
+        source_groups: Sequence[str] = (),
+        source_ip: str | None = None,
+    ) -> Gate: ...
+
+    def in_service(self, load_balancer: str, instance_id: str) -> tuple[bool, str]:
+        """Whether the load balancer sends to the instance now, and the reason when not."""
+        ...
+
+
+@dataclass
+class TrafficReport:
+    """Which pods answered how many requests, and every drop with its hop and reason."""
+
+    service: str
+    requests: int
+    seed: int
+    source: str
+    load_balancer: str | None = None
+    answered: Counter[str] = field(default_factory=Counter)
+    dropped: Counter[tuple[str, str]] = field(default_factory=Counter)
+    instances: Counter[str] = field(default_factory=Counter)
+    """Requests per instance the load balancer picked."""
+
+    def drop(self, hop: str, reason: str, count: int = 1) -> None:
+        self.dropped[(hop, reason)] += count
+
+    @property
+    def answered_total(self) -> int:
+        return sum(self.answered.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "service": self.service,
+            "requests": self.requests,
+            "seed": self.seed,
+            "source": self.source,
+            "load_balancer": self.load_balancer,
+            "answered": dict(sorted(self.answered.items())),
+            "dropped": [
+                {"hop": hop, "reason": reason, "count": count}
+                for (hop, reason), count in sorted(self.dropped.items(), key=lambda kv: -kv[1])
+            ],
+            "instances": dict(sorted(self.instances.items())),
+        }
+
+
+@dataclass(frozen=True)
+class PathVerdict:
+    """Node-to-node reachability on one port (``between``)."""
+
+    source: str
+    dest: str
+    protocol: str
+    port: int
+    allowed: bool
+    reason: str
+
+
+def _instance_id(provider_id: str) -> str:
+    return provider_id.rstrip("/").rsplit("/", 1)[-1] if provider_id.startswith("aws://") else ""
+
+
+class TrafficProbe:
+    """See the module doc."""
+
+    def __init__(self, *, aws: AwsLab, dataplane: SimDataPlane, gates: Gates) -> None:
+        self.aws = aws
+        self.plane = dataplane
+        self.gates = gates
+        self.services = dataplane.informers(SERVICES)
+        self.nodes = dataplane.informers(NODES)
+
+    # -- lookups --------------------------------------------------------------------------
+    def _service(self, ref: str) -> dict[str, Any]:
+        namespace, _, name = ref.rpartition("/")
+        namespace = namespace or "default"
+        if not name:
+            raise TrafficError(f"service {ref!r}: give NAME or NAMESPACE/NAME")
+        svc = self.services.get(namespace, name)
+        if svc is None:
+            raise TrafficError(
+                f"service {namespace}/{name} not found; `invoke lab.kubectl -- get svc -A` lists "
+                "them"
+            )
+        kind = (svc.get("spec") or {}).get("type") or "ClusterIP"
+        if kind != "LoadBalancer":
+            raise TrafficError(
+                f"service {namespace}/{name} is type {kind}; the probe follows requests through "
+                "a load balancer, so it needs type LoadBalancer"
+            )
+        return svc
+
+    def node_of(self, instance_id: str) -> str | None:
+        for node in self.nodes.objects():
+            if _instance_id(str((node.get("spec") or {}).get("providerID") or "")) == instance_id:
+                return str(node["metadata"]["name"])
+        return None
+
+    def instance_of(self, node: str) -> str:
+        obj = self.nodes.get("", node)
+        if obj is None:
+            raise TrafficError(f"no node {node!r} in the cluster")
+        found = _instance_id(str((obj.get("spec") or {}).get("providerID") or ""))
+        if not found:
+            raise TrafficError(f"node {node} has no aws:// providerID, so no instance to send from")
+        return found
+
+    def _source(self, source: str | None, rng: random.Random) -> tuple[str, tuple[str, ...]]:
+        """The client's address and security groups (a node's, for ``--from NODE``)."""
+        if source is None:
+            return DEFAULT_CLIENT, ()
+        try:
+            net = ipaddress.ip_network(source, strict=False)
+        except ValueError:
+            if self.nodes.get("", source) is None:
+                raise TrafficError(
+                    f"--from {source!r}: neither a CIDR nor a node of the cluster"
+                ) from None
+            inst = instance(self.aws, self.instance_of(source))
+            return inst.private_ip, inst.groups
+        if net.version != 4:
+            raise TrafficError(f"--from {source!r}: only IPv4 sources are modelled")
+        if net.num_addresses <= 2:
+            return str(net.network_address), ()
+        offset = rng.randrange(1, net.num_addresses - 1)
+        return str(net.network_address + offset), ()
+
+    # -- the walk ---------------------------------------------------------------------------
+    def send(
+        self,
+        service: str,
+        *,
+        requests: int = 100,
+        source: str | None = None,
+        port: int | None = None,
+        seed: int = 0,
+    ) -> TrafficReport:
+        """Model ``requests`` requests to ``service`` (``NAME`` or ``NAMESPACE/NAME``)."""
+        if not 1 <= requests <= MAX_REQUESTS:
+            raise TrafficError(f"--requests {requests}: give 1 to {MAX_REQUESTS}")
+        rng = random.Random(seed)
+        self._source(source, random.Random(seed))  # a bad --from fails before anything else
+        svc = self._service(service)
+        meta = svc["metadata"]
+        key = f"{meta.get('namespace', 'default')}/{meta['name']}"
+        report = TrafficReport(key, requests, seed, source or DEFAULT_CLIENT)
+        ports = [int(p["port"]) for p in (svc.get("spec") or {}).get("ports") or []]
+        if port is None:
+            if not ports:
+                raise TrafficError(f"service {key} has no ports")
+            port = ports[0]
+        elif port not in ports:
+            raise TrafficError(f"--port {port}: service {key} exposes {ports}")
+        ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+        hostname = next((str(i.get("hostname")) for i in ingress if i.get("hostname")), None)
+        if hostname is None:
+            report.drop(
+                "service", "no load balancer: status.loadBalancer.ingress is empty", requests
+            )
+            return report
+        lb = classic_load_balancer(self.aws, dns_name=hostname)
+        if lb is None:
+            report.drop("dns", f"{hostname} resolves to no load balancer", requests)
+            return report
+        report.load_balancer = lb.name
+        listener = lb.listener(port)
+        if listener is None:
+            have = ", ".join(str(x.port) for x in lb.listeners) or "none"
+            report.drop(
+                "elb-listener", f"{lb.name} has no listener on port {port} (has {have})", requests
+            )
+            return report
+        pick = _Picker(lb, self.gates, rng)
+        for _ in range(requests):
+            client_ip, client_groups = self._source(source, rng)
+            hop = self._one(
+                lb, listener.port, listener.instance_port, client_ip, client_groups, pick, rng
+            )
+            if isinstance(hop, PodTarget):
+                report.answered[f"{hop.namespace}/{hop.name}"] += 1
+            else:
+                report.drop(hop.hop, hop.reason)
+            if pick.last is not None:
+                report.instances[pick.last] += 1
+        return report
+
+    def _one(
+        self,
+        lb: ClassicLoadBalancer,
+        port: int,
+        node_port: int,
+        client_ip: str,
+        client_groups: tuple[str, ...],
+        pick: _Picker,
+        rng: random.Random,
+    ) -> PodTarget | Drop:
+        pick.last = None
+        if lb.scheme == "internal" and not ipaddress.ip_address(client_ip).is_private:
+            return Drop("elb", f"{lb.name} is internal: no route from {client_ip}")
+        gate = self.gates.ingress(
+            dest_groups=lb.security_groups,
+            protocol="tcp",
+            port=port,
+            source_groups=client_groups,
+            source_ip=client_ip,
+        )
+        if not gate.allowed:
+            return Drop("elb-security-group", gate.reason)
+        chosen = pick.next()
+        if isinstance(chosen, Drop):
+            return chosen
+        pick.last = chosen.instance_id
+        gate = self.gates.ingress(
+            dest_groups=chosen.groups,
+            protocol="tcp",
+            port=node_port,
+            source_groups=lb.security_groups,
+        )
+        if not gate.allowed:
+            return Drop("node-security-group", gate.reason)
+        node = self.node_of(chosen.instance_id)
+        if node is None:
+            return Drop(
+                "node",
+                f"{chosen.instance_id} is no node of the cluster (no Node has its providerID)",
+            )
+        try:
+            return self.plane.kube_proxy.route(node=node, node_port=node_port, rng=rng)
+        except ConnectionRefused as exc:
+            return Drop("node", f"connection refused: {exc}")
+
+    def between(
+        self, source_node: str, dest_node: str, port: int, *, protocol: str = "tcp"
+    ) -> PathVerdict:
+        """Whether ``source_node`` may open ``protocol/port`` to ``dest_node`` (security groups)."""
+        src = instance(self.aws, self.instance_of(source_node))
+        dst = instance(self.aws, self.instance_of(dest_node))
+        gate = self.gates.ingress(
+            dest_groups=dst.groups,
+            protocol=protocol,
+            port=port,
+            source_groups=src.groups,
+            source_ip=src.private_ip or None,
+        )
+        return PathVerdict(source_node, dest_node, protocol, port, gate.allowed, gate.reason)
+
+
+class _Picker:
+    """The load balancer's choice of instance: round robin over InService instances, within
+    the client's zone unless cross-zone load balancing is on (a zone with no InService
+    instance is left out of DNS, so its clients go to the other zones)."""
+
+    def __init__(self, lb: ClassicLoadBalancer, gates: Gates, rng: random.Random) -> None:
+        self.lb = lb
+        self.rng = rng
+        self.last: str | None = None
+        self.healthy: list[ClassicInstance] = []
+        self.reasons: list[str] = []
+        for inst in sorted(lb.instances, key=lambda i: i.instance_id):
+            ok, reason = gates.in_service(lb.name, inst.instance_id)
+            if ok:
+                self.healthy.append(inst)
+            else:
+                self.reasons.append(f"{inst.instance_id}: {reason}")
+        self._turn: Counter[str] = Counter()
+
+    def next(self) -> ClassicInstance | Drop:
+        if not self.healthy:
+            if not self.lb.instances:
+                return Drop("elb", f"{self.lb.name} has no registered instance")
+            return Drop("elb", "no InService instance (" + "; ".join(self.reasons) + ")")
+        pool = self.healthy
+        if not self.lb.cross_zone:
+            zones = sorted({i.zone for i in self.healthy})
+            zone = self.rng.choice(zones)
+            pool = [i for i in self.healthy if i.zone == zone]
+        key = "" if self.lb.cross_zone else pool[0].zone
+        chosen = pool[self._turn[key] % len(pool)]
+        self._turn[key] += 1
+        return chosen
