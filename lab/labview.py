@@ -456,8 +456,9 @@ def render_traffic(doc: dict[str, Any], console: Console | None = None) -> None:
     )
     if doc["answered"]:
         pods = Table(title="answered by", title_justify="left")
-        for col, justify in (("pod", "left"), ("requests", "right"), ("share", "right")):
-            pods.add_column(col, justify=justify)  # type: ignore[arg-type]
+        pods.add_column("pod")
+        pods.add_column("requests", justify="right")
+        pods.add_column("share", justify="right")
         for pod, count in sorted(doc["answered"].items(), key=lambda kv: (-kv[1], kv[0])):
             pods.add_row(pod, str(count), f"{100 * count / total:.0f}%")
         out.print(pods)

@@ -18,7 +18,7 @@ knows how to look up owners of the kinds those name.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from lab.clock import LabClock
 from lab.dataplane.api import (
@@ -59,7 +59,7 @@ class GarbageCollector(Controller):
         for resource, informer in self.informers.items():
             informer.add_handler(self._handler(resource))
 
-    def _handler(self, resource: Resource):  # type: ignore[no-untyped-def]
+    def _handler(self, resource: Resource) -> Callable[[str, Obj, Obj | None], None]:
         def on_event(event: str, obj: Obj, old: Obj | None) -> None:
             if event != "DELETED" and meta(obj).get("ownerReferences"):
                 self.enqueue((resource, meta(obj).get("namespace", ""), meta(obj).get("name", "")))

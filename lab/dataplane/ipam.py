@@ -57,7 +57,8 @@ class CidrSet:
             net = ipaddress.ip_network(cidr)
         except ValueError:
             return None
-        if net.prefixlen != self.node_mask or not net.subnet_of(self.network):  # type: ignore[arg-type]
+        inside = net.network_address in self.network and net.broadcast_address in self.network
+        if net.prefixlen != self.node_mask or not inside:
             return None
         step = 2 ** (self.network.max_prefixlen - self.node_mask)
         return int((int(net.network_address) - int(self.network.network_address)) // step)
