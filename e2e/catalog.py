@@ -96,6 +96,20 @@ CATALOG: tuple[Scenario, ...] = (
         "transient-node-predicates",
     ),
     Scenario(
+        "k8s-109414",
+        "a Failed pod stays a ready endpoint; its reused IP answers for another Service",
+        "seed 004; kubernetes#109414, #108594; fixes #110255, #110256 (1.22.11)",
+        "Service A's requests answered by namespace B's pod",
+        "terminal pods marked not ready and never published",
+    ),
+    Scenario(
+        "k8s-109718",
+        "a pod on a gracefully shut-down node stays a ready endpoint",
+        "seed 004; kubernetes#109718, #108594, #109998; fixes #110255, #110256 (1.22.11)",
+        "a share of the ELB's requests sent to the dead pod and lost",
+        "the killed pod marked not ready and never published",
+    ),
+    Scenario(
         "debug-attach",
         "stopping inside the controller",
         "seed 002",

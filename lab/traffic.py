@@ -289,6 +289,8 @@ class TrafficProbe:
                 "node",
                 f"{chosen.instance_id} is no node of the cluster (no Node has its providerID)",
             )
+        if self.plane.kubelet.powered_off(node):
+            return Drop("node", f"{node} ({chosen.instance_id}) is powered off: no answer")
         try:
             return self.plane.kube_proxy.route(node=node, node_port=node_port, rng=rng)
         except ConnectionRefused as exc:

@@ -92,6 +92,8 @@ class KubeletPods(Controller):
         self._by_ip: dict[str, PodRun] = {}
         self._ipam: dict[str, NodePodIpam] = {}
         self._shutting_down: set[str] = set()
+        #: nodes a graceful shutdown powered off (until their kubelet runs again)
+        self._powered_off: set[str] = set()
         self._lock = threading.RLock()
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
@@ -110,6 +112,8 @@ class KubeletPods(Controller):
 
     def _on_kubelet(self, node: str, running: bool) -> None:
         if running:
+            with self._lock:
+                self._powered_off.discard(node)
             self._enqueue_node(node)
 
     def _enqueue_node(self, node: str) -> None:
@@ -164,6 +168,12 @@ class KubeletPods(Controller):
     def logs(self, namespace: str, name: str, container: str | None = None) -> list[str]:
         """The log lines the stand-in wrote for the pod (KeyError for a pod it never ran)."""
         return list(self._run_of(namespace, name).logs)
+
+    def powered_off(self, node: str) -> bool:
+        """True for a node a graceful shutdown switched off (nothing on it answers), until its
+        kubelet runs again. A kubelet that only stopped heartbeating leaves the node up."""
+        with self._lock:
+            return node in self._powered_off
 
     def pod_at(self, ip: str) -> PodTarget | None:
         """The running pod holding ``ip`` now (its sandbox exists), or None."""
@@ -422,6 +432,7 @@ class KubeletPods(Controller):
             if any(r.node == node and not r.terminated for r in self._runs.values()):
                 return
             self._shutting_down.discard(node)
+            self._powered_off.add(node)
         log.info("node %s: every pod terminated, powering off", node)
         self.hosts.stop_heartbeat(node)
 

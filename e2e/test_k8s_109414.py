@@ -1,0 +1,138 @@
+"""k8s-109414: a Failed pod published as a ready endpoint; its IP reused in another namespace.
+
+Source: seed 004 (KubeCon NA 2022 "SIGs Aren't Silos"); kubernetes#109414 (GKE 1.22.7), the
+kubelet regression #108594 and the controllers' fix #110255 (cherry-picked to 1.22.11 by
+#110260; the kubelet side #110256/#110481); ``reference/termination-bugs.md`` §1.2 and
+recipes R1/R3.
+
+Story. A Deployment-style pod (``restartPolicy: Always``) is killed by its kubelet (here an
+``OutOfmemory`` admission failure after a reboot). The 1.22.0-1.22.10 kubelet writes
+``phase: Failed`` and leaves ``Ready=True``; the endpoint controllers of that release decide
+readiness from the Ready condition alone, so the dead pod stays a *ready* endpoint. Its object
+is not deleted and keeps its ``podIP``; the node's host-local IPAM hands the freed address to
+the next pod, here one of another team's pods in another namespace. Service A's traffic is then
+answered by Service B's pod: the outage of the report. Fixed (1.22.11: #110255 + #110256):
+the kubelet writes ``Ready=False`` and terminal pods are never published; every request
+reaches A's own pod.
+
+Evidence: the Failed pod's Ready condition, its address in A's Endpoints and EndpointSlice,
+the newcomer holding that address, and 300 requests through A's ELB (``lab.traffic``).
+
+Stand-ins on sim: the kubelet, the endpoint controllers, kube-proxy and host-local IPAM of the
+release under test (``lab/dataplane``); on kind the pinned kindest/node images would play
+them (termination-bugs.md §5; not run here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from kubernetes import client
+
+from e2e.support import create_service, lb_service, wait_for, wait_hostname
+from e2e.workloads import (
+    barrier,
+    create_pod,
+    endpoints_addresses,
+    ensure_namespace,
+    pod,
+    ready,
+    slice_endpoints,
+    wait_running,
+)
+from lab.compose import Lab
+from lab.traffic import TrafficReport
+
+pytestmark = pytest.mark.standin("the kubelet and endpoint controllers of a given release")
+
+BUGGY, FIXED = "1.22.8", "1.22.11"
+A, B = "team-a", "team-b"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    victim_phase: str
+    victim_ready: str
+    victim_ip: str
+    newcomer_ip: str
+    endpoints: set[str]
+    slice: dict[str, dict[str, bool]]
+    traffic: TrafficReport
+
+
+def run(lab: Lab) -> Evidence:
+    core = client.CoreV1Api(lab.api_client())
+    lab.start_controller()
+    for ns in (A, B):
+        ensure_namespace(core, ns)
+    create_service(core, lb_service("web", namespace=A))
+    worker = lab.workers[0].name
+    for name in ("web-1", "web-2"):
+        create_pod(core, name, namespace=A, app="web", node=worker)
+    pods = {name: wait_running(core, name, A) for name in ("web-1", "web-2")}
+    wait_hostname(core, "web", A, timeout=30)
+    victim = min(pods, key=lambda n: [int(x) for x in pods[n].status.pod_ip.split(".")])
+    survivor = "web-2" if victim == "web-1" else "web-1"
+    victim_ip = pods[victim].status.pod_ip
+    wait_for(
+        lambda: lab.traffic.send(f"{A}/web", requests=50).answered_total == 50,
+        timeout=30,
+        what="A's pods answering through the ELB",
+    )
+
+    lab.dataplane.kubelet.evict(
+        A, victim, reason="OutOfmemory", message="Node didn't have enough resource: memory"
+    )
+    failed = wait_for(
+        lambda: (p := pod(core, victim, A)).status.phase == "Failed" and p,
+        timeout=30,
+        what=f"{victim} Failed",
+    )
+    create_pod(core, "api-1", namespace=B, app="api", node=worker)
+    newcomer = wait_running(core, "api-1", B)
+    barrier(lab, barrier_pod=survivor, service="web", namespace=A)
+    return Evidence(
+        victim_phase=failed.status.phase,
+        victim_ready=ready(pod(core, victim, A)),
+        victim_ip=victim_ip,
+        newcomer_ip=newcomer.status.pod_ip,
+        endpoints=endpoints_addresses(core, "web", A),
+        slice=slice_endpoints(lab, "web", A),
+        traffic=lab.traffic.send(f"{A}/web", requests=300, seed=4),
+    )
+
+
+def assert_reproduced(ev: Evidence) -> None:
+    assert ev.newcomer_ip == ev.victim_ip, "host-local IPAM reused the freed address"
+    assert (ev.victim_phase, ev.victim_ready) == ("Failed", "True"), "#108594"
+    assert ev.victim_ip in ev.endpoints, "the dead pod is a ready address of A's Endpoints"
+    assert ev.slice.get(ev.victim_ip, {}).get("ready") is True, "and a ready slice endpoint"
+    wrong = ev.traffic.answered.get(f"{B}/api-1", 0)
+    assert wrong > 0, f"A's traffic answered by B's pod: {ev.traffic.to_json()}"
+
+
+def assert_fixed(ev: Evidence) -> None:
+    assert ev.victim_phase == "Failed"
+    assert ev.victim_ready == "False", "the kubelet marks terminal pods not ready (#110256)"
+    assert ev.victim_ip not in ev.endpoints, "terminal pods are never published (#110255)"
+    assert ev.victim_ip not in ev.slice
+    assert ev.traffic.answered_total == 300, ev.traffic.to_json()
+    assert all(p.startswith(f"{A}/") for p in ev.traffic.answered), ev.traffic.answered
+
+
+def test_reproduce_failed_pod_ip_reused_answers_for_another_service(
+    lab_at: Callable[[str], Lab],
+) -> None:
+    ev = run(lab_at(BUGGY))
+    assert_reproduced(ev)
+    with pytest.raises(AssertionError):
+        assert_fixed(ev)
+
+
+def test_fixed_terminal_pods_are_never_endpoints(lab_at: Callable[[str], Lab]) -> None:
+    ev = run(lab_at(FIXED))
+    assert_fixed(ev)
+    with pytest.raises(AssertionError):
+        assert_reproduced(ev)

@@ -1,0 +1,130 @@
+"""k8s-109718: a pod on a gracefully shut-down node stays a ready endpoint; traffic to it fails.
+
+Source: seed 004 (KubeCon NA 2022 "SIGs Aren't Silos"); kubernetes#109718, the kubelet
+regression #108594, node-lifecycle's missed True->Unknown transition (#109998); fixed by
+#110255 and #110256 (1.22.11); ``reference/termination-bugs.md`` §1.3 and recipe R4.
+
+Story. A node is shut down gracefully (``shutdownGracePeriod``): its kubelet reports
+``Ready=False`` "node is shutting down", kills its pods (``phase: Failed``, ``reason:
+Terminated``, "Pod was terminated in response to imminent node shutdown.") and the machine
+powers off. The 1.22.0-1.22.10 kubelet leaves the killed pod ``Ready=True``; because the node
+reported False before going silent, the node-lifecycle controller never marks its pods not
+ready; the endpoint controllers publish the dead pod as ready. Requests that kube-proxy on the
+surviving node sends to that address fail: a share of every request through the ELB is lost
+while the Service's other pod is idle. Fixed (1.22.11): the killed pod is not ready and not
+published; every request reaches the surviving pod.
+
+Evidence: the killed pod's status, the Service's Endpoints and EndpointSlice, and 300 requests
+through the ELB (``lab.traffic``).
+
+Stand-ins on sim: kubelet graceful node shutdown, node lifecycle, endpoint controllers and
+kube-proxy of the release under test (``lab/dataplane``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+from kubernetes import client
+
+from e2e.support import create_service, lb_service, wait_for, wait_hostname
+from e2e.workloads import (
+    barrier,
+    create_pod,
+    endpoints_addresses,
+    pod,
+    ready,
+    slice_endpoints,
+    wait_running,
+)
+from lab.compose import Lab
+from lab.traffic import TrafficReport
+
+pytestmark = pytest.mark.standin("graceful node shutdown by the kubelet of a given release")
+
+BUGGY, FIXED = "1.22.8", "1.22.11"
+NS = "default"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    victim_phase: str
+    victim_reason: str
+    victim_ready: str
+    victim_ip: str
+    endpoints: set[str]
+    slice: dict[str, dict[str, bool]]
+    traffic: TrafficReport
+
+
+def run(lab: Lab) -> Evidence:
+    core = client.CoreV1Api(lab.api_client())
+    lab.start_controller()
+    create_service(core, lb_service("web"))
+    down, up = lab.workers[0].name, lab.workers[1].name
+    create_pod(core, "web-down", namespace=NS, app="web", node=down)
+    create_pod(core, "web-up", namespace=NS, app="web", node=up)
+    victim_ip = wait_running(core, "web-down", NS).status.pod_ip
+    wait_running(core, "web-up", NS)
+    wait_hostname(core, "web", timeout=30)
+    wait_for(
+        lambda: len(lab.traffic.send("web", requests=50).answered) == 2,
+        timeout=30,
+        what="both pods answering through the ELB",
+    )
+
+    lab.dataplane.kubelet.shutdown_node(down, grace_seconds=20)
+    wait_for(
+        lambda: pod(core, "web-down", NS).status.phase == "Failed",
+        timeout=30,
+        what="the pod on the shut-down node Failed",
+    )
+    wait_for(lambda: lab.dataplane.kubelet.powered_off(down), timeout=30, what="power off")
+    barrier(lab, barrier_pod="web-up", service="web", namespace=NS)
+    victim = pod(core, "web-down", NS)
+    return Evidence(
+        victim_phase=victim.status.phase,
+        victim_reason=victim.status.reason or "",
+        victim_ready=ready(victim),
+        victim_ip=victim_ip,
+        endpoints=endpoints_addresses(core, "web", NS),
+        slice=slice_endpoints(lab, "web", NS),
+        traffic=lab.traffic.send("web", requests=300, seed=5),
+    )
+
+
+def assert_reproduced(ev: Evidence) -> None:
+    assert (ev.victim_phase, ev.victim_reason) == ("Failed", "Terminated")
+    assert ev.victim_ready == "True", "#108594: the killed pod keeps Ready=True"
+    assert ev.victim_ip in ev.endpoints, "published as a ready address"
+    assert ev.slice.get(ev.victim_ip, {}).get("ready") is True
+    lost = ev.traffic.requests - ev.traffic.answered_total
+    assert lost > 0, f"requests sent to the dead pod are lost: {ev.traffic.to_json()}"
+    assert any(ev.victim_ip in reason for _, reason in ev.traffic.dropped), ev.traffic.dropped
+
+
+def assert_fixed(ev: Evidence) -> None:
+    assert (ev.victim_phase, ev.victim_reason) == ("Failed", "Terminated")
+    assert ev.victim_ready == "False"
+    assert ev.victim_ip not in ev.endpoints
+    assert ev.victim_ip not in ev.slice
+    assert not any(ev.victim_ip in reason for _, reason in ev.traffic.dropped)
+    assert ev.traffic.answered.get(f"{NS}/web-up", 0) > 0
+
+
+def test_reproduce_shut_down_nodes_pod_stays_a_ready_endpoint(
+    lab_at: Callable[[str], Lab],
+) -> None:
+    ev = run(lab_at(BUGGY))
+    assert_reproduced(ev)
+    with pytest.raises(AssertionError):
+        assert_fixed(ev)
+
+
+def test_fixed_shut_down_nodes_pod_leaves_the_endpoints(lab_at: Callable[[str], Lab]) -> None:
+    ev = run(lab_at(FIXED))
+    assert_fixed(ev)
+    with pytest.raises(AssertionError):
+        assert_reproduced(ev)

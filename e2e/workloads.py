@@ -1,0 +1,111 @@
+"""Pods, endpoints and traffic helpers for the scenarios judged by where traffic goes.
+
+Bare pods (no ReplicaSet) so a scenario decides exactly which pods exist and when; readiness
+and endpoint reads through the official client; a *sync barrier* (termination-bugs.md §4.0):
+after the pod under test changes, flip a barrier pod's readiness and wait for the
+EndpointSlice to show it, so what is read afterwards includes every earlier change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from e2e.support import wait_for
+from lab.compose import Lab
+
+PORT = 8080
+
+
+def ensure_namespace(core: client.CoreV1Api, name: str) -> None:
+    if name in {ns.metadata.name for ns in core.list_namespace().items}:
+        return
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+
+
+def create_pod(
+    core: client.CoreV1Api,
+    name: str,
+    *,
+    namespace: str,
+    app: str,
+    node: str | None = None,
+    annotations: dict[str, str] | None = None,
+    grace: int = 30,
+) -> None:
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "labels": {"app": app},
+                "annotations": dict(annotations or {}),
+            },
+            "spec": {
+                **({"nodeName": node} if node else {}),
+                "terminationGracePeriodSeconds": grace,
+                "containers": [{"name": app, "image": "nginx", "ports": [{"containerPort": PORT}]}],
+            },
+        },
+    )
+
+
+def pod(core: client.CoreV1Api, name: str, namespace: str) -> Any:
+    return core.read_namespaced_pod(name, namespace)
+
+
+def ready(p: Any) -> str:
+    return next((c.status for c in (p.status.conditions or []) if c.type == "Ready"), "?")
+
+
+def wait_running(core: client.CoreV1Api, name: str, namespace: str) -> Any:
+    def running() -> Any:
+        p = pod(core, name, namespace)
+        return p if p.status.phase == "Running" and ready(p) == "True" else None
+
+    return wait_for(running, timeout=30, what=f"pod {namespace}/{name} running and ready")
+
+
+def slice_endpoints(lab: Lab, service: str, namespace: str) -> dict[str, dict[str, bool]]:
+    """EndpointSlice endpoints of a Service: address -> its ready/serving/terminating."""
+    discovery = client.DiscoveryV1Api(lab.api_client())
+    out: dict[str, dict[str, bool]] = {}
+    for eps in discovery.list_namespaced_endpoint_slice(
+        namespace, label_selector=f"kubernetes.io/service-name={service}"
+    ).items:
+        for ep in eps.endpoints or []:
+            cond = ep.conditions
+            for address in ep.addresses:
+                out[address] = {
+                    "ready": bool(cond and cond.ready),
+                    "serving": bool(cond and cond.serving),
+                    "terminating": bool(cond and cond.terminating),
+                }
+    return out
+
+
+def endpoints_addresses(core: client.CoreV1Api, service: str, namespace: str) -> set[str]:
+    """The ready addresses of a Service's Endpoints object."""
+    eps = core.read_namespaced_endpoints(service, namespace)
+    return {a.ip for s in (eps.subsets or []) for a in (s.addresses or [])}
+
+
+def barrier(lab: Lab, *, barrier_pod: str, service: str, namespace: str) -> None:
+    """Flip ``barrier_pod``'s readiness and back, each time waiting for the EndpointSlice to
+    show it: every change made before this call has then been through the controllers."""
+    core = client.CoreV1Api(lab.api_client())
+    ip = pod(core, barrier_pod, namespace).status.pod_ip
+    kubelet = lab.dataplane.kubelet
+    for want in (False, True):
+        kubelet.set_ready(namespace, barrier_pod, want)
+        wait_for(
+            lambda want=want: (
+                slice_endpoints(lab, service, namespace).get(ip, {}).get("ready") is want
+            ),
+            timeout=30,
+            what=f"the barrier {barrier_pod} ready={want} in the slice",
+        )
+    kubelet.set_ready(namespace, barrier_pod, None)
