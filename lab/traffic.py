@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from lab.aws.app import AwsLab
 from lab.aws.elbview import ClassicInstance, ClassicLoadBalancer, classic_load_balancer, instance
-from lab.dataplane.api import NODES, SERVICES
+from lab.dataplane.api import NODES, SERVICES, status_code
 from lab.dataplane.kubeproxy import ConnectionRefused, Drop, PodTarget
 from lab.dataplane.plane import SimDataPlane
 
@@ -141,7 +141,7 @@ class TrafficProbe:
         namespace = namespace or "default"
         if not name:
             raise TrafficError(f"service {ref!r}: give NAME or NAMESPACE/NAME")
-        svc = self.services.get(namespace, name)
+        svc = self.services.get(namespace, name) or self._read_service(namespace, name)
         if svc is None:
             raise TrafficError(
                 f"service {namespace}/{name} not found; `invoke lab.kubectl -- get svc -A` lists "
@@ -154,6 +154,15 @@ class TrafficProbe:
                 "a load balancer, so it needs type LoadBalancer"
             )
         return svc
+
+    def _read_service(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Service the cache has not seen yet (just created): read it from the API server."""
+        try:
+            return self.plane.api.get(f"/api/v1/namespaces/{namespace}/services/{name}")
+        except Exception as exc:
+            if status_code(exc) == 404:
+                return None
+            raise
 
     def node_of(self, instance_id: str) -> str | None:
         for node in self.nodes.objects():
