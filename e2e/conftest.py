@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from lab.compose import Lab, LabConfig
+from lab.pytest_plugin import quiesce_session_lab
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +36,9 @@ def lab_at(
     if request.config.getoption("--backend") not in (None, "sim", "auto"):
         pytest.skip("release presets are the sim backend's; on kind use its pinned node images")
     used: list[Lab] = []
+    # moto's backends are process-global: the session lab's controller must not reconcile the
+    # AWS this lab seeds, and this lab's controller must not outlive its test.
+    quiesce_session_lab(request.config)
 
     def get(version: str) -> Lab:
         lab = _labs_by_version.get(version)
@@ -58,6 +62,7 @@ def lab_at(
 
     yield get
     for lab in used:
+        lab.stop_controller(kill=True)
         errors = lab.take_internal_errors()
         if errors:
             pytest.fail(

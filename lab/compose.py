@@ -255,9 +255,7 @@ class Lab:
 
     def stop(self) -> None:
         """Stop everything this lab started. Idempotent; leaves no process or port behind."""
-        if self.controller is not None:
-            self.controller.stop()
-            self.controller = None
+        self.stop_controller()
         if self._run is not None:
             errors = self._run.undo_all(self)
             self._run = None
@@ -456,10 +454,7 @@ class Lab:
         The controller is killed, not asked to stop: everything it could clean up on the
         way out is wiped below anyway.
         """
-        if self.controller is not None:
-            self.controller.kill()
-            self.controller.stop()
-            self.controller = None
+        self.stop_controller(kill=True)
         aws = self.aws
         aws.control.reset()
         self._seed_aws([(n.name, n.role, n.private_ip, n.zone) for n in self.nodes])
@@ -490,6 +485,15 @@ class Lab:
             extra_args=tuple(args),
         )
 
+    def stop_controller(self, *, kill: bool = False) -> None:
+        """Stop the controller if one runs (``kill``: without letting it clean up)."""
+        if self.controller is None:
+            return
+        if kill:
+            self.controller.kill()
+        self.controller.stop()
+        self.controller = None
+
     def start_controller(
         self,
         *,
@@ -500,8 +504,7 @@ class Lab:
         wait_ready: bool = True,
     ) -> ControllerProcess:
         """(Re)start the controller with these flags; waits for ``/readyz`` unless told not."""
-        if self.controller is not None:
-            self.controller.stop()
+        self.stop_controller()
         self.controller = ControllerProcess(
             self.controller_spec(legacy=legacy, args=args, imds=imds, cloud_config=cloud_config)
         )

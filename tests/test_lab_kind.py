@@ -26,6 +26,7 @@ from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.versions import KubeVersion
 from lab.compose import Lab, LabConfig, wait_for
 from lab.kube.server import KubeServer
+from lab.pytest_plugin import quiesce_session_lab
 from tests.cluster.fakecli import FakeCLI, container
 
 UNINIT = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -42,8 +43,11 @@ sys.exit(code)
 
 
 @pytest.fixture
-def kind_world(tmp_path: Path) -> Iterator[tuple[FakeCLI, Path, Path]]:
+def kind_world(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[FakeCLI, Path, Path]]:
     """The fakes, a kind wrapper pointing at a simulator, and that simulator's kubelets."""
+    quiesce_session_lab(request.config)  # these labs reset the process-global moto state
     fake = FakeCLI(tmp_path / "fake")
     network = f"ccm-lab-{CLUSTER}"
     fake.set(
