@@ -163,6 +163,7 @@ def fmt(c: Context) -> None:
         "expose_to_nodes": "kind: serve AWS and metadata on the nodes' gateway (in-cluster use)",
         "clock_speed": "lab seconds per real second for grace periods, probes, health checks "
         "(default 10; 1 = real time)",
+        "feature_gates": "sim: data-plane feature gates, e.g. ProxyTerminatingEndpoints=true",
     },
 )
 def up(
@@ -177,6 +178,7 @@ def up(
     no_controller: bool = False,
     expose_to_nodes: bool = False,
     clock_speed: float = 10.0,
+    feature_gates: str = "",
 ) -> None:
     """Bring a lab up: AWS endpoint, metadata, cluster, controller."""
     from lab.labctl import up as lab_up
@@ -194,6 +196,7 @@ def up(
         aws=aws,
         expose_to_nodes=expose_to_nodes,
         clock_speed=clock_speed,
+        feature_gates=feature_gates,
     )
 
 

@@ -59,6 +59,7 @@ from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import KubeVersion
 from lab.controllerproc import ControllerProcess, ControllerSpec, render_cloud_config
 from lab.dataplane.plane import SimDataPlane
+from lab.dataplane.versions import parse_feature_gates
 from lab.imds import ImdsServer
 from lab.kube.server import KubeServer
 from lab.kube.version import DEFAULT_K8S_VERSION
@@ -119,6 +120,9 @@ class LabConfig:
     #: kubelet stops.
     lease_renew_interval: float = 10.0
     node_monitor_grace_period: float | None = None
+    #: sim: the data plane's ``--feature-gates`` (``Name=true,...``), checked against what
+    #: that release knows; only gates the data-plane models act on (``FEATURE_GATES``)
+    feature_gates: str = ""
     state_dir: Path | None = None
 
     def __post_init__(self) -> None:
@@ -130,6 +134,12 @@ class LabConfig:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         KubeVersion.parse(self.k8s_version)  # raises ValueError naming the text
         check_speed(self.clock_speed)  # raises ValueError naming the value
+        if self.feature_gates and self.backend != "sim":
+            raise ValueError(
+                "feature_gates set the sim backend's data plane; on kind, set them in the "
+                "cluster's kubeadm config"
+            )
+        parse_feature_gates(self.feature_gates, self.k8s_version)  # ValueError naming the gate
 
     @property
     def cluster_name(self) -> str:
@@ -155,6 +165,7 @@ def _make_provider(cfg: LabConfig, state_dir: Path, clock: LabClock) -> ClusterP
             dataplane_options={
                 "node_monitor_grace_period": cfg.node_monitor_grace_period,
                 "seed": cfg.seed,
+                "feature_gates": parse_feature_gates(cfg.feature_gates, cfg.k8s_version),
             },
         )
     # The nodes join a Docker network whose subnet is the first zone's VPC subnet, container
