@@ -25,7 +25,16 @@ from typing import Any
 
 import pytest
 
-from e2e.support import events_for, get_service, node_taint_keys, wait_for
+from e2e.support import (
+    create_service,
+    events_for,
+    get_service,
+    lb_service,
+    node_taint_keys,
+    wait_for,
+    wait_hostname,
+)
+from e2e.workloads import create_pod, wait_running
 from lab.cluster.kubelet import NodeRegistration
 from lab.compose import Lab
 
@@ -61,11 +70,47 @@ def _kubelet(lab: Lab) -> Any:
     return lab.kubelet
 
 
+def serve_on_every_worker(lab: Lab, core: Any) -> None:
+    """A LoadBalancer Service ``web`` with one pod on each worker, answering through its ELB."""
+    create_service(core, lb_service("web"))
+    for i, worker in enumerate(lab.workers):
+        create_pod(core, f"web-{i}", namespace="default", app="web", node=worker.name)
+        wait_running(core, f"web-{i}", "default")
+    wait_hostname(core, "web", timeout=30)
+    wait_for(
+        lambda: len(lab.traffic.send("web", requests=60).answered) == len(lab.workers),
+        timeout=30,
+        what="every worker's pod answering through the ELB",
+    )
+
+
+def assert_no_traffic_reaches(lab: Lab, worker_index: int, why: str) -> None:
+    """The ELB sends nothing through that worker's instance (the lab's only worker: every
+    request is dropped at the ELB, ``why`` naming the cause)."""
+    gone = lab.workers[worker_index]
+
+    def settled() -> Any:
+        report = lab.traffic.send("web", requests=100, seed=3)
+        ok = gone.instance_id not in report.instances and any(
+            why in reason for _, reason in report.dropped
+        )
+        return report if ok or len(lab.workers) > 1 else None
+
+    report = wait_for(settled, timeout=30, what=f"the ELB keeping traffic off {gone.name}")
+    assert f"default/web-{worker_index}" not in report.answered, report.to_json()
+    if len(lab.workers) == 1:
+        assert report.answered_total == 0, report.to_json()
+        ((hop, reason),) = report.dropped
+        assert hop == "elb", report.to_json()
+        assert why in reason, report.to_json()
+
+
 def test_stopped_instance_gets_the_shutdown_taint_until_ready(
     lab: Lab, core_v1: Any, ec2: Any
 ) -> None:
     worker = lab.workers[0]
     lab.start_controller(args=FAST)
+    serve_on_every_worker(lab, core_v1)
     ec2.stop_instances(InstanceIds=[worker.instance_id])
     _kubelet(lab).stop_heartbeat(worker.name)
     wait_for(lambda: _not_ready(core_v1, worker.name), timeout=20, what="NotReady")
@@ -77,6 +122,7 @@ def test_stopped_instance_gets_the_shutdown_taint_until_ready(
     assert _node_or_none(core_v1, worker.name) is not None, "a stopped instance is not deleted"
     taint = next(t for t in core_v1.read_node(worker.name).spec.taints if t.key == SHUTDOWN)
     assert taint.effect == "NoSchedule"
+    assert_no_traffic_reaches(lab, 0, "no InService instance")
     # Started again and Ready: the taint goes.
     ec2.start_instances(InstanceIds=[worker.instance_id])
     _kubelet(lab).resume_heartbeat(worker.name)
@@ -85,11 +131,17 @@ def test_stopped_instance_gets_the_shutdown_taint_until_ready(
         timeout=20,
         what="the shutdown taint removed",
     )
+    wait_for(
+        lambda: lab.traffic.send("web", requests=50).answered.get("default/web-0") == 50,
+        timeout=30,
+        what="the pod on the restarted node answering again",
+    )
 
 
 def test_terminated_instance_deletes_the_node(lab: Lab, core_v1: Any, ec2: Any) -> None:
     worker = lab.workers[0]
     lab.start_controller(args=FAST)
+    serve_on_every_worker(lab, core_v1)
     ec2.terminate_instances(InstanceIds=[worker.instance_id])
     _kubelet(lab).stop_heartbeat(worker.name)
     wait_for(lambda: _node_or_none(core_v1, worker.name) is None, timeout=30, what="node deleted")
@@ -98,6 +150,7 @@ def test_terminated_instance_deletes_the_node(lab: Lab, core_v1: Any, ec2: Any) 
     assert deleting
     assert deleting[0].type == "Normal"
     assert "does not exist in the cloud provider" in deleting[0].message
+    assert_no_traffic_reaches(lab, 0, "has no registered instance")
 
 
 def test_lookup_error_deletes_nothing(lab: Lab, core_v1: Any) -> None:

@@ -15,6 +15,9 @@ is alive, it writes what that release's kubelet writes (``podstatus``, through `
   shutting down", pods killed with reason ``Terminated``/``Shutdown``, the node powers off) end
   in ``Failed``; the affected releases keep ``Ready=True`` (#108594: #109414/#109718). From
   1.26 a ``DisruptionTarget`` condition comes first.
+* **status reconcile**: when a node's kubelet runs again, a Ready condition someone else changed
+  meanwhile (the node lifecycle controller marks a silent node's pods not ready) is written
+  back as the kubelet sees it, as its status manager does.
 
 For the kube-proxy model: :meth:`pod_at` (the running pod holding an IP now: a Failed pod's
 stale ``podIP`` may be a newer pod's) and :meth:`refusal` (does it accept a connection now).
@@ -51,6 +54,8 @@ from lab.dataplane.versions import KubeletBehaviour
 
 log = logging.getLogger(__name__)
 
+#: the kubelet status manager's full sync period (syncBatch every 10 s), lab seconds
+STATUS_SYNC_PERIOD = 10.0
 SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
 
 
@@ -94,6 +99,9 @@ class KubeletPods(Controller):
         self._shutting_down: set[str] = set()
         #: nodes a graceful shutdown powered off (until their kubelet runs again)
         self._powered_off: set[str] = set()
+        #: pods whose status the kubelet re-checks against the API (its kubelet came back) ->
+        #: the lab time it came back
+        self._reconcile: dict[tuple[str, str], float] = {}
         self._lock = threading.RLock()
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
@@ -114,6 +122,8 @@ class KubeletPods(Controller):
         if running:
             with self._lock:
                 self._powered_off.discard(node)
+                now = self.clock.now()
+                self._reconcile.update({k: now for k, r in self._runs.items() if r.node == node})
             self._enqueue_node(node)
 
     def _enqueue_node(self, node: str) -> None:
@@ -343,6 +353,26 @@ class KubeletPods(Controller):
             run.ready = ready
             self._log(run, f"readiness {'passed' if ready else 'failed'}")
             self._write(pod, phase=None, ready=ready, containers="running")
+        elif run.key in self._reconcile:
+            # The status manager's reconcile (its syncBatch, every 10 s) once the kubelet is
+            # back: the node lifecycle controller marked this pod not ready while the kubelet
+            # was silent, and goes on doing so each monitor pass until it sees the node Ready.
+            if _api_ready(pod) not in (None, run.ready):
+                self._log(run, "status reconciled with the kubelet's readiness")
+                self._write(pod, phase=None, ready=run.ready, containers="running")
+            elif (
+                self._node_ready(run.node)
+                and now - self._reconcile[run.key] >= 2 * STATUS_SYNC_PERIOD
+            ):
+                with self._lock:
+                    self._reconcile.pop(run.key, None)
+                return
+            self.requeue_after(run.key, STATUS_SYNC_PERIOD)
+
+    def _node_ready(self, node: str) -> bool:
+        obj = self.nodes.get("", node)
+        conditions = ((obj or {}).get("status") or {}).get("conditions") or ()
+        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
     def _requeue(self, run: PodRun, now: float) -> None:
         due = next_due(run, now)
@@ -453,6 +483,7 @@ class KubeletPods(Controller):
             if ipam is not None:
                 ipam.release(run.ip)
         self._runs.pop(run.key, None)
+        self._reconcile.pop(run.key, None)
 
     # --- writing -------------------------------------------------------------------------
 
@@ -509,3 +540,11 @@ class KubeletPods(Controller):
             killed=killed,
             extra=extra,
         )
+
+
+def _api_ready(pod: Obj) -> bool | None:
+    """The Ready condition the API server holds for ``pod`` (None: none yet)."""
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return None

@@ -90,6 +90,11 @@ def test_dead_kubelet_unknown_taints_pods_not_ready_then_evicted(
         ),
     )
     wait("the kubelet finishes the evicted pod", lambda: cluster.pod("victim") is None)
+    # The status manager writes its own view back over MarkPodsNotReady's Ready=False.
+    wait(
+        "the surviving pod Ready again",
+        lambda: cluster.condition(cluster.pod("stays"), "Ready") == "True",
+    )
 
 
 def test_kubelet_reported_not_ready_does_not_mark_pods_109998(
