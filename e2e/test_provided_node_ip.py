@@ -25,7 +25,16 @@ from typing import Any
 
 import pytest
 
-from e2e.support import UNINITIALIZED, events_for, node_taint_keys, wait_for
+from e2e.support import (
+    UNINITIALIZED,
+    create_service,
+    events_for,
+    lb_service,
+    node_taint_keys,
+    wait_for,
+    wait_hostname,
+)
+from e2e.workloads import create_pod, pod
 from lab import nodes as node_patches
 from lab.compose import Lab, LabNode
 
@@ -70,6 +79,40 @@ def assert_initialized(node: Any, expected: LabNode, events: list[Any]) -> None:
     assert not [e for e in events if e.type == "Warning" and MISMATCH in e.message]
 
 
+def serve(lab: Lab, core: Any) -> None:
+    """A LoadBalancer Service and one pod for the scheduler to place (no nodeName)."""
+    create_service(core, lb_service("web"))
+    create_pod(core, "web-0", namespace="default", app="web")
+    wait_hostname(core, "web", timeout=30)
+
+
+def assert_traffic_fails_for_want_of_a_node(lab: Lab, core: Any) -> None:
+    """What the user sees: the only worker is tainted, so the pod cannot be scheduled and the
+    ELB's requests find no endpoint."""
+    report = lab.traffic.send("web", requests=50)
+    assert report.answered_total == 0, report.to_json()
+    assert {hop for hop, _ in report.dropped} == {"kube-proxy"}, report.to_json()
+    assert all("no endpoint" in reason for _, reason in report.dropped), report.to_json()
+    pending = wait_for(
+        lambda: next(
+            (c for c in pod(core, "web-0", "default").status.conditions or []
+             if c.type == "PodScheduled" and c.reason == "Unschedulable"),
+            None,
+        ),
+        timeout=20,
+        what="the pod unschedulable",
+    )  # fmt: skip
+    assert UNINITIALIZED in pending.message, pending.message
+
+
+def assert_pod_answers(lab: Lab) -> None:
+    wait_for(
+        lambda: lab.traffic.send("web", requests=50).answered.get("default/web-0") == 50,
+        timeout=30,
+        what="the pod on the initialized worker answering through the ELB",
+    )
+
+
 def _initialized(core: Any, name: str) -> Any:
     """The node once the taint is gone and the cloud's addresses are written (upstream
     removes the taint first and patches ``status.addresses`` right after)."""
@@ -90,7 +133,9 @@ def test_reproduce_kind_node_ip_not_an_instance_address(lab: Lab, core_v1: Any) 
     worker = lab.workers[0]
     lab.reregister(worker.name, ip=KIND_CONTAINER_IP)
     lab.start_controller()
+    serve(lab, core_v1)
     node, events, log = _stuck_evidence(lab, core_v1, worker.name)
+    assert_traffic_fails_for_want_of_a_node(lab, core_v1)
     assert node.metadata.annotations["alpha.kubernetes.io/provided-node-ip"] == KIND_CONTAINER_IP
     assert_stuck(node, events, log)
     # The control plane, whose IP matches its instance, is initialized meanwhile.
@@ -105,7 +150,9 @@ def test_fixed_by_patching_the_annotation(lab: Lab, core_v1: Any) -> None:
     worker = lab.workers[0]
     lab.reregister(worker.name, ip=KIND_CONTAINER_IP)
     lab.start_controller()
+    serve(lab, core_v1)
     _stuck_evidence(lab, core_v1, worker.name)
+    assert_traffic_fails_for_want_of_a_node(lab, core_v1)
     node_patches.fix_provided_ip(core_v1, worker.name, worker.private_ip)
     node = wait_for(lambda: _initialized(core_v1, worker.name), timeout=20, what="init")
     wait_for(
@@ -115,14 +162,19 @@ def test_fixed_by_patching_the_annotation(lab: Lab, core_v1: Any) -> None:
     )
     labels = node.metadata.labels
     assert labels["topology.kubernetes.io/zone"] == worker.zone
+    assert_pod_answers(lab)
 
 
 def test_fixed_by_provisioning_the_instance_with_the_node_ip(lab: Lab, core_v1: Any) -> None:
     """The lab's default: every fake instance carries its node's IP."""
     lab.start_controller()
+    serve(lab, core_v1)
     for expected in lab.nodes:
         node = wait_for(lambda n=expected: _initialized(core_v1, n.name), timeout=20, what="init")
         events = events_for(core_v1, "Node", expected.name)
         assert_initialized(node, expected, events)
         with pytest.raises(AssertionError):
             assert_stuck(node, events, lab.controller.log_text() if lab.controller else "")
+    assert_pod_answers(lab)
+    with pytest.raises(AssertionError):
+        assert_traffic_fails_for_want_of_a_node(lab, core_v1)
