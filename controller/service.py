@@ -358,6 +358,10 @@ class ServiceController:
         except Exception as exc:
             raise _wrap("failed to ensure load balancer", exc) from exc
         self.recorder.event(ref, NORMAL, "EnsuredLoadBalancer", "Ensured load balancer")
+        if _node_set(self.eligible_nodes()) != _node_set(nodes):
+            # A node changed while the load balancer was being created: the node sync that
+            # event started found no load balancer to update yet, so run it again now.
+            self.node_queue.add(NODE_SYNC_KEY)
         return status
 
     def eligible_nodes(self) -> list[Node]:

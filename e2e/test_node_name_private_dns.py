@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from e2e.support import UNINITIALIZED, events_for, node_taint_keys, wait_for
+from e2e.workloads import assert_pod_answers, assert_traffic_fails_for_want_of_a_node, serve
 from lab.compose import Lab
 
 pytestmark = pytest.mark.standin("re-registers a node under another name")
@@ -65,8 +66,10 @@ def test_reproduce_private_dns_only_lookup(lab: Lab, core_v1: Any, naming: str) 
     worker = lab.workers[0]
     name, provider_id = _register(lab, naming)
     lab.start_controller(legacy=["node-name-private-dns"])
+    serve(lab, core_v1)
     wait_for(lambda: _failed_syncs(core_v1, name) >= 1, timeout=20, what="a failed sync")
     assert_stuck(core_v1, name)
+    assert_traffic_fails_for_want_of_a_node(lab, core_v1)
     assert "ip-" not in name, "the node was not renamed to the private DNS name"
     with pytest.raises(AssertionError):
         assert_initialized(core_v1, name, worker.zone, provider_id)
@@ -77,10 +80,14 @@ def test_fixed_provider_id_and_resource_names(lab: Lab, core_v1: Any, naming: st
     worker = lab.workers[0]
     name, provider_id = _register(lab, naming)
     lab.start_controller()
+    serve(lab, core_v1)
     wait_for(lambda: _initialized(core_v1, name), timeout=20, what=f"{name} initialized")
     assert_initialized(core_v1, name, worker.zone, provider_id)
     with pytest.raises(AssertionError):
         assert_stuck(core_v1, name)
+    assert_pod_answers(lab)
+    with pytest.raises(AssertionError):
+        assert_traffic_fails_for_want_of_a_node(lab, core_v1)
 
 
 def test_fixed_not_ready_node_that_cannot_be_looked_up_is_kept(lab: Lab, core_v1: Any) -> None:

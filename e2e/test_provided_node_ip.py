@@ -25,16 +25,8 @@ from typing import Any
 
 import pytest
 
-from e2e.support import (
-    UNINITIALIZED,
-    create_service,
-    events_for,
-    lb_service,
-    node_taint_keys,
-    wait_for,
-    wait_hostname,
-)
-from e2e.workloads import create_pod, pod
+from e2e.support import UNINITIALIZED, events_for, node_taint_keys, wait_for
+from e2e.workloads import assert_pod_answers, assert_traffic_fails_for_want_of_a_node, serve
 from lab import nodes as node_patches
 from lab.compose import Lab, LabNode
 
@@ -77,40 +69,6 @@ def assert_initialized(node: Any, expected: LabNode, events: list[Any]) -> None:
     assert ("InternalIP", expected.private_ip) in addresses
     assert ("InternalDNS", expected.private_dns_name) in addresses
     assert not [e for e in events if e.type == "Warning" and MISMATCH in e.message]
-
-
-def serve(lab: Lab, core: Any) -> None:
-    """A LoadBalancer Service and one pod for the scheduler to place (no nodeName)."""
-    create_service(core, lb_service("web"))
-    create_pod(core, "web-0", namespace="default", app="web")
-    wait_hostname(core, "web", timeout=30)
-
-
-def assert_traffic_fails_for_want_of_a_node(lab: Lab, core: Any) -> None:
-    """What the user sees: the only worker is tainted, so the pod cannot be scheduled and the
-    ELB's requests find no endpoint."""
-    report = lab.traffic.send("web", requests=50)
-    assert report.answered_total == 0, report.to_json()
-    assert {hop for hop, _ in report.dropped} == {"kube-proxy"}, report.to_json()
-    assert all("no endpoint" in reason for _, reason in report.dropped), report.to_json()
-    pending = wait_for(
-        lambda: next(
-            (c for c in pod(core, "web-0", "default").status.conditions or []
-             if c.type == "PodScheduled" and c.reason == "Unschedulable"),
-            None,
-        ),
-        timeout=20,
-        what="the pod unschedulable",
-    )  # fmt: skip
-    assert UNINITIALIZED in pending.message, pending.message
-
-
-def assert_pod_answers(lab: Lab) -> None:
-    wait_for(
-        lambda: lab.traffic.send("web", requests=50).answered.get("default/web-0") == 50,
-        timeout=30,
-        what="the pod on the initialized worker answering through the ELB",
-    )
 
 
 def _initialized(core: Any, name: str) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 
 from kubernetes import client
 
-from e2e.support import wait_for
+from e2e.support import UNINITIALIZED, create_service, lb_service, wait_for, wait_hostname
 from lab.compose import Lab
 
 PORT = 8080
@@ -119,3 +119,49 @@ def barrier(lab: Lab, *, barrier_pod: str, service: str, namespace: str) -> None
             what=f"the barrier {barrier_pod} ready={want} in the slice",
         )
     kubelet.set_ready(namespace, barrier_pod, None)
+
+
+# --- a Service and a scheduled pod, judged by traffic ------------------------------------
+
+
+def serve(lab: Lab, core: client.CoreV1Api) -> None:
+    """A LoadBalancer Service and one pod for the scheduler to place (no nodeName)."""
+    create_service(core, lb_service("web"))
+    create_pod(core, "web-0", namespace="default", app="web")
+    wait_hostname(core, "web", timeout=30)
+
+
+def assert_traffic_fails_for_want_of_a_node(lab: Lab, core: client.CoreV1Api) -> None:
+    """What the user sees while the only worker is stuck uninitialized (tainted): the pod
+    cannot be scheduled, so the ELB's requests find no endpoint (or, for a node the controller
+    cannot match to an instance, no registered instance at all)."""
+    report = lab.traffic.send("web", requests=50)
+    assert report.answered_total == 0, report.to_json()
+    for hop, reason in report.dropped:
+        expected = "no endpoint" if hop == "kube-proxy" else "has no registered instance"
+        assert hop in ("kube-proxy", "elb"), report.to_json()
+        assert expected in reason, report.to_json()
+    pending = wait_for(
+        lambda: next(
+            (c for c in pod(core, "web-0", "default").status.conditions or []
+             if c.type == "PodScheduled" and c.reason == "Unschedulable"),
+            None,
+        ),
+        timeout=20,
+        what="the pod unschedulable",
+    )  # fmt: skip
+    assert UNINITIALIZED in pending.message, pending.message
+
+
+def assert_pod_answers(lab: Lab) -> None:
+    """Every request through the ELB answered by ``web-0`` (waits for the path to settle)."""
+    last: list[Any] = []
+
+    def answered() -> bool:
+        last[:] = [lab.traffic.send("web", requests=50)]
+        return bool(last[0].answered.get("default/web-0") == 50)
+
+    try:
+        wait_for(answered, timeout=30, what="the pod answering through the ELB")
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}; last: {last[0].to_json() if last else None}") from None

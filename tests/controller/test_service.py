@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from controller.cloud import (
@@ -264,3 +266,25 @@ def test_gone_service_is_forgotten(h: ServiceHarness) -> None:
     h.ctrl.drain()
     h.ctrl.queue.add("default/absent")
     assert [r.outcome for r in h.ctrl.drain()] == ["success"]
+
+
+def test_a_node_that_changes_while_the_load_balancer_is_created_is_registered(
+    h: ServiceHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node-sync worker runs beside the service worker: a node event during the first
+    ensure finds no load balancer to update yet (not an error, upstream says), so the ensure
+    must notice the node set moved on and sync the hosts again."""
+    from controller.runtime.workqueue import process_next
+
+    ensure = h.cloud.ensure_load_balancer
+
+    def ensure_while_a_node_joins(cluster: str, service: Any, nodes: Any) -> Any:
+        h.kube.create("nodes", make_node("n3"))
+        # the node-sync worker takes that event now and finds no load balancer yet
+        assert process_next(h.ctrl.node_queue, h.ctrl.sync_nodes, block=False) is not None
+        return ensure(cluster, service, nodes)
+
+    monkeypatch.setattr(h.cloud, "ensure_load_balancer", ensure_while_a_node_joins)
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    assert h.lb_nodes() == ("n1", "n2", "n3")
