@@ -87,6 +87,11 @@ def _instance(ec2: Any, instance_id: str) -> ClassicInstance:
     )
 
 
+def read_instance(ec2: Any, instance_id: str) -> ClassicInstance:
+    """:class:`ClassicInstance` from moto's EC2 backend (caller holds ``AwsLab.lock``)."""
+    return _instance(ec2, instance_id)
+
+
 def _view(moto: MotoView, lb: Any) -> ClassicLoadBalancer:
     listeners = tuple(
         ClassicListener(
