@@ -233,7 +233,9 @@ def _draining_timeout(lb: Any) -> float | None:
     draining = lb.attributes.get("connection_draining") or {}
     if not _enabled(draining):
         return None
-    return float(draining.get("timeout", 300) or 0)
+    # moto keeps the API's "Timeout" from ModifyLoadBalancerAttributes and adds its own
+    # lower-case "timeout" default beside it
+    return float(draining.get("Timeout", draining.get("timeout", 300)) or 0)
 
 
 def _node_address(view: MotoView, lb: Any) -> str | None:

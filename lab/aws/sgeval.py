@@ -187,7 +187,7 @@ class Flow:
             source_ip=address,
         )
 
-    def describe(self) -> str:
+    def describe(self, peer: str = "from") -> str:
         what = "all traffic" if self.protocol == "-1" else self.protocol
         if self.port is not None:
             what += f"/{self.port}"
@@ -196,7 +196,7 @@ class Flow:
             who.append(",".join(self.source_groups))
         if self.source_ip is not None:
             who.append(str(self.source_ip))
-        return f"{what} from {' / '.join(who) or 'nowhere'}"
+        return f"{what} {peer} {' / '.join(who) or 'nowhere'}"
 
 
 @dataclass(frozen=True)
@@ -273,8 +273,8 @@ class SecurityGroupModel:
     ) -> bool:
         if rule.peer_group is not None:
             return rule.peer_group in peers
-        if address is None:
-            return False
+        if address is None:  # unknown address: only a rule for every address matches it
+            return rule.cidr is not None and rule.cidr.prefixlen == 0
         if rule.cidr is not None:
             return rule.cidr.version == address.version and address in rule.cidr
         if rule.prefix_list is not None:
@@ -296,7 +296,8 @@ class SecurityGroupModel:
         parts.extend(f"{g}: no such group" for g in unknown)
         names = ", ".join([g.group_id for g in known] + unknown)
         return (
-            f"denied: no {direction} rule of {names} allows {flow.describe()} "
+            f"denied: no {direction} rule of {names} allows "
+            f"{flow.describe('from' if inbound else 'to')} "
             f"(evaluated {direction} rules: {' | '.join(parts)})"
         )
 
