@@ -7,6 +7,8 @@ load-balancer group, self-referencing rule, CIDR, prefix list), then asks
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from lab.aws import AwsServer
@@ -21,7 +23,20 @@ from lab.aws.sgeval import (
 from lab.aws.sgview import SecurityGroupView
 from tests.aws import builders as b
 
-NODE_PORTS = {"IpProtocol": "tcp", "FromPort": 30000, "ToPort": 32767}
+if TYPE_CHECKING:
+    from mypy_boto3_ec2.type_defs import IpPermissionTypeDef
+
+
+def node_ports_from(group_id: str) -> list[IpPermissionTypeDef]:
+    """The controller's rule: the node port range from the load balancer's group."""
+    return [
+        {
+            "IpProtocol": "tcp",
+            "FromPort": 30000,
+            "ToPort": 32767,
+            "UserIdGroupPairs": [{"GroupId": group_id}],
+        }
+    ]
 
 
 def _view(aws: AwsServer) -> SecurityGroupView:
@@ -48,9 +63,7 @@ def test_self_referencing_node_group_rule_admits_the_other_nodes(aws: AwsServer)
 def test_elb_group_referenced_by_the_node_group_on_the_node_port_range(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     node, lb = b.group(ec2, "node"), b.group(ec2, "k8s-elb-a1")
-    ec2.authorize_security_group_ingress(
-        GroupId=node, IpPermissions=[{**NODE_PORTS, "UserIdGroupPairs": [{"GroupId": lb}]}]
-    )
+    ec2.authorize_security_group_ingress(GroupId=node, IpPermissions=node_ports_from(lb))
     view = _view(aws)
 
     for port, allowed in ((30000, True), (30080, True), (32767, True), (29999, False)):
@@ -134,13 +147,13 @@ def test_icmp_type_and_code(aws: AwsServer) -> None:
 def test_revoked_rule_denies_and_names_what_is_left(aws: AwsServer) -> None:
     ec2 = aws.client("ec2")
     node, lb = b.group(ec2, "node"), b.group(ec2, "elb")
-    perms = [{**NODE_PORTS, "UserIdGroupPairs": [{"GroupId": lb}]}]
-    ec2.authorize_security_group_ingress(GroupId=node, IpPermissions=perms)  # type: ignore[list-item]
+    perms = node_ports_from(lb)
+    ec2.authorize_security_group_ingress(GroupId=node, IpPermissions=perms)
     b.allow_all_from(ec2, node, node)
     view = _view(aws)
     assert view.ingress(dest_groups=[node], protocol="tcp", port=31000, source_groups=[lb]).allowed
 
-    ec2.revoke_security_group_ingress(GroupId=node, IpPermissions=perms)  # type: ignore[arg-type]
+    ec2.revoke_security_group_ingress(GroupId=node, IpPermissions=perms)
 
     verdict = view.ingress(dest_groups=[node], protocol="tcp", port=31000, source_groups=[lb])
     assert not verdict.allowed
