@@ -65,7 +65,7 @@ from lab.aws.elbprobe import (
     ProbeTarget,
     SecurityGroupProber,
 )
-from lab.aws.elbview import ClassicInstance, read_instance
+from lab.aws.elbview import ClassicInstance, read_instances
 from lab.aws.exceptions import AwsError
 from lab.aws.fidelity import MotoView
 from lab.aws.protocol import AwsRequest, WireResponse, error_response
@@ -352,8 +352,9 @@ class ElbHealth:
             source_ip=_node_address(view, lb),
         )
         zones = {str(z) for z in lb.availability_zones or ()}
+        instances = read_instances(view.ec2, balancer.records)
         for iid, rec in list(balancer.records.items()):
-            inst = read_instance(view.ec2, iid)
+            inst = instances[iid]
             at = now
             if rec.deregistered_at is None and rec.next_check <= now:
                 count = int((now - rec.next_check) // cfg.interval) + 1
@@ -446,8 +447,9 @@ class ElbHealth:
         now = self._clock.now()
         zones = {str(z) for z in lb.availability_zones or ()}
         out: list[InstanceHealth] = []
+        instances = read_instances(view.ec2, wanted)
         for iid in wanted:
-            inst = read_instance(view.ec2, iid)
+            inst = instances[iid]
             if inst.state == "missing":
                 raise LookupError(iid)
             if inst.state == "terminated":
@@ -523,7 +525,7 @@ class ElbHealth:
         lb = view.elb.load_balancers.get(params.get("LoadBalancerName", ""))
         if lb is None:
             return response
-        self.tick(request.region)
+        # no tick: the endpoint ran the due checks just before this (read-only) call
         try:
             states = self._describe(view, request.region, lb, ids)
         except LookupError as exc:
