@@ -126,13 +126,20 @@ class HealthCheckConfig:
             port = int(lb.listeners[0].instance_port) if lb.listeners else 80
             interval, timeout, unhealthy, healthy = DEFAULT_CHECK
             return cls(HealthTarget("TCP", port), interval, timeout, healthy, unhealthy)
-        return cls(
+        config = cls(
             target=HealthTarget.parse(str(check.target)),
             interval=float(check.interval),
             timeout=float(check.timeout),
             healthy_threshold=int(check.healthy_threshold),
             unhealthy_threshold=int(check.unhealthy_threshold),
         )
+        if config.interval <= 0 or config.healthy_threshold < 1 or config.unhealthy_threshold < 1:
+            raise ValueError(
+                f"HealthCheck Interval={check.interval!r} HealthyThreshold="
+                f"{check.healthy_threshold!r} UnhealthyThreshold={check.unhealthy_threshold!r}: "
+                "AWS needs an interval > 0 and thresholds >= 1"
+            )
+        return config
 
 
 @dataclass(frozen=True)
@@ -343,7 +350,12 @@ class ElbHealth:
             rec.deregistered_at = now
             had_traffic = rec.reported is not None and rec.reported.state == IN_SERVICE
             rec.drain_until = now + drain if (drain and had_traffic) else now
-        cfg = HealthCheckConfig.of(lb)
+        try:
+            cfg = HealthCheckConfig.of(lb)
+        except ValueError as exc:  # moto stored a check AWS would have refused: none run
+            for rec in balancer.records.values():
+                rec.detail = f"no health check runs: {exc}"
+            return
         target = ProbeTarget(
             load_balancer=name,
             target=cfg.target,

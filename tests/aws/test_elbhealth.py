@@ -366,3 +366,16 @@ def test_aws_gates_answer_the_traffic_probe(aws: AwsServer, clock: ManualClock) 
     ).allowed
     clock.advance(20)  # checks at 30 and 40 pass
     assert gates.in_service("lb", w.instance) == (True, "InService")
+
+
+def test_a_check_aws_would_refuse_runs_no_checks(aws: AwsServer, clock: ManualClock) -> None:
+    """moto stores ``HTTP:30080`` (no path); AWS refuses it. No check runs, and the reason
+    says why; the endpoint does not fail."""
+    w = World(aws)
+    w.register()
+    w.check("HTTP:30080", interval=10, healthy=2, unhealthy=2)
+    clock.advance(100)
+    assert w.one() == ("OutOfService", "ELB", REGISTERING)
+    ok, reason = aws.lab.elb_health.in_service("lb", w.instance)
+    assert not ok
+    assert "no health check runs: HealthCheck.Target='HTTP:30080': HTTP needs a path" in reason
