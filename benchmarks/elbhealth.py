@@ -9,11 +9,14 @@ with ``N`` registered nodes and a TCP health check. Prints, in one run:
   the per-instance cost at 100 vs 10 says whether it scales linearly;
 * ``DescribeInstanceHealth`` through boto3 with the health model on vs moto's stock answer
   (switch off), same endpoint, same instances: what the fidelity costs on the wire;
-* another AWS call (``DescribeInstances`` of one instance) with the model on vs off: what the
-  checks run before every call cost (instances due at every call);
-* security-group evaluations per second (allowed: first matching rule; denied: every rule of
-  the destination's groups scanned) vs rebuilding the model from moto's state (the baseline
-  the cache avoids).
+* a mutating AWS call (``CreateTags`` on one instance) with the model on vs off: what the
+  checks run before every call that may change state cost (all 110 instances due at every
+  call); reads run none;
+* the checks of 100 more load balancers over 50 nodes (a cluster with many Services): checks
+  per second and the share of a core they take at the lab's default clock;
+* security-group evaluations per second on the model (allowed: the last rule matches; denied:
+  every rule of the destination's groups scanned) and a remembered verdict, vs rebuilding the
+  model from moto's state (the baseline the cache avoids).
 
     .venv/bin/python -m benchmarks.elbhealth [--quick] [--lbs 30]
 """
@@ -27,6 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 from lab.aws import AwsServer
+from lab.aws.fidelity import MotoView
+from lab.aws.sgeval import Flow
 from lab.aws.sgview import SecurityGroupView, read_model
 from lab.clock import ManualClock
 
@@ -172,7 +177,7 @@ def main() -> None:
 
         def other_call() -> None:
             clock.advance(10)  # every instance due before the call
-            world.ec2.describe_instances(InstanceIds=[one])
+            world.ec2.create_tags(Resources=[one], Tags=[{"Key": "k", "Value": "v"}])
 
         on_describe = median_ms(describe, count=30 if args.quick else 100)
         on_other = median_ms(other_call, count=30 if args.quick else 100)
@@ -189,35 +194,52 @@ def main() -> None:
         )
         rows.append(
             (
-                "DescribeInstances (1), 110 instances due per call",
+                "CreateTags (a mutating call), 110 checks due before it",
                 f"model on {on_other:.2f} ms vs off {off_other:.2f} ms: "
                 f"{on_other / off_other:.2f}x",
+            )
+        )
+
+        # -- scale: many load balancers over the same nodes --------------------------------
+        many = 10 if args.quick else 100
+        for i in range(many):
+            world.load_balancer(f"svc{i}", 50)
+        records = 110 + many * 50
+
+        def everything_due() -> None:
+            clock.advance(10)
+            health.tick()
+
+        rounds = per_second(everything_due, seconds=secs)
+        # at speed 10 and a 10 s interval every check is due once per real second
+        share = 100.0 / rounds
+        rows.append(
+            (
+                f"{many} more load balancers x 50 instances ({records} checks per round)",
+                f"{rounds * records:,.0f} checks/s; at the default 10x clock and 10 s interval "
+                f"that is {share:.0f}% of one core",
             )
         )
 
         # -- security-group evaluation ---------------------------------------------------
         view = SecurityGroupView(aws.lab)
         last_lb = world.lb_groups[-1]
+        model = view.model()
+        allowed_flow = Flow.of("tcp", 30080, source_groups=[last_lb])
+        denied_flow = Flow.of("udp", 30080, source_groups=["sg-x"], source_ip="198.51.100.7")
 
         def allowed() -> None:
-            view.ingress(
-                dest_groups=[world.node],
-                protocol="tcp",
-                port=30080,
-                source_groups=[last_lb],
-            )
+            model.ingress([world.node], allowed_flow)
 
         def denied() -> None:
+            model.ingress([world.node], denied_flow)
+
+        def remembered() -> None:
             view.ingress(
-                dest_groups=[world.node],
-                protocol="udp",
-                port=30080,
-                source_groups=["sg-elsewhere"],
-                source_ip="198.51.100.7",
+                dest_groups=[world.node], protocol="tcp", port=30080, source_groups=[last_lb]
             )
 
         settings = aws.lab.settings
-        from lab.aws.fidelity import MotoView
 
         def rebuild() -> None:
             with aws.lab.lock:
@@ -225,20 +247,21 @@ def main() -> None:
 
         ok_rate = per_second(allowed, seconds=secs)
         deny_rate = per_second(denied, seconds=secs)
+        memo_rate = per_second(remembered, seconds=secs)
         rebuild_rate = per_second(rebuild, seconds=secs)
-        rules = len(view.model().groups[world.node].ingress)
-        groups = len(view.model().groups)
+        rules = len(model.groups[world.node].ingress)
         rows.append(
             (
-                f"SG evaluations, node group with {rules} rules, {groups} groups",
-                f"allowed (last rule) {ok_rate:,.0f}/s, denied (all rules) {deny_rate:,.0f}/s",
+                f"SG evaluations, node group with {rules} rules, {len(model.groups)} groups",
+                f"allowed (last rule) {ok_rate:,.0f}/s, denied (all rules) {deny_rate:,.0f}/s, "
+                f"remembered verdict {memo_rate:,.0f}/s",
             )
         )
         rows.append(
             (
                 "baseline: model rebuilt from moto",
-                f"{rebuild_rate:,.0f}/s; cached evaluation is {ok_rate / rebuild_rate:,.0f}x "
-                "faster",
+                f"{rebuild_rate:,.0f}/s; an evaluation on the cached model is "
+                f"{ok_rate / rebuild_rate:,.0f}x faster",
             )
         )
         errors = aws.take_internal_errors()

@@ -266,7 +266,7 @@ class AwsApp:
         lab = self.lab
         with lab.lock:
             lab.fidelity.tick()
-            lab.elb_health.tick(request.region)  # checks due so far see the state before this call
+            lab.elb_health.before(request)  # checks due so far see the state before this call
             error: AwsError | None
             error, context = lab.fidelity.before(request)
             if error is not None:

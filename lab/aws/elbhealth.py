@@ -35,8 +35,9 @@ Time: checks are due every ``Interval`` **lab seconds** (:mod:`lab.clock`; the e
 default is a :class:`~lab.clock.ScaledClock` at :data:`lab.clock.DEFAULT_SPEED`, so the AWS
 default of 10 x 30 s costs 30 real seconds instead of 5 minutes; ``ScaledClock(1)`` is real
 time, a :class:`~lab.clock.ManualClock` is for tests). Checks are evaluated lazily: before every
-AWS call the endpoint answers (so a state change made through the API is seen by exactly the
-checks after it) and whenever someone asks (``DescribeInstanceHealth``, :meth:`ElbHealth.state`).
+AWS call that may change state (so a change made through the API is seen by exactly the
+checks after it; reads cost nothing) and, for one load balancer, whenever someone asks about
+it (``DescribeInstanceHealth``, :meth:`ElbHealth.state`, :meth:`ElbHealth.in_service`).
 The checks that fell due since the last evaluation all see the world as it is now, one prober
 call for all of them; a transition is stamped with the lab time of the check that crossed the
 threshold. Transitions go to :attr:`ElbHealth.observers` (the default one logs them).
@@ -261,6 +262,7 @@ def _node_address(view: MotoView, lb: Any) -> str | None:
     return None
 
 
+_READS = ("Describe", "List", "Get")
 _INSTANCE_PARAM = re.compile(r"^Instances\.member\.(\d+)\.InstanceId$")
 
 
@@ -317,8 +319,9 @@ class ElbHealth:
         settings = self.aws.settings
         return MotoView(settings.account, region or settings.region)
 
-    def tick(self, region: str | None = None) -> None:
-        """Run every check due by now (and start/finish registrations and draining)."""
+    def tick(self, region: str | None = None, *, load_balancer: str | None = None) -> None:
+        """Run every check due by now (and start/finish registrations and draining), for
+        every load balancer of ``region`` or only ``load_balancer``."""
         if not self.enabled:
             return
         with self.aws.lock:
@@ -328,12 +331,23 @@ class ElbHealth:
             except KeyError:  # not a region moto serves (e.g. a global service's scope)
                 return
             now = self._clock.now()
+            if load_balancer is not None:
+                lb = view.elb.load_balancers.get(load_balancer)
+                if lb is not None:
+                    self._tick_lb(view, region, lb, now)
+                return
             live = set()
             for lb in list(view.elb.load_balancers.values()):
                 live.add((region, str(lb.name)))
                 self._tick_lb(view, region, lb, now)
             for key in [k for k in self._balancers if k[0] == region and k not in live]:
                 del self._balancers[key]
+
+    def before(self, request: AwsRequest) -> None:
+        """Before a call that may change state: every check due so far sees the state before
+        it. Reads change nothing, so they cost nothing here (questions catch up themselves)."""
+        if not request.action.startswith(_READS):
+            self.tick(request.region)
 
     def _tick_lb(self, view: MotoView, region: str, lb: Any, now: float) -> None:
         name = str(lb.name)
@@ -444,7 +458,7 @@ class ElbHealth:
         load balancer, ``LookupError`` an instance that does not exist."""
         with self.aws.lock:
             self.aws.fidelity.tick()
-            self.tick(region)
+            self.tick(region, load_balancer=load_balancer)
             view = self._view(region)
             lb = view.elb.load_balancers.get(load_balancer)
             if lb is None:
@@ -502,7 +516,7 @@ class ElbHealth:
     def draining(self, load_balancer: str, *, region: str | None = None) -> dict[str, float]:
         """Deregistered instances still draining: instance id -> lab seconds left."""
         with self.aws.lock:
-            self.tick(region)
+            self.tick(region, load_balancer=load_balancer)
             balancer = self._balancers.get((region or self.aws.settings.region, load_balancer))
             now = self._clock.now()
             if balancer is None:
@@ -520,9 +534,10 @@ class ElbHealth:
             return response
         if request.action == "DescribeInstanceHealth":
             return self._describe_response(request, response)
-        if request.action.startswith(("Describe", "List", "Get")):
+        if request.action.startswith(_READS):
             return response
-        self.tick(request.region)  # registrations, draining, new checks start now
+        # registrations, draining and new checks start now
+        self.tick(request.region, load_balancer=request.params.get("LoadBalancerName"))
         return response
 
     def _describe_response(self, request: AwsRequest, response: WireResponse) -> WireResponse:
@@ -537,7 +552,7 @@ class ElbHealth:
         lb = view.elb.load_balancers.get(params.get("LoadBalancerName", ""))
         if lb is None:
             return response
-        # no tick: the endpoint ran the due checks just before this (read-only) call
+        self.tick(request.region, load_balancer=str(lb.name))
         try:
             states = self._describe(view, request.region, lb, ids)
         except LookupError as exc:

@@ -6,7 +6,8 @@ request lock, the way :mod:`lab.aws.elbview` reads load balancers: never through
 reads stay out of the trail and are not hit by injected faults.
 
 Design: building the model walks every group, so it is cached per :attr:`AwsLab.generation`
-(bumped by every AWS call that may change state, and by resets). A test that changes moto's
+(bumped by every AWS call that may change state, and by resets), and so are the verdicts
+(health checks ask the same questions every interval). A test that changes moto's
 backends directly, bypassing the API, calls :meth:`SecurityGroupView.invalidate`.
 
 Neighbours: :mod:`lab.aws.elbhealth` (the default prober asks it whether the load balancer's
@@ -16,7 +17,7 @@ groups reach an instance), :mod:`lab.aws.gates` (the traffic probe's verdicts).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lab.aws.app import AwsLab
@@ -34,6 +35,8 @@ from lab.aws.sgeval import (
 )
 
 log = logging.getLogger(__name__)
+
+_MAX_VERDICTS = 100_000
 
 
 def _port(value: Any) -> int | None:
@@ -117,10 +120,12 @@ class SecurityGroupView:
     def __init__(self, aws: AwsLab) -> None:
         self.aws = aws
         self._cached: tuple[int, SecurityGroupModel] | None = None
+        self._verdicts: dict[tuple[object, ...], Verdict] = {}
 
     def invalidate(self) -> None:
         """Forget the cached model (after changing moto's backends without the API)."""
         self._cached = None
+        self._verdicts.clear()
 
     def model(self) -> SecurityGroupModel:
         aws = self.aws
@@ -131,7 +136,20 @@ class SecurityGroupView:
             settings = aws.settings
             model = read_model(MotoView(settings.account, settings.region))
             self._cached = (aws.generation, model)
+            self._verdicts.clear()
             return model
+
+    def _memo(self, key: tuple[object, ...], answer: Callable[[], Verdict]) -> Verdict:
+        """A verdict remembered for the current model (health checks ask the same questions
+        every interval)."""
+        with self.aws.lock:
+            self.model()  # drops the remembered verdicts when the model changed
+            found = self._verdicts.get(key)
+            if found is None:
+                if len(self._verdicts) >= _MAX_VERDICTS:
+                    self._verdicts.clear()
+                found = self._verdicts[key] = answer()
+            return found
 
     def ingress(
         self,
@@ -143,8 +161,13 @@ class SecurityGroupView:
         source_ip: str | None = None,
     ) -> Verdict:
         """Whether an interface with ``dest_groups`` admits the connection (inbound rules)."""
-        flow = Flow.of(protocol, port, source_groups=source_groups, source_ip=source_ip)
-        return self.model().ingress(dest_groups, flow)
+        key = ("in", tuple(dest_groups), protocol, port, tuple(source_groups), source_ip)
+
+        def answer() -> Verdict:
+            flow = Flow.of(protocol, port, source_groups=source_groups, source_ip=source_ip)
+            return self.model().ingress(dest_groups, flow)
+
+        return self._memo(key, answer)
 
     def connect(
         self,
@@ -157,8 +180,13 @@ class SecurityGroupView:
         dest_ip: str | None = None,
     ) -> Verdict:
         """The source's outbound rules (if it has groups) and the destination's inbound rules."""
-        flow = Flow.of(protocol, port, source_groups=source_groups, source_ip=source_ip)
-        return self.model().connect(flow, dest_groups=dest_groups, dest_ip=dest_ip)
+        key = ("conn", tuple(dest_groups), protocol, port, tuple(source_groups), source_ip, dest_ip)
+
+        def answer() -> Verdict:
+            flow = Flow.of(protocol, port, source_groups=source_groups, source_ip=source_ip)
+            return self.model().connect(flow, dest_groups=dest_groups, dest_ip=dest_ip)
+
+        return self._memo(key, answer)
 
 
 __all__ = ["SecurityGroupView", "read_model"]
