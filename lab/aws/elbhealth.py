@@ -246,6 +246,18 @@ def _draining_timeout(lb: Any) -> float | None:
     return float(draining.get("Timeout", draining.get("timeout", 300)) or 0)
 
 
+def _zones(view: MotoView, lb: Any) -> set[str]:
+    """The zones a load balancer serves: its subnets' zones (VPC), or the zones it was created
+    with (moto leaves ``availability_zones`` empty for one created with ``Subnets``)."""
+    zones = {str(z) for z in lb.availability_zones or ()}
+    for subnet_id in list(getattr(lb, "subnets", None) or ()):
+        try:
+            zones.add(str(view.ec2.get_subnet(subnet_id).availability_zone))
+        except Exception:
+            continue
+    return zones
+
+
 def _node_address(view: MotoView, lb: Any) -> str | None:
     """A modelled load-balancer node address: x.x.x.4 of its first subnet (AWS reserves the
     first four addresses of a subnet)."""
@@ -377,7 +389,7 @@ class ElbHealth:
             source_groups=tuple(str(g) for g in lb.security_groups or ()),
             source_ip=_node_address(view, lb),
         )
-        zones = {str(z) for z in lb.availability_zones or ()}
+        zones = _zones(view, lb)
         instances = read_instances(view.ec2, balancer.records)
         for iid, rec in list(balancer.records.items()):
             inst = instances[iid]
@@ -471,7 +483,7 @@ class ElbHealth:
         balancer = self._balancers.get((region, str(lb.name)), _Balancer())
         wanted = list(instance_ids) or list(dict.fromkeys(str(i) for i in lb.instance_ids))
         now = self._clock.now()
-        zones = {str(z) for z in lb.availability_zones or ()}
+        zones = _zones(view, lb)
         out: list[InstanceHealth] = []
         instances = read_instances(view.ec2, wanted)
         for iid in wanted:

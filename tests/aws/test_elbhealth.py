@@ -28,6 +28,7 @@ from lab.aws.gates import AwsGates
 from lab.clock import ManualClock, ScaledClock
 from lab.traffic import Gate, Gates
 from tests.aws import builders as b
+from tests.aws.conftest import FakeClock
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -379,3 +380,55 @@ def test_a_check_aws_would_refuse_runs_no_checks(aws: AwsServer, clock: ManualCl
     ok, reason = aws.lab.elb_health.in_service("lb", w.instance)
     assert not ok
     assert "no health check runs: HealthCheck.Target='HTTP:30080': HTTP needs a path" in reason
+
+
+def test_instance_outside_the_load_balancers_zones(aws: AwsServer, clock: ManualClock) -> None:
+    w = World(aws)  # the load balancer is in the first subnet's zone only
+    zone = w.ec2.describe_subnets(SubnetIds=[b.first_subnet(w.ec2)])["Subnets"][0][
+        "AvailabilityZone"
+    ]
+    elsewhere = next(
+        s["SubnetId"] for s in w.ec2.describe_subnets()["Subnets"] if s["AvailabilityZone"] != zone
+    )
+    far = w.ec2.run_instances(
+        ImageId=b.AMI, MinCount=1, MaxCount=1, SecurityGroupIds=[w.node_sg], SubnetId=elsewhere
+    )["Instances"][0]["InstanceId"]
+    w.register(w.instance, far)
+    clock.advance(10)
+    assert w.health(far) == [
+        (
+            "OutOfService",
+            "ELB",
+            "Instance is in the EC2 Availability Zone for which LoadBalancer is not configured "
+            "to route traffic to.",
+        )
+    ]
+    assert w.one() == IN
+
+
+def test_pending_instance(aws: AwsServer, clock: ManualClock, fake_clock: FakeClock) -> None:
+    aws.control.set_fidelity(instance_pending_s=30)
+    w = World(aws)
+    w.register()
+    assert w.one() == ("OutOfService", "Instance", "Instance is in pending state.")
+    fake_clock.advance(31)  # EC2: running now
+    clock.advance(10)  # checks at 10 and 20 pass from here
+    clock.advance(10)
+    assert w.one() == IN
+
+
+def test_transitions_are_logged(
+    aws: AwsServer, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    w = World(aws)
+    with caplog.at_level("INFO", logger="lab.aws.elbhealth"):
+        w.register()
+        clock.advance(10)
+        w.one()
+    lines = [r.getMessage() for r in caplog.records if r.name == "lab.aws.elbhealth"]
+    assert lines == [
+        f"elb lb instance {w.instance}: (new) -> OutOfService (ELB: {REGISTERING}) "
+        "last check: TCP:30080 answered (instance running; no node model)",
+        f"elb lb instance {w.instance}: OutOfService -> InService (N/A: N/A) "
+        "last check: TCP:30080 answered (instance running; no node model)",
+    ]
