@@ -189,6 +189,7 @@ class AwsLab:
             self.elb_health.tick()
 
     def close(self) -> None:
+        self.elb_health.stop_ticker()
         self.trail.close()
 
 

@@ -41,6 +41,8 @@ it (``DescribeInstanceHealth``, :meth:`ElbHealth.state`, :meth:`ElbHealth.in_ser
 The checks that fell due since the last evaluation all see the world as it is now, one prober
 call for all of them; a transition is stamped with the lab time of the check that crossed the
 threshold. Transitions go to :attr:`ElbHealth.observers` (the default one logs them).
+:meth:`ElbHealth.start_ticker` adds a background evaluation every second or so, for logs that
+follow events as they happen.
 
 Neighbours: :mod:`lab.aws.elbprobe` (the prober seam), :mod:`lab.aws.elbview` (instances),
 :mod:`lab.aws.app` (``AwsApp`` calls :meth:`ElbHealth.tick` and :meth:`ElbHealth.after`),
@@ -51,6 +53,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -289,6 +292,7 @@ class ElbHealth:
         self.observers: list[Observer] = [log_transition]
         self.history: deque[HealthTransition] = deque(maxlen=1000)
         self._balancers: dict[tuple[str, str], _Balancer] = {}
+        self._ticker: tuple[threading.Thread, threading.Event] | None = None
 
     # -- configuration ---------------------------------------------------------------------
     @property
@@ -309,6 +313,35 @@ class ElbHealth:
                     if rec.deregistered_at is not None:
                         rec.deregistered_at += delta
             self._clock = clock
+
+    def start_ticker(self, period: float = 1.0) -> None:
+        """Also evaluate every load balancer every ``period`` **real** seconds, from a daemon
+        thread, so transitions are logged when they happen even when nobody calls AWS or asks
+        (and a change outside the API is attributed within one period). Idempotent;
+        :meth:`stop_ticker` (and closing the endpoint) stops it."""
+        if not period > 0:
+            raise ValueError(f"ticker period must be > 0 seconds, got {period!r}")
+        if self._ticker is not None:
+            return
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(period):
+                try:
+                    self.aws.advance()
+                except Exception as exc:  # keep ticking; the fixture reports it
+                    log.exception("elb health ticker")
+                    self.aws.internal_errors.record(f"elb health ticker: {exc}")
+
+        thread = threading.Thread(target=run, name="elb-health-ticker", daemon=True)
+        self._ticker = (thread, stop)
+        thread.start()
+
+    def stop_ticker(self) -> None:
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None:
+            ticker[1].set()
+            ticker[0].join(timeout=5)
 
     def set_node_answers(self, node_answers: NodeAnswers) -> None:
         """Use the default prober with ``node_answers`` for what the instance answers once a

@@ -432,3 +432,29 @@ def test_transitions_are_logged(
         f"elb lb instance {w.instance}: OutOfService -> InService (N/A: N/A) "
         "last check: TCP:30080 answered (instance running; no node model)",
     ]
+
+
+def test_ticker_logs_transitions_without_anyone_asking(aws: AwsServer) -> None:
+    health = aws.lab.elb_health
+    real = health.clock
+    health.clock = ScaledClock(200)  # 2 x 10 s healthy threshold: 0.1 real seconds
+    seen: list[HealthTransition] = []
+    health.observers.append(seen.append)
+    try:
+        w = World(aws)
+        w.register()
+        health.start_ticker(0.02)
+        health.start_ticker(0.02)  # idempotent
+        from lab.compose import wait_for
+
+        wait_for(
+            lambda: any(t.after.state == "InService" for t in seen),
+            timeout=10,
+            what="the ticker to log InService",
+        )
+    finally:
+        health.stop_ticker()
+        health.observers.remove(seen.append)
+        health.clock = real
+    with pytest.raises(ValueError, match="period must be > 0"):
+        health.start_ticker(0)
