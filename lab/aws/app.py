@@ -43,6 +43,7 @@ from lab.aws.protocol import (
     read_error,
 )
 from lab.aws.trail import Trail, TrailEvent, TrailValue, summarize_params
+from lab.clock import DEFAULT_SPEED, ScaledClock
 from lab.component import InternalErrors
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,8 @@ class LabSettings:
     fidelity: FidelityConfig = field(default_factory=FidelityConfig)
     trail_path: Path | None = None
     trail_enabled: bool = True
+    clock_speed: float = DEFAULT_SPEED
+    """Lab seconds per real second of the ELB health checks' clock (``lab.clock``)."""
 
 
 class AwsLab:
@@ -109,7 +112,7 @@ class AwsLab:
         """Exceptions raised inside the lab's own layers (a test should see none)."""
         from lab.aws.elbhealth import ElbHealth
 
-        self.elb_health = ElbHealth(self)
+        self.elb_health = ElbHealth(self, clock=ScaledClock(settings.clock_speed))
         """Classic ELB health checks and draining (its ``clock`` is the lab clock)."""
         self.generation = 0
         """Bumped by every call that may change AWS state (not Describe/List/Get) and by

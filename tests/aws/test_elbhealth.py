@@ -458,3 +458,13 @@ def test_ticker_logs_transitions_without_anyone_asking(aws: AwsServer) -> None:
         health.clock = real
     with pytest.raises(ValueError, match="period must be > 0"):
         health.start_ticker(0)
+
+
+def test_endpoint_clock_speed_is_a_knob() -> None:
+    from lab.aws.__main__ import parse_args
+
+    with pytest.raises(ValueError, match="clock speed must be a finite number > 0, got 0"):
+        AwsServer(clock_speed=0)
+    assert parse_args(["--clock-speed", "1"]).clock_speed == 1.0
+    with AwsServer(clock_speed=1, warm_up=False) as real_time:
+        assert real_time.lab.elb_health.clock.speed == 1.0
