@@ -427,6 +427,8 @@ class ElbHealth:
         for iid, rec in list(balancer.records.items()):
             inst = instances[iid]
             at = now
+            # a shorter Interval (ConfigureHealthCheck) applies from the next check
+            rec.next_check = min(rec.next_check, now + cfg.interval)
             if rec.deregistered_at is None and rec.next_check <= now:
                 count = int((now - rec.next_check) // cfg.interval) + 1
                 result = self._probe(inst, target)

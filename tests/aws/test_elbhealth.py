@@ -468,3 +468,15 @@ def test_endpoint_clock_speed_is_a_knob() -> None:
     assert parse_args(["--clock-speed", "1"]).clock_speed == 1.0
     with AwsServer(clock_speed=1, warm_up=False) as real_time:
         assert real_time.lab.elb_health.clock.speed == 1.0
+
+
+def test_a_shorter_interval_applies_from_the_next_check(aws: AwsServer, clock: ManualClock) -> None:
+    w = World(aws)
+    w.check("TCP:30080", interval=300, healthy=2, unhealthy=2)
+    w.register()  # first check at 0, the next would be at 300
+    clock.advance(5)
+    w.check("TCP:30080", interval=10, healthy=2, unhealthy=2)  # next check at 15
+    clock.advance(9)
+    assert w.one() == ("OutOfService", "ELB", REGISTERING)
+    clock.advance(1)
+    assert w.one() == IN
