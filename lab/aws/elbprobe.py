@@ -14,14 +14,19 @@ a single check turns out is asked of a :class:`Prober`. The lab's default,
    ``healthCheckNodePort`` status); the default says a running instance answers.
 
 ``lab/aws`` knows nothing of Kubernetes: the callback is the only way cluster knowledge gets in.
-A kind backend supplies a prober that makes real TCP/HTTP requests to node containers instead.
+For a backend with real nodes (kind), :class:`NetworkAnswers` is a callback that makes the
+real TCP/SSL/HTTP/HTTPS request (the security groups are still evaluated first: no real network
+enforces them there).
 
 Neighbours: :mod:`lab.aws.elbview` (:class:`ClassicInstance`), :mod:`lab.aws.sgview`.
 """
 
 from __future__ import annotations
 
+import http.client
 import re
+import socket
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -104,6 +109,74 @@ def running_answers(instance: ClassicInstance, target: ProbeTarget) -> ProbeResu
     return ProbeResult(False, f"instance is {instance.state}: no answer", timed_out=True)
 
 
+AddressOf = Callable[[ClassicInstance, ProbeTarget], tuple[str, int]]
+"""Where a real health check connects for an instance (a kind node container's address...)."""
+
+
+def private_address(instance: ClassicInstance, target: ProbeTarget) -> tuple[str, int]:
+    """The instance's private address and the target port, as on AWS."""
+    return instance.private_ip, target.target.port
+
+
+class NetworkAnswers:
+    """A :data:`NodeAnswers` that really connects (for a backend with real nodes, e.g. kind).
+
+    ``TCP``: a connection is accepted; ``SSL``: a TLS handshake completes; ``HTTP``/``HTTPS``:
+    ``GET <path>`` answers 200 (any other status fails, as on a Classic ELB). Backend
+    certificates are not verified, as the load balancer does not verify them. ``timeout`` is in
+    **real** seconds: the check runs while the endpoint holds its request lock, so keep it
+    short. ``address_of`` maps an instance to where its node listens (default: its private
+    address and the target port).
+    """
+
+    def __init__(self, address_of: AddressOf = private_address, *, timeout: float = 2.0) -> None:
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        self.address_of = address_of
+        self.timeout = timeout
+
+    def __call__(self, instance: ClassicInstance, target: ProbeTarget) -> ProbeResult:
+        host, port = self.address_of(instance, target)
+        check = target.target
+        where = f"{check} at {host}:{port}"
+        try:
+            if check.protocol in ("HTTP", "HTTPS"):
+                return self._http(host, port, check, where)
+            with socket.create_connection((host, port), timeout=self.timeout) as sock:
+                if check.protocol == "SSL":
+                    with _unverified().wrap_socket(sock, server_hostname=host):
+                        pass
+            return ProbeResult(True, f"{where}: connected")
+        except ConnectionRefusedError:
+            return ProbeResult(False, f"{where}: connection refused")
+        except TimeoutError:
+            return ProbeResult(False, f"{where}: no answer in {self.timeout:g}s", timed_out=True)
+        except (OSError, http.client.HTTPException) as exc:
+            return ProbeResult(False, f"{where}: {type(exc).__name__}: {exc}")
+
+    def _http(self, host: str, port: int, check: HealthTarget, where: str) -> ProbeResult:
+        conn: http.client.HTTPConnection
+        if check.protocol == "HTTPS":
+            conn = http.client.HTTPSConnection(
+                host, port, timeout=self.timeout, context=_unverified()
+            )
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
+        try:
+            conn.request("GET", check.path, headers={"User-Agent": "ELB-HealthChecker/1.0"})
+            status = conn.getresponse().status
+        finally:
+            conn.close()
+        return ProbeResult(status == 200, f"{where}: HTTP {status}")
+
+
+def _unverified() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 class SecurityGroupProber:
     """The default prober: instance state, security groups, then :data:`NodeAnswers`."""
 
@@ -138,11 +211,14 @@ class SecurityGroupProber:
 
 
 __all__ = [
+    "AddressOf",
     "HealthTarget",
+    "NetworkAnswers",
     "NodeAnswers",
     "ProbeResult",
     "ProbeTarget",
     "Prober",
     "SecurityGroupProber",
+    "private_address",
     "running_answers",
 ]
