@@ -10,7 +10,10 @@ Modules, named as in every emulator of the lab: ``server`` (in-process component
 (child-process component), ``control`` (the ``/_lab/`` routes), ``control_client`` (their typed
 client), ``exceptions``; and ``app`` (WSGI composition), ``protocol`` (query protocol and error
 wire shapes), ``fidelity`` and ``lifecycle`` (AWS behaviours moto lacks), ``faults``, ``trail``
-and ``render`` (the call trail).
+and ``render`` (the call trail); the data plane: ``sgeval`` and ``sgview`` (security-group
+evaluation), ``elbhealth`` and ``elbprobe`` (Classic ELB health checks, draining, the prober
+seam), ``elbview`` (what a load balancer is configured to do) and ``gates`` (the traffic
+probe's AWS verdicts).
 """
 
 from __future__ import annotations

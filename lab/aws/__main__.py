@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lab.aws.app import DEFAULT_ACCOUNT
 from lab.aws.server import AwsServer
+from lab.clock import DEFAULT_SPEED
 from lab.component import serve_until_signal
 
 
@@ -33,6 +34,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no-warm-up", action="store_true", help="skip loading EC2/ELB before the ready line"
     )
+    parser.add_argument(
+        "--clock-speed",
+        type=float,
+        default=DEFAULT_SPEED,
+        help=f"lab seconds per real second of ELB health checks (default {DEFAULT_SPEED:g}; "
+        "1 = real time)",
+    )
     parser.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
     return parser.parse_args(argv)
 
@@ -49,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             port=args.port,
             trail_path=args.trail,
             warm_up=not args.no_warm_up,
+            clock_speed=args.clock_speed,
         ),
         log_level=args.log_level,
     )

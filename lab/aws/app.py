@@ -43,12 +43,14 @@ from lab.aws.protocol import (
     read_error,
 )
 from lab.aws.trail import Trail, TrailEvent, TrailValue, summarize_params
+from lab.clock import DEFAULT_SPEED, ScaledClock
 from lab.component import InternalErrors
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ACCOUNT = "123456789012"
 StartResponse = Callable[..., Any]
+_READS = ("Describe", "List", "Get")
 
 _RESPONSE_IDS: dict[str, tuple[tuple[str, bytes, bytes], ...]] = {
     # action: (summary key, opening tag, closing tag) of ids worth keeping from the response
@@ -90,6 +92,8 @@ class LabSettings:
     fidelity: FidelityConfig = field(default_factory=FidelityConfig)
     trail_path: Path | None = None
     trail_enabled: bool = True
+    clock_speed: float = DEFAULT_SPEED
+    """Lab seconds per real second of the ELB health checks' clock (``lab.clock``)."""
 
 
 class AwsLab:
@@ -106,6 +110,13 @@ class AwsLab:
         self.started = time.time()
         self.internal_errors = InternalErrors()
         """Exceptions raised inside the lab's own layers (a test should see none)."""
+        from lab.aws.elbhealth import ElbHealth
+
+        self.elb_health = ElbHealth(self, clock=ScaledClock(settings.clock_speed))
+        """Classic ELB health checks and draining (its ``clock`` is the lab clock)."""
+        self.generation = 0
+        """Bumped by every call that may change AWS state (not Describe/List/Get) and by
+        resets: in-process readers cache what they derive from moto's backends per value."""
         if self.seed is not None:
             self.apply_seed(self.seed)
 
@@ -125,9 +136,11 @@ class AwsLab:
         """
         with self.lock:
             _reset_moto()
+            self.generation += 1
             self.trail.clear()
             self.faults.clear()
             self.fidelity.reset(self.settings.fidelity)
+            self.elb_health.reset()
             self.internal_errors.clear()
             if self.seed is not None:
                 self.apply_seed(self.seed)
@@ -176,8 +189,10 @@ class AwsLab:
         """
         with self.lock:
             self.fidelity.tick()
+            self.elb_health.tick()
 
     def close(self) -> None:
+        self.elb_health.stop_ticker()
         self.trail.close()
 
 
@@ -255,6 +270,7 @@ class AwsApp:
         lab = self.lab
         with lab.lock:
             lab.fidelity.tick()
+            lab.elb_health.before(request)  # checks due so far see the state before this call
             error: AwsError | None
             error, context = lab.fidelity.before(request)
             if error is not None:
@@ -264,7 +280,10 @@ class AwsApp:
                 response = _call_wsgi(self._moto_app(environ, request), environ)
             finally:
                 lab.fidelity.finish(context)
-            return lab.fidelity.after(request, response, context), ""
+                if not request.action.startswith(_READS):
+                    lab.generation += 1
+            response = lab.fidelity.after(request, response, context)
+            return lab.elb_health.after(request, response), ""
 
     def _moto_app(self, environ: dict[str, Any], request: AwsRequest) -> Any:
         """moto's per-service app for this call, cached per (service, region).

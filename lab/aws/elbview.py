@@ -14,7 +14,7 @@ configured.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,11 @@ def _instance(ec2: Any, instance_id: str) -> ClassicInstance:
         inst = ec2.get_instance(instance_id)
     except Exception:
         return ClassicInstance(instance_id, "", "", "missing")
+    return _classic(inst)
+
+
+def _classic(inst: Any) -> ClassicInstance:
+    instance_id = str(inst.id)
     groups: set[str] = set()
     for nic in getattr(inst, "nics", {}).values():
         groups.update(str(g.id) for g in nic.group_set)
@@ -87,7 +92,19 @@ def _instance(ec2: Any, instance_id: str) -> ClassicInstance:
     )
 
 
+def read_instances(ec2: Any, instance_ids: Iterable[str]) -> dict[str, ClassicInstance]:
+    """Several instances in one pass over moto's reservations (its ``get_instance`` scans
+    them all for each id); ids that do not exist map to state ``missing``."""
+    wanted = set(instance_ids)
+    found = {str(i.id): i for i in ec2.all_instances() if str(i.id) in wanted}
+    return {
+        iid: _classic(found[iid]) if iid in found else ClassicInstance(iid, "", "", "missing")
+        for iid in wanted
+    }
+
+
 def _view(moto: MotoView, lb: Any) -> ClassicLoadBalancer:
+    known = read_instances(moto.ec2, lb.instance_ids)
     listeners = tuple(
         ClassicListener(
             port=int(lst.load_balancer_port),
@@ -102,7 +119,7 @@ def _view(moto: MotoView, lb: Any) -> ClassicLoadBalancer:
         dns_name=str(lb.dns_name),
         scheme=str(lb.scheme),
         listeners=listeners,
-        instances=tuple(_instance(moto.ec2, i) for i in lb.instance_ids),
+        instances=tuple(known[i] for i in dict.fromkeys(lb.instance_ids)),
         zones=tuple(str(z) for z in lb.availability_zones or ()),
         cross_zone=_enabled(lb.attributes.get("cross_zone_load_balancing")),
         security_groups=tuple(str(g) for g in lb.security_groups),

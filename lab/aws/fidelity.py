@@ -38,6 +38,12 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
 10. EC2 is eventually consistent; moto is not. ``instance_describe_lag_s`` keeps a new instance
     out of ``DescribeInstances``/``DescribeInstanceStatus`` for a while (by id:
     ``InvalidInstanceID.NotFound``), as in kubernetes#81636.
+11. moto never health-checks: ``DescribeInstanceHealth`` says ``InService`` for every running
+    registered instance. :mod:`lab.aws.elbhealth` (owned by ``AwsLab``, called by ``AwsApp``)
+    counts each load balancer's health checks on the lab clock through a prober that evaluates
+    the security groups (:mod:`lab.aws.sgeval`) and answers with AWS's ``State``,
+    ``ReasonCode`` and ``Description``, connection draining included
+    (``elb_health_checks``).
 
 Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends with
 ``.elb.amazonaws.com``; ``ApplySecurityGroupsToLoadBalancer`` replaces the set in the given
@@ -87,6 +93,10 @@ class FidelityConfig:
     elb_fixes: bool = True
     """Classic ELB API fixes: default health check and attributes, register/deregister
     results, unknown instances refused (gaps 5-8)."""
+    elb_health_checks: bool = True
+    """Classic ELB health checks and connection draining (:mod:`lab.aws.elbhealth`):
+    ``DescribeInstanceHealth`` answers from thresholds counted on the lab clock (gap 11);
+    ``False`` = moto's answer (every running registered instance ``InService``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,7 +112,7 @@ class FidelityConfig:
 
 
 def _validate(name: str, value: Any) -> None:
-    bools = {"enabled", "sg_dependency_violation", "elb_fixes"}
+    bools = {"enabled", "sg_dependency_violation", "elb_fixes", "elb_health_checks"}
     seconds = {
         "elb_sg_release_s",
         "instance_pending_s",

@@ -46,8 +46,11 @@ class AwsProcess(ChildProcess):
         detach: bool = False,
         python: str = sys.executable,
         env: Mapping[str, str] | None = None,
+        clock_speed: float | None = None,
     ) -> None:
         args = ["--host", host, "--port", str(port), "--region", region]
+        if clock_speed is not None:
+            args += ["--clock-speed", repr(float(clock_speed))]
         if seed is not None:
             args += ["--seed", str(seed)]
         if account is not None:

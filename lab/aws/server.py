@@ -34,6 +34,7 @@ from lab.aws.app import DEFAULT_ACCOUNT, AwsApp, AwsLab, LabSettings
 from lab.aws.control_client import AwsControlClient
 from lab.aws.fidelity import FidelityConfig
 from lab.aws.trail import Trail
+from lab.clock import DEFAULT_SPEED, check_speed
 from lab.component import ServerComponent
 
 if TYPE_CHECKING:
@@ -82,14 +83,21 @@ class AwsServer(ServerComponent):
         trail_path: Path | None = None,
         ready_timeout: float = 30.0,
         warm_up: bool = True,
+        clock_speed: float = DEFAULT_SPEED,
     ) -> None:
         super().__init__(host=host, port=port, ready_timeout=ready_timeout)
+        check_speed(clock_speed)  # ValueError naming the value
         config = FidelityConfig(enabled=fidelity) if isinstance(fidelity, bool) else fidelity
         self.region = region
         self.account = account
         self._warm_up = warm_up
         self._settings = LabSettings(
-            region=region, account=account, seed=seed, fidelity=config, trail_path=trail_path
+            region=region,
+            account=account,
+            seed=seed,
+            fidelity=config,
+            trail_path=trail_path,
+            clock_speed=clock_speed,
         )
         self._lab: AwsLab | None = None
         self._clients: dict[tuple[str, int], Any] = {}

@@ -1,0 +1,224 @@
+"""The prober seam of Classic ELB health checks: what one health check of one instance answers.
+
+Role: :mod:`lab.aws.elbhealth` counts health checks against a load balancer's thresholds; *how*
+a single check turns out is asked of a :class:`Prober`. The lab's default,
+:class:`SecurityGroupProber`, answers from state, the way the check travels on AWS:
+
+1. the instance must be ``running`` (anything else answers nothing: the check times out);
+2. the check leaves the load balancer's interfaces, so the load balancer's security groups'
+   outbound rules and the instance's groups' inbound rules must allow
+   ``tcp/<target port>`` from the load balancer's groups / node address
+   (:class:`lab.aws.sgview.SecurityGroupView`); a dropped check times out;
+3. then something on the instance must answer: an injected :data:`NodeAnswers` callback. The
+   sim backend wires it to its kube-proxy model (which endpoint the nodePort reaches, or the
+   ``healthCheckNodePort`` status); the default says a running instance answers.
+
+``lab/aws`` knows nothing of Kubernetes: the callback is the only way cluster knowledge gets in.
+For a backend with real nodes (kind), :class:`NetworkAnswers` is a callback that makes the
+real TCP/SSL/HTTP/HTTPS request (the security groups are still evaluated first: no real network
+enforces them there).
+
+Neighbours: :mod:`lab.aws.elbview` (:class:`ClassicInstance`), :mod:`lab.aws.sgview`.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+import socket
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from lab.aws.elbview import ClassicInstance
+from lab.aws.sgview import SecurityGroupView
+
+_TARGET = re.compile(r"^(?P<proto>TCP|SSL|HTTP|HTTPS):(?P<port>[0-9]{1,5})(?P<path>/.*)?$")
+
+
+@dataclass(frozen=True)
+class HealthTarget:
+    """A Classic ELB health-check ``Target``: ``TCP:30080``, ``HTTP:30080/healthz``..."""
+
+    protocol: str
+    port: int
+    path: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> HealthTarget:
+        """Parse a target; ``ValueError`` names the value when AWS would refuse it (HTTP and
+        HTTPS need a path, TCP and SSL take none, port 1-65535)."""
+        match = _TARGET.match(str(text).strip())
+        if match is None:
+            raise ValueError(
+                f"HealthCheck.Target={text!r}: expected TCP:PORT, SSL:PORT, HTTP:PORT/PATH or "
+                "HTTPS:PORT/PATH"
+            )
+        proto, port, path = match["proto"], int(match["port"]), match["path"] or ""
+        if not 1 <= port <= 65535:
+            raise ValueError(f"HealthCheck.Target={text!r}: port must be 1-65535")
+        if proto in ("HTTP", "HTTPS") and not path:
+            raise ValueError(f"HealthCheck.Target={text!r}: {proto} needs a path (e.g. /healthz)")
+        if proto in ("TCP", "SSL") and path:
+            raise ValueError(f"HealthCheck.Target={text!r}: {proto} takes no path")
+        return cls(proto, port, path)
+
+    def __str__(self) -> str:
+        return f"{self.protocol}:{self.port}{self.path}"
+
+
+@dataclass(frozen=True)
+class ProbeTarget:
+    """One health check as the load balancer sends it."""
+
+    load_balancer: str
+    target: HealthTarget
+    timeout: float
+    """Seconds the load balancer waits for an answer (HealthCheck.Timeout)."""
+    source_groups: tuple[str, ...] = ()
+    """The load balancer's security groups: health checks leave from its interfaces."""
+    source_ip: str | None = None
+    """A modelled address of a load-balancer node (in its first subnet), for CIDR rules."""
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """How one health check turned out: passed or not, and what happened."""
+
+    ok: bool
+    reason: str
+    timed_out: bool = False
+    """No answer within Timeout (dropped by a security group, instance not running...)."""
+
+
+class Prober(Protocol):
+    """Runs one health check of ``instance``."""
+
+    def probe(self, instance: ClassicInstance, target: ProbeTarget) -> ProbeResult: ...
+
+
+NodeAnswers = Callable[[ClassicInstance, ProbeTarget], ProbeResult]
+"""What answers on the instance once a health check got through (the sim's kube-proxy model)."""
+
+
+def running_answers(instance: ClassicInstance, target: ProbeTarget) -> ProbeResult:
+    """The default node: a running instance answers every check (no cluster model attached)."""
+    if instance.state == "running":
+        return ProbeResult(True, f"{target.target} answered (instance running; no node model)")
+    return ProbeResult(False, f"instance is {instance.state}: no answer", timed_out=True)
+
+
+AddressOf = Callable[[ClassicInstance, ProbeTarget], tuple[str, int]]
+"""Where a real health check connects for an instance (a kind node container's address...)."""
+
+
+def private_address(instance: ClassicInstance, target: ProbeTarget) -> tuple[str, int]:
+    """The instance's private address and the target port, as on AWS."""
+    return instance.private_ip, target.target.port
+
+
+class NetworkAnswers:
+    """A :data:`NodeAnswers` that really connects (for a backend with real nodes, e.g. kind).
+
+    ``TCP``: a connection is accepted; ``SSL``: a TLS handshake completes; ``HTTP``/``HTTPS``:
+    ``GET <path>`` answers 200 (any other status fails, as on a Classic ELB). Backend
+    certificates are not verified, as the load balancer does not verify them. ``timeout`` is in
+    **real** seconds: the check runs while the endpoint holds its request lock, so keep it
+    short. ``address_of`` maps an instance to where its node listens (default: its private
+    address and the target port).
+    """
+
+    def __init__(self, address_of: AddressOf = private_address, *, timeout: float = 2.0) -> None:
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        self.address_of = address_of
+        self.timeout = timeout
+
+    def __call__(self, instance: ClassicInstance, target: ProbeTarget) -> ProbeResult:
+        host, port = self.address_of(instance, target)
+        check = target.target
+        where = f"{check} at {host}:{port}"
+        try:
+            if check.protocol in ("HTTP", "HTTPS"):
+                return self._http(host, port, check, where)
+            with socket.create_connection((host, port), timeout=self.timeout) as sock:
+                if check.protocol == "SSL":
+                    with _unverified().wrap_socket(sock, server_hostname=host):
+                        pass
+            return ProbeResult(True, f"{where}: connected")
+        except ConnectionRefusedError:
+            return ProbeResult(False, f"{where}: connection refused")
+        except TimeoutError:
+            return ProbeResult(False, f"{where}: no answer in {self.timeout:g}s", timed_out=True)
+        except (OSError, http.client.HTTPException) as exc:
+            return ProbeResult(False, f"{where}: {type(exc).__name__}: {exc}")
+
+    def _http(self, host: str, port: int, check: HealthTarget, where: str) -> ProbeResult:
+        conn: http.client.HTTPConnection
+        if check.protocol == "HTTPS":
+            conn = http.client.HTTPSConnection(
+                host, port, timeout=self.timeout, context=_unverified()
+            )
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
+        try:
+            conn.request("GET", check.path, headers={"User-Agent": "ELB-HealthChecker/1.0"})
+            status = conn.getresponse().status
+        finally:
+            conn.close()
+        return ProbeResult(status == 200, f"{where}: HTTP {status}")
+
+
+def _unverified() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class SecurityGroupProber:
+    """The default prober: instance state, security groups, then :data:`NodeAnswers`."""
+
+    def __init__(self, groups: SecurityGroupView, node_answers: NodeAnswers = running_answers):
+        self.groups = groups
+        self.node_answers = node_answers
+
+    def probe(self, instance: ClassicInstance, target: ProbeTarget) -> ProbeResult:
+        if instance.state != "running":
+            return ProbeResult(
+                False,
+                f"{target.target} timed out after {target.timeout:g}s: instance is "
+                f"{instance.state}",
+                timed_out=True,
+            )
+        verdict = self.groups.connect(
+            dest_groups=instance.groups,
+            protocol="tcp",
+            port=target.target.port,
+            source_groups=target.source_groups,
+            source_ip=target.source_ip,
+            dest_ip=instance.private_ip or None,
+        )
+        if not verdict.allowed:
+            return ProbeResult(
+                False,
+                f"{target.target} timed out after {target.timeout:g}s: the security groups drop "
+                f"the health check from load balancer {target.load_balancer}: {verdict.reason}",
+                timed_out=True,
+            )
+        return self.node_answers(instance, target)
+
+
+__all__ = [
+    "AddressOf",
+    "HealthTarget",
+    "NetworkAnswers",
+    "NodeAnswers",
+    "ProbeResult",
+    "ProbeTarget",
+    "Prober",
+    "SecurityGroupProber",
+    "private_address",
+    "running_answers",
+]
