@@ -10,12 +10,13 @@ Terminated``, "Pod was terminated in response to imminent node shutdown.") and t
 powers off. The 1.22.0-1.22.10 kubelet leaves the killed pod ``Ready=True``; because the node
 reported False before going silent, the node-lifecycle controller never marks its pods not
 ready; the endpoint controllers publish the dead pod as ready. Requests that kube-proxy on the
-surviving node sends to that address fail: a share of every request through the ELB is lost
-while the Service's other pod is idle. Fixed (1.22.11): the killed pod is not ready and not
-published; every request reaches the surviving pod.
+surviving node sends to that address fail: even once the ELB's health checks have taken the
+powered-off node out of service, a share of every request through the ELB is lost. Fixed
+(1.22.11): the killed pod is not ready and not published; once the ELB stops sending to the
+dead node, every request reaches the surviving pod.
 
 Evidence: the killed pod's status, the Service's Endpoints and EndpointSlice, and 300 requests
-through the ELB (``lab.traffic``).
+through the ELB (``lab.traffic``) after the dead node's instance is OutOfService.
 
 Stand-ins on sim: kubelet graceful node shutdown, node lifecycle, endpoint controllers and
 kube-proxy of the release under test (``lab/dataplane``).
@@ -89,6 +90,13 @@ def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     wait_for(lambda: lab.dataplane.kubelet.powered_off(down), timeout=30, what="power off")
     barrier(lab, barrier_pod="web-up", service="web", namespace=NS)
     victim = pod(core, "web-down", NS)
+    down_instance = lab.node(down).instance_id
+    say(f"wait for the ELB's health checks to take {down} ({down_instance}) out of service")
+    wait_for(
+        lambda: down_instance not in lab.traffic.send("web", requests=30).instances,
+        timeout=30,
+        what=f"{down_instance} OutOfService",
+    )
     say("send 300 requests to web through its ELB")
     return Evidence(
         victim_phase=victim.status.phase,
@@ -117,7 +125,8 @@ def assert_fixed(ev: Evidence) -> None:
     assert ev.victim_ip not in ev.endpoints
     assert ev.victim_ip not in ev.slice
     assert not any(ev.victim_ip in reason for _, reason in ev.traffic.dropped)
-    assert ev.traffic.answered.get(f"{NS}/web-up", 0) > 0
+    assert ev.traffic.answered_total == 300, ev.traffic.to_json()
+    assert dict(ev.traffic.answered) == {f"{NS}/web-up": 300}
 
 
 def test_reproduce_shut_down_nodes_pod_stays_a_ready_endpoint(

@@ -26,8 +26,9 @@ fallback being on by default (1.26), so the traffic consequence needs the alpha 
 ``ProxyTerminatingEndpoints=true`` on kube-proxy, which both labs here set. Without it a node
 with only terminating pods drops the Service's traffic whatever the kubelet does; the third
 case shows that, so the catalog does not claim a traffic difference where none exists. The
-ELB's health-check lag is not modelled yet (issue 12: the lab's ELB health checks); the
-requests here are the ones that arrive in that window.
+requests here are sent inside the health-check window: the rolling node's healthCheckNodePort
+answers 503 from the deletion on, and the lab's ELB takes it out of service after
+``UnhealthyThreshold`` x ``Interval`` (6 x 10 lab seconds, 6 s at the default clock speed).
 
 Stand-ins on sim: the kubelet (probes, SIGTERM, grace), the EndpointSlice controller and
 kube-proxy of the release under test (``lab/dataplane``), with the gate set on the data plane

@@ -40,6 +40,9 @@ from pathlib import Path
 from typing import Any, Self
 
 from lab.aws import AwsServer
+from lab.aws.elbprobe import ProbeResult, ProbeTarget, running_answers
+from lab.aws.elbview import ClassicInstance
+from lab.aws.gates import AwsGates
 from lab.aws.topology import NodeSpec as AwsNodeSpec
 from lab.aws.topology import Topology, TopologySpec, seed_topology
 from lab.clock import DEFAULT_SPEED, LabClock, ScaledClock, check_speed
@@ -318,10 +321,19 @@ class Lab:
         if self.config.expose_to_nodes:
             self._endpoint_host = self.cluster.host_address()
         self._aws = AwsServer(
-            region=self.config.region, seed=self.config.seed, host=self._endpoint_host
+            region=self.config.region,
+            seed=self.config.seed,
+            host=self._endpoint_host,
+            clock_speed=self.config.clock_speed,
         )
         self._aws.start()
         self._aws.control.reset()  # moto's state is process-wide: an earlier Lab's is here
+        # The ELB's health checks run on the lab's clock, ask the cluster what each node
+        # answers, and are evaluated in the background so transitions are logged as they come.
+        health = self._aws.lab.elb_health
+        health.clock = self.clock
+        health.set_node_answers(self._node_answers)
+        health.start_ticker(1.0)
 
     def _stop_aws(self) -> None:
         if self._aws is not None:
@@ -581,8 +593,17 @@ class Lab:
     def traffic(self) -> TrafficProbe:
         """Where requests to a LoadBalancer Service go, hop by hop (sim backend)."""
         return TrafficProbe(
-            aws=self.aws.lab, dataplane=self.dataplane, gates=_PendingGates(self.aws.lab)
+            aws=self.aws.lab, dataplane=self.dataplane, gates=AwsGates(self.aws.lab, gate=Gate)
         )
+
+    def _node_answers(self, inst: ClassicInstance, target: ProbeTarget) -> ProbeResult:
+        """What a node answers the ELB's health checks: the sim data plane's kube-proxy (read
+        anew each time: a reset replaces the data plane); without one, a running instance."""
+        try:
+            probe = self.traffic
+        except LabNotReady:
+            return running_answers(inst, target)
+        return probe.answer_health_check(inst, target)
 
     @property
     def has_kubelet_stand_in(self) -> bool:
@@ -646,23 +667,6 @@ class Lab:
             node_security_group=topo.node_security_group.group_id if topo else None,
             nodes=node_states(self.nodes),
         )
-
-
-class _PendingGates:
-    """PROVISIONAL until the security-group evaluator and ELB health checker land: allows
-    every security-group hop and counts running instances as InService."""
-
-    def __init__(self, aws: Any) -> None:
-        self.aws = aws
-
-    def ingress(self, **_: Any) -> Gate:
-        return Gate(True, "not evaluated")
-
-    def in_service(self, load_balancer: str, instance_id: str) -> tuple[bool, str]:
-        from lab.aws.elbview import instance
-
-        state = instance(self.aws, instance_id).state
-        return state == "running", f"instance is {state}"
 
 
 def wait_for(

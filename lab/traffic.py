@@ -23,6 +23,7 @@ lab daemon. The sim backend only: on kind, real requests go to real nodes instea
 from __future__ import annotations
 
 import ipaddress
+import json
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lab.aws.app import AwsLab
+from lab.aws.elbprobe import ProbeResult, ProbeTarget
 from lab.aws.elbview import ClassicInstance, ClassicLoadBalancer, classic_load_balancer, instance
 from lab.dataplane.api import NODES, SERVICES, status_code
 from lab.dataplane.kubeproxy import ConnectionRefused, Drop, PodTarget
@@ -121,6 +123,15 @@ class PathVerdict:
     reason: str
 
 
+#: kube-proxy's health server (``--healthz-bind-address``, default 0.0.0.0:10256)
+KUBE_PROXY_HEALTHZ_PORT = 10256
+
+
+def _http_answer(check: Any, node: str, status: int, body: dict[str, Any]) -> ProbeResult:
+    text = json.dumps(body, sort_keys=True)
+    return ProbeResult(status == 200, f"{check} on {node}: HTTP {status} {text}")
+
+
 def _instance_id(provider_id: str) -> str:
     return provider_id.rstrip("/").rsplit("/", 1)[-1] if provider_id.startswith("aws://") else ""
 
@@ -169,6 +180,42 @@ class TrafficProbe:
             if _instance_id(str((node.get("spec") or {}).get("providerID") or "")) == instance_id:
                 return str(node["metadata"]["name"])
         return None
+
+    def answer_health_check(self, inst: ClassicInstance, target: ProbeTarget) -> ProbeResult:
+        """What a node answers a Classic ELB health check that got past the security groups
+        (the AWS endpoint's prober asks this, ``lab.aws.elbprobe.NodeAnswers``): kube-proxy's
+        ``healthCheckNodePort`` (eTP=Local) or ``/healthz`` on 10256 for HTTP checks; for TCP
+        and other ports, whether kube-proxy forwards the connection to a pod that accepts it.
+        A powered-off node answers nothing."""
+        check = target.target
+        node = self.node_of(inst.instance_id)
+        if node is None:
+            return ProbeResult(False, f"{check}: {inst.instance_id} is no node of the cluster")
+        if self.plane.kubelet.powered_off(node):
+            return ProbeResult(False, f"{node} is powered off: no answer", timed_out=True)
+        proxy = self.plane.kube_proxy
+        try:
+            if check.protocol in ("HTTP", "HTTPS") and check.port == KUBE_PROXY_HEALTHZ_PORT:
+                status, body = proxy.healthz(node=node)
+                return _http_answer(check, node, status, body)
+            if check.protocol in ("HTTP", "HTTPS") and self._is_health_check_port(check.port):
+                status, body = proxy.health_check_node_port(node=node, port=check.port)
+                return _http_answer(check, node, status, body)
+            found = proxy.route(node=node, node_port=check.port, rng=random.Random(0))
+        except ConnectionRefused as exc:
+            return ProbeResult(False, f"{check} on {node}: {exc} (connection refused)")
+        if isinstance(found, Drop):
+            silent = "no local endpoint" in found.reason  # dropped, not rejected: a timeout
+            return ProbeResult(
+                False, f"{check} on {node}: {found.hop}: {found.reason}", timed_out=silent
+            )
+        return ProbeResult(True, f"{check} on {node}: answered by {found.namespace}/{found.name}")
+
+    def _is_health_check_port(self, port: int) -> bool:
+        return any(
+            (s.get("spec") or {}).get("healthCheckNodePort") == port
+            for s in self.services.objects()
+        )
 
     def instance_of(self, node: str) -> str:
         obj = self.nodes.get("", node)
