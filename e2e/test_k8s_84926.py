@@ -12,9 +12,13 @@ group to "all traffic from the ELB's own group". The legacy code takes "the ELB'
 to be whichever group comes **last** in the ELB description, and AWS promises no order:
 
 * order puts ``nodes`` last on create: the node group is "opened" to itself (a no-op) and
-  never to the ELB group, so the ELB cannot reach the nodes;
+  never to the ELB group. Traffic still flows, which the lab's security-group evaluation
+  shows: the ELB's interfaces carry the node group (the extra group), and the self rule admits
+  every member of the group, the ELB included; the missing rule bites only if the extra group
+  is later taken off the ELB;
 * order puts ``nodes`` last on delete: the controller revokes the node group's rules that
-  reference the node group, its self rule: node-to-node traffic is cut (the outage);
+  reference the node group, its self rule: node-to-node traffic is cut (the outage, shown
+  with ``lab.traffic.between`` from a worker to the control plane's kubelet port);
 * right on create, wrong on delete (the write-up's sequence): additionally the rule letting
   the ELB group in is never revoked, so deleting ``k8s-elb-<lbName>`` fails with
   ``DependencyViolation`` on every retry, the controller gives up with "could not delete
@@ -25,7 +29,8 @@ deterministic, and shortens upstream's 5 s / 10 min retry window (``--sg-delete-
 
 Fixed: the ELB's own group is chosen by kind (annotated ``security-groups`` first, then the
 managed group, extra groups last, cluster-tagged preferred), whatever order AWS returns; only
-rules referencing that group are added and revoked; the node group and its self rule survive.
+rules referencing that group are added and revoked; the node group and its self rule survive:
+the pod answers every request through the ELB, and the nodes reach each other after the delete.
 
 Stand-ins on sim: the kubelet stand-in registers the nodes (``lab.cluster.kubelet``); nothing
 else. The security-group logic is all AWS-side and identical on kind.
@@ -57,9 +62,13 @@ from e2e.support import (
     wait_gone,
     wait_hostname,
 )
+from e2e.workloads import create_pod, wait_running
 from lab.compose import Lab
+from lab.traffic import PathVerdict, TrafficReport
 
 SG_RETRY = ("--sg-delete-retry", "0.2s,2s")
+#: node-to-node traffic the self rule carries, e.g. the API server to a kubelet
+KUBELET_PORT = 10250
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,11 @@ class Evidence:
     event_reasons: list[str]
     event_messages: list[str]
     finalizer_removed: bool
+    #: 60 requests through the ELB once its health checks decided (the pod answers or not)
+    traffic_after_create: TrafficReport
+    #: node-to-node (worker to control plane, the kubelet port) before and after the delete
+    nodes_before_delete: PathVerdict
+    nodes_after_delete: PathVerdict
 
 
 def _quiet(_: str) -> None:
@@ -135,6 +149,9 @@ def run_scenario(
         },
     )
     name = elb_name(svc)
+    worker, cp = lab.workers[0].name, lab.control_plane.name
+    create_pod(core, f"{service}-0", namespace="default", app=service, node=worker)
+    wait_running(core, f"{service}-0", "default")
     wait_hostname(core, service)
     elb_group = group_id_by_name(ec2, f"k8s-elb-{name}")
     assert elb_group is not None, "the controller must create the ELB's own group"
@@ -142,6 +159,9 @@ def run_scenario(
     assert desc is not None
     assert set(desc["SecurityGroups"]) == {elb_group, node_group}
     rules_after_create = ingress_rules(ec2, node_group)
+    say("send requests through the ELB once its health checks have decided")
+    traffic_after_create = _decided_traffic(lab, service)
+    nodes_before_delete = lab.traffic.between(worker, cp, KUBELET_PORT)
 
     say(f"AWS now lists the groups in [bold]{order_on_delete}[/] order; delete the Service")
     aws.control.set_fidelity(elb_sg_order=order_on_delete)
@@ -183,11 +203,32 @@ def run_scenario(
         event_reasons=reasons(events),
         event_messages=[e.message for e in events],
         finalizer_removed=finalizer_removed,
+        traffic_after_create=traffic_after_create,
+        nodes_before_delete=nodes_before_delete,
+        nodes_after_delete=lab.traffic.between(worker, cp, KUBELET_PORT),
     )
 
 
+def _decided_traffic(lab: Lab, service: str) -> TrafficReport:
+    """Requests once the ELB's health checks are past "registration in progress": every one
+    answered, or the instance failed UnhealthyThreshold checks (6 x 10 lab seconds)."""
+
+    def decided() -> TrafficReport | None:
+        report = lab.traffic.send(service, requests=60, seed=8)
+        reasons = " ".join(reason for _, reason in report.dropped)
+        if report.answered_total == 60 or "UnhealthyThreshold" in reasons:
+            return report
+        return None
+
+    found: TrafficReport = wait_for(decided, timeout=30, what="the ELB's health checks decided")
+    return found
+
+
 def assert_fixed(ev: Evidence) -> None:
-    """The correct end state and none of the symptoms."""
+    """The correct end state and none of the symptoms: the pod answers every request through
+    the ELB, and node-to-node traffic flows after the delete as before."""
+    assert ev.traffic_after_create.answered_total == 60, ev.traffic_after_create.to_json()
+    assert ev.nodes_after_delete.allowed, ev.nodes_after_delete.reason
     self_rule, elb_rule = all_traffic_from(ev.node_group), all_traffic_from(ev.elb_group)
     assert ev.rules_after_create == ev.rules_before | {elb_rule}, "ELB group let into nodes"
     assert ev.rules_after_delete == ev.rules_before, "node group rules exactly as before"
@@ -203,7 +244,11 @@ def assert_fixed(ev: Evidence) -> None:
 
 
 def assert_wrong_on_delete(ev: Evidence) -> None:
-    """The outage: the node group's self rule is revoked when the Service is deleted."""
+    """The outage: the node group's self rule is revoked when the Service is deleted, and
+    node-to-node traffic that flowed before is denied."""
+    assert ev.nodes_before_delete.allowed, ev.nodes_before_delete.reason
+    assert not ev.nodes_after_delete.allowed, "node-to-node traffic cut"
+    assert ev.node_group in ev.nodes_after_delete.reason
     assert all_traffic_from(ev.node_group) not in ev.rules_after_delete, "self rule revoked"
     assert any(ev.node_group in str(p.get("IpPermissions")) for p in ev.revokes_on_node_group)
     assert ev.elb_after_delete is None, "the ELB itself is deleted"
@@ -217,6 +262,10 @@ def test_reproduce_wrong_on_create_and_delete(lab: Lab, core_v1: Any, ec2: Any, 
     # wrong on create: the node group is "opened" to itself only; the ELB group never gets in.
     assert ev.rules_after_create == ev.rules_before
     assert all_traffic_from(ev.elb_group) not in ev.rules_after_create
+    # ...yet requests flow: the ELB carries the node group itself (it is the extra group), and
+    # the node group's self rule admits every member, the ELB's interfaces included. The
+    # missing rule only bites once the ELB stops carrying the node group.
+    assert ev.traffic_after_create.answered_total == 60, ev.traffic_after_create.to_json()
     # wrong on delete: the self rule goes.
     assert_wrong_on_delete(ev)
     assert ev.rules_after_delete == ev.rules_before - {all_traffic_from(ev.node_group)}
@@ -233,6 +282,7 @@ def test_reproduce_right_on_create_wrong_on_delete(
     )
     elb_rule = all_traffic_from(ev.elb_group)
     assert ev.rules_after_create == ev.rules_before | {elb_rule}, "right on create"
+    assert ev.traffic_after_create.answered_total == 60, "and the pod answers through the ELB"
     assert_wrong_on_delete(ev)
     # The rule letting the ELB group in is never revoked...
     assert ev.rules_after_delete == {elb_rule} | (
