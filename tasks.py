@@ -163,6 +163,8 @@ def fmt(c: Context) -> None:
         "expose_to_nodes": "kind: serve AWS and metadata on the nodes' gateway (in-cluster use)",
         "clock_speed": "lab seconds per real second for grace periods, probes, health checks "
         "(default 10; 1 = real time)",
+        "vpc_cidr": "the VPC block, /16 to /19 (kind: its first zone subnet is the nodes' Docker "
+        "network; default: the first 10.x.0.0/16 free of Docker networks and host routes)",
     },
 )
 def up(
@@ -177,6 +179,7 @@ def up(
     no_controller: bool = False,
     expose_to_nodes: bool = False,
     clock_speed: float = 10.0,
+    vpc_cidr: str = "",
 ) -> None:
     """Bring a lab up: AWS endpoint, metadata, cluster, controller."""
     from lab.labctl import up as lab_up
@@ -194,6 +197,7 @@ def up(
         aws=aws,
         expose_to_nodes=expose_to_nodes,
         clock_speed=clock_speed,
+        vpc_cidr=vpc_cidr or None,
     )
 
 

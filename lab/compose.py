@@ -120,6 +120,10 @@ class LabConfig:
     lease_renew_interval: float = 10.0
     node_monitor_grace_period: float | None = None
     state_dir: Path | None = None
+    #: the VPC's block (its first zone's subnet is the kind nodes' Docker network); None: the
+    #: topology's 10.0.0.0/16 on sim, the first block free on this host on kind
+    #: (``lab.cluster.kind_network``)
+    vpc_cidr: str | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -140,7 +144,11 @@ class LabConfig:
 
 def _topology_spec(cfg: LabConfig, nodes: Sequence[AwsNodeSpec]) -> TopologySpec:
     return TopologySpec(
-        cluster_id=cfg.cluster_id, region=cfg.region, zones=cfg.zones, nodes=tuple(nodes)
+        cluster_id=cfg.cluster_id,
+        region=cfg.region,
+        zones=cfg.zones,
+        nodes=tuple(nodes),
+        **({"vpc_cidr": cfg.vpc_cidr} if cfg.vpc_cidr else {}),
     )
 
 
@@ -231,6 +239,8 @@ class Lab:
             self._tmp = tempfile.TemporaryDirectory(prefix=f"ccm-lab-{self.config.name}-")
             self.state_dir = Path(self._tmp.name)
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.config.backend == "kind":
+            self.config = dataclasses.replace(self.config, vpc_cidr=self._free_vpc_cidr())
         self._cluster = _make_provider(self.config, self.state_dir, self.clock)
         self._run = StepRun(self._steps(), progress=progress)
         try:
@@ -241,6 +251,17 @@ class Lab:
             raise
         self.fresh = True
         return self
+
+    def _free_vpc_cidr(self) -> str:
+        """kind: the configured VPC block if it collides with no Docker network or host route
+        (else ``NetworkCollision`` naming the collision), or the first free one."""
+        from lab.cluster.kind_network import choose_vpc_cidr, docker_blocks, route_blocks
+        from lab.exec import SubprocessRunner
+
+        runner = SubprocessRunner()
+        used = docker_blocks(runner, self.config.docker_binary) + route_blocks(runner)
+        own = f"ccm-lab-{self.config.cluster_name}"  # a lab's own network, when it is reused
+        return choose_vpc_cidr(used, wanted=self.config.vpc_cidr, ignore=[own])
 
     def _steps(self) -> list[Step[Lab]]:
         return [

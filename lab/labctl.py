@@ -87,9 +87,12 @@ def validate_up(
     aws: str,
     expose_to_nodes: bool,
     clock_speed: float = DEFAULT_SPEED,
+    vpc_cidr: str | None = None,
 ) -> None:
     """Raise :class:`LabError` for the first bad flag of ``lab.up``; changes nothing."""
     validate_name(name)
+    if vpc_cidr is not None:
+        validate_vpc_cidr(vpc_cidr)
     try:
         check_speed(clock_speed)
     except ValueError:
@@ -134,6 +137,37 @@ def validate_up(
             "--expose-to-nodes is for kind labs (pods reaching the host); a sim lab's nodes "
             "are not processes: drop the flag or use --backend kind"
         )
+
+
+def validate_vpc_cidr(vpc_cidr: str) -> None:
+    """``--vpc-cidr``: an IPv4 block AWS accepts for a VPC with the lab's two zone subnets."""
+    from lab.aws.topology import TopologyError, TopologySpec, validate
+
+    try:
+        validate(TopologySpec(cluster_id="ccm-lab", vpc_cidr=vpc_cidr))
+    except (TopologyError, ValueError) as exc:
+        reason = str(exc).split(": ", 1)[-1]
+        raise LabError(
+            f"--vpc-cidr {vpc_cidr!r}: {reason}; give an IPv4 block from /16 to /19 with its "
+            "host bits zero, e.g. 10.42.0.0/16"
+        ) from None
+
+
+def check_vpc_cidr_free(vpc_cidr: str, *, docker: str = "docker") -> None:
+    """kind: the block must overlap no Docker network and no host route."""
+    from lab.cluster.kind_network import (
+        NetworkCollision,
+        choose_vpc_cidr,
+        docker_blocks,
+        route_blocks,
+    )
+    from lab.exec import SubprocessRunner
+
+    runner = SubprocessRunner()
+    try:
+        choose_vpc_cidr(docker_blocks(runner, docker) + route_blocks(runner), wanted=vpc_cidr)
+    except NetworkCollision as exc:
+        raise LabError(str(exc)) from None
 
 
 def choose_backend(requested: str, console: Console) -> str:
@@ -182,6 +216,7 @@ def up(
     aws: str = "moto",
     expose_to_nodes: bool = False,
     clock_speed: float = DEFAULT_SPEED,
+    vpc_cidr: str | None = None,
     root: Path | None = None,
     console: Console | None = None,
     timeout: float = 60.0,
@@ -199,6 +234,7 @@ def up(
         aws=aws,
         expose_to_nodes=expose_to_nodes,
         clock_speed=clock_speed,
+        vpc_cidr=vpc_cidr,
     )
     directory = lab_dir(name, root)
     if read_state(directory) is not None:
@@ -207,6 +243,8 @@ def up(
             f"`invoke lab.down --name {name}` removes it"
         )
     chosen = choose_backend(backend, out)
+    if chosen == "kind" and vpc_cidr is not None:
+        check_vpc_cidr_free(vpc_cidr)
     if chosen == "kind":
         timeout = max(timeout, 900.0)  # image pull and kubeadm take minutes
     shutil.rmtree(directory, ignore_errors=True)  # leftovers of a lab that is not up
@@ -226,6 +264,7 @@ def up(
                 "--clock-speed",
                 f"{clock_speed:g}",
                 *(["--expose-to-nodes"] if expose_to_nodes else []),
+                *(["--vpc-cidr", vpc_cidr] if vpc_cidr else []),
             ],
             console=out,
             timeout=timeout,
