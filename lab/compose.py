@@ -143,13 +143,10 @@ class LabConfig:
 
 
 def _topology_spec(cfg: LabConfig, nodes: Sequence[AwsNodeSpec]) -> TopologySpec:
-    return TopologySpec(
-        cluster_id=cfg.cluster_id,
-        region=cfg.region,
-        zones=cfg.zones,
-        nodes=tuple(nodes),
-        **({"vpc_cidr": cfg.vpc_cidr} if cfg.vpc_cidr else {}),
+    spec = TopologySpec(
+        cluster_id=cfg.cluster_id, region=cfg.region, zones=cfg.zones, nodes=tuple(nodes)
     )
+    return dataclasses.replace(spec, vpc_cidr=cfg.vpc_cidr) if cfg.vpc_cidr else spec
 
 
 def _make_provider(cfg: LabConfig, state_dir: Path, clock: LabClock) -> ClusterProvider:

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-import lab.cluster.kind_network as kind_network
+from lab.cluster import kind_network
 from lab.cluster.base import Role
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.versions import KubeVersion
@@ -69,7 +69,9 @@ class _Kubelets(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def kind_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeCLI, Path, Path]]:
+def kind_world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[FakeCLI, Path, Path]]:
     """The fakes, a kind wrapper pointing at a simulator, and that simulator's kubelets. The
     host's routes are a home LAN on 10.0.0.0/24, so the lab must leave 10.0.0.0/16 alone."""
     fake = FakeCLI(tmp_path / "fake")

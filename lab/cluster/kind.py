@@ -313,8 +313,9 @@ class KindProvider:
             # a CLI older than API 1.48 has no --platform, and no containerd store to need it
             self.runner.run([self.docker_binary, "save", "-o", str(archive), image], timeout=300)
         elif not saved.ok:
-            raise CommandError(save, returncode=saved.returncode, stdout=saved.stdout,
-                               stderr=saved.stderr)
+            raise CommandError(
+                save, returncode=saved.returncode, stdout=saved.stdout, stderr=saved.stderr
+            )
         try:
             self.runner.run(
                 [self.kind_binary, "load", "image-archive", str(archive), *target], timeout=300
@@ -348,7 +349,9 @@ class KindProvider:
         containers report."""
         network = self.network or "kind"
         result = self.runner.run([self.docker_binary, "network", "inspect", network], timeout=30)
-        gateway = ipam_gateway(result.stdout) or self.gateway or next(iter(self.gateways.values()), None)
+        gateway = (
+            ipam_gateway(result.stdout) or self.gateway or next(iter(self.gateways.values()), None)
+        )
         if gateway is None:
             raise RuntimeError(
                 f"docker network {network!r} reports no IPv4 gateway (created without "

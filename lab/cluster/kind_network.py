@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lab.exec import Runner
+from lab.exec import CommandError, Runner
 
 IPv4Net = ipaddress.IPv4Network
 
@@ -59,12 +59,17 @@ def docker_blocks(runner: Runner, docker: str = "docker") -> list[UsedBlock]:
     return used
 
 
-def route_blocks(runner: Runner | None = None, *, proc_route: Path = Path("/proc/net/route")) -> list[UsedBlock]:
+def route_blocks(
+    runner: Runner | None = None, *, proc_route: Path = Path("/proc/net/route")
+) -> list[UsedBlock]:
     """The host's IPv4 routes other than the default route (``ip -j route``, or the kernel's
     table when ``ip`` is missing)."""
     if runner is not None:
-        result = runner.run(["ip", "-j", "route", "show"], timeout=10, check=False)
-        if result.ok and result.stdout.strip():
+        try:
+            result = runner.run(["ip", "-j", "route", "show"], timeout=10, check=False)
+        except CommandError:  # no `ip` on PATH
+            result = None
+        if result is not None and result.ok and result.stdout.strip():
             return _from_ip_json(json.loads(result.stdout))
     if not proc_route.exists():
         return []

@@ -86,19 +86,23 @@ if path == ("create", "cluster"):
     except kr.KindCLIError as err:
         fail("ERROR: " + str(err))
     if cluster_nodes(name):
-        fail('ERROR: failed to create cluster: node(s) already exist for a cluster with the name "%s"' % name)
+        fail('ERROR: failed to create cluster: node(s) already exist for a cluster '
+             'with the name "%s"' % name)
     print('Creating cluster "%s" ...' % name)
     network = os.environ.get("KIND_EXPERIMENTAL_DOCKER_NETWORK") or "kind"
     nets = state.setdefault("networks", {})
     if network not in nets:  # kind creates its network when it is missing
-        nets[network] = {"Subnet": "172.18.0.0/16", "Gateway": "172.18.0.1", "_bridge": "172.18.0.1", "Labels": {}}
+        nets[network] = {"Subnet": "172.18.0.0/16", "Gateway": "172.18.0.1",
+                         "_bridge": "172.18.0.1", "Labels": {}}
     net = nets[network]
     gateway = net.get("_bridge") or net.get("Gateway")
     pool = ipaddress.ip_network(net.get("IPRange") or net["Subnet"])
     subnet = ipaddress.ip_network(net["Subnet"])
     used = {c["NetworkSettings"]["Networks"][n]["IPAddress"]
-            for c in state.get("containers", []) for n in c["NetworkSettings"]["Networks"] if n == network}
-    candidates = (str(a) for a in pool if a not in (subnet.network_address, subnet.broadcast_address)
+            for c in state.get("containers", [])
+            for n in c["NetworkSettings"]["Networks"] if n == network}
+    reserved = (subnet.network_address, subnet.broadcast_address)
+    candidates = (str(a) for a in pool if a not in reserved
                   and str(a) != gateway and str(a) not in used)
     nodes = doc.get("nodes") or [{"role": "control-plane"}]
     counts = {}
@@ -140,7 +144,8 @@ if path == ("create", "cluster"):
 if path == ("delete", "cluster"):
     print('Deleting cluster "%s" ...' % name, file=sys.stderr)
     gone = [c["Name"].lstrip("/") for c in cluster_nodes(name)]
-    state["containers"] = [c for c in state.get("containers", []) if c["Name"].lstrip("/") not in gone]
+    state["containers"] = [c for c in state.get("containers", [])
+                           if c["Name"].lstrip("/") not in gone]
     for n in gone:
         state.get("kubelets", {}).pop(n, None)
     save()
@@ -163,7 +168,8 @@ if path == ("load", "docker-image"):
     targets = selected(cluster_nodes(name))
     if state.get("containerd_store"):
         fail('ERROR: failed to load image: command "docker exec --privileged -i %s ctr '
-             '--namespace=k8s.io images import --all-platforms --digests --snapshotter=overlayfs -" '
+             '--namespace=k8s.io images import --all-platforms --digests '
+             '--snapshotter=overlayfs -" '
              'failed with error: exit status 1\\nCommand Output: ctr: content digest '
              'sha256:82014a3cbf22d2e03382cd9b123f4151d956986e727340a466406a206408b7a2: not found'
              % targets[0])
@@ -245,7 +251,8 @@ if argv[:2] == ["network", "rm"]:
         if n not in nets:
             fail("Error: No such network: " + n)
         if any(n in c["NetworkSettings"]["Networks"] for c in state.get("containers", [])):
-            fail("Error response from daemon: error while removing network: network %s id %s has active endpoints" % (n, n))
+            fail("Error response from daemon: error while removing network: "
+                 "network %s id %s has active endpoints" % (n, n))
         del nets[n]
         print(n)
     save(); sys.exit(0)

@@ -301,7 +301,9 @@ def check_config(release: KindRelease, doc: Any) -> None:
     if doc.get("apiVersion") != "kind.x-k8s.io/v1alpha4":
         raise KindCLIError(f"unknown apiVersion: {doc.get('apiVersion', '')}")
     if doc.get("kind") != "Cluster":
-        raise KindCLIError(f"unknown kind {doc.get('kind', '')} for apiVersion: {doc['apiVersion']}")
+        raise KindCLIError(
+            f"unknown kind {doc.get('kind', '')} for apiVersion: {doc['apiVersion']}"
+        )
     _strict(doc, CLUSTER_FIELDS)
     _strict(doc.get("networking") or {}, NETWORKING_FIELDS)
     nodes = doc.get("nodes") or [{"role": "control-plane"}]
@@ -334,8 +336,7 @@ def _strict(obj: Mapping[str, Any], allowed: frozenset[str]) -> None:
     for key in obj:
         if key not in allowed:
             raise KindCLIError(
-                "error unmarshaling JSON: while decoding JSON: json: "
-                f'unknown field "{key}"'
+                f'error unmarshaling JSON: while decoding JSON: json: unknown field "{key}"'
             )
 
 
@@ -377,14 +378,16 @@ def kubelet_args(
     }
     for group in (cluster_patches, node_patches):  # cluster-level patches first
         for raw in group:
-            for patch in (p for p in yaml.safe_load_all(raw) if p):
-                if patch.get("kind") != kind:
+            for loaded in (p for p in yaml.safe_load_all(raw) if p):
+                if loaded.get("kind") != kind:
                     continue
-                if patch.get("apiVersion") and patch["apiVersion"] != api:
+                if loaded.get("apiVersion") and loaded["apiVersion"] != api:
                     continue  # kind skips it silently
-                patch = _copy(patch)
+                patch = _copy(loaded)
                 if release.merges_extra_args_by_name and api.endswith("v1beta4"):
-                    _merge_args_by_name(target, patch, patch_versioned=bool(patch.get("apiVersion")))
+                    _merge_args_by_name(
+                        target, patch, patch_versioned=bool(patch.get("apiVersion"))
+                    )
                 target = _merge_patch(target, patch)
     final = (target.get("nodeRegistration") or {}).get("kubeletExtraArgs")
     if api.endswith("v1beta4"):
@@ -427,7 +430,9 @@ def _merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def _merge_args_by_name(target: dict[str, Any], patch: dict[str, Any], *, patch_versioned: bool) -> None:
+def _merge_args_by_name(
+    target: dict[str, Any], patch: dict[str, Any], *, patch_versioned: bool
+) -> None:
     """kubeadm_merge.go ``walkAndMerge`` (v0.32.0): merge extraArgs by name, strip from patch."""
     for key in list(patch):
         value = patch[key]
@@ -439,8 +444,10 @@ def _merge_args_by_name(target: dict[str, Any], patch: dict[str, Any], *, patch_
             else:
                 items = []  # a map under a versioned v1beta4 patch is dropped
             current = target.get(key)
-            merged = list(current) if isinstance(current, list) else (
-                _as_list(current) if isinstance(current, dict) else []
+            merged = (
+                list(current)
+                if isinstance(current, list)
+                else (_as_list(current) if isinstance(current, dict) else [])
             )
             for item in items:
                 if not isinstance(item, dict) or not isinstance(item.get("name"), str):

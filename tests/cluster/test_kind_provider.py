@@ -256,12 +256,20 @@ def test_delete_logs_load_and_host_address(
     before = len(fake.calls())
     assert p.host_address() == "10.0.0.1"
     logs = p.logs(tmp_path / "logs")
-    assert (logs / "kind-version.txt").read_text().startswith(kind_version.split(" go")[0])
+    assert (logs / "kind-version.txt").read_text().startswith(kind_version.split(" go", 1)[0])
     p.load_image("img:1", nodes=["lab1-worker"])
     p.delete()
     p.delete()  # idempotent
     state = tmp_path / "state"
-    delete = ["kind", "delete", "cluster", "--name", "lab1", "--kubeconfig", str(state / "kubeconfig")]
+    delete = [
+        "kind",
+        "delete",
+        "cluster",
+        "--name",
+        "lab1",
+        "--kubeconfig",
+        str(state / "kubeconfig"),
+    ]
     assert fake.calls()[before:] == [
         ["docker", "network", "inspect", "ccm-lab-lab1"],
         ["kind", "export", "logs", str(tmp_path / "logs"), "--name", "lab1"],
@@ -274,7 +282,8 @@ def test_delete_logs_load_and_host_address(
         ["docker", "network", "ls", "--filter", "label=io.x-k8s.ccm-lab.cluster=lab1",
          "--format", "{{.Name}}"],
     ]  # fmt: skip
-    assert fake.state["networks"] == {} and fake.state["containers"] == []
+    assert fake.state["networks"] == {}
+    assert fake.state["containers"] == []
 
 
 @pytest.mark.parametrize(("docker_cli", "with_platform"), [("20.10", False), ("28.2", True)])
