@@ -309,8 +309,9 @@ class KindProvider:
         ).stdout.strip()
         save = [self.docker_binary, "save", "--platform", platform, "-o", str(archive), image]
         saved = self.runner.run(save, timeout=300, check=False)
-        if not saved.ok and "unknown flag: --platform" in saved.stdout + saved.stderr:
-            # a CLI older than API 1.48 has no --platform, and no containerd store to need it
+        if not saved.ok and "--platform" in saved.stdout + saved.stderr:
+            # "unknown flag: --platform" (a CLI before 28) or "requires API version 1.48" (an
+            # older engine): neither has a containerd image store that would need it
             self.runner.run([self.docker_binary, "save", "-o", str(archive), image], timeout=300)
         elif not saved.ok:
             raise CommandError(

@@ -217,6 +217,7 @@ if argv[:2] == ["network", "inspect"]:
     names = [a for a in argv[2:] if not a.startswith("-")]
     missing = [n for n in names if n not in nets]
     if missing:
+        print("[]")
         fail("Error: No such network: " + missing[0])
     print(json.dumps([inspect_net(n, nets[n]) for n in names], indent=4)); sys.exit(0)
 if argv[:2] == ["network", "create"]:
@@ -272,6 +273,9 @@ if argv[:1] == ["save"]:
     args = argv[1:]
     if "--platform" in args and state.get("docker_cli", "20.10") < "28":
         fail("unknown flag: --platform\\nSee 'docker save --help'.", 125)
+    if "--platform" in args and state.get("docker_api", "1.41") < "1.48":
+        fail('"--platform" requires API version 1.48, but the Docker daemon API version is '
+             + state.get("docker_api", "1.41"))
     images = [a for i, a in enumerate(args) if not a.startswith("-")
               and (i == 0 or args[i - 1] not in ("-o", "--output", "--platform"))]
     for image in images:

@@ -286,9 +286,12 @@ def test_delete_logs_load_and_host_address(
     assert fake.state["containers"] == []
 
 
-@pytest.mark.parametrize(("docker_cli", "with_platform"), [("20.10", False), ("28.2", True)])
+@pytest.mark.parametrize(
+    ("docker_cli", "docker_api", "with_platform"),
+    [("20.10", "1.41", False), ("28.2", "1.41", False), ("28.2", "1.50", True)],
+)
 def test_load_falls_back_to_an_archive_under_the_containerd_store(
-    fake: FakeCLI, tmp_path: Path, docker_cli: str, with_platform: bool
+    fake: FakeCLI, tmp_path: Path, docker_cli: str, docker_api: str, with_platform: bool
 ) -> None:
     """kind#3795: ``kind load docker-image`` fails under Docker's containerd image store; the
     image goes in through ``docker save`` (of the engine's platform where the CLI can) and
@@ -296,7 +299,7 @@ def test_load_falls_back_to_an_archive_under_the_containerd_store(
     fake.set(images=["img:1"])
     p = provider(fake, tmp_path)
     p.provision(spec())
-    fake.set(containerd_store=True, docker_cli=docker_cli)
+    fake.set(containerd_store=True, docker_cli=docker_cli, docker_api=docker_api)
     before = len(fake.calls())
     p.load_image("img:1")
     archive = str(tmp_path / "state" / "images" / "img_1.tar")
@@ -304,7 +307,7 @@ def test_load_falls_back_to_an_archive_under_the_containerd_store(
     assert calls[0] == ["kind", "load", "docker-image", "img:1", "--name", "lab1"]
     assert calls[1] == ["docker", "version", "--format", "{{.Server.Os}}/{{.Server.Arch}}"]
     assert calls[2] == ["docker", "save", "--platform", "linux/amd64", "-o", archive, "img:1"]
-    if not with_platform:  # docker.io 20.10: "unknown flag: --platform"
+    if not with_platform:  # "unknown flag: --platform", or "requires API version 1.48"
         assert calls[3] == ["docker", "save", "-o", archive, "img:1"]
     assert calls[-1] == ["kind", "load", "image-archive", archive, "--name", "lab1"]
     assert len(calls) == (4 if with_platform else 5)
