@@ -361,6 +361,7 @@ def controller_restart(
         "image": "image to build and load",
         "no_build": "load an image built already",
         "legacy_behavior": "comma-separated legacy behaviour ids",
+        "base_image": "build FROM this image (a local one where no registry is reachable)",
     },
 )
 def controller_deploy(
@@ -369,12 +370,20 @@ def controller_deploy(
     image: str = "",
     no_build: bool = False,
     legacy_behavior: str = "",
+    base_image: str = "",
 ) -> None:
     """Run the controller in-cluster on a kind lab: docker build, kind load, kubectl apply."""
     from lab.incluster import DEFAULT_IMAGE, deploy_to_lab
 
     legacy, _ = _controller_flags(legacy_behavior, "")
-    _run(deploy_to_lab, name, image=image or DEFAULT_IMAGE, build=not no_build, legacy=legacy)
+    _run(
+        deploy_to_lab,
+        name,
+        image=image or DEFAULT_IMAGE,
+        build=not no_build,
+        legacy=legacy,
+        base_image=base_image or None,
+    )
 
 
 @task(name="undeploy", help={"name": "lab name"})
