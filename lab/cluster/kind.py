@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -73,6 +74,8 @@ CLUSTER_LABEL = "io.x-k8s.kind.cluster"
 ROLE_LABEL = "io.x-k8s.kind.role"
 NETWORK_OWNER_LABEL = "io.x-k8s.ccm-lab.cluster"
 NETWORK_ENV = "KIND_EXPERIMENTAL_DOCKER_NETWORK"
+#: where delete() exports the cluster's logs first (CI uploads them when a job fails)
+LOGS_ENV = "CCM_LAB_KIND_LOGS"
 _KIND_VERSION_RE = re.compile(r"kind v(\d+)\.(\d+)\.(\d+)")
 
 
@@ -258,7 +261,15 @@ class KindProvider:
 
     def delete(self) -> None:
         """Delete the cluster and the dedicated network (found by label, so a fresh process
-        can clean up a lab it did not create). Idempotent."""
+        can clean up a lab it did not create). Idempotent. With ``$CCM_LAB_KIND_LOGS`` set
+        (CI), ``kind export logs`` into ``$CCM_LAB_KIND_LOGS/<cluster>`` first, so a failed
+        run's node logs outlive the cluster."""
+        logs_root = os.environ.get(LOGS_ENV)
+        if logs_root:
+            try:
+                self.logs(Path(logs_root) / self.name)
+            except CommandError as err:  # no such cluster (any more): nothing to keep
+                log.info("no kind logs exported for %s: %s", self.name, err.reason)
         self.runner.run(
             [
                 self.kind_binary,

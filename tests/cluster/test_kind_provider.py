@@ -363,3 +363,20 @@ def test_parse_kind_version() -> None:
     )
     with pytest.raises(KindVersionError, match="cannot read a version"):
         parse_kind_version("something else")
+
+
+def test_delete_exports_logs_first_when_asked(
+    fake: FakeCLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI sets CCM_LAB_KIND_LOGS so a failed job's node logs survive the lab's teardown."""
+    monkeypatch.setenv("CCM_LAB_KIND_LOGS", str(tmp_path / "kind-logs"))
+    p = provider(fake, tmp_path)
+    p.provision(spec())
+    p.delete()
+    assert (tmp_path / "kind-logs" / "lab1" / "kind-version.txt").exists()
+    p.delete()  # no cluster left: nothing exported, still idempotent
+    exports = [c for c in fake.calls() if c[:3] == ["kind", "export", "logs"]]
+    assert (
+        exports
+        == [["kind", "export", "logs", str(tmp_path / "kind-logs" / "lab1"), "--name", "lab1"]] * 2
+    )
