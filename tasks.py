@@ -163,6 +163,7 @@ def fmt(c: Context) -> None:
         "expose_to_nodes": "kind: serve AWS and metadata on the nodes' gateway (in-cluster use)",
         "clock_speed": "lab seconds per real second for grace periods, probes, health checks "
         "(default 10; 1 = real time)",
+        "feature_gates": "sim: data-plane feature gates, e.g. ProxyTerminatingEndpoints=true",
         "vpc_cidr": "the VPC block, /16 to /19 (kind: its first zone subnet is the nodes' Docker "
         "network; default: the first 10.x.0.0/16 free of Docker networks and host routes)",
     },
@@ -179,6 +180,7 @@ def up(
     no_controller: bool = False,
     expose_to_nodes: bool = False,
     clock_speed: float = 10.0,
+    feature_gates: str = "",
     vpc_cidr: str = "",
 ) -> None:
     """Bring a lab up: AWS endpoint, metadata, cluster, controller."""
@@ -197,6 +199,7 @@ def up(
         aws=aws,
         expose_to_nodes=expose_to_nodes,
         clock_speed=clock_speed,
+        feature_gates=feature_gates,
         vpc_cidr=vpc_cidr or None,
     )
 

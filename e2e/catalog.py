@@ -110,6 +110,13 @@ CATALOG: tuple[Scenario, ...] = (
         "the killed pod marked not ready and never published",
     ),
     Scenario(
+        "k8s-110309",
+        "readiness probes stop during termination; a pod that stopped listening stays serving",
+        "seed 004; kubernetes#110309; fix #110191 (1.22.11, 1.23.8, 1.24.2); KEP-1669",
+        "with the Local fallback on, the rolling node's connections refused by the quitter",
+        "probes run while terminating; the quitter turns not serving, the drainer gets them",
+    ),
+    Scenario(
         "debug-attach",
         "stopping inside the controller",
         "seed 002",

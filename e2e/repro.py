@@ -5,8 +5,11 @@ replay and stopped after it), so the user's running lab is never touched. ``k8s-
 narrated step by step: it runs the catalog module's own steps (``e2e.test_k8s_84926.
 run_scenario``, with a narrator) and shows the evidence those steps collected (the node group's
 rules before and after, the trail rows, the Service's events) and the verdict of the module's
-own assertions. Every other scenario runs its catalog module (its reproduce or fixed tests) on a
-fresh embedded lab, verbosely.
+own assertions. Seed 004's scenarios (``k8s-109414``, ``k8s-109718``, ``k8s-110309``) run their
+module's steps on a scratch lab of the buggy release (``--fixed``: the first fixed one),
+narrated, then show the cluster's evidence, where 300 requests went (``lab.traffic``) and the
+verdict of the module's assertions. Every other scenario runs its catalog module (its reproduce
+or fixed tests) on a fresh embedded lab, verbosely.
 
 ``--in-place`` runs ``k8s-84926`` on the running lab ``--name`` instead, and afterwards restores
 what it changed: the node group's rules exactly as before, no leaked security group or
@@ -17,6 +20,8 @@ This module lives under ``e2e/`` because it drives scenarios; ``tasks.py`` calls
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import subprocess
 import sys
 import time
@@ -78,6 +83,8 @@ def repro(scenario_id: str, *, fixed: bool, name: str, in_place: bool, console: 
     )
     if scenario.id == "k8s-84926":
         return _narrate_84926(fixed=fixed, name=name, in_place=in_place, console=console)
+    if scenario.id in RELEASE_SCENARIOS:
+        return _narrate_release(scenario, fixed=fixed, console=console)
     return _run_module(scenario, fixed=fixed, console=console)
 
 
@@ -99,6 +106,59 @@ def _run_module(scenario: Scenario, *, fixed: bool, console: Console) -> int:
         "no:cacheprovider",
     ]
     return subprocess.run(cmd, check=False).returncode
+
+
+# --- release scenarios (seed 004), narrated ------------------------------------------------
+
+#: scenarios whose module runs the same steps on a buggy and a fixed release of the data plane:
+#: ``BUGGY``/``FIXED`` versions, ``run(lab, say) -> Evidence`` with ``.traffic``, and
+#: ``assert_reproduced``/``assert_fixed``; ``GATE``, if present, the data plane's feature gates
+RELEASE_SCENARIOS = ("k8s-109414", "k8s-109718", "k8s-110309")
+
+
+def _narrate_release(scenario: Scenario, *, fixed: bool, console: Console) -> int:
+    module = importlib.import_module(f"e2e.test_{scenario.id.replace('-', '_')}")
+    version = module.FIXED if fixed else module.BUGGY
+    gates = str(getattr(module, "GATE", ""))
+    started = time.monotonic()
+    steps = iter(range(1, 100))
+
+    def say(text: str) -> None:
+        console.print(f"[bold cyan]{next(steps)}.[/] {text}")
+
+    console.print(
+        f"on a scratch embedded lab of Kubernetes {version} "
+        f"({'the first fixed' if fixed else 'a buggy'} release"
+        + (f", feature gates {gates}" if gates else "")
+        + "; your labs are not touched)"
+    )
+    config = LabConfig(
+        name=f"repro-{scenario.id}",
+        k8s_version=version,
+        nodes=3,
+        zones=("us-east-1a",),
+        feature_gates=gates,
+    )
+    with Lab(config) as lab:
+        evidence = module.run(lab, say)
+    objects = Table(title="what the cluster shows", title_justify="left")
+    objects.add_column("evidence")
+    objects.add_column("value", overflow="fold")
+    for field in dataclasses.fields(evidence):
+        if field.name != "traffic":
+            objects.add_row(field.name.replace("_", " "), _shown(getattr(evidence, field.name)))
+    console.print(objects)
+    labview.render_traffic(evidence.traffic.to_json(), console)
+    verdicts = [
+        ("the documented symptoms", _holds(module.assert_reproduced, evidence)),
+        ("the fixed behaviour", _holds(module.assert_fixed, evidence)),
+    ]
+    console.print("\n[bold]verdict[/] (the catalog module's own assertions on this evidence):")
+    for text, ok in verdicts:
+        console.print(f"  {'[green]holds[/]' if ok else '[red]does not hold[/]'}  {text}")
+    console.print(f"\n({time.monotonic() - started:.1f}s)")
+    expected = verdicts[1][1] if fixed else verdicts[0][1]
+    return 0 if expected else 1
 
 
 # --- k8s-84926, narrated ------------------------------------------------------------------
@@ -143,7 +203,15 @@ def _narrate_84926(*, fixed: bool, name: str, in_place: bool, console: Console) 
         return 0 if expected else 1
 
 
-def _holds(check: Callable[[Evidence], None], evidence: Evidence) -> bool:
+def _shown(value: Any) -> str:
+    if isinstance(value, (set, frozenset)):
+        return ", ".join(sorted(map(str, value))) or "(none)"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {v}" for k, v in sorted(value.items())) or "(none)"
+    return str(value)
+
+
+def _holds(check: Callable[[Any], None], evidence: Any) -> bool:
     try:
         check(evidence)
     except AssertionError:

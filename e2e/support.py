@@ -24,6 +24,11 @@ UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
 # --- Kubernetes objects -----------------------------------------------------------------------
 
 
+def quiet(_: str) -> None:
+    """The default narrator of a scenario's steps: tests say nothing (``invoke lab.repro``
+    passes one that prints each step)."""
+
+
 def lb_service(
     name: str,
     *,

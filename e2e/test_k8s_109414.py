@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import pytest
 from kubernetes import client
 
-from e2e.support import create_service, lb_service, wait_for, wait_hostname
+from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import (
     barrier,
     create_pod,
@@ -62,8 +62,9 @@ class Evidence:
     traffic: TrafficReport
 
 
-def run(lab: Lab) -> Evidence:
+def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     core = client.CoreV1Api(lab.api_client())
+    say(f"start the controller; a LoadBalancer Service {A}/web and two of its pods on one node")
     lab.start_controller()
     for ns in (A, B):
         ensure_namespace(core, ns)
@@ -82,6 +83,10 @@ def run(lab: Lab) -> Evidence:
         what="A's pods answering through the ELB",
     )
 
+    say(
+        f"the kubelet rejects {victim} ({victim_ip}) at admission: OutOfmemory after a reboot "
+        f"(the {lab.config.k8s_version} kubelet and endpoint controllers)"
+    )
     lab.dataplane.kubelet.evict(
         A, victim, reason="OutOfmemory", message="Node didn't have enough resource: memory"
     )
@@ -90,9 +95,14 @@ def run(lab: Lab) -> Evidence:
         timeout=30,
         what=f"{victim} Failed",
     )
+    say(
+        f"another team's pod {B}/api-1 starts on the same node; host-local IPAM hands out "
+        "the lowest free address"
+    )
     create_pod(core, "api-1", namespace=B, app="api", node=worker)
     newcomer = wait_running(core, "api-1", B)
     barrier(lab, barrier_pod=survivor, service="web", namespace=A)
+    say(f"send 300 requests to {A}/web through its ELB")
     return Evidence(
         victim_phase=failed.status.phase,
         victim_ready=ready(pod(core, victim, A)),

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import pytest
 from kubernetes import client
 
-from e2e.support import create_service, lb_service, wait_for, wait_hostname
+from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import (
     barrier,
     create_pod,
@@ -59,8 +59,9 @@ class Evidence:
     traffic: TrafficReport
 
 
-def run(lab: Lab) -> Evidence:
+def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     core = client.CoreV1Api(lab.api_client())
+    say("start the controller; a LoadBalancer Service web with one pod on each of two nodes")
     lab.start_controller()
     create_service(core, lb_service("web"))
     down, up = lab.workers[0].name, lab.workers[1].name
@@ -75,6 +76,10 @@ def run(lab: Lab) -> Evidence:
         what="both pods answering through the ELB",
     )
 
+    say(
+        f"graceful node shutdown of {down} (shutdownGracePeriod 20 s) by the "
+        f"{lab.config.k8s_version} kubelet; the node powers off"
+    )
     lab.dataplane.kubelet.shutdown_node(down, grace_seconds=20)
     wait_for(
         lambda: pod(core, "web-down", NS).status.phase == "Failed",
@@ -84,6 +89,7 @@ def run(lab: Lab) -> Evidence:
     wait_for(lambda: lab.dataplane.kubelet.powered_off(down), timeout=30, what="power off")
     barrier(lab, barrier_pod="web-up", service="web", namespace=NS)
     victim = pod(core, "web-down", NS)
+    say("send 300 requests to web through its ELB")
     return Evidence(
         victim_phase=victim.status.phase,
         victim_reason=victim.status.reason or "",

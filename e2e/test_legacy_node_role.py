@@ -30,6 +30,7 @@ from e2e.support import (
     wait_for,
     wait_hostname,
 )
+from e2e.workloads import create_pod, wait_running
 from lab import nodes as node_patches
 from lab.cluster.versions import KubeVersion
 from lab.compose import Lab
@@ -53,9 +54,29 @@ def single_node(lab: Lab, *, version: str | None = None) -> Any:
 
 
 def ensure_service(lab: Lab, core: Any) -> str:
+    """The Service and one pod behind it on the only node (bound there, as a single-node
+    cluster's workloads are)."""
     svc = create_service(core, lb_service("web"))
+    create_pod(core, "web-0", namespace="default", app="web", node=lab.control_plane.name)
+    wait_running(core, "web-0", "default")
     wait_hostname(core, "web")
     return elb_name(svc)
+
+
+def assert_no_traffic(lab: Lab, name: str) -> None:
+    """What the user sees: the ELB has nowhere to send a request."""
+    report = lab.traffic.send("web", requests=50)
+    assert report.answered_total == 0, report.to_json()
+    assert report.dropped == {("elb", f"{name} has no registered instance"): 50}, report.dropped
+
+
+def assert_pod_answers(lab: Lab) -> None:
+    report = wait_for(
+        lambda: (r := lab.traffic.send("web", requests=50)).answered_total == 50 and r,
+        timeout=20,
+        what="the pod answering through the ELB",
+    )
+    assert dict(report.answered) == {"default/web-0": 50}
 
 
 def assert_excluded(lab: Lab, core: Any, elb: Any, name: str) -> None:
@@ -83,9 +104,11 @@ def test_reproduce_exclusion_label_then_include(lab: Lab, core_v1: Any, elb: Any
     lab.start_controller()
     name = ensure_service(lab, core_v1)
     assert_excluded(lab, core_v1, elb, name)
+    assert_no_traffic(lab, name)
     # The fix: invoke lab.nodes.include
     node_patches.include(core_v1, lab.control_plane.name)
     wait_registered(lab, elb, name)
+    assert_pod_answers(lab)
     wait_for(
         lambda: "UpdatedLoadBalancer" in reasons(events_for(core_v1, "Service", "web")),
         timeout=10,
@@ -101,6 +124,7 @@ def test_reproduce_legacy_master_label(lab: Lab, core_v1: Any, elb: Any) -> None
     lab.start_controller(legacy=["legacy-node-role"])
     name = ensure_service(lab, core_v1)
     assert_excluded(lab, core_v1, elb, name)
+    assert_no_traffic(lab, name)
 
 
 def test_fixed_gate_off_registers_the_master(lab: Lab, core_v1: Any, elb: Any) -> None:
@@ -110,3 +134,6 @@ def test_fixed_gate_off_registers_the_master(lab: Lab, core_v1: Any, elb: Any) -
     name = ensure_service(lab, core_v1)
     wait_registered(lab, elb, name)
     assert "UnAvailableLoadBalancer" not in reasons(events_for(core_v1, "Service", "web"))
+    assert_pod_answers(lab)
+    with pytest.raises(AssertionError):
+        assert_no_traffic(lab, name)

@@ -33,7 +33,17 @@ def create_pod(
     node: str | None = None,
     annotations: dict[str, str] | None = None,
     grace: int = 30,
+    readiness_probe: bool = False,
 ) -> None:
+    """A bare pod of one container (``readiness_probe``: an HTTP probe every 2 s, as in
+    kubernetes#110309's reproduction)."""
+    container: dict[str, Any] = {"name": app, "image": "nginx", "ports": [{"containerPort": PORT}]}
+    if readiness_probe:
+        container["readinessProbe"] = {
+            "httpGet": {"path": "/ready", "port": PORT},
+            "periodSeconds": 2,
+            "failureThreshold": 1,
+        }
     core.create_namespaced_pod(
         namespace,
         {
@@ -47,7 +57,7 @@ def create_pod(
             "spec": {
                 **({"nodeName": node} if node else {}),
                 "terminationGracePeriodSeconds": grace,
-                "containers": [{"name": app, "image": "nginx", "ports": [{"containerPort": PORT}]}],
+                "containers": [container],
             },
         },
     )

@@ -59,6 +59,7 @@ from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import KubeVersion
 from lab.controllerproc import ControllerProcess, ControllerSpec, render_cloud_config
 from lab.dataplane.plane import SimDataPlane
+from lab.dataplane.versions import parse_feature_gates
 from lab.imds import ImdsServer
 from lab.kube.server import KubeServer
 from lab.kube.version import DEFAULT_K8S_VERSION
@@ -119,6 +120,9 @@ class LabConfig:
     #: kubelet stops.
     lease_renew_interval: float = 10.0
     node_monitor_grace_period: float | None = None
+    #: sim: the data plane's ``--feature-gates`` (``Name=true,...``), checked against what
+    #: that release knows; only gates the data-plane models act on (``FEATURE_GATES``)
+    feature_gates: str = ""
     state_dir: Path | None = None
     #: the VPC's block (its first zone's subnet is the kind nodes' Docker network); None: the
     #: topology's 10.0.0.0/16 on sim, the first block free on this host on kind
@@ -134,6 +138,12 @@ class LabConfig:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         KubeVersion.parse(self.k8s_version)  # raises ValueError naming the text
         check_speed(self.clock_speed)  # raises ValueError naming the value
+        if self.feature_gates and self.backend != "sim":
+            raise ValueError(
+                "feature_gates set the sim backend's data plane; on kind, set them in the "
+                "cluster's kubeadm config"
+            )
+        parse_feature_gates(self.feature_gates, self.k8s_version)  # ValueError naming the gate
 
     @property
     def cluster_name(self) -> str:
@@ -160,6 +170,7 @@ def _make_provider(cfg: LabConfig, state_dir: Path, clock: LabClock) -> ClusterP
             dataplane_options={
                 "node_monitor_grace_period": cfg.node_monitor_grace_period,
                 "seed": cfg.seed,
+                "feature_gates": parse_feature_gates(cfg.feature_gates, cfg.k8s_version),
             },
         )
     # The nodes join a Docker network whose subnet is the first zone's VPC subnet, container
@@ -273,9 +284,7 @@ class Lab:
 
     def stop(self) -> None:
         """Stop everything this lab started. Idempotent; leaves no process or port behind."""
-        if self.controller is not None:
-            self.controller.stop()
-            self.controller = None
+        self.stop_controller()
         if self._run is not None:
             errors = self._run.undo_all(self)
             self._run = None
@@ -474,10 +483,7 @@ class Lab:
         The controller is killed, not asked to stop: everything it could clean up on the
         way out is wiped below anyway.
         """
-        if self.controller is not None:
-            self.controller.kill()
-            self.controller.stop()
-            self.controller = None
+        self.stop_controller(kill=True)
         aws = self.aws
         aws.control.reset()
         self._seed_aws([(n.name, n.role, n.private_ip, n.zone) for n in self.nodes])
@@ -508,6 +514,15 @@ class Lab:
             extra_args=tuple(args),
         )
 
+    def stop_controller(self, *, kill: bool = False) -> None:
+        """Stop the controller if one runs (``kill``: without letting it clean up)."""
+        if self.controller is None:
+            return
+        if kill:
+            self.controller.kill()
+        self.controller.stop()
+        self.controller = None
+
     def start_controller(
         self,
         *,
@@ -518,8 +533,7 @@ class Lab:
         wait_ready: bool = True,
     ) -> ControllerProcess:
         """(Re)start the controller with these flags; waits for ``/readyz`` unless told not."""
-        if self.controller is not None:
-            self.controller.stop()
+        self.stop_controller()
         self.controller = ControllerProcess(
             self.controller_spec(legacy=legacy, args=args, imds=imds, cloud_config=cloud_config)
         )

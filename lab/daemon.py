@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster-id", default="ccm-lab")
     parser.add_argument("--backend", choices=("sim", "kind"), default="sim")
     parser.add_argument("--clock-speed", type=float, default=DEFAULT_SPEED)
+    parser.add_argument("--feature-gates", default="", help="sim: the data plane's gates")
     parser.add_argument(
         "--expose-to-nodes",
         action="store_true",
@@ -179,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster_id=args.cluster_id,
         backend=args.backend,
         clock_speed=args.clock_speed,
+        feature_gates=args.feature_gates,
         expose_to_nodes=args.expose_to_nodes,
         state_dir=args.state_dir.resolve(),
         vpc_cidr=args.vpc_cidr,

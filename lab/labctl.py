@@ -87,6 +87,7 @@ def validate_up(
     aws: str,
     expose_to_nodes: bool,
     clock_speed: float = DEFAULT_SPEED,
+    feature_gates: str = "",
     vpc_cidr: str | None = None,
 ) -> None:
     """Raise :class:`LabError` for the first bad flag of ``lab.up``; changes nothing."""
@@ -132,6 +133,18 @@ def validate_up(
             raise LabError(f"--k8s-version {k8s_version} on kind: {exc}") from None
     if aws != "moto":
         raise LabError(f"--aws {aws!r}: only moto is wired into lab.up so far; use --aws moto")
+    if feature_gates:
+        if backend == "kind":
+            raise LabError(
+                f"--feature-gates {feature_gates!r}: these set the sim backend's data plane; "
+                "a kind cluster takes them in its kubeadm config (use --backend sim)"
+            )
+        from lab.dataplane.versions import parse_feature_gates
+
+        try:
+            parse_feature_gates(feature_gates, version)
+        except ValueError as exc:
+            raise LabError(f"--feature-gates {feature_gates!r}: {exc}") from None
     if expose_to_nodes and backend == "sim":
         raise LabError(
             "--expose-to-nodes is for kind labs (pods reaching the host); a sim lab's nodes "
@@ -216,6 +229,7 @@ def up(
     aws: str = "moto",
     expose_to_nodes: bool = False,
     clock_speed: float = DEFAULT_SPEED,
+    feature_gates: str = "",
     vpc_cidr: str | None = None,
     root: Path | None = None,
     console: Console | None = None,
@@ -234,6 +248,7 @@ def up(
         aws=aws,
         expose_to_nodes=expose_to_nodes,
         clock_speed=clock_speed,
+        feature_gates=feature_gates,
         vpc_cidr=vpc_cidr,
     )
     directory = lab_dir(name, root)
@@ -243,6 +258,11 @@ def up(
             f"`invoke lab.down --name {name}` removes it"
         )
     chosen = choose_backend(backend, out)
+    if chosen == "kind" and feature_gates:
+        raise LabError(
+            f"--feature-gates {feature_gates!r}: a Docker engine answers, so this lab would be "
+            "kind, whose gates live in its kubeadm config; add --backend sim"
+        )
     if chosen == "kind" and vpc_cidr is not None:
         check_vpc_cidr_free(vpc_cidr)
     if chosen == "kind":
@@ -263,6 +283,7 @@ def up(
                 chosen,
                 "--clock-speed",
                 f"{clock_speed:g}",
+                *(["--feature-gates", feature_gates] if feature_gates else []),
                 *(["--expose-to-nodes"] if expose_to_nodes else []),
                 *(["--vpc-cidr", vpc_cidr] if vpc_cidr else []),
             ],

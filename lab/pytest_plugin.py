@@ -38,6 +38,20 @@ if TYPE_CHECKING:
 
 BACKENDS = ("sim", "kind", "existing")
 
+#: The session's lab once it is started. moto's backends are process-global, so a fixture that
+#: starts another in-process lab (e.g. a cluster of another release) must stop this lab's
+#: controller first and mark it used, or two controllers reconcile one AWS.
+SESSION_LAB = pytest.StashKey[Lab]()
+
+
+def quiesce_session_lab(config: pytest.Config) -> None:
+    """Stop the session lab's controller (if it runs) and have its next user reset it."""
+    lab = config.stash.get(SESSION_LAB, None)
+    if lab is None:
+        return
+    lab.stop_controller()
+    lab.fresh = False
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ccm-lab")
@@ -105,6 +119,7 @@ def lab_session(request: pytest.FixtureRequest, lab_config: LabConfig) -> Iterat
     _skip_unsupported(request.config)
     lab = Lab(lab_config)
     lab.start()
+    request.config.stash[SESSION_LAB] = lab
     try:
         yield lab
     finally:

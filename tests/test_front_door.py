@@ -471,3 +471,16 @@ def test_down_never_signals_a_process_that_reused_a_recorded_pid(tmp_path: Path)
         bystander.kill()
         bystander.wait()
     nothing_left(tmp_path, "reuse")
+
+
+def test_repro_narrates_a_release_scenario_with_its_traffic(tmp_path: Path) -> None:
+    """Seed 004's scenarios replay on a scratch lab of the buggy release, step by step, and end
+    with the cluster's evidence, the traffic table and the module's own verdict."""
+    result = invoke(tmp_path, "lab.repro", "k8s-109414", timeout=300)
+    assert result.code == 0, result.out
+    assert "Kubernetes 1.22.8" in result.out
+    assert "1. start the controller" in result.out
+    assert "what the cluster shows" in result.out
+    assert "team-b/api-1" in result.out, "B's pod answers for A's Service"
+    assert "holds  the documented symptoms" in result.out
+    assert "does not hold  the fixed behaviour" in result.out

@@ -34,6 +34,7 @@ from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.versions import KubeVersion
 from lab.compose import Lab, LabConfig, wait_for
 from lab.kube.server import KubeServer
+from lab.pytest_plugin import quiesce_session_lab
 from tests.cluster.fakecli import FakeCLI
 
 UNINIT = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -70,10 +71,11 @@ class _Kubelets(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def kind_world(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> Iterator[tuple[FakeCLI, Path, Path]]:
     """The fakes, a kind wrapper pointing at a simulator, and that simulator's kubelets. The
     host's routes are a home LAN on 10.0.0.0/24, so the lab must leave 10.0.0.0/16 alone."""
+    quiesce_session_lab(request.config)  # these labs reset the process-global moto state
     fake = FakeCLI(tmp_path / "fake")
     fake.set(kind_version="kind v0.29.0 go1.24.2 linux/amd64")
     lan = kind_network.UsedBlock(ipaddress.IPv4Network("10.0.0.0/24"), "host route via wlan0")

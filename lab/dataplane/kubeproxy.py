@@ -9,8 +9,9 @@ health prober call it:
 * :meth:`KubeProxyModel.route`: traffic arriving at ``node:node_port`` -> the Service owning
   that nodePort -> its endpoints (slice conditions; nil ``ready`` counts as ready) chosen by
   ``externalTrafficPolicy`` (Cluster: every ready endpoint; Local: this node's only, or a drop),
-  falling back to serving+terminating endpoints when none is ready on releases with
-  ProxyTerminatingEndpoints (1.26+) -> one endpoint picked at random (iptables' statistic
+  falling back to serving+terminating endpoints when none is ready where
+  ProxyTerminatingEndpoints is on (default from 1.26; the alpha gate on 1.22-1.25, Local only
+  before 1.24) -> one endpoint picked at random (iptables' statistic
   rules; ``sessionAffinity: ClientIP`` pins a source to one for ``timeoutSeconds``) -> whoever
   holds that IP on the pod network now (``PodNetwork.pod_at``: a stale endpoint of a Failed pod
   whose IP was reused reaches the *new* pod, kubernetes#109414) and whether it accepts the
@@ -215,7 +216,11 @@ class KubeProxyModel:
             protocol,
         )
         usable = categorize(
-            all_eps, node=node, local=local, fallback=self.behaviour.terminating_fallback
+            all_eps,
+            node=node,
+            local=local,
+            fallback=self.behaviour.terminating_fallback
+            or (local and self.behaviour.terminating_fallback_local),
         )
         if not usable:
             if local and any(e.ready or (e.serving and e.terminating) for e in all_eps):

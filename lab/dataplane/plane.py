@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from lab.clock import LabClock, ScaledClock
@@ -63,8 +64,10 @@ class SimDataPlane:
         node_monitor_period: float = 5.0,
         cluster_cidr: str = DEFAULT_CLUSTER_CIDR,
         ip_policy: str = "lowest-free",
+        feature_gates: Mapping[str, bool] | None = None,
     ) -> None:
         self.version = KubeVersion.parse(version)
+        self.feature_gates = dict(feature_gates or {})
         self.clock: LabClock = clock or ScaledClock()
         self._client = new_api_client(api_client)
         self.api = Api(self._client)
@@ -107,7 +110,7 @@ class SimDataPlane:
         self.kube_proxy = KubeProxyModel(
             self.informers,
             self.clock,
-            behaviour=kube_proxy_behaviour(self.version),
+            behaviour=kube_proxy_behaviour(self.version, self.feature_gates),
             network=self.kubelet,
         )
         self._started = False

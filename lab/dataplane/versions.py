@@ -162,6 +162,15 @@ CHANGES: tuple[Change, ...] = (
         "(all traffic policies): ProxyTerminatingEndpoints beta, on by default",
         (1, 26),
         ("k/k#97238 (alpha 1.22, eTP=Local)", "k/k#108691 (all policies)", "k/k#113363 (beta)"),
+        note="earlier releases do it only with the alpha gate on: see FEATURE_GATES",
+    ),
+    Change(
+        "proxy-terminating-fallback-all-policies",
+        "kube-proxy",
+        "with ProxyTerminatingEndpoints on, the fallback applies to every traffic policy, not "
+        "only externalTrafficPolicy=Local",
+        (1, 24),
+        ("k/k#108691", "KEP-1669"),
     ),
     Change(
         "proxy-hc-service-proxy-healthy",
@@ -202,6 +211,82 @@ CHANGES: tuple[Change, ...] = (
 )
 
 _BY_KEY = {c.key: c for c in CHANGES}
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureGate:
+    """A feature gate a data-plane component of the modelled releases accepts
+    (``pkg/features/kube_features.go`` per release): alpha (default off) from ``alpha``, beta
+    (default on) from ``beta``, GA and locked on from ``ga``, unrecognized from ``removed``."""
+
+    name: str
+    component: str
+    alpha: Minor
+    beta: Minor
+    ga: Minor
+    removed: Minor
+    sources: tuple[str, ...]
+
+    def default(self, version: KubeVersion) -> bool:
+        return version.minor_key >= self.beta
+
+    def known(self, version: KubeVersion) -> bool:
+        return self.alpha <= version.minor_key < self.removed
+
+    def locked(self, version: KubeVersion) -> bool:
+        return version.minor_key >= self.ga
+
+
+FEATURE_GATES: Mapping[str, FeatureGate] = {
+    g.name: g
+    for g in (
+        FeatureGate(
+            "ProxyTerminatingEndpoints",
+            "kube-proxy",
+            alpha=(1, 22),
+            beta=(1, 26),
+            ga=(1, 28),
+            removed=(1, 30),
+            sources=("k/k#97238", "k/k#113363", "KEP-1669"),
+        ),
+    )
+}
+
+
+def parse_feature_gates(text: str, version: KubeVersion | str) -> dict[str, bool]:
+    """``Name=true,Other=false`` as the components' ``--feature-gates`` flag takes it, checked
+    against what ``version`` knows (ValueError in the components' own words otherwise). Only
+    the gates the data-plane models act on are known here."""
+    v = KubeVersion.parse(version)
+    gates: dict[str, bool] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        gate = FEATURE_GATES.get(name)
+        if gate is None or not gate.known(v):
+            modelled = ", ".join(
+                f"{n} (1.{g.alpha[1]} to 1.{g.removed[1] - 1})" for n, g in FEATURE_GATES.items()
+            )
+            raise ValueError(
+                f"unrecognized feature gate: {name} at Kubernetes {v} (the lab models {modelled})"
+            )
+        value = raw.strip().lower()
+        if not sep or value not in ("true", "false"):
+            raise ValueError(f"invalid value of {name}={raw.strip()}: want true or false")
+        if gate.locked(v) and value == "false":
+            raise ValueError(f"cannot set feature gate {name} to false, feature is locked to true")
+        gates[name] = value == "true"
+    return gates
+
+
+def gate_enabled(name: str, version: KubeVersion, gates: Mapping[str, bool]) -> bool:
+    """Whether ``name`` is on at ``version`` with these ``--feature-gates`` settings."""
+    gate = FEATURE_GATES[name]
+    if not gate.known(version):
+        return version.minor_key >= gate.removed
+    return gates.get(name, gate.default(version))
 
 
 def change(key: str) -> Change:
@@ -249,8 +334,10 @@ class EndpointsBehaviour:
 @dataclasses.dataclass(frozen=True)
 class KubeProxyBehaviour:
     version: KubeVersion
-    #: fall back to serving+terminating endpoints when none is ready
+    #: fall back to serving+terminating endpoints when none is ready (every traffic policy)
     terminating_fallback: bool
+    #: the same, only for externalTrafficPolicy=Local (the 1.22/1.23 alpha gate)
+    terminating_fallback_local: bool
     #: healthCheckNodePort body carries serviceProxyHealthy
     service_proxy_healthy_field: bool
     #: /healthz fails for deleting / ToBeDeletedByClusterAutoscaler nodes (KEP-3836)
@@ -294,11 +381,16 @@ def endpoints_behaviour(version: KubeVersion | str) -> EndpointsBehaviour:
     )
 
 
-def kube_proxy_behaviour(version: KubeVersion | str) -> KubeProxyBehaviour:
+def kube_proxy_behaviour(
+    version: KubeVersion | str, gates: Mapping[str, bool] | None = None
+) -> KubeProxyBehaviour:
+    """``gates``: kube-proxy's ``--feature-gates`` (:func:`parse_feature_gates`)."""
     v = KubeVersion.parse(version)
+    terminating = gate_enabled("ProxyTerminatingEndpoints", v, gates or {})
     return KubeProxyBehaviour(
         version=v,
-        terminating_fallback=_has(v, "proxy-terminating-fallback"),
+        terminating_fallback=terminating and _has(v, "proxy-terminating-fallback-all-policies"),
+        terminating_fallback_local=terminating,
         service_proxy_healthy_field=_has(v, "proxy-hc-service-proxy-healthy"),
         healthz_node_eligibility=_has(v, "proxy-healthz-node-eligible"),
         livez=_has(v, "proxy-livez"),

@@ -5,12 +5,14 @@ traffic after an IP is reused (#109414 as a user sees it)."""
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 from collections.abc import Callable
 
 import pytest
 
 from lab.dataplane.kubeproxy import ConnectionRefused, Drop, Endpoint, PodTarget, categorize
+from lab.dataplane.versions import parse_feature_gates
 from tests.dataplane.conftest import Cluster, wait
 
 SLICES = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
@@ -286,3 +288,84 @@ def test_reused_ip_sends_traffic_to_the_new_pod_109414(
         ),
     )
     assert (target.namespace, target.name, target.ip) == ("kube-public", "api-w1-0", endpoint.ip)
+
+
+PROBED_APP = {
+    "name": "app",
+    "image": "nginx",
+    "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 2},
+}
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "outcome"),
+    [
+        # #110309: probes stop at SIGTERM, Ready freezes at True: the pod that stopped
+        # listening stays serving, and the Local fallback sends it connections it refuses.
+        ("1.22.8", "ProxyTerminatingEndpoints=true", "refused"),
+        # fixed: probes go on, the quitter turns not serving; only the draining pod is used.
+        ("1.22.11", "ProxyTerminatingEndpoints=true", "drainer only"),
+        # the alpha gate off (the default): no fallback, a node with only terminating pods
+        # drops the Service's traffic whether or not the kubelet is fixed.
+        ("1.22.8", "", "dropped"),
+        ("1.22.11", "", "dropped"),
+    ],
+)
+def test_local_terminating_fallback_and_frozen_readiness_110309(
+    make_cluster: Callable[..., Cluster], version: str, gates: str, outcome: str
+) -> None:
+    cluster = make_cluster(version, speed=20, feature_gates=parse_feature_gates(gates, version))
+    common = {"sim.ccm-lab.io/shutdown-seconds": "60"}
+    cluster.create_pod(
+        "drainer",
+        labels={"app": "web"},
+        annotations={
+            **common,
+            "sim.ccm-lab.io/serve-during-shutdown": "true",
+            "sim.ccm-lab.io/ready-during-shutdown": "true",
+        },
+        spec={"nodeName": "w1", "terminationGracePeriodSeconds": 90, "containers": [PROBED_APP]},
+    )
+    cluster.create_pod(
+        "quitter",
+        labels={"app": "web"},
+        annotations=common,
+        spec={"nodeName": "w1", "terminationGracePeriodSeconds": 90, "containers": [PROBED_APP]},
+    )
+    svc = lb_service(cluster, "web", selector={"app": "web"}, externalTrafficPolicy="Local")
+    port = svc["spec"]["ports"][0]["nodePort"]
+    proxy = cluster.plane.kube_proxy
+    wait(
+        "two ready endpoints", lambda: sum(e.ready for e in proxy.endpoints("default", "web")) == 2
+    )
+    for name in ("drainer", "quitter"):
+        cluster.api.delete(f"/api/v1/namespaces/default/pods/{name}")
+    expected_quitter_serving = outcome == "refused" or (not gates and version == "1.22.8")
+
+    def settled() -> bool:
+        eps = {e.target: e for e in proxy.endpoints("default", "web")}
+        return (
+            len(eps) == 2
+            and all(e.terminating for e in eps.values())
+            and any(
+                "quitter" in t and e.serving == expected_quitter_serving for t, e in eps.items()
+            )
+        )
+
+    wait("both terminating, the quitter's serving settled", settled)
+    time.sleep(0.3)  # a few more probe periods at speed 20: a frozen Ready stays frozen
+    assert settled()
+    results = Counter(
+        str(proxy.route(node="w1", node_port=port, rng=random.Random(i))) for i in range(40)
+    )
+    refused = str(Drop("pod", "pod default/quitter not listening (connection refused)"))
+    drained = [r for r in results if "name='drainer'" in r]
+    if outcome == "refused":
+        assert results[refused] > 0, results
+        assert drained, results
+    elif outcome == "drainer only":
+        assert sum(results[r] for r in drained) == 40, results
+    else:
+        assert results == Counter(
+            {str(Drop("kube-proxy", "no local endpoint (externalTrafficPolicy=Local)")): 40}
+        ), results

@@ -13,6 +13,7 @@ from lab.dataplane.versions import (
     kube_proxy_behaviour,
     kubelet_behaviour,
     node_lifecycle_behaviour,
+    parse_feature_gates,
     table,
 )
 
@@ -126,3 +127,46 @@ def test_every_row_cites_a_source_and_inferred_rows_say_why() -> None:
 def test_unknown_change_names_the_known_ones() -> None:
     with pytest.raises(KeyError, match="no data-plane change 'nope'; known: kubelet-pod-worker"):
         change("nope")
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "all_policies", "local"),
+    [
+        ("1.21", "", False, False),
+        ("1.22.8", "", False, False),  # alpha, off by default
+        ("1.22.8", "ProxyTerminatingEndpoints=true", False, True),  # eTP=Local only (#97238)
+        ("1.23.7", "ProxyTerminatingEndpoints=true", False, True),
+        ("1.24.1", "ProxyTerminatingEndpoints=true", True, True),  # every policy (#108691)
+        ("1.25", "", False, False),
+        ("1.26", "", True, True),  # beta, on
+        ("1.26", "ProxyTerminatingEndpoints=false", False, False),
+        ("1.28", "ProxyTerminatingEndpoints=true", True, True),  # GA, locked
+        ("1.33", "", True, True),  # gate removed, behaviour stays
+    ],
+)
+def test_proxy_terminating_endpoints_gate(
+    version: str, gates: str, all_policies: bool, local: bool
+) -> None:
+    p = kube_proxy_behaviour(version, parse_feature_gates(gates, version))
+    assert (p.terminating_fallback, p.terminating_fallback_local) == (all_policies, local)
+
+
+@pytest.mark.parametrize(
+    ("version", "text", "message"),
+    [
+        ("1.21", "ProxyTerminatingEndpoints=true", "unrecognized feature gate"),
+        ("1.30", "ProxyTerminatingEndpoints=true", "unrecognized feature gate"),
+        ("1.22.8", "NoSuchGate=true", "unrecognized feature gate: NoSuchGate"),
+        ("1.22.8", "ProxyTerminatingEndpoints", "invalid value of ProxyTerminatingEndpoints="),
+        ("1.22.8", "ProxyTerminatingEndpoints=on", "ProxyTerminatingEndpoints=on"),
+        ("1.28", "ProxyTerminatingEndpoints=false", "locked to true"),
+    ],
+)
+def test_feature_gates_are_checked_against_the_release(
+    version: str, text: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_feature_gates(text, version)
+    assert parse_feature_gates(" ProxyTerminatingEndpoints=True ,", "1.22.8") == {
+        "ProxyTerminatingEndpoints": True
+    }
