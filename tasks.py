@@ -164,6 +164,8 @@ def fmt(c: Context) -> None:
         "clock_speed": "lab seconds per real second for grace periods, probes, health checks "
         "(default 10; 1 = real time)",
         "feature_gates": "sim: data-plane feature gates, e.g. ProxyTerminatingEndpoints=true",
+        "vpc_cidr": "the VPC block, /16 to /19 (kind: its first zone subnet is the nodes' Docker "
+        "network; default: the first 10.x.0.0/16 free of Docker networks and host routes)",
     },
 )
 def up(
@@ -179,6 +181,7 @@ def up(
     expose_to_nodes: bool = False,
     clock_speed: float = 10.0,
     feature_gates: str = "",
+    vpc_cidr: str = "",
 ) -> None:
     """Bring a lab up: AWS endpoint, metadata, cluster, controller."""
     from lab.labctl import up as lab_up
@@ -197,6 +200,7 @@ def up(
         expose_to_nodes=expose_to_nodes,
         clock_speed=clock_speed,
         feature_gates=feature_gates,
+        vpc_cidr=vpc_cidr or None,
     )
 
 
@@ -360,6 +364,7 @@ def controller_restart(
         "image": "image to build and load",
         "no_build": "load an image built already",
         "legacy_behavior": "comma-separated legacy behaviour ids",
+        "base_image": "build FROM this image (a local one where no registry is reachable)",
     },
 )
 def controller_deploy(
@@ -368,12 +373,20 @@ def controller_deploy(
     image: str = "",
     no_build: bool = False,
     legacy_behavior: str = "",
+    base_image: str = "",
 ) -> None:
     """Run the controller in-cluster on a kind lab: docker build, kind load, kubectl apply."""
     from lab.incluster import DEFAULT_IMAGE, deploy_to_lab
 
     legacy, _ = _controller_flags(legacy_behavior, "")
-    _run(deploy_to_lab, name, image=image or DEFAULT_IMAGE, build=not no_build, legacy=legacy)
+    _run(
+        deploy_to_lab,
+        name,
+        image=image or DEFAULT_IMAGE,
+        build=not no_build,
+        legacy=legacy,
+        base_image=base_image or None,
+    )
 
 
 @task(name="undeploy", help={"name": "lab name"})

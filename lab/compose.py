@@ -127,6 +127,10 @@ class LabConfig:
     #: that release knows; only gates the data-plane models act on (``FEATURE_GATES``)
     feature_gates: str = ""
     state_dir: Path | None = None
+    #: the VPC's block (its first zone's subnet is the kind nodes' Docker network); None: the
+    #: topology's 10.0.0.0/16 on sim, the first block free on this host on kind
+    #: (``lab.cluster.kind_network``)
+    vpc_cidr: str | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -152,9 +156,10 @@ class LabConfig:
 
 
 def _topology_spec(cfg: LabConfig, nodes: Sequence[AwsNodeSpec]) -> TopologySpec:
-    return TopologySpec(
+    spec = TopologySpec(
         cluster_id=cfg.cluster_id, region=cfg.region, zones=cfg.zones, nodes=tuple(nodes)
     )
+    return dataclasses.replace(spec, vpc_cidr=cfg.vpc_cidr) if cfg.vpc_cidr else spec
 
 
 def _make_provider(cfg: LabConfig, state_dir: Path, clock: LabClock) -> ClusterProvider:
@@ -245,6 +250,8 @@ class Lab:
             self._tmp = tempfile.TemporaryDirectory(prefix=f"ccm-lab-{self.config.name}-")
             self.state_dir = Path(self._tmp.name)
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.config.backend == "kind":
+            self.config = dataclasses.replace(self.config, vpc_cidr=self._free_vpc_cidr())
         self._cluster = _make_provider(self.config, self.state_dir, self.clock)
         self._run = StepRun(self._steps(), progress=progress)
         try:
@@ -255,6 +262,17 @@ class Lab:
             raise
         self.fresh = True
         return self
+
+    def _free_vpc_cidr(self) -> str:
+        """kind: the configured VPC block if it collides with no Docker network or host route
+        (else ``NetworkCollision`` naming the collision), or the first free one."""
+        from lab.cluster.kind_network import choose_vpc_cidr, docker_blocks, route_blocks
+        from lab.exec import SubprocessRunner
+
+        runner = SubprocessRunner()
+        used = docker_blocks(runner, self.config.docker_binary) + route_blocks(runner)
+        own = f"ccm-lab-{self.config.cluster_name}"  # a lab's own network, when it is reused
+        return choose_vpc_cidr(used, wanted=self.config.vpc_cidr, ignore=[own])
 
     def _steps(self) -> list[Step[Lab]]:
         return [

@@ -165,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="kind: serve AWS and metadata on the nodes' gateway (for an in-cluster controller)",
     )
+    parser.add_argument("--vpc-cidr", default=None, help="the VPC block (kind: its Docker network)")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -182,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         feature_gates=args.feature_gates,
         expose_to_nodes=args.expose_to_nodes,
         state_dir=args.state_dir.resolve(),
+        vpc_cidr=args.vpc_cidr,
     )
     return serve(config)
 

@@ -382,10 +382,16 @@ def build_image(
     docker: str = "docker",
     context: Path = REPO_ROOT,
     timeout: float = 900.0,
+    base_image: str | None = None,
 ) -> CommandResult:
-    """``docker build -f deploy/Dockerfile -t IMAGE .`` in the repository root."""
+    """``docker build -f deploy/Dockerfile -t IMAGE .`` in the repository root;
+    ``base_image`` becomes ``--build-arg BASE_IMAGE=...`` (a local image, where no registry is
+    reachable)."""
+    args = ["--build-arg", f"BASE_IMAGE={base_image}"] if base_image else []
     return runner.run(
-        [docker, "build", "-f", str(DOCKERFILE), "-t", image, "."], timeout=timeout, cwd=context
+        [docker, "build", *args, "-f", str(DOCKERFILE), "-t", image, "."],
+        timeout=timeout,
+        cwd=context,
     )
 
 
@@ -403,6 +409,7 @@ def deploy(
     build: bool = True,
     context: Path = REPO_ROOT,
     wait_timeout: float | None = 180.0,
+    base_image: str | None = None,
 ) -> list[Manifest]:
     """Build the image, load it into the kind nodes, apply the manifests, wait for rollout.
 
@@ -411,7 +418,13 @@ def deploy(
     manifests = render_manifests(settings)
     if build:
         log.info("building %s", settings.image)
-        build_image(runner, settings.image, docker=provider.docker_binary, context=context)
+        build_image(
+            runner,
+            settings.image,
+            docker=provider.docker_binary,
+            context=context,
+            base_image=base_image,
+        )
     log.info("loading %s into kind cluster %s", settings.image, provider.name)
     provider.load_image(settings.image)
     runner.run(
@@ -474,6 +487,7 @@ def deploy_to_lab(
     runner: Runner | None = None,
     kubectl: str = "kubectl",
     wait_timeout: float | None = 180.0,
+    base_image: str | None = None,
 ) -> list[Manifest]:
     """Deploy the controller into the kind cluster of the lab ``name`` (``.lab/<name>``).
 
@@ -531,6 +545,7 @@ def deploy_to_lab(
             kubectl=kubectl,
             build=build,
             wait_timeout=wait_timeout,
+            base_image=base_image,
         )
     except CommandError as exc:  # the pasteable command and its output tail, no traceback
         raise LabError(str(exc)) from exc

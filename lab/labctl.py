@@ -88,9 +88,12 @@ def validate_up(
     expose_to_nodes: bool,
     clock_speed: float = DEFAULT_SPEED,
     feature_gates: str = "",
+    vpc_cidr: str | None = None,
 ) -> None:
     """Raise :class:`LabError` for the first bad flag of ``lab.up``; changes nothing."""
     validate_name(name)
+    if vpc_cidr is not None:
+        validate_vpc_cidr(vpc_cidr)
     try:
         check_speed(clock_speed)
     except ValueError:
@@ -149,6 +152,37 @@ def validate_up(
         )
 
 
+def validate_vpc_cidr(vpc_cidr: str) -> None:
+    """``--vpc-cidr``: an IPv4 block AWS accepts for a VPC holding the lab's two /20 zone
+    subnets (/16 to /19), host bits zero."""
+    import ipaddress
+
+    fix = "give an IPv4 block from /16 to /19 with its host bits zero, e.g. 10.42.0.0/16"
+    try:
+        block = ipaddress.ip_network(vpc_cidr)
+    except ValueError as exc:
+        raise LabError(f"--vpc-cidr {vpc_cidr!r}: {exc}; {fix}") from None
+    if block.version != 4 or not 16 <= block.prefixlen <= 19:
+        raise LabError(f"--vpc-cidr {vpc_cidr!r}: the lab's VPC holds two /20 zone subnets; {fix}")
+
+
+def check_vpc_cidr_free(vpc_cidr: str, *, docker: str = "docker") -> None:
+    """kind: the block must overlap no Docker network and no host route."""
+    from lab.cluster.kind_network import (
+        NetworkCollision,
+        choose_vpc_cidr,
+        docker_blocks,
+        route_blocks,
+    )
+    from lab.exec import SubprocessRunner
+
+    runner = SubprocessRunner()
+    try:
+        choose_vpc_cidr(docker_blocks(runner, docker) + route_blocks(runner), wanted=vpc_cidr)
+    except NetworkCollision as exc:
+        raise LabError(str(exc)) from None
+
+
 def choose_backend(requested: str, console: Console) -> str:
     """``auto`` → kind where Docker and kind answer, else sim (said, with the reason);
     ``kind`` → checked to be usable, with what to do otherwise."""
@@ -196,6 +230,7 @@ def up(
     expose_to_nodes: bool = False,
     clock_speed: float = DEFAULT_SPEED,
     feature_gates: str = "",
+    vpc_cidr: str | None = None,
     root: Path | None = None,
     console: Console | None = None,
     timeout: float = 60.0,
@@ -214,6 +249,7 @@ def up(
         expose_to_nodes=expose_to_nodes,
         clock_speed=clock_speed,
         feature_gates=feature_gates,
+        vpc_cidr=vpc_cidr,
     )
     directory = lab_dir(name, root)
     if read_state(directory) is not None:
@@ -227,6 +263,8 @@ def up(
             f"--feature-gates {feature_gates!r}: a Docker engine answers, so this lab would be "
             "kind, whose gates live in its kubeadm config; add --backend sim"
         )
+    if chosen == "kind" and vpc_cidr is not None:
+        check_vpc_cidr_free(vpc_cidr)
     if chosen == "kind":
         timeout = max(timeout, 900.0)  # image pull and kubeadm take minutes
     shutil.rmtree(directory, ignore_errors=True)  # leftovers of a lab that is not up
@@ -247,6 +285,7 @@ def up(
                 f"{clock_speed:g}",
                 *(["--feature-gates", feature_gates] if feature_gates else []),
                 *(["--expose-to-nodes"] if expose_to_nodes else []),
+                *(["--vpc-cidr", vpc_cidr] if vpc_cidr else []),
             ],
             console=out,
             timeout=timeout,

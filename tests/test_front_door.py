@@ -112,8 +112,20 @@ def lab_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         (("--backend", "kind"), ("--backend kind", "Docker", "--backend sim")),
         (("--args", "--bogus-flag"), ("--args '--bogus-flag'", "unrecognized")),
         (("--clock-speed", "0"), ("--clock-speed 0.0", "number > 0")),
+        (("--vpc-cidr", "10.0.0.1/16"), ("--vpc-cidr '10.0.0.1/16'", "host bits", "10.42.0.0/16")),
+        (("--vpc-cidr", "10.0.0.0/24"), ("--vpc-cidr '10.0.0.0/24'", "/16 to /19")),
     ],
-    ids=["legacy", "nodes", "version", "backend", "kind-without-docker", "args", "clock-speed"],
+    ids=[
+        "legacy",
+        "nodes",
+        "version",
+        "backend",
+        "kind-without-docker",
+        "args",
+        "clock-speed",
+        "vpc-host-bits",
+        "vpc-too-small",
+    ],
 )
 def test_bad_lab_up_flags_change_nothing(
     tmp_path: Path, args: tuple[str, ...], fragments: tuple[str, ...]

@@ -1,19 +1,26 @@
 """``Lab`` on the kind backend, through its seams (no Docker engine here).
 
-A fake ``kind`` and ``docker`` (``tests/cluster/fakecli.py``) record every command; the fake
-``kind create cluster`` hands back the kubeconfig of an API simulator in which a kubelet
-stand-in registered the node containers' kubelets (as kind's would: named after the
-containers, ``--node-ip`` = the container IP, tainted uninitialized, no providerID). What is
-asserted is the lab's part: the network matches the VPC subnet with container IPs clear of
-AWS's reserved addresses, each fake instance gets its container's IP, providerIDs are set,
-the controller initializes the nodes, reset restores the nodes and removes what a test made,
-and stop deletes the cluster. A real kind run is ``pytest e2e --backend kind`` (CI).
+A fake ``kind`` and ``docker`` (``tests/cluster/fakecli.py``, behaving as the pinned kind
+release and Debian's docker.io 20.10) record every command; the fake ``kind create cluster``
+makes the node containers on the lab's network with the IPs Docker would give, works out each
+kubelet's arguments from the rendered config as kind's patching does, and hands back the
+kubeconfig of an API simulator in which a kubelet stand-in registered each node *with those
+arguments* (named after the containers, ``--node-ip`` = the container IP, ``--provider-id`` =
+kind's ``kind://docker/<cluster>/<node>`` unless the lab's patch replaced it). What is asserted
+is the lab's part: a VPC block free of the host's routes and Docker networks, the network
+matching the VPC subnet with a gateway Docker reports, each fake instance with its container's
+IP, kubelets registered with the instances' AWS providerIDs, the controller initializing the
+nodes, reset restoring them, and stop deleting the cluster. A real kind run is ``pytest e2e
+--backend kind`` (CI).
 """
 
 from __future__ import annotations
 
+import http.server
+import ipaddress
 import json
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,60 +28,93 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from lab.cluster import kind_network
 from lab.cluster.base import Role
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.versions import KubeVersion
 from lab.compose import Lab, LabConfig, wait_for
 from lab.kube.server import KubeServer
 from lab.pytest_plugin import quiesce_session_lab
-from tests.cluster.fakecli import FakeCLI, container
+from tests.cluster.fakecli import FakeCLI
 
 UNINIT = "node.cloudprovider.kubernetes.io/uninitialized"
 CLUSTER = "ccm-lab-k"
-NODES = {f"{CLUSTER}-control-plane": "10.0.8.2", f"{CLUSTER}-worker": "10.0.8.3"}
 
-_WRAPPER = """#!{python} -IS
-import shutil, subprocess, sys
+# After the fake kind created the cluster, the wrapper asks the test process (over loopback)
+# to start the kubelets kind would have started, then hands back the simulator's kubeconfig.
+_WRAPPER = """#!{python} -I
+import shutil, subprocess, sys, urllib.request
 code = subprocess.call([{fake!r}, *sys.argv[1:]])
 if code == 0 and sys.argv[1:3] == ["create", "cluster"]:
+    urllib.request.urlopen(urllib.request.Request({callback!r}, data=b"", method="POST")).read()
     shutil.copyfile({kubeconfig!r}, sys.argv[sys.argv.index("--kubeconfig") + 1])
 sys.exit(code)
 """
 
 
+class _Kubelets(http.server.BaseHTTPRequestHandler):
+    start: Any = None
+
+    def do_POST(self) -> None:
+        try:
+            type(self).start()
+            self.send_response(200)
+        except Exception:  # reported to the fake kind as a failed create
+            self.send_response(500)
+            raise
+        finally:
+            self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
 @pytest.fixture
 def kind_world(
-    tmp_path: Path, request: pytest.FixtureRequest
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> Iterator[tuple[FakeCLI, Path, Path]]:
-    """The fakes, a kind wrapper pointing at a simulator, and that simulator's kubelets."""
+    """The fakes, a kind wrapper pointing at a simulator, and that simulator's kubelets. The
+    host's routes are a home LAN on 10.0.0.0/24, so the lab must leave 10.0.0.0/16 alone."""
     quiesce_session_lab(request.config)  # these labs reset the process-global moto state
     fake = FakeCLI(tmp_path / "fake")
-    network = f"ccm-lab-{CLUSTER}"
-    fake.set(
-        kind_version="kind v0.29.0 go1.24.2 linux/amd64",
-        containers=[
-            container(name, role, CLUSTER, ip, network=network)
-            for name, ip in NODES.items()
-            for role in ["control-plane" if name.endswith("control-plane") else "worker"]
-        ],
-    )
-    with KubeServer() as sim:
+    fake.set(kind_version="kind v0.29.0 go1.24.2 linux/amd64")
+    lan = kind_network.UsedBlock(ipaddress.IPv4Network("10.0.0.0/24"), "host route via wlan0")
+    monkeypatch.setattr(kind_network, "route_blocks", lambda *a, **k: [lan])
+    with KubeServer() as sim, KubeletStandIn(sim.api_client()) as kubelets:
+
+        def start_kubelets() -> None:
+            for name, kubelet in fake.kubelets().items():
+                args = kubelet["args"]
+                kubelets.register(
+                    NodeRegistration(
+                        name=name,
+                        ip=args["node-ip"],
+                        version=KubeVersion.parse("1.33"),
+                        role=Role(kubelet["role"]),
+                        provider_id=args["provider-id"],
+                    )
+                )
+
+        _Kubelets.start = start_kubelets
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Kubelets)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
         kubeconfig = sim.write_kubeconfig(tmp_path / "cluster.kubeconfig")
         wrapper = tmp_path / "kind"
         wrapper.write_text(
             _WRAPPER.format(
-                python=sys.executable, fake=str(fake.bin / "kind"), kubeconfig=str(kubeconfig)
+                python=sys.executable,
+                fake=str(fake.bin / "kind"),
+                kubeconfig=str(kubeconfig),
+                callback=f"http://127.0.0.1:{server.server_address[1]}/",
             )
         )
         wrapper.chmod(0o755)
-        api = sim.api_client()
-        with KubeletStandIn(api) as kubelets:
-            for name, ip in NODES.items():
-                role = Role.CONTROL_PLANE if name.endswith("control-plane") else Role.WORKER
-                kubelets.register(
-                    NodeRegistration(name=name, ip=ip, version=KubeVersion.parse("1.33"), role=role)
-                )
+        try:
             yield fake, wrapper, tmp_path
+        finally:
+            server.shutdown()
+            server.server_close()
 
 
 def _taints(core: Any, name: str) -> set[str]:
@@ -97,11 +137,21 @@ def test_lab_on_kind_seeds_instances_from_containers_and_initializes_nodes(
         lab.start()
         calls = fake.calls()
         create = next(c for c in calls if c[:3] == ["docker", "network", "create"])
-        assert create[create.index("--subnet") + 1] == "10.0.0.0/20", "the zone's VPC subnet"
-        assert create[create.index("--ip-range") + 1] == "10.0.8.0/21", "clear of reserved IPs"
+        # 10.0.0.0/16 holds the host's LAN route: the next free /16 is the VPC
+        assert lab.config.vpc_cidr == "10.1.0.0/16"
+        assert create[create.index("--subnet") + 1] == "10.1.0.0/20", "the zone's VPC subnet"
+        assert create[create.index("--gateway") + 1] == "10.1.0.1"
+        assert create[create.index("--ip-range") + 1] == "10.1.8.0/21", "clear of reserved IPs"
         assert any(c[:3] == ["kind", "create", "cluster"] for c in calls)
 
-        assert {n.name: n.private_ip for n in lab.nodes} == NODES
+        nodes = {f"{CLUSTER}-control-plane": "10.1.8.0", f"{CLUSTER}-worker": "10.1.8.1"}
+        assert {n.name: n.private_ip for n in lab.nodes} == nodes
+        vpc = lab.aws.client("ec2").describe_vpcs(VpcIds=[lab.topology.vpc_id])["Vpcs"][0]
+        assert vpc["CidrBlock"] == "10.1.0.0/16"
+        # the kubelets kind started carry the instances' ids (kind's own kind:// is replaced)
+        assert {n: k["args"]["provider-id"] for n, k in fake.kubelets().items()} == {
+            n.name: n.provider_id for n in lab.nodes
+        }
         ec2 = lab.aws.client("ec2")
         for node in lab.nodes:
             inst = ec2.describe_instances(InstanceIds=[node.instance_id])["Reservations"][0]
@@ -153,7 +203,9 @@ def test_expose_to_nodes_serves_aws_and_metadata_on_the_nodes_gateway(
     network reports 127.0.0.1 as its gateway (servers here bind loopback only), so what is
     checked is that the address comes from the network's IPAM answer."""
     fake, wrapper, tmp = kind_world
-    fake.set(gateway="127.0.0.1", networks=[f"ccm-lab-{CLUSTER}"])
+    # a network the lab reuses, whose gateway is loopback so the servers may bind it
+    network = {"Subnet": "127.0.0.0/20", "IPRange": "127.0.8.0/21", "Gateway": "127.0.0.1"}
+    fake.set(networks={f"ccm-lab-{CLUSTER}": {**network, "Labels": {}}})
     lab = Lab(
         LabConfig(
             name="k",
@@ -162,15 +214,13 @@ def test_expose_to_nodes_serves_aws_and_metadata_on_the_nodes_gateway(
             docker_binary=str(fake.bin / "docker"),
             state_dir=tmp / "lab",
             expose_to_nodes=True,
+            vpc_cidr="127.0.0.0/16",
         )
     )
     try:
         lab.start()
-        inspects = [
-            c for c in fake.calls() if c[:3] == ["docker", "network", "inspect"] and "--format" in c
-        ]
-        assert inspects, "the gateway is read from the nodes' network"
-        assert inspects[-1][3] == f"ccm-lab-{CLUSTER}"
+        inspects = [c for c in fake.calls() if c[:3] == ["docker", "network", "inspect"]]
+        assert [f"ccm-lab-{CLUSTER}"] in [c[3:] for c in inspects], "gateway from the network"
         state = lab.state(tmp / "lab")
         assert state.aws_endpoint.startswith("http://127.0.0.1:")
         assert state.imds_endpoint.startswith("http://127.0.0.1:")

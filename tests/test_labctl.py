@@ -64,3 +64,21 @@ def test_commands_on_a_missing_lab_say_how_to_start_one(tmp_path: Path) -> None:
     console = Console(file=io.StringIO())
     labctl.down(name="nope", root=tmp_path, console=console)
     assert "not up" in console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_vpc_cidr_colliding_on_kind_is_refused_naming_the_collision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lab.cluster import kind_network
+    from tests.cluster.fakecli import FakeCLI
+
+    fake = FakeCLI(tmp_path / "fake")
+    fake.set(networks={"other-lab": {"Subnet": "10.0.0.0/20", "Labels": {}}})
+    monkeypatch.setattr(kind_network, "route_blocks", lambda *a, **k: [])
+    docker = str(fake.bin / "docker")
+    with pytest.raises(labctl.LabError) as info:
+        labctl.check_vpc_cidr_free("10.0.0.0/16", docker=docker)
+    assert str(info.value).startswith(
+        "--vpc-cidr 10.0.0.0/16 overlaps 10.0.0.0/20 (docker network other-lab)"
+    )
+    labctl.check_vpc_cidr_free("10.1.0.0/16", docker=docker)  # free: no error

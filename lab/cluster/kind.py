@@ -10,8 +10,10 @@ Provisioning steps (``lab.cluster.steps``, undone in reverse on failure unless `
 1. ``check-kind-version``: ``kind version`` must suit the node image (old images are paired with
    the kind release that built them — v1.22 needs kind v0.20.0; v1beta4 needs kind >= v0.32.0).
 2. ``ensure-network`` (only with ``network_subnet``): a dedicated bridge network whose subnet
-   matches the lab VPC subnet, so container IPs are valid private IPs of the fake instances;
-   kind is pointed at it with ``KIND_EXPERIMENTAL_DOCKER_NETWORK``. Undo removes it if created.
+   matches the lab VPC subnet, so container IPs are valid private IPs of the fake instances,
+   created with an explicit ``--gateway`` (Docker reports none otherwise; the block itself is
+   chosen free of other networks and host routes by ``lab.cluster.kind_network``); kind is
+   pointed at it with ``KIND_EXPERIMENTAL_DOCKER_NETWORK``. Undo removes it if created.
 3. ``write-config``: the version-aware config (``lab.cluster.kind_config``) into the state dir.
 4. ``create-cluster``: ``kind create cluster --name --config --kubeconfig --wait --retain``
    (``--retain`` so kind leaves failures to *our* undo). Undo: ``kind delete cluster``.
@@ -19,7 +21,13 @@ Provisioning steps (``lab.cluster.steps``, undone in reverse on failure unless `
    IPs from ``docker inspect``; the ``on_nodes`` callback receives them so the lab can align each
    fake EC2 instance's private IP with its node (kubelet's ``--node-ip`` is the container IP and
    the CCM rejects a provided node IP the cloud does not report — peers.md §1.2).
-6. ``load-images``: ``kind load docker-image`` for an in-cluster controller image.
+6. ``load-images``: ``kind load docker-image`` for an in-cluster controller image; where that
+   fails (under Docker's containerd image store, kind#3795) ``docker save --platform`` of the
+   engine's own platform and ``kind load image-archive``.
+
+kind passes ``--provider-id=kind://docker/<cluster>/<node>`` to every kubelet, and a Node's
+providerID can never change once set; ``lab.cluster.kind_config`` replaces it per node with a
+kubeadm patch in the form the node's kubeadm API needs, so the kubelets register the AWS ids.
 
 Reaching the host from the nodes: containers reach the host at the gateway address of their
 Docker network (``host_address()``; typically ``172.18.0.1`` on kind's default network). The lab's
@@ -34,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -48,10 +57,11 @@ from lab.cluster.base import (
     Role,
 )
 from lab.cluster.kind_config import kind_node_names, render_config
+from lab.cluster.kind_network import gateway_of, ipam_gateway
 from lab.cluster.restore import ClusterBaseline
 from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import KubeVersion, node_image
-from lab.exec import Runner, SubprocessRunner
+from lab.exec import CommandError, Runner, SubprocessRunner
 from lab.kubeclient import kubeconfig_server, new_api_client
 
 if TYPE_CHECKING:
@@ -64,6 +74,8 @@ CLUSTER_LABEL = "io.x-k8s.kind.cluster"
 ROLE_LABEL = "io.x-k8s.kind.role"
 NETWORK_OWNER_LABEL = "io.x-k8s.ccm-lab.cluster"
 NETWORK_ENV = "KIND_EXPERIMENTAL_DOCKER_NETWORK"
+#: where delete() exports the cluster's logs first (CI uploads them when a job fails)
+LOGS_ENV = "CCM_LAB_KIND_LOGS"
 _KIND_VERSION_RE = re.compile(r"kind v(\d+)\.(\d+)\.(\d+)")
 
 
@@ -249,7 +261,15 @@ class KindProvider:
 
     def delete(self) -> None:
         """Delete the cluster and the dedicated network (found by label, so a fresh process
-        can clean up a lab it did not create). Idempotent."""
+        can clean up a lab it did not create). Idempotent. With ``$CCM_LAB_KIND_LOGS`` set
+        (CI), ``kind export logs`` into ``$CCM_LAB_KIND_LOGS/<cluster>`` first, so a failed
+        run's node logs outlive the cluster."""
+        logs_root = os.environ.get(LOGS_ENV)
+        if logs_root:
+            try:
+                self.logs(Path(logs_root) / self.name)
+            except CommandError as err:  # no such cluster (any more): nothing to keep
+                log.info("no kind logs exported for %s: %s", self.name, err.reason)
         self.runner.run(
             [
                 self.kind_binary,
@@ -277,10 +297,43 @@ class KindProvider:
         return dest
 
     def load_image(self, image: str, *, nodes: Sequence[str] = ()) -> None:
-        argv = [self.kind_binary, "load", "docker-image", image, "--name", self.name]
-        if nodes:
-            argv += ["--nodes", ",".join(nodes)]
-        self.runner.run(argv, timeout=300)
+        """Load a host image into the nodes: ``kind load docker-image``, or, when that fails
+        (Docker's containerd image store exports an index whose other platforms' blobs are
+        absent, kind#3795), ``docker save`` of this engine's platform + ``kind load
+        image-archive``."""
+        target = ["--name", self.name, *(["--nodes", ",".join(nodes)] if nodes else [])]
+        try:
+            self.runner.run([self.kind_binary, "load", "docker-image", image, *target], timeout=300)
+            return
+        except CommandError as err:
+            log.warning(
+                "kind load docker-image %s failed (%s); retrying through docker save and "
+                "kind load image-archive (kind#3795)",
+                image,
+                err.reason,
+            )
+        archive = self.state_dir / "images" / (re.sub(r"[^A-Za-z0-9_.-]", "_", image) + ".tar")
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        platform = self.runner.run(
+            [self.docker_binary, "version", "--format", "{{.Server.Os}}/{{.Server.Arch}}"],
+            timeout=30,
+        ).stdout.strip()
+        save = [self.docker_binary, "save", "--platform", platform, "-o", str(archive), image]
+        saved = self.runner.run(save, timeout=300, check=False)
+        if not saved.ok and "--platform" in saved.stdout + saved.stderr:
+            # "unknown flag: --platform" (a CLI before 28) or "requires API version 1.48" (an
+            # older engine): neither has a containerd image store that would need it
+            self.runner.run([self.docker_binary, "save", "-o", str(archive), image], timeout=300)
+        elif not saved.ok:
+            raise CommandError(
+                save, returncode=saved.returncode, stdout=saved.stdout, stderr=saved.stderr
+            )
+        try:
+            self.runner.run(
+                [self.kind_binary, "load", "image-archive", str(archive), *target], timeout=300
+            )
+        finally:
+            archive.unlink(missing_ok=True)
 
     def nodes(self) -> list[NodeInfo]:
         listed = self.runner.run(
@@ -303,23 +356,20 @@ class KindProvider:
         return sorted((n for n in nodes if n is not None), key=lambda n: n.name)
 
     def host_address(self) -> str:
-        """The gateway of the nodes' Docker network: where nodes reach host processes."""
+        """The gateway of the nodes' Docker network: where nodes reach host processes. The
+        network's IPAM answer, else (a network made without ``--gateway``) what the node
+        containers report."""
         network = self.network or "kind"
-        result = self.runner.run(
-            [
-                self.docker_binary,
-                "network",
-                "inspect",
-                network,
-                "--format",
-                "{{range .IPAM.Config}}{{.Gateway}} {{end}}",
-            ],
-            timeout=30,
+        result = self.runner.run([self.docker_binary, "network", "inspect", network], timeout=30)
+        gateway = (
+            ipam_gateway(result.stdout) or self.gateway or next(iter(self.gateways.values()), None)
         )
-        gateways = [g for g in result.stdout.split() if g and ":" not in g]
-        if not gateways:
-            raise RuntimeError(f"docker network {network!r} reports no IPv4 gateway")
-        return gateways[0]
+        if gateway is None:
+            raise RuntimeError(
+                f"docker network {network!r} reports no IPv4 gateway (created without "
+                "--gateway?) and no node container reports one"
+            )
+        return gateway
 
     # --- helpers -----------------------------------------------------------------------
 
@@ -390,6 +440,16 @@ class EnsureNetwork:
             raise RuntimeError("ensure-network runs only when network_subnet is set")
         probe = p.runner.run([p.docker_binary, "network", "inspect", p.network], check=False)
         if probe.ok:
+            subnets = [
+                c.get("Subnet")
+                for net in json.loads(probe.stdout)
+                for c in (net.get("IPAM") or {}).get("Config") or []
+            ]
+            if p.network_subnet not in subnets:
+                raise RuntimeError(
+                    f"docker network {p.network} exists with subnet {subnets}, not the lab's "
+                    f"{p.network_subnet}; remove it (`docker network rm {p.network}`)"
+                )
             log.info("docker network %s exists; reusing it", p.network)
             return
         p.runner.run(
@@ -401,6 +461,8 @@ class EnsureNetwork:
                 "bridge",
                 "--subnet",
                 p.network_subnet,
+                "--gateway",
+                gateway_of(p.network_subnet),
                 *(["--ip-range", p.network_ip_range] if p.network_ip_range else []),
                 "--label",
                 f"{NETWORK_OWNER_LABEL}={p.name}",

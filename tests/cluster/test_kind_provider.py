@@ -32,13 +32,7 @@ def spec(version: str = "1.29", name: str = "lab1") -> ClusterSpec:
 @pytest.fixture
 def fake(tmp_path: Path) -> FakeCLI:
     cli = FakeCLI(tmp_path / "fake")
-    cli.set(
-        kind_version="kind v0.22.0 go1.20.13 linux/amd64",
-        containers=[
-            container("lab1-control-plane", "control-plane", "lab1", "10.0.1.2", "ccm-lab-lab1"),
-            container("lab1-worker", "worker", "lab1", "10.0.1.3", "ccm-lab-lab1"),
-        ],
-    )
+    cli.set(kind_version="kind v0.22.0 go1.20.13 linux/amd64")
     return cli
 
 
@@ -48,10 +42,12 @@ def provider(fake: FakeCLI, tmp_path: Path, **kwargs: Any) -> KindProvider:
 
 def test_provision_runs_exact_commands_and_reports_nodes(fake: FakeCLI, tmp_path: Path) -> None:
     seen: list[list[NodeInfo]] = []
+    fake.set(images=["ccm-lab/controller:dev-1"])
     p = provider(
         fake,
         tmp_path,
-        network_subnet="10.0.0.0/16",
+        network_subnet="10.0.0.0/20",
+        network_ip_range="10.0.8.0/21",
         images_to_load=["ccm-lab/controller:dev-1"],
         on_nodes=lambda nodes: seen.append(list(nodes)),
     )
@@ -61,7 +57,8 @@ def test_provision_runs_exact_commands_and_reports_nodes(fake: FakeCLI, tmp_path
         ["kind", "version"],
         ["docker", "network", "inspect", "ccm-lab-lab1"],
         [
-            "docker", "network", "create", "--driver", "bridge", "--subnet", "10.0.0.0/16",
+            "docker", "network", "create", "--driver", "bridge", "--subnet", "10.0.0.0/20",
+            "--gateway", "10.0.0.1", "--ip-range", "10.0.8.0/21",
             "--label", "io.x-k8s.ccm-lab.cluster=lab1", "ccm-lab-lab1",
         ],
         [
@@ -84,28 +81,66 @@ def test_provision_runs_exact_commands_and_reports_nodes(fake: FakeCLI, tmp_path
     assert config["name"] == "lab1"
     assert [n["role"] for n in config["nodes"]] == ["control-plane", "worker"]
     assert p.kubeconfig().read_text().startswith("apiVersion: v1")
+    # Docker hands out the first addresses of the --ip-range (the gateway is outside it)
     expected = [
-        NodeInfo(NodeName("lab1-control-plane"), Role.CONTROL_PLANE, "10.0.1.2", CP_ID),
-        NodeInfo(NodeName("lab1-worker"), Role.WORKER, "10.0.1.3", W_ID),
+        NodeInfo(NodeName("lab1-control-plane"), Role.CONTROL_PLANE, "10.0.8.0", CP_ID),
+        NodeInfo(NodeName("lab1-worker"), Role.WORKER, "10.0.8.1", W_ID),
     ]
     assert seen == [expected]
     assert p.nodes() == expected
-    assert p.capabilities().host_address_for_nodes == "172.30.0.1"  # from docker inspect
+    assert p.capabilities().host_address_for_nodes == "10.0.0.1"
+    assert p.host_address() == "10.0.0.1"
+    assert fake.state["node_images"] == {
+        "lab1-control-plane": ["ccm-lab/controller:dev-1"],
+        "lab1-worker": ["ccm-lab/controller:dev-1"],
+    }
+
+
+# (kind release, Kubernetes version): the pairs the lab supports, one per kubeadm API form
+PAIRS = [
+    ("kind v0.20.0 go1.20.4 linux/amd64", "1.22"),  # v1beta2, map
+    ("kind v0.22.0 go1.20.13 linux/amd64", "1.29"),  # v1beta3, map
+    ("kind v0.29.0 go1.24.2 linux/amd64", "1.33"),  # v1beta3, map
+    ("kind v0.32.0 go1.26.3 linux/amd64", "latest"),  # v1beta4, {name, value} list
+]
+
+
+@pytest.mark.parametrize(("kind_version", "version"), PAIRS)
+def test_kubelets_get_the_aws_provider_id_not_kinds(
+    fake: FakeCLI, tmp_path: Path, kind_version: str, version: str
+) -> None:
+    """kind starts every kubelet with --provider-id=kind://docker/<cluster>/<node> and a
+    Node's providerID never changes; the per-node patch must replace it in the form the
+    node's kubeadm API takes, while kind's own node-ip stays."""
+    fake.set(kind_version=kind_version)
+    p = provider(fake, tmp_path, network_subnet="10.0.0.0/20")
+    p.provision(spec(version))
+    kubelets = fake.kubelets()
+    ips = {n.name: n.ip for n in p.nodes()}
+    for node, provider_id in (("lab1-control-plane", CP_ID), ("lab1-worker", W_ID)):
+        args = kubelets[node]["args"]
+        assert args["provider-id"] == provider_id, node
+        assert args["node-ip"] == ips[node], "kind's node-ip survives the patch"
+        assert args["cloud-provider"] == "external"
+
+
+def test_without_lab_provider_ids_the_kubelets_carry_kinds(fake: FakeCLI, tmp_path: Path) -> None:
+    p = provider(fake, tmp_path)
+    bare = ClusterSpec(
+        "lab1", KubeVersion.parse("1.29"), (NodeSpec(Role.CONTROL_PLANE), NodeSpec(Role.WORKER))
+    )
+    p.provision(bare)
+    assert fake.kubelets()["lab1-worker"]["args"]["provider-id"] == "kind://docker/lab1/lab1-worker"
 
 
 def test_default_network_is_kinds_and_no_network_steps(fake: FakeCLI, tmp_path: Path) -> None:
-    fake.set(
-        containers=[
-            container("lab1-control-plane", "control-plane", "lab1", "172.18.0.2"),
-            container("lab1-worker", "worker", "lab1", "172.18.0.3"),
-        ]
-    )
     p = provider(fake, tmp_path)
     p.provision(spec())
     commands = [c[:3] for c in fake.calls()]
     assert ["docker", "network", "create"] not in commands
     assert all(env is None for env in fake.network_envs())
     assert [n.ip for n in p.nodes()] == ["172.18.0.2", "172.18.0.3"]
+    assert p.host_address() == "172.18.0.1"
 
 
 def test_create_failure_undoes_cluster_and_network_in_reverse(
@@ -128,6 +163,8 @@ def test_create_failure_undoes_cluster_and_network_in_reverse(
         ["docker", "network", "rm", "ccm-lab-lab1"],
     ]
     assert fake.network_envs()[-2] == "ccm-lab-lab1"  # delete targets the same network
+    assert fake.state["networks"] == {}
+    assert fake.state.get("containers") == []
 
 
 def test_create_failure_with_retain_leaves_everything(fake: FakeCLI, tmp_path: Path) -> None:
@@ -139,12 +176,16 @@ def test_create_failure_with_retain_leaves_everything(fake: FakeCLI, tmp_path: P
     verbs = [c[:3] for c in fake.calls()]
     assert ["kind", "delete", "cluster"] not in verbs
     assert ["docker", "network", "rm"] not in verbs
+    assert len(fake.state["containers"]) == 2  # kind --retain keeps the failed nodes
 
 
 def test_existing_network_is_reused_and_not_removed_on_failure(
     fake: FakeCLI, tmp_path: Path
 ) -> None:
-    fake.set(fail_create=True, networks=["ccm-lab-lab1"])
+    fake.set(
+        fail_create=True,
+        networks={"ccm-lab-lab1": {"Subnet": "10.0.0.0/16", "Gateway": "10.0.0.1", "Labels": {}}},
+    )
     p = provider(fake, tmp_path, network_subnet="10.0.0.0/16")
     with pytest.raises(ProvisionError):
         p.provision(spec())
@@ -152,6 +193,22 @@ def test_existing_network_is_reused_and_not_removed_on_failure(
     assert ["docker", "network", "create"] not in verbs
     assert ["docker", "network", "rm"] not in verbs
     assert ["kind", "delete", "cluster"] in verbs
+
+
+def test_existing_network_with_another_subnet_is_refused(fake: FakeCLI, tmp_path: Path) -> None:
+    fake.set(networks={"ccm-lab-lab1": {"Subnet": "10.9.0.0/16", "Labels": {}}})
+    p = provider(fake, tmp_path, network_subnet="10.0.0.0/16")
+    with pytest.raises(ProvisionError, match=r"exists with subnet \['10.9.0.0/16'\]"):
+        p.provision(spec())
+    assert ["kind", "create", "cluster"] not in [c[:3] for c in fake.calls()]
+
+
+def test_overlapping_network_fails_as_docker_does(fake: FakeCLI, tmp_path: Path) -> None:
+    fake.set(networks={"other": {"Subnet": "10.0.0.0/8", "Labels": {}}})
+    p = provider(fake, tmp_path, network_subnet="10.0.0.0/16")
+    with pytest.raises(ProvisionError, match="Pool overlaps") as info:
+        p.provision(spec())
+    assert info.value.step == "ensure-network"
 
 
 def test_external_load_balancer_container_is_not_a_node(fake: FakeCLI, tmp_path: Path) -> None:
@@ -170,7 +227,7 @@ def test_external_load_balancer_container_is_not_a_node(fake: FakeCLI, tmp_path:
 
 
 def test_missing_node_container_fails_discovery_and_deletes(fake: FakeCLI, tmp_path: Path) -> None:
-    fake.set(containers=[container("lab1-control-plane", "control-plane", "lab1", "172.18.0.2")])
+    fake.set(vanish=["lab1-worker"])  # kind reports success, the container is gone
     p = provider(fake, tmp_path)
     with pytest.raises(ProvisionError, match=r"missing: \['lab1-worker'\]") as info:
         p.provision(spec())
@@ -186,25 +243,91 @@ def test_old_kind_is_refused_before_anything_is_created(fake: FakeCLI, tmp_path:
     assert fake.calls() == [["kind", "version"]]
 
 
-def test_delete_logs_load_and_host_address(fake: FakeCLI, tmp_path: Path) -> None:
-    fake.set(networks=["ccm-lab-lab1"], owned_networks=["ccm-lab-lab1"], gateway="10.0.0.1")
+@pytest.mark.parametrize("kind_version", [k for k, _ in PAIRS])
+def test_delete_logs_load_and_host_address(
+    fake: FakeCLI, tmp_path: Path, kind_version: str
+) -> None:
+    """Every command the provider issues is one each pinned release accepts (the fake fails
+    unknown flags as kind's CLI does: ``kind export logs`` has no ``--kubeconfig``)."""
+    fake.set(kind_version=kind_version, images=["img:1"])
+    version = next(v for k, v in PAIRS if k == kind_version)
     p = provider(fake, tmp_path, network_subnet="10.0.0.0/16")
+    p.provision(spec(version))
+    before = len(fake.calls())
     assert p.host_address() == "10.0.0.1"
     logs = p.logs(tmp_path / "logs")
-    assert (logs / "kind-version.txt").exists()
+    assert (logs / "kind-version.txt").read_text().startswith(kind_version.split(" go", 1)[0])
     p.load_image("img:1", nodes=["lab1-worker"])
     p.delete()
+    p.delete()  # idempotent
     state = tmp_path / "state"
-    assert fake.calls() == [
-        ["docker", "network", "inspect", "ccm-lab-lab1", "--format",
-         "{{range .IPAM.Config}}{{.Gateway}} {{end}}"],
+    delete = [
+        "kind",
+        "delete",
+        "cluster",
+        "--name",
+        "lab1",
+        "--kubeconfig",
+        str(state / "kubeconfig"),
+    ]
+    assert fake.calls()[before:] == [
+        ["docker", "network", "inspect", "ccm-lab-lab1"],
         ["kind", "export", "logs", str(tmp_path / "logs"), "--name", "lab1"],
         ["kind", "load", "docker-image", "img:1", "--name", "lab1", "--nodes", "lab1-worker"],
-        ["kind", "delete", "cluster", "--name", "lab1", "--kubeconfig", str(state / "kubeconfig")],
+        delete,
         ["docker", "network", "ls", "--filter", "label=io.x-k8s.ccm-lab.cluster=lab1",
          "--format", "{{.Name}}"],
         ["docker", "network", "rm", "ccm-lab-lab1"],
+        delete,
+        ["docker", "network", "ls", "--filter", "label=io.x-k8s.ccm-lab.cluster=lab1",
+         "--format", "{{.Name}}"],
     ]  # fmt: skip
+    assert fake.state["networks"] == {}
+    assert fake.state["containers"] == []
+
+
+@pytest.mark.parametrize(
+    ("docker_cli", "docker_api", "with_platform"),
+    [("20.10", "1.41", False), ("28.2", "1.41", False), ("28.2", "1.50", True)],
+)
+def test_load_falls_back_to_an_archive_under_the_containerd_store(
+    fake: FakeCLI, tmp_path: Path, docker_cli: str, docker_api: str, with_platform: bool
+) -> None:
+    """kind#3795: ``kind load docker-image`` fails under Docker's containerd image store; the
+    image goes in through ``docker save`` (of the engine's platform where the CLI can) and
+    ``kind load image-archive``."""
+    fake.set(images=["img:1"])
+    p = provider(fake, tmp_path)
+    p.provision(spec())
+    fake.set(containerd_store=True, docker_cli=docker_cli, docker_api=docker_api)
+    before = len(fake.calls())
+    p.load_image("img:1")
+    archive = str(tmp_path / "state" / "images" / "img_1.tar")
+    calls = fake.calls()[before:]
+    assert calls[0] == ["kind", "load", "docker-image", "img:1", "--name", "lab1"]
+    assert calls[1] == ["docker", "version", "--format", "{{.Server.Os}}/{{.Server.Arch}}"]
+    assert calls[2] == ["docker", "save", "--platform", "linux/amd64", "-o", archive, "img:1"]
+    if not with_platform:  # "unknown flag: --platform", or "requires API version 1.48"
+        assert calls[3] == ["docker", "save", "-o", archive, "img:1"]
+    assert calls[-1] == ["kind", "load", "image-archive", archive, "--name", "lab1"]
+    assert len(calls) == (4 if with_platform else 5)
+    assert fake.state["node_images"] == {"lab1-control-plane": ["img:1"], "lab1-worker": ["img:1"]}
+    assert not Path(archive).exists()
+
+
+def test_host_address_from_the_containers_when_the_network_reports_no_gateway(
+    fake: FakeCLI, tmp_path: Path
+) -> None:
+    """A network made without --gateway (by hand, or an older lab): Docker's inspect has no
+    Gateway, the containers still report theirs."""
+    fake.runner().run(
+        ["docker", "network", "create", "--driver", "bridge", "--subnet", "10.0.0.0/20",
+         "--ip-range", "10.0.8.0/21", "ccm-lab-lab1"]
+    )  # fmt: skip
+    p = provider(fake, tmp_path, network_subnet="10.0.0.0/20")
+    p.provision(spec())
+    assert p.host_address() == "10.0.8.0"  # the bridge took the range's first address
+    assert [n.ip for n in p.nodes()] == ["10.0.8.1", "10.0.8.2"]
 
 
 @pytest.mark.parametrize(
@@ -240,3 +363,20 @@ def test_parse_kind_version() -> None:
     )
     with pytest.raises(KindVersionError, match="cannot read a version"):
         parse_kind_version("something else")
+
+
+def test_delete_exports_logs_first_when_asked(
+    fake: FakeCLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI sets CCM_LAB_KIND_LOGS so a failed job's node logs survive the lab's teardown."""
+    monkeypatch.setenv("CCM_LAB_KIND_LOGS", str(tmp_path / "kind-logs"))
+    p = provider(fake, tmp_path)
+    p.provision(spec())
+    p.delete()
+    assert (tmp_path / "kind-logs" / "lab1" / "kind-version.txt").exists()
+    p.delete()  # no cluster left: nothing exported, still idempotent
+    exports = [c for c in fake.calls() if c[:3] == ["kind", "export", "logs"]]
+    assert (
+        exports
+        == [["kind", "export", "logs", str(tmp_path / "kind-logs" / "lab1"), "--name", "lab1"]] * 2
+    )

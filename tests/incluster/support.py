@@ -44,7 +44,7 @@ from lab.incluster import REPO_ROOT, InClusterSettings, lab_settings
 from lab.kube.server import KubeServer
 from lab.kube.wire import Request
 from lab.state import ControllerState, LabState, write_state
-from tests.cluster.fakecli import FakeCLI
+from tests.cluster.fakecli import FakeCLI, container
 
 Obj = dict[str, Any]
 
@@ -301,6 +301,11 @@ if os.path.exists(os.path.join(root, "fail-" + {name!r} + "-" + argv[0])):
     sys.stderr.write("ERROR: fake " + {name!r} + " " + argv[0] + " failed\\n"); sys.exit(1)
 if {name!r} == "docker" and not os.path.exists("deploy/Dockerfile"):
     sys.stderr.write("unable to prepare context: deploy/Dockerfile not found\\n"); sys.exit(1)
+if {name!r} == "docker":  # the built image is now local, as `docker build -t` leaves it
+    state_path = os.path.join(root, "state.json")
+    state = json.load(open(state_path))
+    state.setdefault("images", []).append(argv[argv.index("-t") + 1])
+    json.dump(state, open(state_path, "w"))
 """
 
 
@@ -324,9 +329,16 @@ class Fakes:
 
 
 def make_fakes(tmp_path: Path) -> Fakes:
-    """Fakes under ``tmp_path/fake``: a kind network with gateway 172.30.0.1, no containers."""
+    """Fakes under ``tmp_path/fake``: a kind network with gateway 172.30.0.1 and the node
+    containers of kind cluster ``ccm-lab`` on it."""
     cli = FakeCLI(tmp_path / "fake")
-    cli.set(networks=["kind"], gateway="172.30.0.1")
+    cli.set(
+        networks={"kind": {"Subnet": "172.30.0.0/16", "Gateway": "172.30.0.1", "Labels": {}}},
+        containers=[
+            container("ccm-lab-control-plane", "control-plane", "ccm-lab", "172.30.0.2"),
+            container("ccm-lab-worker", "worker", "ccm-lab", "172.30.0.3"),
+        ],
+    )
     extra = tmp_path / "fake" / "wrappers"
     extra.mkdir()
     for name in ("docker", "kubectl"):

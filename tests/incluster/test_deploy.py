@@ -33,14 +33,7 @@ def test_deploy_builds_loads_applies_and_waits_in_order(fakes: Fakes, tmp_path: 
     calls = fakes.calls()
     kc = str(fakes.kubeconfig)
     assert [c["argv"] for c in calls] == [
-        [
-            "docker",
-            "network",
-            "inspect",
-            "kind",
-            "--format",
-            "{{range .IPAM.Config}}{{.Gateway}} {{end}}",
-        ],
+        ["docker", "network", "inspect", "kind"],
         ["docker", "build", "-f", "deploy/Dockerfile", "-t", DEFAULT_IMAGE, "."],
         ["kind", "load", "docker-image", DEFAULT_IMAGE, "--name", "ccm-lab"],
         ["kubectl", "--kubeconfig", kc, "apply", "-f", "-"],
@@ -75,6 +68,10 @@ def test_deploy_stops_at_the_failed_build_with_a_pasteable_command(
 
 
 def test_deploy_without_build_or_wait(fakes: Fakes, tmp_path: Path) -> None:
+    fakes.cli.set(
+        images=["registry.local/ccm:1.2.3"],  # built or pulled earlier
+        containers=[container("lab2-control-plane", "control-plane", "lab2", "172.30.0.9")],
+    )
     provider = KindProvider("lab2", state_dir=tmp_path / "state", runner=fakes.runner)
     settings = kind_settings(image="registry.local/ccm:1.2.3")
     deploy(
@@ -165,7 +162,7 @@ def test_deploy_to_lab_turns_a_failed_command_into_a_lab_error(
 ) -> None:
     root = write_lab_state(tmp_path / "labs")
     fakes.cli.set(
-        containers=[container("ccm-lab-t-control-plane", "control-plane", "t", "10.0.1.9")]
+        containers=[container("ccm-lab-t-control-plane", "control-plane", "ccm-lab-t", "10.0.1.9")]
     )
     fakes.fail("docker", "build")
     with pytest.raises(LabError, match=re.escape("$ docker build -f deploy/Dockerfile")):
@@ -185,3 +182,21 @@ def test_undeploy_from_lab_deletes_with_the_labs_kubeconfig(fakes: Fakes, tmp_pa
 def test_deploy_to_a_lab_that_is_not_up_says_how_to_start_it(tmp_path: Path) -> None:
     with pytest.raises(LabError, match=re.escape("invoke lab.up --name nope")):
         deploy_to_lab("nope", root=tmp_path)
+
+
+def test_deploy_builds_from_a_given_base_image(fakes: Fakes, tmp_path: Path) -> None:
+    """Where no registry is reachable: ``--build-arg BASE_IMAGE`` names a local image."""
+    provider = KindProvider("ccm-lab", state_dir=tmp_path / "state", runner=fakes.runner)
+    deploy(
+        provider,
+        settings=kind_settings(),
+        runner=fakes.runner,
+        kubeconfig=fakes.kubeconfig,
+        wait_timeout=None,
+        base_image="local/python:3.11",
+    )
+    build = next(c["argv"] for c in fakes.calls() if c["argv"][:2] == ["docker", "build"])
+    assert build == [
+        "docker", "build", "--build-arg", "BASE_IMAGE=local/python:3.11",
+        "-f", "deploy/Dockerfile", "-t", DEFAULT_IMAGE, ".",
+    ]  # fmt: skip

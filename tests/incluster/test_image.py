@@ -24,9 +24,9 @@ from tests.incluster.support import (
 def test_dockerfile_is_slim_non_root_without_dev_extras() -> None:
     steps = dockerfile_steps()
     args = dict(a.split("=", 1) for s in steps if s.cmd == "ARG" for a in s.value if "=" in a)
-    assert args["PYTHON_IMAGE"].startswith("python:3.11-slim")
+    assert args["BASE_IMAGE"].startswith("python:3.11-slim")
     froms = [" ".join(s.value) for s in steps if s.cmd == "FROM"]
-    assert froms == ["${PYTHON_IMAGE} AS build", "${PYTHON_IMAGE}"]
+    assert froms == ["${BASE_IMAGE} AS build", "${BASE_IMAGE}"]
     final = steps[max(i for i, s in enumerate(steps) if s.cmd == "FROM") :]
     users = [s.value for s in final if s.cmd == "USER"]
     assert users == [("65532:65532",)]
