@@ -30,6 +30,7 @@ from lab.kube.objects import rt_key
 from lab.kube.openapi import handle_openapi
 from lab.kube.resources import ResourceType
 from lab.kube.routes import Route, parse, verb_for
+from lab.kube.schema import type_error
 from lab.kube.store import Store
 from lab.kube.streams import WatchStreams
 from lab.kube.version import DEFAULT_K8S_VERSION, version_info
@@ -53,6 +54,13 @@ from lab.kube.wire import (
 )
 
 log = logging.getLogger(__name__)
+# what kube-apiserver puts before a patch body's decode error, per patch type (handlers/patch.go)
+_PATCH_DECODE = {
+    P.JSONPatch: "error decoding patch: ",
+    P.MERGE: "error decoding patch: ",
+    P.STRATEGIC: "",
+    P.APPLY: "error decoding YAML: ",
+}
 # "/version/" too: the official Python client's VersionApi asks with the slash, and the real
 # server's version route answers both spellings.
 ANONYMOUS_PATHS = ("/version", "/version/", "/healthz", "/livez", "/readyz")
@@ -65,6 +73,7 @@ class Api:
         self, store: Store, *, token: str | None = None, version: str = DEFAULT_K8S_VERSION
     ) -> None:
         self.store = store
+        store.k8s_version = version
         self.token = token
         self.version = version_info(version)
         self.faults = KubeFaults()
@@ -158,6 +167,7 @@ class Api:
             if rt.namespaced and route.namespace is None:
                 raise E.unknown_path()
             body = decode_body(req, rt, ns)
+            self._check_types(rt, body)
             warnings = field_validation(q, rt, body)
             obj = self.store.writer.create(rt, ns, body, dry_run=dry_run, manager=manager)
             return self._object(rt, obj, 201, warnings)
@@ -173,6 +183,7 @@ class Api:
                     f"the name of the object ({meta['name']}) does not match the name on the URL "
                     f"({name})"
                 )
+            self._check_types(rt, body)
             warnings = field_validation(q, rt, body)
             obj, created = self.store.writer.update(
                 rt, ns, name, body, subresource=route.subresource, dry_run=dry_run, manager=manager
@@ -191,7 +202,7 @@ class Api:
                     "PatchOptions",
                     [E.forbidden("force", "may not be specified for non-apply patch")],
                 )
-            body = decode(req.body, yaml_ok=ptype == P.APPLY)
+            body = decode(req.body, yaml_ok=ptype == P.APPLY, prefix=_PATCH_DECODE[ptype])
             if ptype == P.APPLY and isinstance(body, dict):
                 check_gv(rt, body)
             warnings = field_validation(q, rt, body) if isinstance(body, dict) else {}
@@ -239,6 +250,14 @@ class Api:
             "items": items,
         }
         return json_response(200, body)
+
+    def _check_types(self, rt: ResourceType, body: dict[str, Any]) -> None:
+        """A field of the wrong JSON type: 400, as kube-apiserver's transformDecodeError."""
+        err = type_error(rt, body, version=self.store.k8s_version)
+        if err:
+            raise E.bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {err}'
+            )
 
     def _object(
         self,

@@ -11,6 +11,7 @@ resourceVersion, no event).
 from __future__ import annotations
 
 import copy
+import json
 import random
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from lab.kube import exceptions as E
 from lab.kube import patch as P
 from lab.kube.objects import Obj, RTKey, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
+from lab.kube.schema import type_error
 from lab.kube.seed import namespace_companions
 from lab.kube.ssa import (
     apply_ownership,
@@ -296,7 +298,11 @@ class Writer:
                     raise E.bad_request(
                         "json: cannot unmarshal array into Go value of type map[string]interface {}"
                     )
-                new = P.strategic_merge(base, body, P.strategies_for(rt.kind))
+                try:
+                    new = P.strategic_merge(base, body, P.strategies_for(rt.kind))
+                except P.SmpError as exc:
+                    # a plain Go error in kube-apiserver: answered 500 without a reason
+                    raise E.ApiError(500, "", str(exc)) from None
             else:
                 applied = field_set(body, rt.kind)
                 mine, owners = apply_ownership(old, manager)
@@ -312,6 +318,11 @@ class Writer:
                 fields_v1 = to_fields_v1(applied)
             if not isinstance(new, dict):
                 raise E.bad_request("patched object is not a JSON object")
+            wrong = type_error(rt, new, version=self.store.k8s_version)
+            if wrong:
+                # the patched JSON no longer decodes into the Go struct: 422 on field "patch"
+                shown = json.dumps(body, separators=(",", ":"))
+                raise E.invalid_patch(shown, wrong)
             new.pop("kind", None)
             new.pop("apiVersion", None)
             meta = new.get("metadata")

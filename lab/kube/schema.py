@@ -1,0 +1,261 @@
+"""Field types of the served kinds, from the upstream OpenAPI schemas, and Go's type errors.
+
+The schemas are the ones the PyPI package ``kubernetes-validate`` ships per Kubernetes version
+(``kubernetes-json-schema/v1.NN.0-local/_definitions.json``: the upstream OpenAPI definitions as
+JSON Schema); only the data files are read, the package's code is not imported. They are
+loaded lazily, once per version, the nearest shipped version for one that is not (said in the
+log).
+
+:func:`type_error` walks a decoded body against the kind's definition the way Go's
+``encoding/json`` (the ``sigs.k8s.io/json`` fork kube-apiserver decodes with) walks it into the
+typed struct, and returns the first ``UnmarshalTypeError`` text in document order:
+``json: cannot unmarshal number into Go struct field ConfigMap.data of type string`` (the
+innermost struct's name, then the JSON path from the object's root). The Go type is named from
+the schema: a named type the schema cannot tell from its underlying type (``v1.ServiceType``,
+``v1.ResourceList``) is named as its underlying type (``string``, ``map[string]...``). Unknown
+fields are not looked at here (``wire.field_validation`` handles them). ``handlers.py`` and
+``writes.py`` turn the text into the status kube-apiserver answers with (400 for a create or
+update body, 422 for a patch result).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import logging
+import threading
+from typing import Any
+
+from lab.kube.resources import ResourceType
+
+log = logging.getLogger(__name__)
+
+Schema = dict[str, Any]
+_PREFIX = "#/$defs/"
+_INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+_QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+_lock = threading.Lock()
+_loaded: dict[str, dict[str, Schema]] = {}
+
+
+def _shipped() -> list[tuple[int, int]]:
+    root = importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema"
+    out = []
+    for entry in root.iterdir():
+        name = entry.name
+        if name.startswith("v") and name.endswith(".0-local"):
+            major, minor = name[1:].removesuffix(".0-local").split(".")[:2]
+            out.append((int(major), int(minor)))
+    return sorted(out)
+
+
+def schema_version(version: str) -> str:
+    """The shipped schema set used for ``version`` ("1.33" -> "1.33"; nearest otherwise)."""
+    parts = version.lstrip("v").split(".")
+    want = (int(parts[0]), int(parts[1]))
+    shipped = _shipped()
+    best = min(shipped, key=lambda v: (abs((v[0] - want[0]) * 100 + v[1] - want[1]), v))
+    return f"{best[0]}.{best[1]}"
+
+
+def definitions(version: str) -> dict[str, Schema]:
+    """The ``$defs`` of the schema set for ``version``, loaded once."""
+    chosen = schema_version(version)
+    with _lock:
+        defs = _loaded.get(chosen)
+        if defs is None:
+            if chosen != ".".join(version.lstrip("v").split(".")[:2]):
+                log.info("no schemas shipped for Kubernetes %s; using those of %s", version, chosen)
+            path = (
+                importlib.resources.files("kubernetes_validate")
+                / "kubernetes-json-schema"
+                / f"v{chosen}.0-local"
+                / "_definitions.json"
+            )
+            defs = json.loads(path.read_bytes())["$defs"]
+            _loaded[chosen] = defs
+    return defs
+
+
+def definition_name(rt: ResourceType) -> str:
+    """``io.k8s.api.core.v1.Node``, ``io.k8s.api.coordination.v1.Lease``..."""
+    package = rt.group.split(".")[0] if rt.group else "core"
+    return f"io.k8s.api.{package}.{rt.version}.{rt.kind}"
+
+
+def _ref(schema: Schema) -> str | None:
+    ref = schema.get("$ref")
+    return ref[len(_PREFIX) :] if isinstance(ref, str) and ref.startswith(_PREFIX) else None
+
+
+def _go_name(defname: str) -> str:
+    """``io.k8s.api.core.v1.ServicePort`` -> ``v1.ServicePort`` (package.Type, as Go prints)."""
+    parts = defname.split(".")
+    return f"{parts[-2]}.{parts[-1]}"
+
+
+def _types(schema: Schema) -> list[str]:
+    t = schema.get("type")
+    if isinstance(t, str):
+        return [t]
+    return [x for x in t if x != "null"] if isinstance(t, list) else []
+
+
+def go_type(schema: Schema, defs: dict[str, Schema]) -> str:
+    """The Go type a schema stands for, as ``reflect.Type.String()`` prints it."""
+    ref = _ref(schema)
+    if ref is not None:
+        if ref == _INT_OR_STRING:
+            return "intstr.IntOrString"
+        target = defs.get(ref, {})
+        if target.get("properties") is not None or "oneOf" in target:
+            return _go_name(ref)
+        return go_type(target, defs) if _types(target) else _go_name(ref)
+    types = _types(schema)
+    if not types:
+        return "interface {}"
+    t = types[0]
+    if t == "string":
+        return "[]uint8" if schema.get("format") == "byte" else "string"
+    if t == "integer":
+        return {"int32": "int32", "int64": "int64"}.get(schema.get("format", ""), "int")
+    if t == "number":
+        return "float64"
+    if t == "boolean":
+        return "bool"
+    if t == "array":
+        return "[]" + go_type(schema.get("items", {}), defs)
+    if t == "object":
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            return "map[string]" + go_type(extra, defs)
+        return "map[string]interface {}"
+    return "interface {}"
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+_INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+def _number_literal(value: int | float) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    return repr(value)
+
+
+class _Walk:
+    def __init__(self, defs: dict[str, Schema]) -> None:
+        self.defs = defs
+
+    def error(self, value: Any, schema: Schema, struct: str, path: list[str]) -> str | None:
+        """The first type error under ``value`` or None; ``struct`` is the innermost struct."""
+        if value is None:
+            return None  # null leaves Go's zero value
+        ref = _ref(schema)
+        if ref is not None:
+            if ref == _INT_OR_STRING:
+                if isinstance(value, (str, int)) and not isinstance(value, bool):
+                    return None
+                # IntOrString.UnmarshalJSON decodes a non-string into its int32
+                return self._mismatch(value, "int32", struct, path)
+            if ref == _QUANTITY:
+                if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+                    return None
+                return (
+                    "quantities must match the regular expression "
+                    "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+                )
+            target = self.defs.get(ref)
+            if target is None:
+                return None
+            if target.get("properties") is not None:
+                if not isinstance(value, dict):
+                    return self._mismatch(value, _go_name(ref), struct, path)
+                return self._struct(value, target, ref.rsplit(".", 1)[-1], path)
+            return self.error(value, target, struct, path) if _types(target) else None
+        types = _types(schema)
+        if not types:
+            return None
+        t = types[0]
+        if t == "object":
+            if not isinstance(value, dict):
+                return self._mismatch(value, go_type(schema, self.defs), struct, path)
+            if schema.get("properties") is not None:
+                return self._struct(value, schema, struct, path)
+            extra = schema.get("additionalProperties")
+            if isinstance(extra, dict):
+                for v in value.values():
+                    err = self.error(v, extra, struct, path)
+                    if err:
+                        return err
+            return None
+        if t == "array":
+            if not isinstance(value, list):
+                if t == "array" and schema.get("format") == "byte":
+                    return None
+                return self._mismatch(value, go_type(schema, self.defs), struct, path)
+            items = schema.get("items", {})
+            for v in value:
+                err = self.error(v, items, struct, path)
+                if err:
+                    return err
+            return None
+        if t == "string":
+            ok = isinstance(value, str)
+        elif t == "boolean":
+            ok = isinstance(value, bool)
+        elif t in ("integer", "number"):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if ok and t == "integer":
+                gotype = go_type(schema, self.defs)
+                lo, hi = _INT_RANGES.get(gotype, _INT_RANGES["int64"])
+                if (isinstance(value, float) and not value.is_integer()) or not lo <= value <= hi:
+                    literal = _number_literal(value)
+                    return self._mismatch(value, gotype, struct, path, literal=literal)
+        else:
+            ok = True
+        if ok:
+            return None
+        return self._mismatch(value, go_type(schema, self.defs), struct, path)
+
+    def _struct(
+        self, value: dict[str, Any], schema: Schema, name: str, path: list[str]
+    ) -> str | None:
+        props = schema.get("properties") or {}
+        for k, v in value.items():
+            sub = props.get(k)
+            if sub is None:
+                continue
+            err = self.error(v, sub, name, [*path, k])
+            if err:
+                return err
+        return None
+
+    @staticmethod
+    def _mismatch(
+        value: Any, gotype: str, struct: str, path: list[str], *, literal: str | None = None
+    ) -> str:
+        what = _json_kind(value) + (f" {literal}" if literal else "")
+        where = f"Go struct field {struct}.{'.'.join(path)}" if struct and path else "Go value"
+        return f"json: cannot unmarshal {what} into {where} of type {gotype}"
+
+
+def type_error(rt: ResourceType, body: dict[str, Any], *, version: str) -> str | None:
+    """Go's text for the first field of ``body`` whose JSON type ``rt``'s struct cannot take."""
+    defs = definitions(version)
+    name = definition_name(rt)
+    top = defs.get(name)
+    if top is None:
+        return None
+    return _Walk(defs).error(body, {"$ref": _PREFIX + name}, rt.kind, [])
