@@ -12,6 +12,7 @@ OpenAPI and Table printing are delegated to ``discovery.py``, ``openapi.py`` and
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import threading
 import time
@@ -20,8 +21,8 @@ from typing import Any
 
 from lab.component import InternalErrors
 from lab.kube import exceptions as E
+from lab.kube import health, tables
 from lab.kube import patch as P
-from lab.kube import tables
 from lab.kube.binding import bind
 from lab.kube.control import ControlRoutes
 from lab.kube.discovery import handle_discovery
@@ -61,9 +62,6 @@ _PATCH_DECODE = {
     P.STRATEGIC: "",
     P.APPLY: "error decoding YAML: ",
 }
-# "/version/" too: the official Python client's VersionApi asks with the slash, and the real
-# server's version route answers both spellings.
-ANONYMOUS_PATHS = ("/version", "/version/", "/healthz", "/livez", "/readyz")
 
 
 class Api:
@@ -85,12 +83,20 @@ class Api:
     # ------------------------------------------------------------------ entry point
     def handle(self, req: Request) -> Response:
         try:
-            return self._dispatch(req)
+            resp = self._dispatch(req)
         except E.ApiError as err:
-            return error_response(err)
+            resp = error_response(err)
         except Exception as exc:  # a simulator bug: record it so the test that caused it fails
             self.record_error(req, exc)
-            return error_response(E.internal(f"{type(exc).__name__}: {exc}"))
+            resp = error_response(E.internal(f"{type(exc).__name__}: {exc}"))
+        if (
+            resp.stream is None
+            and not resp.raw
+            and resp.body[-1:] not in (b"", b"\n")
+            and "json" in resp.content_type
+        ):
+            resp.body += b"\n"  # Go's json.Encoder ends every document with a newline
+        return resp
 
     def record_error(self, req: Request, exc: BaseException) -> None:
         text = f"{req.method} {req.target}\n" + "".join(traceback.format_exception(exc))
@@ -99,10 +105,20 @@ class Api:
 
     def _dispatch(self, req: Request) -> Response:
         path = req.path
-        if path in ANONYMOUS_PATHS:
-            if path.startswith("/version"):
-                return json_response(200, self.version)
-            return Response(200, b"ok", content_type="text/plain; charset=utf-8")
+        if path in ("/version", "/version/"):
+            # responsewriters.WriteRawJSON: indented, no trailing newline
+            return Response(200, json.dumps(self.version, indent=2).encode(), raw=True)
+        if health.is_health_path(path):
+            answered = health.answer(req.target, self.stopping)
+            if answered is None:
+                raise E.unknown_path()
+            status, text = answered
+            return Response(
+                status,
+                text.encode(),
+                content_type=health.TEXT,
+                headers={"X-Content-Type-Options": "nosniff"},
+            )
         if self.token is not None and not hmac.compare_digest(
             req.headers.get("authorization", "").encode(), f"Bearer {self.token}".encode()
         ):
@@ -114,9 +130,9 @@ class Api:
             out = handle_openapi(req.target, accept, version=self.version["gitVersion"])
             if out is not None:
                 status, ctype, body = out
-                return Response(
-                    status, body if isinstance(body, bytes) else dumps(body), content_type=ctype
-                )
+                # kube-openapi writes the marshalled document as is (no trailing newline)
+                data = body if isinstance(body, bytes) else dumps(body)
+                return Response(status, data, content_type=ctype, raw=True)
         route = parse(path)
         if route is None:
             d = handle_discovery(path, accept, req.server_address)

@@ -55,6 +55,7 @@ class Response:
     content_type: str = JSON
     headers: dict[str, str] = field(default_factory=dict)
     stream: Iterator[bytes] | None = None
+    raw: bool = False  # written as is (no newline added: the server writes raw JSON there)
 
 
 def bool_param(q: dict[str, str], name: str) -> bool:
@@ -308,7 +309,7 @@ def delete_options(req: Request, q: dict[str, str], dry_run: bool) -> DeleteOpti
         try:
             opts.grace_period = int(gp)
         except (TypeError, ValueError):
-            raise E.bad_request(f"invalid gracePeriodSeconds: {gp!r}") from None
+            raise E.bad_request(f"invalid gracePeriodSeconds: {json.dumps(gp)}") from None
     opts.propagation = q.get("propagationPolicy") or body.get("propagationPolicy")
     od = q.get("orphanDependents", body.get("orphanDependents"))
     if od is not None:
