@@ -259,3 +259,85 @@ def type_error(rt: ResourceType, body: dict[str, Any], *, version: str) -> str |
     if top is None:
         return None
     return _Walk(defs).error(body, {"$ref": _PREFIX + name}, rt.kind, [])
+
+
+# Fields whose Go type is a struct value, not a pointer: encoding/json writes a struct even when
+# it is empty ("omitempty" has no effect on structs), so kube-apiserver always returns these,
+# with the struct's non-omitempty scalar fields (the schema's ``required``) at their zero value.
+# The OpenAPI schema cannot tell a struct value from a pointer, hence this one small table,
+# read off the k8s.io/api Go types of the kinds the simulator serves. "[]" is each list element.
+VALUE_STRUCTS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "Node"): (
+        "spec",
+        "status",
+        "status.daemonEndpoints",  # NodeDaemonEndpoints
+        "status.daemonEndpoints.kubeletEndpoint",  # DaemonEndpoint {Port int32 `json:"Port"`}
+        "status.nodeInfo",  # NodeSystemInfo: ten non-omitempty strings
+    ),
+    ("", "Service"): ("spec", "status", "status.loadBalancer"),
+    ("", "Pod"): ("spec", "status"),
+    ("", "Namespace"): ("spec", "status"),
+    ("", "Event"): ("involvedObject", "source"),
+    ("events.k8s.io", "Event"): ("regarding",),
+    ("coordination.k8s.io", "Lease"): ("spec",),
+    ("apps", "Deployment"): ("spec", "status"),
+    ("apps", "ReplicaSet"): ("spec", "status"),
+    ("discovery.k8s.io", "EndpointSlice"): ("endpoints[].conditions",),
+}
+_ZERO = {"string": "", "integer": 0, "number": 0, "boolean": False}
+_TOP_ORDER = ("metadata", "spec", "status")
+
+
+def _resolve(schema: Schema, defs: dict[str, Schema]) -> Schema:
+    ref = _ref(schema)
+    return defs.get(ref, {}) if ref is not None else schema
+
+
+def _fill(holder: Any, parts: list[str], schema: Schema, defs: dict[str, Schema]) -> None:
+    if not isinstance(holder, dict) or not parts:
+        return
+    part, rest = parts[0], parts[1:]
+    each = part.endswith("[]")
+    name = part.removesuffix("[]")
+    sub = _resolve((schema.get("properties") or {}).get(name, {}), defs)
+    if each:
+        items = holder.get(name)
+        elem = _resolve(sub.get("items", {}), defs)
+        for item in items if isinstance(items, list) else []:
+            _fill(item, rest, elem, defs)
+        return
+    if rest:
+        _fill(holder.get(name), rest, sub, defs)
+        return
+    value = holder.get(name)
+    if value is None:
+        value = holder[name] = {}
+    if not isinstance(value, dict):
+        return
+    props = sub.get("properties") or {}
+    for field in sub.get("required") or ():
+        if field in value:
+            continue
+        types = _types(_resolve(props.get(field, {}), defs))
+        if types and types[0] in _ZERO:
+            value[field] = _ZERO[types[0]]
+
+
+def always_serialized(rt: ResourceType, obj: dict[str, Any], *, version: str) -> None:
+    """Add, in place, the struct-valued fields (and their zero scalars) Go always writes."""
+    paths = VALUE_STRUCTS.get((rt.group, rt.kind))
+    if not paths:
+        return
+    defs = definitions(version)
+    top = defs.get(definition_name(rt))
+    if top is None:
+        return
+    before = list(obj)
+    for path in paths:
+        _fill(obj, path.split("."), top, defs)
+    if list(obj) != before and any(k in obj for k in _TOP_ORDER[1:]):
+        ordered = {k: obj[k] for k in _TOP_ORDER if k in obj}
+        rest = {k: v for k, v in obj.items() if k not in ordered}
+        obj.clear()
+        obj.update(ordered)
+        obj.update(rest)

@@ -29,6 +29,7 @@ from lab.kube import exceptions as E
 from lab.kube.deletion import Deleter
 from lab.kube.objects import ObjKey, RTKey, rt_key
 from lab.kube.resources import RESOURCES, ResourceType
+from lab.kube.schema import always_serialized
 from lab.kube.seed import seed_defaults
 from lab.kube.selectors import FieldRequirement, Requirement, fields_match, labels_match
 from lab.kube.strategies import Strategy, build_strategies
@@ -228,6 +229,7 @@ class Store:
             meta["resourceVersion"] = str(self.rv)
             self._remove(k, key)
         else:
+            always_serialized(rt, obj, version=self.k8s_version)
             before = meta.get("resourceVersion")
             meta["resourceVersion"] = str(self.rv + 1)
             encoded = dumps(obj)
