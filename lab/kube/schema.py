@@ -20,6 +20,7 @@ update body, 422 for a patch result).
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import json
 import logging
@@ -38,7 +39,8 @@ _lock = threading.Lock()
 _loaded: dict[str, dict[str, Schema]] = {}
 
 
-def _shipped() -> list[tuple[int, int]]:
+@functools.cache
+def _shipped() -> tuple[tuple[int, int], ...]:
     root = importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema"
     out = []
     for entry in root.iterdir():
@@ -46,9 +48,10 @@ def _shipped() -> list[tuple[int, int]]:
         if name.startswith("v") and name.endswith(".0-local"):
             major, minor = name[1:].removesuffix(".0-local").split(".")[:2]
             out.append((int(major), int(minor)))
-    return sorted(out)
+    return tuple(sorted(out))
 
 
+@functools.cache
 def schema_version(version: str) -> str:
     """The shipped schema set used for ``version`` ("1.33" -> "1.33"; nearest otherwise)."""
     parts = version.lstrip("v").split(".")
@@ -293,48 +296,66 @@ def _resolve(schema: Schema, defs: dict[str, Schema]) -> Schema:
     return defs.get(ref, {}) if ref is not None else schema
 
 
-def _fill(holder: Any, parts: list[str], schema: Schema, defs: dict[str, Schema]) -> None:
-    if not isinstance(holder, dict) or not parts:
+Step = tuple[str, bool]  # field name, "each element of the list"
+Plan = tuple[tuple[tuple[Step, ...], tuple[tuple[str, Any], ...]], ...]
+
+
+@functools.cache
+def _plan(version: str, group: str, kind: str, defname: str) -> Plan:
+    """Per kind, once: each VALUE_STRUCTS path as steps, and the zero scalars its struct gets."""
+    defs = definitions(version)
+    out = []
+    for path in VALUE_STRUCTS.get((group, kind), ()):
+        schema = defs.get(defname, {})
+        steps: list[Step] = []
+        for part in path.split("."):
+            each = part.endswith("[]")
+            name = part.removesuffix("[]")
+            schema = _resolve((schema.get("properties") or {}).get(name, {}), defs)
+            if each:
+                schema = _resolve(schema.get("items", {}), defs)
+            steps.append((name, each))
+        props = schema.get("properties") or {}
+        zeros = []
+        for field in schema.get("required") or ():
+            types = _types(_resolve(props.get(field, {}), defs))
+            if types and types[0] in _ZERO:
+                zeros.append((field, _ZERO[types[0]]))
+        out.append((tuple(steps), tuple(zeros)))
+    return tuple(out)
+
+
+def _fill(holder: Any, steps: tuple[Step, ...], zeros: tuple[tuple[str, Any], ...]) -> None:
+    if not isinstance(holder, dict):
         return
-    part, rest = parts[0], parts[1:]
-    each = part.endswith("[]")
-    name = part.removesuffix("[]")
-    sub = _resolve((schema.get("properties") or {}).get(name, {}), defs)
+    (name, each), rest = steps[0], steps[1:]
     if each:
         items = holder.get(name)
-        elem = _resolve(sub.get("items", {}), defs)
         for item in items if isinstance(items, list) else []:
-            _fill(item, rest, elem, defs)
+            if rest:
+                _fill(item, rest, zeros)
+            elif isinstance(item, dict):
+                for field, zero in zeros:
+                    item.setdefault(field, zero)
         return
     if rest:
-        _fill(holder.get(name), rest, sub, defs)
+        _fill(holder.get(name), rest, zeros)
         return
     value = holder.get(name)
     if value is None:
         value = holder[name] = {}
-    if not isinstance(value, dict):
-        return
-    props = sub.get("properties") or {}
-    for field in sub.get("required") or ():
-        if field in value:
-            continue
-        types = _types(_resolve(props.get(field, {}), defs))
-        if types and types[0] in _ZERO:
-            value[field] = _ZERO[types[0]]
+    if isinstance(value, dict):
+        for field, zero in zeros:
+            value.setdefault(field, zero)
 
 
 def always_serialized(rt: ResourceType, obj: dict[str, Any], *, version: str) -> None:
     """Add, in place, the struct-valued fields (and their zero scalars) Go always writes."""
-    paths = VALUE_STRUCTS.get((rt.group, rt.kind))
-    if not paths:
-        return
-    defs = definitions(version)
-    top = defs.get(definition_name(rt))
-    if top is None:
+    if (rt.group, rt.kind) not in VALUE_STRUCTS:
         return
     before = list(obj)
-    for path in paths:
-        _fill(obj, path.split("."), top, defs)
+    for steps, zeros in _plan(version, rt.group, rt.kind, definition_name(rt)):
+        _fill(obj, steps, zeros)
     if list(obj) != before and any(k in obj for k in _TOP_ORDER[1:]):
         ordered = {k: obj[k] for k in _TOP_ORDER if k in obj}
         rest = {k: v for k, v in obj.items() if k not in ordered}

@@ -189,15 +189,14 @@ class Store:
             self.compacted = self.rv
 
     # ------------------------------------------------------------------ low-level table ops
-    def _put(self, k: RTKey, key: ObjKey, obj: Obj, encoded: bytes | None = None) -> None:
+    def _put(self, k: RTKey, key: ObjKey, obj: Obj) -> None:
         table = self._t.objects[k]
         old = table.get(key)
         if old is None:
             self._t.sorted_keys[k] = None
         else:
             self._index_owners(k, key, old.obj, remove=True)
-        entry = table[key] = Entry(obj)
-        entry._json = encoded
+        table[key] = Entry(obj)
         self._index_owners(k, key, obj, remove=False)
 
     def _remove(self, k: RTKey, key: ObjKey) -> None:
@@ -243,7 +242,8 @@ class Store:
                 # without a reason (responsewriters.ErrorToAPIStatus), as kubectl shows it
                 raise E.ApiError(500, "", "etcdserver: request is too large")
             self.rv += 1
-            self._put(k, key, obj, encoded)
+            # the encoding is not kept: entries encode lazily on first read (memory as before)
+            self._put(k, key, obj)
         ev = Event(etype, obj, old, self.rv, rt.kind, rt.api_version)
         if len(self.history) == self.history.maxlen:
             self.compacted = self.history[0][1].rv
