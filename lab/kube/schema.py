@@ -157,92 +157,135 @@ def _number_literal(value: int | float) -> str:
     return repr(value)
 
 
+Info = tuple[Any, ...]
+# per schema dict (the loaded definitions live for the process, so their ids are stable):
+# what the walk needs to know about it, worked out once
+_INFO: dict[int, Info] = {}
+
+
 class _Walk:
     def __init__(self, defs: dict[str, Schema]) -> None:
         self.defs = defs
+
+    def info(self, schema: Schema) -> Info:
+        """("any",) | ("ios",) | ("qty",) | ("struct", name, gotype, props) | ("ref", target)
+        | ("map", gotype, values) | ("obj", gotype) | ("list", gotype, items) | ("bytes",)
+        | ("scalar", type, gotype)."""
+        key = id(schema)
+        got = _INFO.get(key)
+        if got is not None:
+            return got
+        ref = _ref(schema)
+        out: Info
+        if ref is not None:
+            target = self.defs.get(ref)
+            if ref == _INT_OR_STRING:
+                out = ("ios",)
+            elif ref == _QUANTITY:
+                out = ("qty",)
+            elif target is None:
+                out = ("any",)
+            elif target.get("properties") is not None:
+                out = ("struct", ref.rsplit(".", 1)[-1], _go_name(ref), target["properties"])
+            elif _types(target):
+                out = ("ref", target)
+            else:
+                out = ("any",)
+        else:
+            types = _types(schema)
+            t = types[0] if types else ""
+            gotype = go_type(schema, self.defs)
+            if not t:
+                out = ("any",)
+            elif t == "object":
+                extra = schema.get("additionalProperties")
+                if schema.get("properties") is not None:
+                    out = ("struct", None, gotype, schema["properties"])
+                elif isinstance(extra, dict):
+                    out = ("map", gotype, extra)
+                else:
+                    out = ("obj", gotype)
+            elif t == "array":
+                out = ("list", gotype, schema.get("items", {}))
+            elif t == "string" and schema.get("format") == "byte":
+                out = ("bytes",)
+            else:
+                out = ("scalar", t, gotype)
+        _INFO[key] = out
+        return out
 
     def error(self, value: Any, schema: Schema, struct: str, path: list[str]) -> str | None:
         """The first type error under ``value`` or None; ``struct`` is the innermost struct."""
         if value is None:
             return None  # null leaves Go's zero value
-        ref = _ref(schema)
-        if ref is not None:
-            if ref == _INT_OR_STRING:
-                if isinstance(value, (str, int)) and not isinstance(value, bool):
-                    return None
-                # IntOrString.UnmarshalJSON decodes a non-string into its int32
-                return self._mismatch(value, "int32", struct, path)
-            if ref == _QUANTITY:
-                if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-                    return None
-                return (
-                    "quantities must match the regular expression "
-                    "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-                )
-            target = self.defs.get(ref)
-            if target is None:
-                return None
-            if target.get("properties") is not None:
-                if not isinstance(value, dict):
-                    return self._mismatch(value, _go_name(ref), struct, path)
-                return self._struct(value, target, ref.rsplit(".", 1)[-1], path)
-            return self.error(value, target, struct, path) if _types(target) else None
-        types = _types(schema)
-        if not types:
-            return None
-        t = types[0]
-        if t == "object":
+        info = self.info(schema)
+        tag = info[0]
+        if tag == "struct":
             if not isinstance(value, dict):
-                return self._mismatch(value, go_type(schema, self.defs), struct, path)
-            if schema.get("properties") is not None:
-                return self._struct(value, schema, struct, path)
-            extra = schema.get("additionalProperties")
-            if isinstance(extra, dict):
-                for v in value.values():
-                    err = self.error(v, extra, struct, path)
+                return self._mismatch(value, info[2], struct, path)
+            name = info[1] or struct
+            props = info[3]
+            for k, v in value.items():
+                sub = props.get(k)
+                if sub is not None and v is not None:
+                    err = self.error(v, sub, name, [*path, k])
                     if err:
                         return err
             return None
-        if t == "array":
+        if tag == "scalar":
+            t = info[1]
+            if t == "string":
+                ok = isinstance(value, str)
+            elif t == "boolean":
+                ok = isinstance(value, bool)
+            elif t in ("integer", "number"):
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+                if ok and t == "integer":
+                    lo, hi = _INT_RANGES.get(info[2], _INT_RANGES["int64"])
+                    if (isinstance(value, float) and not value.is_integer()) or not (
+                        lo <= value <= hi
+                    ):
+                        literal = _number_literal(value)
+                        return self._mismatch(value, info[2], struct, path, literal=literal)
+            else:
+                ok = True
+            return None if ok else self._mismatch(value, info[2], struct, path)
+        if tag == "list":
             if not isinstance(value, list):
-                if t == "array" and schema.get("format") == "byte":
-                    return None
-                return self._mismatch(value, go_type(schema, self.defs), struct, path)
-            items = schema.get("items", {})
+                return self._mismatch(value, info[1], struct, path)
             for v in value:
-                err = self.error(v, items, struct, path)
+                err = self.error(v, info[2], struct, path)
                 if err:
                     return err
             return None
-        if t == "string":
-            ok = isinstance(value, str)
-        elif t == "boolean":
-            ok = isinstance(value, bool)
-        elif t in ("integer", "number"):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if ok and t == "integer":
-                gotype = go_type(schema, self.defs)
-                lo, hi = _INT_RANGES.get(gotype, _INT_RANGES["int64"])
-                if (isinstance(value, float) and not value.is_integer()) or not lo <= value <= hi:
-                    literal = _number_literal(value)
-                    return self._mismatch(value, gotype, struct, path, literal=literal)
-        else:
-            ok = True
-        if ok:
+        if tag == "map":
+            if not isinstance(value, dict):
+                return self._mismatch(value, info[1], struct, path)
+            for v in value.values():
+                err = self.error(v, info[2], struct, path)
+                if err:
+                    return err
             return None
-        return self._mismatch(value, go_type(schema, self.defs), struct, path)
-
-    def _struct(
-        self, value: dict[str, Any], schema: Schema, name: str, path: list[str]
-    ) -> str | None:
-        props = schema.get("properties") or {}
-        for k, v in value.items():
-            sub = props.get(k)
-            if sub is None:
-                continue
-            err = self.error(v, sub, name, [*path, k])
-            if err:
-                return err
+        if tag == "obj":
+            return None if isinstance(value, dict) else self._mismatch(value, info[1], struct, path)
+        if tag == "ios":
+            if isinstance(value, (str, int)) and not isinstance(value, bool):
+                return None
+            # IntOrString.UnmarshalJSON decodes a non-string into its int32
+            return self._mismatch(value, "int32", struct, path)
+        if tag == "qty":
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+                return None
+            return (
+                "quantities must match the regular expression "
+                "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+            )
+        if tag == "ref":
+            return self.error(value, info[1], struct, path)
+        if tag == "bytes":
+            return (
+                None if isinstance(value, str) else self._mismatch(value, "[]uint8", struct, path)
+            )
         return None
 
     @staticmethod
@@ -261,7 +304,12 @@ def type_error(rt: ResourceType, body: dict[str, Any], *, version: str) -> str |
     top = defs.get(name)
     if top is None:
         return None
-    return _Walk(defs).error(body, {"$ref": _PREFIX + name}, rt.kind, [])
+    return _Walk(defs).error(body, _root(name), rt.kind, [])
+
+
+@functools.cache
+def _root(name: str) -> Schema:
+    return {"$ref": _PREFIX + name}
 
 
 # Fields whose Go type is a struct value, not a pointer: encoding/json writes a struct even when

@@ -20,7 +20,7 @@ from lab.kube import exceptions as E
 from lab.kube import patch as P
 from lab.kube.objects import Obj, RTKey, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
-from lab.kube.schema import type_error
+from lab.kube.schema import always_serialized, type_error
 from lab.kube.seed import namespace_companions
 from lab.kube.ssa import (
     apply_ownership,
@@ -112,6 +112,7 @@ class Writer:
             meta["generation"] = 1
         self._touch_managed(obj, manager, operation, rt, subresource="", fields_v1=fields_v1)
         obj = _ordered(obj)
+        always_serialized(rt, obj, version=self.store.k8s_version)
         if dry_run:
             return obj
         stored = self.store.commit(rt, "ADDED", obj, None)
@@ -403,6 +404,8 @@ class Writer:
         if strategy.generation_managed and new.get("spec") != old.get("spec"):
             meta["generation"] = int(ometa.get("generation", 0)) + 1
         new = _ordered(new)
+        # Go decodes into structs: the struct-valued fields exist before the no-op comparison
+        always_serialized(rt, new, version=self.store.k8s_version)
         if operation == "Apply":
             # an apply that only changes what its manager owns is still a write
             self._touch_managed(

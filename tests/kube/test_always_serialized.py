@@ -173,3 +173,19 @@ def test_kr8s_reads_and_waits_on_a_status_less_node(
     finally:
         timer.cancel()
     assert node.raw["status"]["conditions"][0]["type"] == "Ready"
+
+
+def test_dry_run_and_noop_update_see_the_same_shape(
+    sim: KubeServer, core: client.CoreV1Api
+) -> None:
+    created = core.create_node({"metadata": {"name": "dry"}}, dry_run="All")
+    assert created.status.daemon_endpoints.kubelet_endpoint.port == 0
+    core.create_node({"metadata": {"name": "same"}})
+    _, stored = raw(sim, "GET", "/api/v1/nodes/same")
+    # a PUT without the zero-valued fields decodes to the same object: no new revision
+    body = {"metadata": stored["metadata"]}
+    ctype = {"Content-Type": "application/json"}
+    status, updated = raw(sim, "PUT", "/api/v1/nodes/same", json.dumps(body).encode(), ctype)
+    assert status == 200
+    assert updated["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    assert updated["status"] == stored["status"]
