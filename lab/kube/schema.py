@@ -166,6 +166,7 @@ _INFO: dict[int, Info] = {}
 class _Walk:
     def __init__(self, defs: dict[str, Schema]) -> None:
         self.defs = defs
+        self.found: tuple[list[str], str, Any] | None = None  # the first mismatch
 
     def info(self, schema: Schema) -> Info:
         """("any",) | ("ios",) | ("qty",) | ("struct", name, gotype, props) | ("ref", target)
@@ -288,10 +289,10 @@ class _Walk:
             )
         return None
 
-    @staticmethod
     def _mismatch(
-        value: Any, gotype: str, struct: str, path: list[str], *, literal: str | None = None
+        self, value: Any, gotype: str, struct: str, path: list[str], *, literal: str | None = None
     ) -> str:
+        self.found = (list(path), gotype, value)
         what = _json_kind(value) + (f" {literal}" if literal else "")
         where = f"Go struct field {struct}.{'.'.join(path)}" if struct and path else "Go value"
         return f"json: cannot unmarshal {what} into {where} of type {gotype}"
@@ -305,6 +306,52 @@ def type_error(rt: ResourceType, body: dict[str, Any], *, version: str) -> str |
     if top is None:
         return None
     return _Walk(defs).error(body, _root(name), rt.kind, [])
+
+
+def _smd_expected(gotype: str) -> str:
+    if gotype.startswith("[]") and gotype != "[]uint8":
+        return "list"
+    if gotype.startswith("map[") or "." in gotype:
+        return "map"
+    if gotype in ("bool",):
+        return "boolean"
+    if gotype.startswith(("int", "float")):
+        return "numeric (int or float)"
+    return "string"
+
+
+def _go_value(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go_value(v)}" for k, v in sorted(value.items())) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(_go_value(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def apply_type_error(rt: ResourceType, body: dict[str, Any], *, version: str) -> str | None:
+    """For server-side apply: structured-merge-diff's ``ObjectToTyped`` failure, the way
+    kube-apiserver's field manager words it (``failed to create typed patch object ...``)."""
+    defs = definitions(version)
+    name = definition_name(rt)
+    if name not in defs:
+        return None
+    walk = _Walk(defs)
+    if walk.error(body, _root(name), rt.kind, []) is None or walk.found is None:
+        return None
+    path, gotype, value = walk.found
+    raw_meta = body.get("metadata")
+    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+    gvk = f"{rt.group}/{rt.version}, Kind={rt.kind}"
+    where = "." + ".".join(path)
+    return (
+        f"failed to create typed patch object ({meta.get('namespace', '')}/{meta.get('name', '')}; "
+        f"{gvk}): {where}: expected {_smd_expected(gotype)}, got "
+        f"&value.valueUnstructured{{Value:{_go_value(value)}}}"
+    )
 
 
 @functools.cache

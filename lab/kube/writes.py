@@ -20,7 +20,7 @@ from lab.kube import exceptions as E
 from lab.kube import patch as P
 from lab.kube.objects import Obj, RTKey, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
-from lab.kube.schema import always_serialized, type_error
+from lab.kube.schema import always_serialized, apply_type_error, type_error
 from lab.kube.seed import namespace_companions
 from lab.kube.ssa import (
     apply_ownership,
@@ -266,6 +266,10 @@ class Writer:
             if patch_type == P.APPLY:
                 if not isinstance(body, dict):
                     raise E.bad_request("error decoding YAML: apply patch must be an object")
+                typed = apply_type_error(rt, body, version=self.store.k8s_version)
+                if typed:
+                    # the field manager's plain error: kube-apiserver answers 500 without reason
+                    raise E.ApiError(500, "", typed)
                 if entry is None:
                     if subresource:
                         raise E.not_found(rt, name)
@@ -336,7 +340,7 @@ class Writer:
                 meta["managedFields"] = old["metadata"]["managedFields"]
             if meta.get("name") != name:
                 raise E.bad_request(
-                    f"the name of the object ({meta.get('name')}) does not match the "
+                    f"the name of the object ({meta.get('name') or ''}) does not match the "
                     f"name on the URL ({name})"
                 )
             del k

@@ -344,3 +344,35 @@ def test_server_keeps_serving_after_all_of_it(sim: KubeServer) -> None:
     request(sim, "POST", CMS, nested(10001))
     status, _ = request(sim, "POST", CMS, json.dumps({"metadata": {"name": "ok"}}))
     assert status == 201
+
+
+def test_apply_with_a_wrong_type_is_the_field_managers_error(sim: KubeServer) -> None:
+    body = json.dumps(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "typed"}, "data": {"a": 5}}
+    )
+    status, st = request(
+        sim, "PATCH", CMS + "/typed?fieldManager=t", body, ctype="application/apply-patch+yaml"
+    )
+    # structuredmerge.go's plain error (ObjectToTyped), passed through as 500 without reason
+    assert status == 500
+    assert "reason" not in st
+    assert st["message"].startswith(
+        "failed to create typed patch object (/typed; /v1, Kind=ConfigMap): .data: expected string"
+    )
+    assert request(sim, "GET", CMS + "/typed", "")[0] == 404
+
+
+@pytest.mark.parametrize(
+    ("ctype", "body"),
+    [
+        ("application/merge-patch+json", '{"metadata":null}'),
+        ("application/json-patch+json", '[{"op":"remove","path":"/metadata"}]'),
+    ],
+)
+def test_patch_dropping_metadata_names_no_python_value(
+    sim: KubeServer, ctype: str, body: str
+) -> None:
+    create_cm(sim, "cm")
+    status, st = request(sim, "PATCH", CMS + "/cm", body, ctype=ctype)
+    assert status == 400
+    assert st["message"] == "the name of the object () does not match the name on the URL (cm)"
