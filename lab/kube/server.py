@@ -7,6 +7,11 @@ A stdlib ``ThreadingHTTPServer`` (one thread per connection, persistent connecti
 timeout, idempotent stop, handler exceptions handed out by ``take_internal_errors``), plus
 kubeconfig generation, a typed control client and a ready-made ``kubernetes.client.ApiClient``.
 ``process.KubeProcess`` runs it as a child process (``__main__.py``).
+
+The transport enforces kube-apiserver's limits the way Go's ``net/http`` and the apiserver's
+``limitedReadBody`` do: a 3 MiB body limit (413, then close), a plain 400 and close for a bad
+``Content-Length``, the chunked reader's error for bad framing, and read/idle timeouts so a
+half-sent request cannot hold its thread.
 """
 
 from __future__ import annotations

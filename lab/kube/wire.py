@@ -3,12 +3,15 @@
 Transport-neutral helpers for ``handlers.py`` and ``streams.py``: decoding JSON, YAML and
 protobuf bodies with the API server's error texts, ``fieldValidation``, ``dryRun``,
 DeleteOptions (query and body merged), label/field selections and list/watch option
-validation (``apiserver-spec.md`` §1.6, §1.8, §3.3, §6.3, §6.9, §8.1).
+validation (``apiserver-spec.md`` §1.6, §1.8, §3.3, §6.3, §6.9, §8.1). Decoding refuses what
+Go's decoders refuse (nesting past 10,000, YAML alias bombs) with their texts, and nesting past
+the simulator's own smaller limit before any recursive Python code sees the body.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,10 +120,9 @@ class Undecodable(Exception):
 
 
 def _nesting(text: str) -> tuple[int, str]:
-    """Deepest bracket nesting of a JSON text (strings skipped) and the bracket that reached
-    one past Go's limit ("" if none did); only called on the error path."""
-    import re
-
+    """Deepest bracket nesting of a JSON (or flow-style YAML) text, strings skipped, and the
+    bracket that reached one past Go's limit ("" if none did). Called when decoding failed,
+    and before parsing YAML (whose pure-Python parser is slow to fail on deep input)."""
     depth = deepest = 0
     culprit = ""
     stripped = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
