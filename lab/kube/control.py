@@ -60,7 +60,7 @@ class ControlRoutes:
         if path.startswith("/_lab/faults/") and method == "DELETE":
             rule_id = path.rsplit("/", 1)[1]
             if not self.faults.remove(rule_id):
-                raise E.ApiError(404, "NotFound", f"fault: no rule with id {rule_id!r}")
+                raise E.ApiError(404, "NotFound", f"fault: no rule with id {json.dumps(rule_id)}")
             return json_response(200, {})
         allowed = _ROUTES.get(path)
         if allowed is None:
@@ -115,7 +115,9 @@ class ControlRoutes:
                 None,
             )
             if rt is None:
-                raise E.bad_request(f"seed: no resource for apiVersion={av!r} kind={kind!r}")
+                raise E.bad_request(
+                    f"seed: no resource for apiVersion={json.dumps(av)} kind={json.dumps(kind)}"
+                )
             ns = (obj.get("metadata") or {}).get("namespace", "default") if rt.namespaced else ""
             stored = self.store.writer.create(rt, ns, obj, manager="ccm-lab-seed")
             out.append({"kind": rt.kind, "apiVersion": rt.api_version, **stored})

@@ -95,8 +95,9 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
         }
+        if self.reason:  # metav1.Status omits an empty (Unknown) reason
+            body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
         body["code"] = self.code
@@ -189,6 +190,18 @@ def invalid_options(kind: str, errors: list[FieldError]) -> ApiError:
             "kind": kind,
             "causes": [{"reason": e.type, "message": e.message, "field": e.field} for e in errors],
         },
+    )
+
+
+def invalid_patch(patch: str, detail: str) -> ApiError:
+    """A patch whose result does not decode into the kind's struct (handlers/patch.go):
+    ``errors.NewInvalid(schema.GroupKind{}, "", field.Invalid("patch", ...))``."""
+    err = invalid_value("patch", patch, detail)
+    return ApiError(
+        422,
+        "Invalid",
+        f' "" is invalid: {err.render()}',
+        details={"causes": [{"reason": err.type, "message": err.message, "field": err.field}]},
     )
 
 

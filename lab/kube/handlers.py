@@ -12,6 +12,7 @@ OpenAPI and Table printing are delegated to ``discovery.py``, ``openapi.py`` and
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import threading
 import time
@@ -20,8 +21,8 @@ from typing import Any
 
 from lab.component import InternalErrors
 from lab.kube import exceptions as E
+from lab.kube import health, tables
 from lab.kube import patch as P
-from lab.kube import tables
 from lab.kube.binding import bind
 from lab.kube.control import ControlRoutes
 from lab.kube.discovery import handle_discovery
@@ -30,6 +31,7 @@ from lab.kube.objects import rt_key
 from lab.kube.openapi import handle_openapi
 from lab.kube.resources import ResourceType
 from lab.kube.routes import Route, parse, verb_for
+from lab.kube.schema import type_error
 from lab.kube.store import Store
 from lab.kube.streams import WatchStreams
 from lab.kube.version import DEFAULT_K8S_VERSION, version_info
@@ -53,9 +55,13 @@ from lab.kube.wire import (
 )
 
 log = logging.getLogger(__name__)
-# "/version/" too: the official Python client's VersionApi asks with the slash, and the real
-# server's version route answers both spellings.
-ANONYMOUS_PATHS = ("/version", "/version/", "/healthz", "/livez", "/readyz")
+# what kube-apiserver puts before a patch body's decode error, per patch type (handlers/patch.go)
+_PATCH_DECODE = {
+    P.JSONPatch: "error decoding patch: ",
+    P.MERGE: "error decoding patch: ",
+    P.STRATEGIC: "",
+    P.APPLY: "error decoding YAML: ",
+}
 
 
 class Api:
@@ -65,6 +71,7 @@ class Api:
         self, store: Store, *, token: str | None = None, version: str = DEFAULT_K8S_VERSION
     ) -> None:
         self.store = store
+        store.k8s_version = version
         self.token = token
         self.version = version_info(version)
         self.faults = KubeFaults()
@@ -76,12 +83,20 @@ class Api:
     # ------------------------------------------------------------------ entry point
     def handle(self, req: Request) -> Response:
         try:
-            return self._dispatch(req)
+            resp = self._dispatch(req)
         except E.ApiError as err:
-            return error_response(err)
+            resp = error_response(err)
         except Exception as exc:  # a simulator bug: record it so the test that caused it fails
             self.record_error(req, exc)
-            return error_response(E.internal(f"{type(exc).__name__}: {exc}"))
+            resp = error_response(E.internal(f"{type(exc).__name__}: {exc}"))
+        if (
+            resp.stream is None
+            and not resp.raw
+            and resp.body[-1:] not in (b"", b"\n")
+            and "json" in resp.content_type
+        ):
+            resp.body += b"\n"  # Go's json.Encoder ends every document with a newline
+        return resp
 
     def record_error(self, req: Request, exc: BaseException) -> None:
         text = f"{req.method} {req.target}\n" + "".join(traceback.format_exception(exc))
@@ -90,10 +105,20 @@ class Api:
 
     def _dispatch(self, req: Request) -> Response:
         path = req.path
-        if path in ANONYMOUS_PATHS:
-            if path.startswith("/version"):
-                return json_response(200, self.version)
-            return Response(200, b"ok", content_type="text/plain; charset=utf-8")
+        if path in ("/version", "/version/"):
+            # responsewriters.WriteRawJSON: indented, no trailing newline
+            return Response(200, json.dumps(self.version, indent=2).encode(), raw=True)
+        if health.is_health_path(path):
+            answered = health.answer(req.target, self.stopping)
+            if answered is None:
+                raise E.unknown_path()
+            status, text = answered
+            return Response(
+                status,
+                text.encode(),
+                content_type=health.TEXT,
+                headers={"X-Content-Type-Options": "nosniff"},
+            )
         if self.token is not None and not hmac.compare_digest(
             req.headers.get("authorization", "").encode(), f"Bearer {self.token}".encode()
         ):
@@ -105,9 +130,9 @@ class Api:
             out = handle_openapi(req.target, accept, version=self.version["gitVersion"])
             if out is not None:
                 status, ctype, body = out
-                return Response(
-                    status, body if isinstance(body, bytes) else dumps(body), content_type=ctype
-                )
+                # kube-openapi writes the marshalled document as is (no trailing newline)
+                data = body if isinstance(body, bytes) else dumps(body)
+                return Response(status, data, content_type=ctype, raw=True)
         route = parse(path)
         if route is None:
             d = handle_discovery(path, accept, req.server_address)
@@ -158,6 +183,7 @@ class Api:
             if rt.namespaced and route.namespace is None:
                 raise E.unknown_path()
             body = decode_body(req, rt, ns)
+            self._check_types(rt, body)
             warnings = field_validation(q, rt, body)
             obj = self.store.writer.create(rt, ns, body, dry_run=dry_run, manager=manager)
             return self._object(rt, obj, 201, warnings)
@@ -173,6 +199,7 @@ class Api:
                     f"the name of the object ({meta['name']}) does not match the name on the URL "
                     f"({name})"
                 )
+            self._check_types(rt, body)
             warnings = field_validation(q, rt, body)
             obj, created = self.store.writer.update(
                 rt, ns, name, body, subresource=route.subresource, dry_run=dry_run, manager=manager
@@ -191,7 +218,7 @@ class Api:
                     "PatchOptions",
                     [E.forbidden("force", "may not be specified for non-apply patch")],
                 )
-            body = decode(req.body, yaml_ok=ptype == P.APPLY)
+            body = decode(req.body, yaml_ok=ptype == P.APPLY, prefix=_PATCH_DECODE[ptype])
             if ptype == P.APPLY and isinstance(body, dict):
                 check_gv(rt, body)
             warnings = field_validation(q, rt, body) if isinstance(body, dict) else {}
@@ -239,6 +266,14 @@ class Api:
             "items": items,
         }
         return json_response(200, body)
+
+    def _check_types(self, rt: ResourceType, body: dict[str, Any]) -> None:
+        """A field of the wrong JSON type: 400, as kube-apiserver's transformDecodeError."""
+        err = type_error(rt, body, version=self.store.k8s_version)
+        if err:
+            raise E.bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {err}'
+            )
 
     def _object(
         self,

@@ -179,6 +179,11 @@ def _smp_map(original: Any, patch: Any, strat: dict[str, str], path: str) -> Any
             else:
                 result[k] = merged
         elif isinstance(v, list):
+            if k not in result:  # not in the original: the patch's value, directives removed
+                cleaned = _clean(v)
+                if cleaned:
+                    result[k] = cleaned
+                continue  # an empty list decodes to Go's nil slice, which is omitted
             result[k] = _smp_list(result.get(k), v, strat, sub)
         else:
             result[k] = v
@@ -207,6 +212,7 @@ def _smp_list(original: Any, patch: list[Any], strat: dict[str, str], path: str)
         return [_clean(e) for e in patch]  # atomic
     key = strat[path]
     current: list[Any] = list(original) if isinstance(original, list) else []
+    _same_element_types(current, patch)
     if key == "":
         for item in patch:
             if item not in current:
@@ -230,6 +236,35 @@ def _smp_list(original: Any, patch: list[Any], strat: dict[str, str], path: str)
         else:
             current.append(_smp_map({}, elem, strat, path + "[]"))
     return current
+
+
+class SmpError(Exception):
+    """An error strategicpatch returns as a plain Go error (kube-apiserver: 500, no reason)."""
+
+
+def go_sprint(value: Any) -> str:
+    """``fmt.Sprint`` of decoded JSON (maps with sorted keys, as Go prints them)."""
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{go_sprint(value[k])}" for k in sorted(value)) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(go_sprint(v) for v in value) + "]"
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _same_element_types(original: list[Any], patch: list[Any]) -> None:
+    """strategicpatch's sliceElementType: every element of both lists of one JSON type."""
+    kinds = {
+        type(v) if not isinstance(v, (int, float)) or isinstance(v, bool) else float
+        for v in (*original, *patch)
+    }
+    if len(kinds) > 1:
+        raise SmpError(f"list element types are not identical: {go_sprint([original, patch])}")
+    if kinds == {list}:
+        raise ApiError(422, "", "lists of lists are not supported")
 
 
 def _reorder(items: list[Any], order: list[Any], key: str) -> list[Any]:

@@ -9,6 +9,7 @@ the real server defines them too (``apiserver-spec.md`` §5).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -132,7 +133,9 @@ def parse_label_selector(text: str) -> tuple[Requirement, ...]:
                     else:
                         problem = value_problem(value)
                         if problem:
-                            raise fail(f"values[0][{key}]: Invalid value: {value!r}: {problem}")
+                            raise fail(
+                                f"values[0][{key}]: Invalid value: {json.dumps(value)}: {problem}"
+                            )
                     reqs.append(Requirement(key, "=" if op == "==" else op, (value,)))
                 elif op in ("in", "notin"):
                     if i >= len(tokens) or tokens[i] != "(":

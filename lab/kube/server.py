@@ -7,6 +7,11 @@ A stdlib ``ThreadingHTTPServer`` (one thread per connection, persistent connecti
 timeout, idempotent stop, handler exceptions handed out by ``take_internal_errors``), plus
 kubeconfig generation, a typed control client and a ready-made ``kubernetes.client.ApiClient``.
 ``process.KubeProcess`` runs it as a child process (``__main__.py``).
+
+The transport enforces kube-apiserver's limits the way Go's ``net/http`` and the apiserver's
+``limitedReadBody`` do: a 3 MiB body limit (413, then close), a plain 400 and close for a bad
+``Content-Length``, the chunked reader's error for bad framing, and read/idle timeouts so a
+half-sent request cannot hold its thread.
 """
 
 from __future__ import annotations
@@ -28,14 +33,27 @@ from typing import Any
 import yaml
 
 from lab.component import ServerComponent
+from lab.kube import exceptions as E
 from lab.kube.control_client import KubeControlClient
 from lab.kube.handlers import Api
 from lab.kube.store import Store
 from lab.kube.tls import ServingCerts, make_certs
 from lab.kube.version import DEFAULT_K8S_VERSION
+from lab.kube.watch import dumps
 from lab.kube.wire import Request
 
 log = logging.getLogger(__name__)
+
+
+# kube-apiserver's --max-request-bytes default (3 MiB): larger bodies get 413 unread
+MAX_BODY_BYTES = 3 * 1024 * 1024
+_TOO_LARGE = ("RequestEntityTooLarge", f"Request entity too large: limit is {MAX_BODY_BYTES}")
+
+
+class _BodyError(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -47,19 +65,76 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s %s", self.address_string(), format % args)
 
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks = []
-            while True:
-                size = int(self.rfile.readline().strip() or b"0", 16)
-                if size == 0:
-                    self.rfile.readline()
+    def handle_one_request(self) -> None:
+        # between requests a keep-alive connection may idle this long (Go's IdleTimeout)
+        self.connection.settimeout(self.server.idle_timeout)
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        # once a request has begun, its headers and body must arrive within this (per read);
+        # kube-apiserver sets ReadHeaderTimeout 32 s, so a half-sent request cannot hold a thread
+        self.connection.settimeout(self.server.read_timeout)
+        return super().parse_request()
+
+    def _refuse(self, status: int, text: str) -> None:
+        """Go's net/http answer to a request it cannot read: plain text, then close."""
+        reason = self.responses.get(status, ("",))[0]
+        body = f"{status} {reason}".encode()
+        self.close_connection = True
+        self.wfile.write(
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            f"Connection: close\r\n\r\n".encode()
+            + body
+        )
+        log.info("refused a request: %s", text)
+
+    def _drain(self, limit: int = 8 * MAX_BODY_BYTES, seconds: float = 1.0) -> None:
+        """Read (and drop) what the client is still sending, for a bounded time, so that
+        closing does not reset the connection before it has read the answer."""
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.settimeout(seconds)
+            got = 0
+            while got < limit:
+                data = self.connection.recv(65536)
+                if not data:
                     break
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
+                got += len(data)
+
+    def _read_body(self) -> bytes:
+        """The request body, at most MAX_BODY_BYTES; :class:`_BodyError` when it cannot be read
+        or is too large (kube-apiserver's limitedReadBody)."""
+        limit = MAX_BODY_BYTES
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks: list[bytes] = []
+            total = 0
+            while True:
+                line = self.rfile.readline(1024).split(b";")[0].strip()
+                try:
+                    if not line or not all(c in b"0123456789abcdefABCDEF" for c in line):
+                        raise ValueError
+                    size = int(line, 16)
+                except ValueError:
+                    raise _BodyError(500, "", "invalid byte in chunk length") from None
+                if size == 0:
+                    while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    break
+                total += size
+                if total > limit:
+                    raise _BodyError(413, *_TOO_LARGE)
+                chunk = self.rfile.read(size)
+                if len(chunk) < size or self.rfile.readline(1024) not in (b"\r\n", b"\n"):
+                    raise _BodyError(500, "", "unexpected EOF")
+                chunks.append(chunk)
             return b"".join(chunks)
         length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
+        if length > limit:
+            raise _BodyError(413, *_TOO_LARGE)
+        data = self.rfile.read(length) if length else b""
+        if len(data) < length:
+            raise _BodyError(500, "", "unexpected EOF")
+        return data
 
     def _alive(self) -> bool:
         """False once the client has gone (used to end idle watch streams early)."""
@@ -82,7 +157,29 @@ class _Handler(BaseHTTPRequestHandler):
             return False
 
     def _serve(self) -> None:
-        body = self._read_body()
+        cl = self.headers.get_all("Content-Length") or []
+        if cl and (len(set(cl)) > 1 or not cl[0].strip().isdigit()):
+            return self._refuse(400, f"bad Content-Length {cl!r}")
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower() and cl:
+            return self._refuse(400, "both Transfer-Encoding and Content-Length")
+        try:
+            body = self._read_body()
+        except _BodyError as err:  # answered as a Status; what is left of the body is unread
+            self.close_connection = True
+            status = E.ApiError(err.code, err.reason, err.message).status()
+            payload = dumps(status) + b"\n"
+            self.send_response(err.code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(payload)
+            self.wfile.flush()
+            self._drain()
+            return
+        except TimeoutError:
+            self.close_connection = True
+            return
         host = self.server.server_address
         host_s = host[0].decode() if isinstance(host[0], bytes) else host[0]
         req = Request(
@@ -134,8 +231,12 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], api: Api) -> None:
+    def __init__(
+        self, address: tuple[str, int], api: Api, *, read_timeout: float, idle_timeout: float
+    ) -> None:
         self.api = api
+        self.read_timeout = read_timeout
+        self.idle_timeout = idle_timeout
         super().__init__(address, _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -174,8 +275,12 @@ class KubeServer(ServerComponent):
         fake_kubelet: bool = False,
         workdir: str | Path | None = None,
         ready_timeout: float = 10.0,
+        read_timeout: float = 32.0,
+        idle_timeout: float = 90.0,
     ) -> None:
         super().__init__(host=host, port=port, ready_timeout=ready_timeout)
+        self.read_timeout = read_timeout
+        self.idle_timeout = idle_timeout
         self.version = version
         self.tls = tls
         self.token = token if token is not None else (secrets.token_urlsafe(24) if tls else None)
@@ -206,7 +311,12 @@ class KubeServer(ServerComponent):
         if self.state_file and self.state_file.exists():
             self.store.load(json.loads(self.state_file.read_text()))
         self.api.stopping.clear()
-        server = _Server((self.host, self.requested_port), self.api)
+        server = _Server(
+            (self.host, self.requested_port),
+            self.api,
+            read_timeout=self.read_timeout,
+            idle_timeout=self.idle_timeout,
+        )
         if self.tls:
             try:
                 self._certs = make_certs((self.host, "localhost"))

@@ -29,13 +29,20 @@ from lab.kube import exceptions as E
 from lab.kube.deletion import Deleter
 from lab.kube.objects import ObjKey, RTKey, rt_key
 from lab.kube.resources import RESOURCES, ResourceType
+from lab.kube.schema import always_serialized
 from lab.kube.seed import seed_defaults
 from lab.kube.selectors import FieldRequirement, Requirement, fields_match, labels_match
 from lab.kube.strategies import Strategy, build_strategies
+from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.kube.watch import Event, ExpiredError, Obj, Watcher, dumps, with_type
 from lab.kube.writes import Writer
 
 log = logging.getLogger(__name__)
+
+
+# etcd's --max-request-bytes default (1.5 MiB); the simulator measures its JSON encoding where
+# etcd sees protobuf, so the cut falls a little earlier than on a real cluster.
+ETCD_MAX_REQUEST_BYTES = 1572864
 
 
 class Entry:
@@ -108,6 +115,7 @@ class Store:
         self._t = _Tables()
         self._seed = seed
         self.fake_kubelet = fake_kubelet  # confirm graceful pod deletion at once
+        self.k8s_version = DEFAULT_K8S_VERSION  # the schemas writes are checked against
         self.deleter = Deleter(self)
         self.writer = Writer(self)
         self.reset()
@@ -213,12 +221,28 @@ class Store:
     def commit(self, rt: ResourceType, etype: str, obj: Obj, old: Obj | None) -> Obj:
         """Assign the next revision, store (or remove) and publish. Returns the stored dict."""
         k = rt_key(rt)
-        self.rv += 1
-        obj["metadata"]["resourceVersion"] = str(self.rv)
-        key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        meta = obj["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
         if etype == "DELETED":
+            self.rv += 1
+            meta["resourceVersion"] = str(self.rv)
             self._remove(k, key)
         else:
+            always_serialized(rt, obj, version=self.k8s_version)
+            before = meta.get("resourceVersion")
+            meta["resourceVersion"] = str(self.rv + 1)
+            encoded = dumps(obj)
+            etcd_key = f"/registry/{rt.plural}/{key[0]}/{key[1]}"
+            if len(encoded) + len(etcd_key) > ETCD_MAX_REQUEST_BYTES:
+                if before is None:
+                    meta.pop("resourceVersion")
+                else:
+                    meta["resourceVersion"] = before
+                # etcd refuses the put; kube-apiserver passes its gRPC error through as a 500
+                # without a reason (responsewriters.ErrorToAPIStatus), as kubectl shows it
+                raise E.ApiError(500, "", "etcdserver: request is too large")
+            self.rv += 1
+            # the encoding is not kept: entries encode lazily on first read (memory as before)
             self._put(k, key, obj)
         ev = Event(etype, obj, old, self.rv, rt.kind, rt.api_version)
         if len(self.history) == self.history.maxlen:

@@ -21,6 +21,7 @@ that reads best in one place; each printer is a short pure function.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -774,9 +775,9 @@ def to_table(
     """
     mode = include_object or "Metadata"
     if mode not in INCLUDE_OBJECT_VALUES:
-        raise TableRequestError(f"unrecognized includeObject value: {include_object!r}")
+        raise TableRequestError(f"unrecognized includeObject value: {json.dumps(include_object)}")
     if version not in TABLE_VERSIONS:
-        raise TableRequestError(f"unsupported Table version: {version!r}")
+        raise TableRequestError(f"unsupported Table version: {json.dumps(version)}")
     clock = now or datetime.now(UTC)
     spec = PRINTERS.get((rt.group, rt.kind), _DEFAULT_TABLE)
     rows: list[JSONDict] = []

@@ -3,12 +3,15 @@
 Transport-neutral helpers for ``handlers.py`` and ``streams.py``: decoding JSON, YAML and
 protobuf bodies with the API server's error texts, ``fieldValidation``, ``dryRun``,
 DeleteOptions (query and body merged), label/field selections and list/watch option
-validation (``apiserver-spec.md`` §1.6, §1.8, §3.3, §6.3, §6.9, §8.1).
+validation (``apiserver-spec.md`` §1.6, §1.8, §3.3, §6.3, §6.9, §8.1). Decoding refuses what
+Go's decoders refuse (nesting past 10,000, YAML alias bombs) with their texts, and nesting past
+the simulator's own smaller limit before any recursive Python code sees the body.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +58,7 @@ class Response:
     content_type: str = JSON
     headers: dict[str, str] = field(default_factory=dict)
     stream: Iterator[bytes] | None = None
+    raw: bool = False  # written as is (no newline added: the server writes raw JSON there)
 
 
 def bool_param(q: dict[str, str], name: str) -> bool:
@@ -102,21 +106,158 @@ def dry_run(q: dict[str, str]) -> bool:
     return True
 
 
-def decode(raw: bytes, *, yaml_ok: bool) -> Any:
+# Go's encoding/json (and the sigs.k8s.io/json fork) refuse nesting deeper than this.
+GO_MAX_DEPTH = 10000
+# The simulator's own limit: Python code recurses per level (decoders, merges, copies), so a
+# body nested deeper than this is refused before any of it runs. No built-in kind comes near.
+SIM_MAX_DEPTH = 200
+# go-yaml's guard against alias bombs ("billion laughs"): decoded nodes and alias share.
+_ALIAS_RANGE_LOW, _ALIAS_RANGE_HIGH = 400_000, 4_000_000
+
+
+class Undecodable(Exception):
+    """A body the decoder refuses; ``str()`` is Go's error text (without any handler prefix)."""
+
+
+def _nesting(text: str) -> tuple[int, str]:
+    """Deepest bracket nesting of a JSON (or flow-style YAML) text, strings skipped, and the
+    bracket that reached one past Go's limit ("" if none did). Called when decoding failed,
+    and before parsing YAML (whose pure-Python parser is slow to fail on deep input)."""
+    depth = deepest = 0
+    culprit = ""
+    stripped = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+    for m in re.finditer(r"[\[\]{}]", stripped):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if depth == GO_MAX_DEPTH + 1 and not culprit:
+                    culprit = c
+        else:
+            depth -= 1
+    return deepest, culprit
+
+
+def _too_deep(text: str) -> Undecodable:
+    deepest, culprit = _nesting(text)
+    if culprit:
+        return Undecodable(f"invalid character '{culprit}' exceeded max depth")
+    return Undecodable(
+        f"body nested {deepest} levels deep: the simulator decodes at most {SIM_MAX_DEPTH} "
+        f"(kube-apiserver {GO_MAX_DEPTH})"
+    )
+
+
+def _depth_ok(value: Any) -> bool:
+    """True when ``value`` nests at most SIM_MAX_DEPTH containers (iterative walk)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            items: Any = v.values()
+        elif isinstance(v, list):
+            items = v
+        else:
+            continue
+        if d > SIM_MAX_DEPTH:
+            return False
+        stack.extend((x, d + 1) for x in items if isinstance(x, (dict, list)))
+    return True
+
+
+def _yaml_guard(raw: str) -> None:
+    """Refuse alias bombs as go-yaml does, counting expanded nodes without expanding them."""
+    node = yaml.compose(raw, Loader=yaml.SafeLoader)
+    if node is None:
+        return
+    sizes: dict[int, int] = {}
+    total = aliased = 0
+    seen: set[int] = set()
+
+    def size(n: yaml.Node) -> int:  # expanded node count, memoised per node
+        key = id(n)
+        if key not in sizes:
+            sizes[key] = 1
+            if isinstance(n, yaml.SequenceNode):
+                sizes[key] += sum(size(c) for c in n.value)
+            elif isinstance(n, yaml.MappingNode):
+                sizes[key] += sum(size(k) + size(v) for k, v in n.value)
+        return sizes[key]
+
+    stack: list[yaml.Node] = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:  # a second visit is an alias: it expands the whole subtree again
+            total += size(n)
+            aliased += size(n)
+            continue
+        seen.add(id(n))
+        total += 1
+        if isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+        elif isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                stack.extend((k, v))
+    if total <= _ALIAS_RANGE_LOW:
+        ratio = 0.99
+    elif total >= _ALIAS_RANGE_HIGH:
+        ratio = 0.10
+    else:
+        ratio = 0.99 - 0.89 * (total - _ALIAS_RANGE_LOW) / (_ALIAS_RANGE_HIGH - _ALIAS_RANGE_LOW)
+    if aliased > 100 and total > 1000 and aliased / total > ratio:
+        raise Undecodable("yaml: document contains excessive aliasing")
+
+
+def parse(raw: bytes, *, yaml_ok: bool) -> Any:
+    """Decode a JSON (or YAML) body; :class:`Undecodable` with Go's text when it cannot be."""
+    try:
+        text = raw.decode() if raw else ""
+    except UnicodeDecodeError as exc:
+        raise Undecodable(f"invalid UTF-8 in request body: {exc.reason}") from None
     try:
         if yaml_ok:
-            return yaml.safe_load(raw.decode() or "{}")
-        return json.loads(raw or b"{}")
+            if _nesting(text)[0] > SIM_MAX_DEPTH:  # flow style: refuse before the slow parser
+                raise RecursionError
+            _yaml_guard(text or "{}")
+            value = yaml.safe_load(text or "{}")
+        else:
+            value = json.loads(text or "{}")
+    except RecursionError:
+        raise _too_deep(text) from None
     except (ValueError, yaml.YAMLError) as exc:
-        raise E.bad_request(f"error decoding request body: {exc}") from None
+        raise Undecodable(str(exc)) from None
+    if not _depth_ok(value):
+        raise _too_deep(text)
+    return value
+
+
+def decode(raw: bytes, *, yaml_ok: bool, prefix: str = "error decoding request body: ") -> Any:
+    try:
+        return parse(raw, yaml_ok=yaml_ok)
+    except Undecodable as exc:
+        raise E.bad_request(f"{prefix}{exc}") from None
+
+
+def summarize(data: bytes, limit: int = 30) -> str:
+    """A body's opening as kube-apiserver quotes it in decode errors (``summarizeData``)."""
+    if not data:
+        return "<empty>"
+    if data[:1] == b"{":
+        return data[:limit].decode(errors="replace") + (" ..." if len(data) > limit else "")
+    return data[:limit].hex() + (" ..." if len(data) > limit else "")
 
 
 def decode_body(req: Request, rt: ResourceType, ns: str) -> dict[str, Any]:
     ctype = req.headers.get("content-type", "").split(";")[0].strip()
-    if ctype in ("", JSON, "*/*"):
-        body = decode(req.body, yaml_ok=False)
-    elif ctype in ("application/yaml", "application/x-yaml", "text/yaml"):
-        body = decode(req.body, yaml_ok=True)
+    if ctype in ("", JSON, "*/*", "application/yaml", "application/x-yaml", "text/yaml"):
+        try:
+            body = parse(req.body, yaml_ok=ctype not in ("", JSON, "*/*"))
+        except Undecodable as exc:  # the apiserver fails reading apiVersion/kind first
+            raise E.bad_request(
+                f"the object provided is unrecognized (must be of type {rt.kind}): couldn't get "
+                f"version/kind; json parse error: {exc} ({summarize(req.body)})"
+            ) from None
     elif ctype == PROTOBUF:
         try:
             body = decode_object(req.body)
@@ -170,7 +311,7 @@ def delete_options(req: Request, q: dict[str, str], dry_run: bool) -> DeleteOpti
         try:
             opts.grace_period = int(gp)
         except (TypeError, ValueError):
-            raise E.bad_request(f"invalid gracePeriodSeconds: {gp!r}") from None
+            raise E.bad_request(f"invalid gracePeriodSeconds: {json.dumps(gp)}") from None
     opts.propagation = q.get("propagationPolicy") or body.get("propagationPolicy")
     od = q.get("orphanDependents", body.get("orphanDependents"))
     if od is not None:

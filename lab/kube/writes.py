@@ -11,6 +11,7 @@ resourceVersion, no event).
 from __future__ import annotations
 
 import copy
+import json
 import random
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from lab.kube import exceptions as E
 from lab.kube import patch as P
 from lab.kube.objects import Obj, RTKey, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
+from lab.kube.schema import always_serialized, apply_type_error, type_error
 from lab.kube.seed import namespace_companions
 from lab.kube.ssa import (
     apply_ownership,
@@ -110,6 +112,7 @@ class Writer:
             meta["generation"] = 1
         self._touch_managed(obj, manager, operation, rt, subresource="", fields_v1=fields_v1)
         obj = _ordered(obj)
+        always_serialized(rt, obj, version=self.store.k8s_version)
         if dry_run:
             return obj
         stored = self.store.commit(rt, "ADDED", obj, None)
@@ -263,6 +266,10 @@ class Writer:
             if patch_type == P.APPLY:
                 if not isinstance(body, dict):
                     raise E.bad_request("error decoding YAML: apply patch must be an object")
+                typed = apply_type_error(rt, body, version=self.store.k8s_version)
+                if typed:
+                    # the field manager's plain error: kube-apiserver answers 500 without reason
+                    raise E.ApiError(500, "", typed)
                 if entry is None:
                     if subresource:
                         raise E.not_found(rt, name)
@@ -296,7 +303,11 @@ class Writer:
                     raise E.bad_request(
                         "json: cannot unmarshal array into Go value of type map[string]interface {}"
                     )
-                new = P.strategic_merge(base, body, P.strategies_for(rt.kind))
+                try:
+                    new = P.strategic_merge(base, body, P.strategies_for(rt.kind))
+                except P.SmpError as exc:
+                    # a plain Go error in kube-apiserver: answered 500 without a reason
+                    raise E.ApiError(500, "", str(exc)) from None
             else:
                 applied = field_set(body, rt.kind)
                 mine, owners = apply_ownership(old, manager)
@@ -312,6 +323,11 @@ class Writer:
                 fields_v1 = to_fields_v1(applied)
             if not isinstance(new, dict):
                 raise E.bad_request("patched object is not a JSON object")
+            wrong = type_error(rt, new, version=self.store.k8s_version)
+            if wrong:
+                # the patched JSON no longer decodes into the Go struct: 422 on field "patch"
+                shown = json.dumps(body, separators=(",", ":"))
+                raise E.invalid_patch(shown, wrong)
             new.pop("kind", None)
             new.pop("apiVersion", None)
             meta = new.get("metadata")
@@ -324,7 +340,7 @@ class Writer:
                 meta["managedFields"] = old["metadata"]["managedFields"]
             if meta.get("name") != name:
                 raise E.bad_request(
-                    f"the name of the object ({meta.get('name')}) does not match the "
+                    f"the name of the object ({meta.get('name') or ''}) does not match the "
                     f"name on the URL ({name})"
                 )
             del k
@@ -392,6 +408,8 @@ class Writer:
         if strategy.generation_managed and new.get("spec") != old.get("spec"):
             meta["generation"] = int(ometa.get("generation", 0)) + 1
         new = _ordered(new)
+        # Go decodes into structs: the struct-valued fields exist before the no-op comparison
+        always_serialized(rt, new, version=self.store.k8s_version)
         if operation == "Apply":
             # an apply that only changes what its manager owns is still a write
             self._touch_managed(

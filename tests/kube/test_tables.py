@@ -658,7 +658,7 @@ def test_include_object_modes() -> None:
 
 
 def test_invalid_include_object_is_a_bad_request() -> None:
-    with pytest.raises(TableRequestError, match="unrecognized includeObject value: 'Everything'"):
+    with pytest.raises(TableRequestError, match='unrecognized includeObject value: "Everything"'):
         to_table(rt("", "configmaps"), [], list_meta=None, include_object="Everything")
     assert TableRequestError.code == 400
 
