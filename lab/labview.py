@@ -142,7 +142,34 @@ def status(*, name: str = "default", root: Path | None = None) -> dict[str, Any]
             live["nodes"], live["services"], live["pods"] = _cluster_view(state)
         except Exception as exc:
             problems.append(f"the Kubernetes API does not answer ({_short(exc)})")
+    if daemon_ok:
+        _add_instance_health(state, live["services"])
     return {**state.to_json(), "live": live, "problems": problems}
+
+
+def _add_instance_health(state: LabState, services: View) -> None:
+    """Each provisioned ELB's instances as ``DescribeInstanceHealth`` reports them (the lab's
+    AWS endpoint runs the health checks)."""
+    from lab.aws import make_client
+
+    elb = make_client("elb", state.aws_endpoint, state.region)
+    for svc in services:
+        if not svc["hostname"]:
+            continue
+        try:
+            answer = elb.describe_instance_health(LoadBalancerName=svc["elb"])
+        except Exception as exc:
+            svc["instances_error"] = _short(exc)
+            continue
+        svc["instances"] = [
+            {
+                "id": i.get("InstanceId", ""),
+                "state": i.get("State", ""),
+                "reason": i.get("ReasonCode", ""),
+                "description": i.get("Description", ""),
+            }
+            for i in answer.get("InstanceStates", [])
+        ]
 
 
 def _short(exc: BaseException) -> str:
@@ -288,7 +315,7 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
     if live["nodes"]:
         out.print(nodes)
     services = Table(title="LoadBalancer Services", title_justify="left")
-    for col in ("service", "ELB name", "hostname", "endpoints", "finalizers"):
+    for col in ("service", "ELB name", "hostname", "endpoints", "instances", "finalizers"):
         services.add_column(col, overflow="fold")
     for s in live["services"]:
         services.add_row(
@@ -296,6 +323,7 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
             s["elb"],
             s["hostname"] or "[yellow]pending[/]",
             _render_endpoints(s.get("endpoints") or {}),
+            _render_instances(s),
             ", ".join(s["finalizers"]) or "[dim]-[/]",
         )
     out.print(services if live["services"] else "[dim]no LoadBalancer Services[/]")
@@ -304,6 +332,13 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
             out.print(
                 f"[yellow]{s['name']} pending:[/] {escape(s['last_warning'])}", soft_wrap=True
             )
+        for i in s.get("instances") or []:
+            if i["state"] != "InService":
+                out.print(
+                    f"[yellow]{s['name']}: {i['id']} {i['state']}[/] ({i['reason']}): "
+                    f"{escape(i['description'])}",
+                    soft_wrap=True,
+                )
     _render_pods(out, live.get("pods") or [])
     eps = Table(title="endpoints", title_justify="left")
     for col in ("what", "url", "up"):
@@ -314,6 +349,17 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
     out.print(f"kubeconfig: {doc['kubeconfig']}")
     for problem in doc["problems"]:
         out.print(f"[red]✗[/] {escape(problem)}")
+
+
+def _render_instances(svc: dict[str, Any]) -> str:
+    if svc.get("instances_error"):
+        return f"[red]{escape(svc['instances_error'])}[/]"
+    instances = svc.get("instances")
+    if instances is None:
+        return "[dim]-[/]"
+    healthy = sum(i["state"] == "InService" for i in instances)
+    colour = "green" if instances and healthy == len(instances) else "yellow"
+    return f"[{colour}]{healthy}/{len(instances)} InService[/]"
 
 
 def _render_endpoints(counts: dict[str, int]) -> str:

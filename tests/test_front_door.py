@@ -342,6 +342,10 @@ def test_traffic_shows_the_pods_a_new_users_deployment_answers_from(lab_dir: Pat
         assert "3 ready" in status.out, "the Service's endpoints"
         assert "pods (3)" in status.out
         assert all(pod in status.out for pod in doc["answered"])
+        assert "1/1 InService" in status.out, "the ELB's health checks, from DescribeInstanceHealth"
+        as_json = json.loads(invoke(lab_dir, "lab.status", "--name", "fd", "--json").out)
+        (svc,) = [s for s in as_json["live"]["services"] if s["name"] == "default/web"]
+        assert [i["state"] for i in svc["instances"]] == ["InService"]
         missing = invoke(lab_dir, "lab.traffic", "nope", "--name", "fd")
         assert_one_line_error(missing, "service default/nope not found")
         internal = invoke(lab_dir, "lab.traffic", "kubernetes", "--name", "fd")
