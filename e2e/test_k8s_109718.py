@@ -38,6 +38,7 @@ from e2e.workloads import (
     pod,
     ready,
     slice_endpoints,
+    wait_pods_answer,
     wait_running,
 )
 from lab.compose import Lab
@@ -71,11 +72,7 @@ def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     victim_ip = wait_running(core, "web-down", NS).status.pod_ip
     wait_running(core, "web-up", NS)
     wait_hostname(core, "web", timeout=30)
-    wait_for(
-        lambda: len(lab.traffic.send("web", requests=50).answered) == 2,
-        timeout=30,
-        what="both pods answering through the ELB",
-    )
+    wait_pods_answer(lab, "web", 2)
 
     say(
         f"graceful node shutdown of {down} (shutdownGracePeriod 20 s) by the "

@@ -44,7 +44,7 @@ import pytest
 from kubernetes import client
 
 from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
-from e2e.workloads import barrier, create_pod, slice_endpoints, wait_running
+from e2e.workloads import barrier, create_pod, slice_endpoints, wait_pods_answer, wait_running
 from lab.compose import Lab
 from lab.traffic import TrafficReport
 
@@ -87,11 +87,7 @@ def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     ips = {name: wait_running(core, name, NS).status.pod_ip for name in ("drainer", "quitter")}
     wait_running(core, "steady", NS)
     wait_hostname(core, "web", timeout=30)
-    wait_for(
-        lambda: len(lab.traffic.send("web", requests=60).answered) == 3,
-        timeout=30,
-        what="all three pods answering through the ELB",
-    )
+    wait_pods_answer(lab, "web", 3)
 
     say(
         f"delete both pods on {rolling} (grace 180 s): the drainer keeps serving, the quitter "

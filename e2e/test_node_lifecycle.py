@@ -34,7 +34,7 @@ from e2e.support import (
     wait_for,
     wait_hostname,
 )
-from e2e.workloads import create_pod, wait_running
+from e2e.workloads import create_pod, wait_pods_answer, wait_running
 from lab.cluster.kubelet import NodeRegistration
 from lab.compose import Lab
 
@@ -77,11 +77,7 @@ def serve_on_every_worker(lab: Lab, core: Any) -> None:
         create_pod(core, f"web-{i}", namespace="default", app="web", node=worker.name)
         wait_running(core, f"web-{i}", "default")
     wait_hostname(core, "web", timeout=30)
-    wait_for(
-        lambda: len(lab.traffic.send("web", requests=60).answered) == len(lab.workers),
-        timeout=30,
-        what="every worker's pod answering through the ELB",
-    )
+    wait_pods_answer(lab, "web", len(lab.workers))
 
 
 def assert_no_traffic_reaches(lab: Lab, worker_index: int, why: str) -> None:

@@ -167,3 +167,13 @@ def assert_pod_answers(lab: Lab) -> None:
         wait_for(answered, timeout=30, what="the pod answering through the ELB")
     except TimeoutError as exc:
         raise AssertionError(f"{exc}; last: {last[0].to_json() if last else None}") from None
+
+
+def wait_pods_answer(lab: Lab, service: str, pods: int, *, requests: int = 60) -> None:
+    """Wait until ``pods`` distinct pods answer requests to ``service`` through its ELB (its
+    health checks passed and the endpoints are published)."""
+    wait_for(
+        lambda: len(lab.traffic.send(service, requests=requests).answered) == pods,
+        timeout=30,
+        what=f"{pods} pods of {service} answering through the ELB",
+    )
