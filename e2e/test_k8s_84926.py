@@ -62,7 +62,7 @@ from e2e.support import (
     wait_gone,
     wait_hostname,
 )
-from e2e.workloads import create_pod, wait_running
+from e2e.workloads import create_pod, decided_traffic, wait_running
 from lab.compose import Lab
 from lab.traffic import PathVerdict, TrafficReport
 
@@ -164,7 +164,7 @@ def run_scenario(
     assert set(desc["SecurityGroups"]) == {elb_group, node_group}
     rules_after_create = ingress_rules(ec2, node_group)
     say("send requests through the ELB once its health checks have decided")
-    traffic_after_create = _decided_traffic(lab, service) if judged else None
+    traffic_after_create = decided_traffic(lab, service) if judged else None
     nodes_before_delete = lab.traffic.between(worker, cp, KUBELET_PORT) if judged else None
 
     say(f"AWS now lists the groups in [bold]{order_on_delete}[/] order; delete the Service")
@@ -211,21 +211,6 @@ def run_scenario(
         nodes_before_delete=nodes_before_delete,
         nodes_after_delete=lab.traffic.between(worker, cp, KUBELET_PORT) if judged else None,
     )
-
-
-def _decided_traffic(lab: Lab, service: str) -> TrafficReport:
-    """Requests once the ELB's health checks are past "registration in progress": every one
-    answered, or the instance failed UnhealthyThreshold checks (6 x 10 lab seconds)."""
-
-    def decided() -> TrafficReport | None:
-        report = lab.traffic.send(service, requests=60, seed=8)
-        reasons = " ".join(reason for _, reason in report.dropped)
-        if report.answered_total == 60 or "UnhealthyThreshold" in reasons:
-            return report
-        return None
-
-    found: TrafficReport = wait_for(decided, timeout=30, what="the ELB's health checks decided")
-    return found
 
 
 def assert_fixed(ev: Evidence) -> None:

@@ -61,7 +61,9 @@ from e2e.support import (
     wait_gone,
     wait_hostname,
 )
+from e2e.workloads import create_pod, decided_traffic, wait_running
 from lab.compose import Lab
+from lab.traffic import TrafficReport
 
 SG_RETRY = ("--sg-delete-retry", "0.2s,2s")
 EVERYWHERE = "0.0.0.0/0"
@@ -180,6 +182,10 @@ class Lifecycle:
     node_rules_after_delete: frozenset[Rule]
     reasons_after_delete: list[str]
     service_gone: bool
+    #: requests through the ELB to the Service's pod once the health checks decided
+    traffic: TrafficReport
+    #: after the user opens the node group to the ELB's group themselves (only when asked)
+    traffic_after_opening: TrafficReport | None = None
 
 
 def run_lifecycle(
@@ -191,7 +197,11 @@ def run_lifecycle(
     body: dict[str, Any] | None = None,
     extra_global: Sequence[tuple[str, str]] = (),
     legacy: Sequence[str] = (),
+    open_node_group: bool = False,
 ) -> Lifecycle:
+    """One Service's life, with a pod behind it whose traffic is judged after the create
+    (``open_node_group``: then the user adds "all traffic from the ELB's group" to the node
+    group, as ``DisableSecurityGroupIngress`` leaves them to, and traffic is judged again)."""
     aws = lab.aws
     assert aws is not None
     assert lab.topology is not None
@@ -205,6 +215,8 @@ def run_lifecycle(
     lab.start_controller(legacy=legacy, args=SG_RETRY)
     svc = create_service(core, body)
     name = elb_name(svc)
+    create_pod(core, f"{svc_name}-0", namespace="default", app=svc_name, node=lab.workers[0].name)
+    wait_running(core, f"{svc_name}-0", "default")
     hostname = wait_hostname(core, svc_name)
     wait_for(
         lambda: "EnsuredLoadBalancer" in ordered_reasons(core, svc_name),
@@ -230,7 +242,22 @@ def run_lifecycle(
         "finalizers_after_create": finalizers(core, svc_name),
         "reasons_after_create": ordered_reasons(core, svc_name),
         "create_calls": controller_calls(aws.trail, since_seq=mark),
+        "traffic": decided_traffic(lab, svc_name),
     }
+    if open_node_group:
+        ec2.authorize_security_group_ingress(
+            GroupId=node_group,
+            IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": lb_groups[0]}]}],
+        )
+        created["traffic_after_opening"] = wait_for(
+            lambda: (r := lab.traffic.send(svc_name, requests=60)).answered_total == 60 and r,
+            timeout=30,
+            what="the pod answering once the node group lets the ELB in",
+        )
+        ec2.revoke_security_group_ingress(
+            GroupId=node_group,
+            IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": lb_groups[0]}]}],
+        )  # the user's rule goes before the delete, so the delete's calls are the controller's
 
     mark = aws.trail.last_seq
     core.delete_namespaced_service(svc_name, "default")
@@ -398,8 +425,14 @@ def assert_no_mutation(calls: Sequence[Any]) -> None:
 # --- the path of a new Service, and its deletion ----------------------------------------------
 
 
+def assert_pod_answered(ev: Lifecycle) -> None:
+    assert ev.traffic.answered_total == 60, ev.traffic.to_json()
+    assert dict(ev.traffic.answered) == {"default/web-0": 60}
+
+
 def test_new_service_follows_the_walkthrough(lab: Lab, core_v1: Any, ec2: Any, elb: Any) -> None:
     ev = run_lifecycle(lab, core_v1, ec2, elb)
+    assert_pod_answered(ev)
     assert_upstream_create(ev, lab)
     assert_default_settings(ev)
     assert_upstream_delete(ev)
@@ -412,9 +445,25 @@ def test_new_service_follows_the_walkthrough(lab: Lab, core_v1: Any, ec2: Any, e
 
 def test_disable_security_group_ingress(lab: Lab, core_v1: Any, ec2: Any, elb: Any) -> None:
     ev = run_lifecycle(
-        lab, core_v1, ec2, elb, extra_global=[("DisableSecurityGroupIngress", "true")]
+        lab,
+        core_v1,
+        ec2,
+        elb,
+        extra_global=[("DisableSecurityGroupIngress", "true")],
+        open_node_group=True,
     )
     assert_node_group_untouched(ev)
+    # What the user sees: the ELB's health checks are dropped at the node group, so no request
+    # gets through, until they open the node group to the ELB's group themselves.
+    assert ev.traffic.answered_total == 0, ev.traffic.to_json()
+    ((hop, reason),) = ev.traffic.dropped
+    assert hop == "elb", ev.traffic.to_json()
+    assert "the security groups drop the health check" in reason, reason
+    assert f"no inbound rule of {ev.node_group}" in reason, reason
+    assert ev.traffic_after_opening is not None
+    assert dict(ev.traffic_after_opening.answered) == {"default/web-0": 60}
+    with pytest.raises(AssertionError):
+        assert_pod_answered(ev)
     # Everything else is as usual: own group with its exact ingress, ELB, registration.
     assert ev.managed_group is not None
     assert ev.lb_group_rules[ev.managed_group] == load_balancer_rules((80, 443), [EVERYWHERE])
@@ -537,6 +586,9 @@ class SharedEvidence:
     revokes_last: list[Any]
     deletes: list[Any]
     shared_exists_after: bool
+    #: requests to the other Service ("blog") before and right after "shop" is deleted
+    other_traffic_before: TrafficReport
+    other_traffic_after_first: TrafficReport
     both_gone: bool
 
 
@@ -558,9 +610,13 @@ def run_shared(lab: Lab, core: Any, ec2: Any, elb: Any, *, legacy: bool) -> Shar
     names = {}
     for svc_name in ("shop", "blog"):
         names[svc_name] = elb_name(create_service(core, lb_service(svc_name)))
+        create_pod(core, f"{svc_name}-0", namespace="default", app=svc_name,
+                   node=lab.workers[0].name)  # fmt: skip
     for svc_name in names:
+        wait_running(core, f"{svc_name}-0", "default")
         wait_hostname(core, svc_name)
     node_rules_with_both = ingress_rules(ec2, node_group)
+    other_traffic_before = decided_traffic(lab, "blog")
 
     def revokes(since: int) -> list[Any]:
         return touches_group(
@@ -577,6 +633,7 @@ def run_shared(lab: Lab, core: Any, ec2: Any, elb: Any, *, legacy: bool) -> Shar
     wait_gone(core, "shop", timeout=30)
     revokes_first = revokes(mark)
     node_rules_after_first = ingress_rules(ec2, node_group)
+    other_traffic_after_first = lab.traffic.send("blog", requests=60, seed=6)
     other_lb = describe_elb(elb, names["blog"])
 
     mark = aws.trail.last_seq
@@ -598,6 +655,8 @@ def run_shared(lab: Lab, core: Any, ec2: Any, elb: Any, *, legacy: bool) -> Shar
             if e.action == "DeleteSecurityGroup"
         ],
         shared_exists_after=group_exists(ec2, shared),
+        other_traffic_before=other_traffic_before,
+        other_traffic_after_first=other_traffic_after_first,
         both_gone=all(get_service(core, n) is None for n in names),
     )
 
@@ -609,6 +668,11 @@ def assert_shared_rule_revoked(ev: SharedEvidence) -> None:
     assert ev.shared in ev.other_lb_after_first["SecurityGroups"], "...behind the shared group"
     assert [e.params["IpPermissions"] for e in ev.revokes_first] == [[f"all from {ev.shared}"]]
     assert rule not in ev.node_rules_after_first, "but the node group no longer lets it in"
+    # What blog's users see: it answered every request before shop was deleted, none after.
+    assert ev.other_traffic_before.answered_total == 60, ev.other_traffic_before.to_json()
+    after = ev.other_traffic_after_first
+    assert after.answered_total == 0, after.to_json()
+    assert all(ev.node_group in reason for _, reason in after.dropped), after.to_json()
 
 
 def assert_fixed(ev: SharedEvidence) -> None:
@@ -622,6 +686,7 @@ def assert_fixed(ev: SharedEvidence) -> None:
     assert ev.deletes == [], "the shared ElbSecurityGroup is never deleted"
     assert ev.shared_exists_after
     assert ev.both_gone
+    assert ev.other_traffic_after_first.answered_total == 60, "blog keeps answering"
 
 
 def test_reproduce_shared_elb_sg(lab: Lab, core_v1: Any, ec2: Any, elb: Any) -> None:

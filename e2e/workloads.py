@@ -14,6 +14,7 @@ from kubernetes import client
 
 from e2e.support import UNINITIALIZED, create_service, lb_service, wait_for, wait_hostname
 from lab.compose import Lab
+from lab.traffic import TrafficReport
 
 PORT = 8080
 
@@ -177,3 +178,20 @@ def wait_pods_answer(lab: Lab, service: str, pods: int, *, requests: int = 60) -
         timeout=30,
         what=f"{pods} pods of {service} answering through the ELB",
     )
+
+
+def decided_traffic(lab: Lab, service: str, *, requests: int = 60) -> TrafficReport:
+    """Requests to ``service`` once its ELB's health checks have decided: no request is held
+    up by an instance still "in registration" or short of HealthyThreshold (a failing one is
+    decided after UnhealthyThreshold checks, 6 x 10 lab seconds with the controller's
+    defaults)."""
+    pending = ("registration is still in progress", "has not passed the configured")
+
+    def decided() -> TrafficReport | None:
+        report = lab.traffic.send(service, requests=requests, seed=8)
+        if any(p in reason for _, reason in report.dropped for p in pending):
+            return None
+        return report
+
+    found: TrafficReport = wait_for(decided, timeout=30, what="the ELB's health checks decided")
+    return found
