@@ -91,6 +91,8 @@ def test_r7_health_check_node_port_from_hand_written_slices(
     hcp = svc["spec"]["healthCheckNodePort"]
     proxy = cluster.plane.kube_proxy
     manual_slice(cluster, "hc", {"ready": True})
+    # kube-proxy opens the port once its informer has the Service (it lags the API a little)
+    wait("the health check port open", lambda: proxy.services.get("default", "hc"))
     _code, body = wait(
         "200 on w1",
         lambda: (r := proxy.health_check_node_port(node="w1", port=hcp)) and r[0] == 200 and r,
