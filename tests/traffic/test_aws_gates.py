@@ -1,7 +1,7 @@
 """The traffic probe with the AWS gates: security-group verdicts and ELB health from the endpoint.
 
 A sim lab, its controller provisioning a Classic ELB for a 3-replica Deployment, then the probe
-built with :class:`lab.aws.gates.AwsGates` instead of the lab's provisional gates. The ELB's
+built with :class:`lab.aws.gates.AwsGates` (what ``Lab.traffic`` uses too). The ELB's
 health checks run on a manual lab clock here, so each step is exact:
 
 1. just registered, every instance is "registration still in progress": no request gets past
