@@ -30,7 +30,7 @@ from e2e.support import (
     wait_for,
     wait_hostname,
 )
-from e2e.workloads import create_pod, wait_running
+from e2e.workloads import assert_pod_answers, create_pod, wait_running
 from lab import nodes as node_patches
 from lab.cluster.versions import KubeVersion
 from lab.compose import Lab
@@ -68,15 +68,6 @@ def assert_no_traffic(lab: Lab, name: str) -> None:
     report = lab.traffic.send("web", requests=50)
     assert report.answered_total == 0, report.to_json()
     assert report.dropped == {("elb", f"{name} has no registered instance"): 50}, report.dropped
-
-
-def assert_pod_answers(lab: Lab) -> None:
-    report = wait_for(
-        lambda: (r := lab.traffic.send("web", requests=50)).answered_total == 50 and r,
-        timeout=20,
-        what="the pod answering through the ELB",
-    )
-    assert dict(report.answered) == {"default/web-0": 50}
 
 
 def assert_excluded(lab: Lab, core: Any, elb: Any, name: str) -> None:

@@ -34,7 +34,7 @@ from e2e.support import (
     wait_for,
     wait_hostname,
 )
-from e2e.workloads import create_pod, wait_pods_answer, wait_running
+from e2e.workloads import assert_pod_answers, create_pod, wait_pods_answer, wait_running
 from lab.cluster.kubelet import NodeRegistration
 from lab.compose import Lab
 
@@ -127,11 +127,7 @@ def test_stopped_instance_gets_the_shutdown_taint_until_ready(
         timeout=20,
         what="the shutdown taint removed",
     )
-    wait_for(
-        lambda: lab.traffic.send("web", requests=50).answered.get("default/web-0") == 50,
-        timeout=30,
-        what="the pod on the restarted node answering again",
-    )
+    assert_pod_answers(lab)  # the pod on the restarted node answers again
 
 
 def test_terminated_instance_deletes_the_node(lab: Lab, core_v1: Any, ec2: Any) -> None:

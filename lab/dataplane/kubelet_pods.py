@@ -39,6 +39,7 @@ from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.dataplane.kubeproxy import PodTarget
+from lab.dataplane.nodelifecycle import ready_status
 from lab.dataplane.podapp import (
     AppSpec,
     NodePodIpam,
@@ -370,9 +371,7 @@ class KubeletPods(Controller):
             self.requeue_after(run.key, STATUS_SYNC_PERIOD)
 
     def _node_ready(self, node: str) -> bool:
-        obj = self.nodes.get("", node)
-        conditions = ((obj or {}).get("status") or {}).get("conditions") or ()
-        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        return ready_status(self.nodes.get("", node) or {}) == "True"
 
     def _requeue(self, run: PodRun, now: float) -> None:
         due = next_due(run, now)
