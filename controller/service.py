@@ -108,18 +108,21 @@ def _ports(spec: Mapping[str, Any]) -> list[tuple[Any, ...]]:
 
 
 # -- which nodes ----------------------------------------------------------------------------
-def node_included(node: Node, legacy: LegacyFlags) -> bool:
-    """The node predicates: may this node serve load balancers?"""
-    if node.deleting:
-        return False
+def node_label_included(node: Node, legacy: LegacyFlags) -> bool:
+    """Upstream's ``nodeIncludedPredicate``: not labelled for exclusion from load balancers."""
     exclude = node.labels.get(LABEL_EXCLUDE_LB)
     if exclude is not None and exclude != "false":
         return False
-    if legacy.enabled("legacy-node-role") and LABEL_LEGACY_MASTER in node.labels:
-        # LegacyNodeRoleBehavior (on before 1.21, PR #97543): the master role label excludes.
-        return False
+    # LegacyNodeRoleBehavior (on before 1.21, PR #97543): the master role label excludes.
     # Fixed: the master label means nothing to the service controller (kubeadm adds the
     # exclusion label instead).
+    return not (legacy.enabled("legacy-node-role") and LABEL_LEGACY_MASTER in node.labels)
+
+
+def node_included(node: Node, legacy: LegacyFlags) -> bool:
+    """The node predicates: may this node serve load balancers (at the next sync)?"""
+    if node.deleting or not node_label_included(node, legacy):
+        return False
     if node.has_taint(TAINT_TO_BE_DELETED):
         return False
     if legacy.enabled("transient-node-predicates"):
@@ -129,6 +132,23 @@ def node_included(node: Node, legacy: LegacyFlags) -> bool:
     # Fixed (KEP-3458 StableLoadBalancerNodeSet): readiness is not a predicate; the load
     # balancer's own health checks take NotReady nodes out of rotation.
     return True
+
+
+def should_sync_updated_node(old: Node, new: Node, legacy: LegacyFlags) -> bool:
+    """Upstream's ``shouldSyncUpdatedNode``: whether a node update starts a node sync.
+
+    Fixed (KEP-3458): only the exclusion label and the providerID; a
+    ToBeDeletedByClusterAutoscaler taint, a deletionTimestamp or readiness changes start no
+    sync (they take effect at the next sync something else starts, or the Node's deletion).
+    Legacy transient-node-predicates: any change of the whole predicate starts one, so the
+    taint or a NotReady blip deregisters the node at once."""
+    if node_label_included(old, legacy) != node_label_included(new, legacy):
+        return True
+    if old.provider_id != new.provider_id:
+        return True
+    if legacy.enabled("transient-node-predicates"):
+        return node_included(old, legacy) != node_included(new, legacy)
+    return False
 
 
 def service_ref(svc: Service) -> ObjectRef:
@@ -215,11 +235,7 @@ class ServiceController:
             self.queue.add(svc.key)
 
     def _node_updated(self, old: Obj, new: Obj) -> None:
-        before, after = Node.from_api(old), Node.from_api(new)
-        if (
-            node_included(before, self.legacy) != node_included(after, self.legacy)
-            or before.provider_id != after.provider_id
-        ):
+        if should_sync_updated_node(Node.from_api(old), Node.from_api(new), self.legacy):
             self.node_queue.add(NODE_SYNC_KEY)
 
     def run(self, stop: threading.Event, *, workers: int = 1) -> list[threading.Thread]:

@@ -117,6 +117,13 @@ CATALOG: tuple[Scenario, ...] = (
         "probes run while terminating; the quitter turns not serving, the drainer gets them",
     ),
     Scenario(
+        "k8s-110195",
+        "the ELB keeps sending traffic to a node the cluster autoscaler is removing",
+        "seed 004; kubernetes#110195; KEP-3836 (1.30 beta, 1.31 GA), KEP-3458",
+        "the tainted, drained node InService with its share of requests until it goes",
+        "kube-proxy /healthz 503 on the tainted node + Shared probe mode: OutOfService first",
+    ),
+    Scenario(
         "debug-attach",
         "stopping inside the controller",
         "seed 002",

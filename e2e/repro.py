@@ -5,11 +5,11 @@ replay and stopped after it), so the user's running lab is never touched. ``k8s-
 narrated step by step: it runs the catalog module's own steps (``e2e.test_k8s_84926.
 run_scenario``, with a narrator) and shows the evidence those steps collected (the node group's
 rules before and after, the trail rows, the Service's events) and the verdict of the module's
-own assertions. Seed 004's scenarios (``k8s-109414``, ``k8s-109718``, ``k8s-110309``) run their
-module's steps on a scratch lab of the buggy release (``--fixed``: the first fixed one),
-narrated, then show the cluster's evidence, where 300 requests went (``lab.traffic``) and the
-verdict of the module's assertions. Every other scenario runs its catalog module (its reproduce
-or fixed tests) on a fresh embedded lab, verbosely.
+own assertions. Seed 004's scenarios (``k8s-109414``, ``k8s-109718``, ``k8s-110309``,
+``k8s-110195``) run their module's steps on a scratch lab of the buggy release (``--fixed``:
+the first fixed one), narrated, then show the cluster's evidence, where the requests went
+(``lab.traffic``) and the verdict of the module's assertions. Every other scenario runs its
+catalog module (its reproduce or fixed tests) on a fresh embedded lab, verbosely.
 
 ``--in-place`` runs ``k8s-84926`` on the running lab ``--name`` instead, and afterwards restores
 what it changed: the node group's rules exactly as before, no leaked security group or
@@ -113,7 +113,7 @@ def _run_module(scenario: Scenario, *, fixed: bool, console: Console) -> int:
 #: scenarios whose module runs the same steps on a buggy and a fixed release of the data plane:
 #: ``BUGGY``/``FIXED`` versions, ``run(lab, say) -> Evidence`` with ``.traffic``, and
 #: ``assert_reproduced``/``assert_fixed``; ``GATE``, if present, the data plane's feature gates
-RELEASE_SCENARIOS = ("k8s-109414", "k8s-109718", "k8s-110309")
+RELEASE_SCENARIOS = ("k8s-109414", "k8s-109718", "k8s-110309", "k8s-110195")
 
 
 def _narrate_release(scenario: Scenario, *, fixed: bool, console: Console) -> int:

@@ -255,10 +255,43 @@ def test_transient_node_predicates(legacy: bool) -> None:
     else:
         assert h.lb_nodes() == ("n1", "n2")
         assert h.cloud.calls_of("update_load_balancer") == []
-    # The autoscaler taint removes the node in both modes.
+    # The autoscaler taint: the legacy controller removes the node at once; the fixed one
+    # (upstream's shouldSyncUpdatedNode) starts no sync for it and drops the node at the next
+    # sync something else starts.
     h.kube.update("nodes", edit(h.kube.get("nodes", "n1"), tainted(TAINT_TO_BE_DELETED)))
     h.ctrl.drain()
+    assert ("n1" in h.lb_nodes()) is not legacy
+    h.kube.create("nodes", make_node("n3"))
+    h.ctrl.drain()
     assert "n1" not in h.lb_nodes()
+    assert "n3" in h.lb_nodes()
+
+
+@pytest.mark.parametrize(
+    ("tweak", "syncs"),
+    [
+        (excluded("true"), True),
+        (excluded("false"), False),
+        (tainted(TAINT_TO_BE_DELETED), False),
+        (ready(False), False),
+        (labelled(LABEL_LEGACY_MASTER), False),
+    ],
+)
+def test_which_node_updates_start_a_sync(tweak: Tweak, syncs: bool) -> None:
+    """Upstream's shouldSyncUpdatedNode (KEP-3458): the exclusion label and the providerID."""
+    h = ServiceHarness()
+    h.kube.create("nodes", make_node("n1"))
+    h.kube.create("nodes", make_node("n2"))
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    started: list[str] = []
+    add = h.ctrl.node_queue.add
+    h.ctrl.node_queue.add = lambda key: (started.append(key), add(key))[1]  # type: ignore[method-assign]
+    before = len(h.cloud.calls_of("update_load_balancer"))
+    h.kube.update("nodes", edit(h.kube.get("nodes", "n2"), tweak))
+    h.ctrl.drain()
+    assert bool(started) is syncs
+    assert (len(h.cloud.calls_of("update_load_balancer")) > before) is syncs
 
 
 def test_gone_service_is_forgotten(h: ServiceHarness) -> None:
