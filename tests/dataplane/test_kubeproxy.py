@@ -93,11 +93,22 @@ def test_r7_health_check_node_port_from_hand_written_slices(
     manual_slice(cluster, "hc", {"ready": True})
     # kube-proxy opens the port once its informer has the Service (it lags the API a little)
     wait("the health check port open", lambda: proxy.services.get("default", "hc"))
-    _code, body = wait(
-        "200 on w1",
-        lambda: (r := proxy.health_check_node_port(node="w1", port=hcp)) and r[0] == 200 and r,
-        timeout=45,  # informer lag on a loaded 2-core machine (seen beyond 15 s in CI)
-    )
+    try:
+        _code, body = wait(
+            "200 on w1",
+            lambda: (r := proxy.health_check_node_port(node="w1", port=hcp)) and r[0] == 200 and r,
+            timeout=45,  # informer lag on a loaded 2-core machine (seen beyond 15 s in CI)
+        )
+    except AssertionError as exc:  # say where the slice got stuck (a CI failure left no trace)
+        slices = proxy.slices
+        raise AssertionError(
+            f"{exc}\nAPI: {cluster.get(f'{SLICES}/hc-manual')}"
+            f"\ninformer: running={slices.running} synced={slices.synced} "
+            f"rv={slices.resource_version} errors={slices.errors} "
+            f"indexed={slices.by_index('service', 'default/hc')} "
+            f"all={[o['metadata']['name'] for o in slices.objects()]}"
+            f"\nendpoints: {proxy.endpoints('default', 'hc')}"
+        ) from None
     assert body["service"] == {"namespace": "default", "name": "hc"}
     assert body["localEndpoints"] == 1
     assert ("serviceProxyHealthy" in body) is (version != "1.26")
