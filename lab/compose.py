@@ -40,7 +40,16 @@ from pathlib import Path
 from typing import Any, Self
 
 from lab.aws import AwsServer
-from lab.aws.elbprobe import ProbeResult, ProbeTarget, running_answers
+from lab.aws.elbprobe import (
+    AddressOf,
+    BackgroundAnswers,
+    NetworkAnswers,
+    NodeAnswers,
+    ProbeResult,
+    ProbeTarget,
+    private_address,
+    running_answers,
+)
 from lab.aws.elbview import ClassicInstance
 from lab.aws.gates import AwsGates
 from lab.aws.topology import NodeSpec as AwsNodeSpec
@@ -221,6 +230,8 @@ class Lab:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.state_dir = self.config.state_dir or Path()
         self._aws: AwsServer | None = None
+        #: real health checks to the node containers (kind), run off the endpoint's lock
+        self._network_answers: BackgroundAnswers | None = None
         self._imds: ImdsServer | None = None
         self._cluster: ClusterProvider | None = None
         #: where the endpoints listen: loopback, or the nodes' gateway with expose_to_nodes
@@ -350,10 +361,28 @@ class Lab:
         # answers, and are evaluated in the background so transitions are logged as they come.
         health = self._aws.lab.elb_health
         health.clock = self.clock
-        health.set_node_answers(self._node_answers)
+        health.set_node_answers(self._health_check_answers())
         health.start_ticker(1.0)
 
+    #: where a real health check of an instance connects (kind: the node container's IP, the
+    #: instance's private address); tests with fake node containers point it at loopback
+    health_check_address: AddressOf = staticmethod(private_address)
+
+    def _health_check_answers(self) -> NodeAnswers:
+        """Who answers the ELB's health checks: the sim data plane's kube-proxy model; on a
+        backend with real kubelets (kind), the node containers themselves, by real requests to
+        each instance's private address (the container's IP) made off the endpoint's lock."""
+        if self.capabilities.kubelet_stand_in or not self.capabilities.real_kubelet:
+            return self._node_answers
+        self._network_answers = BackgroundAnswers(
+            NetworkAnswers(self.health_check_address, timeout=2.0)
+        )
+        return self._network_answers
+
     def _stop_aws(self) -> None:
+        if self._network_answers is not None:
+            self._network_answers.close()
+            self._network_answers = None
         if self._aws is not None:
             self._aws.stop()
             self._aws = None

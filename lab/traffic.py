@@ -17,7 +17,10 @@ load balancer's health and the endpoints do not change within it. Deterministic 
 Neighbours: :mod:`lab.aws.elbview` (the load balancer's configuration), the security-group
 evaluator and the ELB health checker behind :class:`Gates`, :mod:`lab.dataplane` (kube-proxy
 model, informers). ``Lab.traffic`` builds one; ``invoke lab.traffic`` reaches it through the
-lab daemon. The sim backend only: on kind, real requests go to real nodes instead.
+lab daemon. The sim backend only: on kind ``Lab.traffic`` refuses (``LabNotReady``); there the
+ELB's health checks are already real connections to the node containers
+(:class:`lab.aws.elbprobe.BackgroundAnswers`), but a probe sending real requests through the
+nodes is not built yet.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from __future__ import annotations
 import http.server
 import ipaddress
 import json
+import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -39,6 +40,8 @@ from tests.cluster.fakecli import FakeCLI
 
 UNINIT = "node.cloudprovider.kubernetes.io/uninitialized"
 CLUSTER = "ccm-lab-k"
+#: where the fake kind nodes answer the ELB's health checks (see ``kind_world``)
+NODE_PORT = [0]
 
 # After the fake kind created the cluster, the wrapper asks the test process (over loopback)
 # to start the kubelets kind would have started, then hands back the simulator's kubeconfig.
@@ -76,6 +79,12 @@ def kind_world(
     """The fakes, a kind wrapper pointing at a simulator, and that simulator's kubelets. The
     host's routes are a home LAN on 10.0.0.0/24, so the lab must leave 10.0.0.0/16 alone."""
     quiesce_session_lab(request.config)  # these labs reset the process-global moto state
+    # The ELB's health checks on kind are real connections to the node containers' IPs; the
+    # fake containers' IPs exist nowhere, so every check goes to NODE_PORT on loopback instead
+    # (a test opens it to play a node that answers).
+    monkeypatch.setattr(
+        Lab, "health_check_address", staticmethod(lambda inst, tgt: ("127.0.0.1", NODE_PORT[0]))
+    )
     fake = FakeCLI(tmp_path / "fake")
     fake.set(kind_version="kind v0.29.0 go1.24.2 linux/amd64")
     lan = kind_network.UsedBlock(ipaddress.IPv4Network("10.0.0.0/24"), "host route via wlan0")
@@ -225,4 +234,54 @@ def test_expose_to_nodes_serves_aws_and_metadata_on_the_nodes_gateway(
         assert state.aws_endpoint.startswith("http://127.0.0.1:")
         assert state.imds_endpoint.startswith("http://127.0.0.1:")
     finally:
+        lab.stop()
+
+
+def test_lab_on_kind_health_checks_connect_to_the_nodes(
+    kind_world: tuple[FakeCLI, Path, Path],
+) -> None:
+    """On kind nothing models the nodes: the ELB's health checks are real connections, made off
+    the AWS endpoint's lock. Here every node's address is one loopback port: listening, the
+    instances go InService; closed, they fail with the connection's own error."""
+    fake, wrapper, tmp = kind_world
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    NODE_PORT[0] = int(listener.getsockname()[1])
+    lab = Lab(
+        LabConfig(
+            name="k",
+            backend="kind",
+            kind_binary=str(wrapper),
+            docker_binary=str(fake.bin / "docker"),
+            state_dir=tmp / "lab",
+        )
+    )
+    try:
+        lab.start()
+        lab.start_controller()
+        core = client.CoreV1Api(lab.api_client())
+        for node in lab.nodes:
+            wait_for(lambda n=node.name: UNINIT not in _taints(core, n), what="initialized")
+        core.create_namespaced_service(
+            "default", {"metadata": {"name": "web"}, "spec": {"type": "LoadBalancer",
+                                                            "ports": [{"port": 80}]}}
+        )  # fmt: skip
+        name = wait_for(
+            lambda: next(iter(lab.aws.client("elb").describe_load_balancers()
+                              ["LoadBalancerDescriptions"]), {}).get("LoadBalancerName"),
+            timeout=30, what="the ELB",
+        )  # fmt: skip
+        health = lab.aws.lab.elb_health
+        worker = lab.workers[0].instance_id
+        assert wait_for(lambda: health.in_service(name, worker)[0], timeout=30, what="InService")
+        listener.close()
+        reason = wait_for(
+            lambda: None if (r := health.in_service(name, worker))[0] else r[1],
+            timeout=30,
+            what="OutOfService once the node stops answering",
+        )
+        assert f"at 127.0.0.1:{NODE_PORT[0]}: connection refused" in reason, reason
+    finally:
+        listener.close()
         lab.stop()

@@ -24,15 +24,21 @@ Neighbours: :mod:`lab.aws.elbview` (:class:`ClassicInstance`), :mod:`lab.aws.sgv
 from __future__ import annotations
 
 import http.client
+import logging
 import re
 import socket
 import ssl
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
 from lab.aws.elbview import ClassicInstance
 from lab.aws.sgview import SecurityGroupView
+
+log = logging.getLogger(__name__)
 
 _TARGET = re.compile(r"^(?P<proto>TCP|SSL|HTTP|HTTPS):(?P<port>[0-9]{1,5})(?P<path>/.*)?$")
 
@@ -124,9 +130,10 @@ class NetworkAnswers:
     ``TCP``: a connection is accepted; ``SSL``: a TLS handshake completes; ``HTTP``/``HTTPS``:
     ``GET <path>`` answers 200 (any other status fails, as on a Classic ELB). Backend
     certificates are not verified, as the load balancer does not verify them. ``timeout`` is in
-    **real** seconds: the check runs while the endpoint holds its request lock, so keep it
-    short. ``address_of`` maps an instance to where its node listens (default: its private
-    address and the target port).
+    **real** seconds; the endpoint asks its prober under its request lock, so wrap it in
+    :class:`BackgroundAnswers` (as a composed lab on kind does) rather than plug it in bare.
+    ``address_of`` maps an instance to where its node listens (default: its private address and
+    the target port).
     """
 
     def __init__(self, address_of: AddressOf = private_address, *, timeout: float = 2.0) -> None:
@@ -168,6 +175,89 @@ class NetworkAnswers:
         finally:
             conn.close()
         return ProbeResult(status == 200, f"{where}: HTTP {status}")
+
+
+class BackgroundAnswers:
+    """A :data:`NodeAnswers` that never blocks the endpoint: real checks run on its own threads.
+
+    :class:`lab.aws.elbhealth.ElbHealth` asks its prober while the endpoint holds its request
+    lock, so a blocking callback (:class:`NetworkAnswers`: up to its timeout per check) would
+    stall every AWS call behind it. This wrapper answers at once with the latest result of
+    ``answers`` for that instance's address and target and keeps that result fresh: each
+    (instance, target) asked about is checked again by a worker every ``period`` real seconds
+    while someone keeps asking (forgotten after ``forget_after`` seconds without a question).
+    Until the first real answer arrives, a check is a timeout ("no answer yet"), as a check
+    still in flight would be; so a real answer counts from the next check on, which on AWS's
+    default 30 s interval is a delay of one check. :meth:`close` stops the workers.
+    """
+
+    def __init__(
+        self,
+        answers: NodeAnswers,
+        *,
+        period: float = 1.0,
+        workers: int = 4,
+        forget_after: float = 120.0,
+    ) -> None:
+        if not period > 0:
+            raise ValueError(f"period must be > 0 seconds, got {period!r}")
+        if not 1 <= workers <= 64:
+            raise ValueError(f"workers must be 1-64, got {workers!r}")
+        self.answers = answers
+        self.period = period
+        self.forget_after = forget_after
+        self._lock = threading.Lock()
+        self._wanted: dict[tuple[str, str, str], tuple[ClassicInstance, ProbeTarget, float]] = {}
+        self._results: dict[tuple[str, str, str], ProbeResult] = {}
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="elb-probe")
+        self._thread = threading.Thread(target=self._run, name="elb-probe-loop", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _key(instance: ClassicInstance, target: ProbeTarget) -> tuple[str, str, str]:
+        return (instance.instance_id, instance.private_ip, str(target.target))
+
+    def __call__(self, instance: ClassicInstance, target: ProbeTarget) -> ProbeResult:
+        key = self._key(instance, target)
+        with self._lock:
+            first = key not in self._wanted
+            self._wanted[key] = (instance, target, time.monotonic())
+            found = self._results.get(key)
+        if first and not self._stop.is_set():
+            self._pool.submit(self._check, key, instance, target)
+        if found is None:
+            return ProbeResult(False, f"{target.target}: no answer yet", timed_out=True)
+        return found
+
+    def _check(self, key: tuple[str, str, str], inst: ClassicInstance, tgt: ProbeTarget) -> None:
+        try:
+            result = self.answers(inst, tgt)
+        except Exception as exc:  # a broken callback fails the check, as the prober does
+            log.exception("background health check failed")
+            result = ProbeResult(False, f"prober error: {type(exc).__name__}: {exc}")
+        with self._lock:
+            if key in self._wanted:
+                self._results[key] = result
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            now = time.monotonic()
+            with self._lock:
+                for key in [k for k, v in self._wanted.items() if now - v[2] > self.forget_after]:
+                    del self._wanted[key]
+                    self._results.pop(key, None)
+                due = list(self._wanted.items())
+            for key, (inst, tgt, _asked) in due:
+                if self._stop.is_set():
+                    return
+                self._pool.submit(self._check, key, inst, tgt)
+
+    def close(self) -> None:
+        """Stop checking (idempotent); later questions answer from what is known."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _unverified() -> ssl.SSLContext:
@@ -212,6 +302,7 @@ class SecurityGroupProber:
 
 __all__ = [
     "AddressOf",
+    "BackgroundAnswers",
     "HealthTarget",
     "NetworkAnswers",
     "NodeAnswers",

@@ -16,9 +16,16 @@ import pytest
 
 from lab.aws import AwsServer
 from lab.aws.elbhealth import FAILED_UNHEALTHY
-from lab.aws.elbprobe import HealthTarget, NetworkAnswers, ProbeTarget
+from lab.aws.elbprobe import (
+    BackgroundAnswers,
+    HealthTarget,
+    NetworkAnswers,
+    ProbeResult,
+    ProbeTarget,
+)
 from lab.aws.elbview import ClassicInstance
 from lab.clock import ManualClock
+from lab.compose import wait_for
 from tests.aws.test_elbhealth import IN, World
 
 
@@ -98,4 +105,84 @@ def test_health_follows_real_answers(aws: AwsServer, node_server: int) -> None:
         assert reason.endswith(f"HTTP:30080/healthz at 127.0.0.1:{node_server}: HTTP 503")
     finally:
         Handler.status["/healthz"] = 200
+        health.clock, health.prober = real, prober
+
+
+def test_background_answers_never_block_the_asker() -> None:
+    """The endpoint asks under its request lock: the wrapper answers at once from the latest
+    real result while the real check runs (and may hang) on a worker thread."""
+    release = threading.Event()
+    ran_on: list[str] = []
+
+    def slow(instance: ClassicInstance, target: ProbeTarget) -> ProbeResult:
+        ran_on.append(threading.current_thread().name)
+        release.wait(10)
+        return ProbeResult(True, f"{target.target} answered")
+
+    answers = BackgroundAnswers(slow, period=0.05)
+    try:
+        first = answers(INSTANCE, _target("TCP:30080"))  # returns although `slow` is blocked
+        assert (first.ok, first.timed_out) == (False, True)
+        assert first.reason == "TCP:30080: no answer yet"
+        release.set()
+        got = wait_for(lambda: answers(INSTANCE, _target("TCP:30080")).ok, timeout=10)
+        assert got
+        assert ran_on
+        assert all(name.startswith("elb-probe") for name in ran_on), ran_on
+        # another target of the same instance is a check of its own
+        assert not answers(INSTANCE, _target("TCP:30081")).ok
+    finally:
+        answers.close()
+    with pytest.raises(ValueError, match="period must be > 0"):
+        BackgroundAnswers(slow, period=0)
+
+
+def test_background_answers_follow_a_node_that_changes(node_server: int) -> None:
+    answers = BackgroundAnswers(
+        NetworkAnswers(lambda i, t: ("127.0.0.1", node_server), timeout=2), period=0.05
+    )
+    target = _target("HTTP:30080/healthz")
+    try:
+        assert wait_for(lambda: answers(INSTANCE, target).ok, timeout=10)
+        Handler.status["/healthz"] = 503
+        down = wait_for(
+            lambda: (r := answers(INSTANCE, target)).reason.endswith("HTTP 503") and r, timeout=10
+        )
+        assert not down.ok
+    finally:
+        Handler.status["/healthz"] = 200
+        answers.close()
+
+
+def test_health_follows_real_answers_checked_in_the_background(
+    aws: AwsServer, node_server: int
+) -> None:
+    health = aws.lab.elb_health
+    real, prober = health.clock, health.prober
+    clock = ManualClock()
+    health.clock = clock
+    answers = BackgroundAnswers(
+        NetworkAnswers(lambda i, t: ("127.0.0.1", node_server), timeout=2), period=0.05
+    )
+    try:
+        health.set_node_answers(answers)
+        w = World(aws)
+        w.check("HTTP:30080/healthz", interval=10, healthy=2, unhealthy=2)
+        w.register()
+
+        def in_service_after_a_check() -> bool:
+            clock.advance(10)  # one check; the first ones may find no answer yet
+            return bool(w.one() == IN)
+
+        assert wait_for(in_service_after_a_check, timeout=20)
+        Handler.status["/healthz"] = 503
+        assert wait_for(
+            lambda: (
+                (clock.advance(10), w.one())[1] == ("OutOfService", "Instance", FAILED_UNHEALTHY)
+            ),
+            timeout=20,
+        )
+    finally:
+        Handler.status["/healthz"] = 200
+        answers.close()
         health.clock, health.prober = real, prober
