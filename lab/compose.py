@@ -41,13 +41,11 @@ from typing import Any, Self
 
 from lab.aws import AwsServer
 from lab.aws.elbprobe import (
-    AddressOf,
     BackgroundAnswers,
     NetworkAnswers,
     NodeAnswers,
     ProbeResult,
     ProbeTarget,
-    private_address,
     running_answers,
 )
 from lab.aws.elbview import ClassicInstance
@@ -70,13 +68,21 @@ from lab.cluster.sim import SimProvider
 from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import KubeVersion
 from lab.controllerproc import ControllerProcess, ControllerSpec, render_cloud_config
+from lab.dataplane.api import Api
 from lab.dataplane.plane import SimDataPlane
 from lab.dataplane.versions import parse_feature_gates
 from lab.imds import ImdsServer
 from lab.kube.server import KubeServer
 from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.state import LabState, node_states
-from lab.traffic import Gate, TrafficProbe
+from lab.traffic import (
+    Gate,
+    ModelledCluster,
+    NodeAddress,
+    RealCluster,
+    TrafficProbe,
+    instance_address,
+)
 
 log = logging.getLogger(__name__)
 
@@ -364,18 +370,20 @@ class Lab:
         health.set_node_answers(self._health_check_answers())
         health.start_ticker(1.0)
 
-    #: where a real health check of an instance connects (kind: the node container's IP, the
-    #: instance's private address); tests with fake node containers point it at loopback
-    health_check_address: AddressOf = staticmethod(private_address)
+    #: where a real request or health check for an instance's port connects (kind: the node
+    #: container's IP, the instance's private address); tests with fake node containers point
+    #: it at loopback
+    node_address: NodeAddress = staticmethod(instance_address)
 
     def _health_check_answers(self) -> NodeAnswers:
         """Who answers the ELB's health checks: the sim data plane's kube-proxy model; on a
         backend with real kubelets (kind), the node containers themselves, by real requests to
         each instance's private address (the container's IP) made off the endpoint's lock."""
-        if self.capabilities.kubelet_stand_in or not self.capabilities.real_kubelet:
+        if not self._real_nodes:
             return self._node_answers
+        node_address = self.node_address
         self._network_answers = BackgroundAnswers(
-            NetworkAnswers(self.health_check_address, timeout=2.0)
+            NetworkAnswers(lambda i, t: node_address(i, t.target.port), timeout=2.0)
         )
         return self._network_answers
 
@@ -638,19 +646,26 @@ class Lab:
 
     @property
     def traffic(self) -> TrafficProbe:
-        """Where requests to a LoadBalancer Service go, hop by hop (sim backend)."""
-        return TrafficProbe(
-            aws=self.aws.lab, dataplane=self.dataplane, gates=AwsGates(self.aws.lab, gate=Gate)
-        )
+        """Where requests to a LoadBalancer Service go, hop by hop: modelled through the sim's
+        data plane, or (real kubelets: kind) really sent to the nodes (``lab.traffic``)."""
+        gates = AwsGates(self.aws.lab, gate=Gate)
+        if self._real_nodes:
+            cluster = RealCluster(Api(self.api_client()), address_of=self.node_address)
+            return TrafficProbe(aws=self.aws.lab, gates=gates, cluster=cluster)
+        return TrafficProbe(aws=self.aws.lab, gates=gates, dataplane=self.dataplane)
+
+    @property
+    def _real_nodes(self) -> bool:
+        return self.capabilities.real_kubelet and not self.capabilities.kubelet_stand_in
 
     def _node_answers(self, inst: ClassicInstance, target: ProbeTarget) -> ProbeResult:
         """What a node answers the ELB's health checks: the sim data plane's kube-proxy (read
         anew each time: a reset replaces the data plane); without one, a running instance."""
         try:
-            probe = self.traffic
+            plane = self.dataplane
         except LabNotReady:
             return running_answers(inst, target)
-        return probe.answer_health_check(inst, target)
+        return ModelledCluster(plane).answer_health_check(inst, target)
 
     @property
     def has_kubelet_stand_in(self) -> bool:

@@ -10,33 +10,37 @@ instance's security groups on the instance port (the nodePort), from the load ba
 groups -> kube-proxy on that node (:class:`lab.dataplane.kubeproxy.KubeProxyModel`) -> the pod
 answers, or refuses.
 
-Nothing is sent on any network: every hop is evaluated from state (moto's, the API server's
-through the data plane's informers). A call models its requests at one lab instant, so a
-load balancer's health and the endpoints do not change within it. Deterministic for a seed.
+On the sim backend nothing is sent on any network: every hop is evaluated from state (moto's,
+the API server's through the data plane's informers; :class:`ModelledCluster`). A call models
+its requests at one lab instant, so a load balancer's health and the endpoints do not change
+within it. Deterministic for a seed. On a backend with real nodes (kind) the hops up to the
+instance are the same (the lab's ELB, its health checks and security groups: no real network
+enforces them), and from there each request is really sent to the node's address on the
+nodePort, through the real kube-proxy (:class:`RealCluster`); who answered is the pod the
+answer names (agnhost ``netexec`` ``/hostname``).
 
 Neighbours: :mod:`lab.aws.elbview` (the load balancer's configuration), the security-group
 evaluator and the ELB health checker behind :class:`Gates`, :mod:`lab.dataplane` (kube-proxy
 model, informers). ``Lab.traffic`` builds one; ``invoke lab.traffic`` reaches it through the
-lab daemon. The sim backend only: on kind ``Lab.traffic`` refuses (``LabNotReady``); there the
-ELB's health checks are already real connections to the node containers
-(:class:`lab.aws.elbprobe.BackgroundAnswers`), but a probe sending real requests through the
-nodes is not built yet.
+lab daemon.
 """
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import random
+import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lab.aws.app import AwsLab
 from lab.aws.elbprobe import ProbeResult, ProbeTarget
 from lab.aws.elbview import ClassicInstance, ClassicLoadBalancer, classic_load_balancer, instance
-from lab.dataplane.api import NODES, SERVICES, status_code
+from lab.dataplane.api import NODES, SERVICES, Api, Obj, status_code
 from lab.dataplane.kubeproxy import ConnectionRefused, Drop, PodTarget
 from lab.dataplane.plane import SimDataPlane
 
@@ -139,38 +143,49 @@ def _instance_id(provider_id: str) -> str:
     return provider_id.rstrip("/").rsplit("/", 1)[-1] if provider_id.startswith("aws://") else ""
 
 
-class TrafficProbe:
-    """See the module doc."""
+class ClusterSide(Protocol):
+    """What the probe asks of the cluster: its objects, and what happens to a request that
+    reached ``node:node_port`` (past the instance's security groups)."""
 
-    def __init__(self, *, aws: AwsLab, dataplane: SimDataPlane, gates: Gates) -> None:
-        self.aws = aws
+    def service(self, namespace: str, name: str) -> Obj | None: ...
+
+    def node(self, name: str) -> Obj | None: ...
+
+    def node_objects(self) -> list[Obj]: ...
+
+    def deliver(
+        self,
+        inst: ClassicInstance,
+        node: str,
+        node_port: int,
+        *,
+        namespace: str,
+        rng: random.Random,
+    ) -> PodTarget | Drop: ...
+
+
+def node_of(nodes: Sequence[Obj], instance_id: str) -> str | None:
+    """The Node whose providerID names ``instance_id``."""
+    for node in nodes:
+        if _instance_id(str((node.get("spec") or {}).get("providerID") or "")) == instance_id:
+            return str(node["metadata"]["name"])
+    return None
+
+
+class ModelledCluster:
+    """The sim backend's side: the data plane's informers and its kube-proxy model; nothing is
+    sent on any network."""
+
+    def __init__(self, dataplane: SimDataPlane) -> None:
         self.plane = dataplane
-        self.gates = gates
         self.services = dataplane.informers(SERVICES)
         self.nodes = dataplane.informers(NODES)
 
-    # -- lookups --------------------------------------------------------------------------
-    def _service(self, ref: str) -> dict[str, Any]:
-        namespace, _, name = ref.rpartition("/")
-        namespace = namespace or "default"
-        if not name:
-            raise TrafficError(f"service {ref!r}: give NAME or NAMESPACE/NAME")
-        svc = self.services.get(namespace, name) or self._read_service(namespace, name)
-        if svc is None:
-            raise TrafficError(
-                f"service {namespace}/{name} not found; `invoke lab.kubectl -- get svc -A` lists "
-                "them"
-            )
-        kind = (svc.get("spec") or {}).get("type") or "ClusterIP"
-        if kind != "LoadBalancer":
-            raise TrafficError(
-                f"service {namespace}/{name} is type {kind}; the probe follows requests through "
-                "a load balancer, so it needs type LoadBalancer"
-            )
-        return svc
-
-    def _read_service(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """A Service the cache has not seen yet (just created): read it from the API server."""
+    def service(self, namespace: str, name: str) -> Obj | None:
+        """From the cache, or (just created, not seen yet) from the API server."""
+        found = self.services.get(namespace, name)
+        if found is not None:
+            return found
         try:
             return self.plane.api.get(f"/api/v1/namespaces/{namespace}/services/{name}")
         except Exception as exc:
@@ -178,11 +193,27 @@ class TrafficProbe:
                 return None
             raise
 
-    def node_of(self, instance_id: str) -> str | None:
-        for node in self.nodes.objects():
-            if _instance_id(str((node.get("spec") or {}).get("providerID") or "")) == instance_id:
-                return str(node["metadata"]["name"])
-        return None
+    def node(self, name: str) -> Obj | None:
+        return self.nodes.get("", name)
+
+    def node_objects(self) -> list[Obj]:
+        return self.nodes.objects()
+
+    def deliver(
+        self,
+        inst: ClassicInstance,
+        node: str,
+        node_port: int,
+        *,
+        namespace: str,
+        rng: random.Random,
+    ) -> PodTarget | Drop:
+        if self.plane.kubelet.powered_off(node):
+            return Drop("node", f"{node} ({inst.instance_id}) is powered off: no answer")
+        try:
+            return self.plane.kube_proxy.route(node=node, node_port=node_port, rng=rng)
+        except ConnectionRefused as exc:
+            return Drop("node", f"connection refused: {exc}")
 
     def answer_health_check(self, inst: ClassicInstance, target: ProbeTarget) -> ProbeResult:
         """What a node answers a Classic ELB health check that got past the security groups
@@ -191,7 +222,7 @@ class TrafficProbe:
         and other ports, whether kube-proxy forwards the connection to a pod that accepts it.
         A powered-off node answers nothing."""
         check = target.target
-        node = self.node_of(inst.instance_id)
+        node = node_of(self.node_objects(), inst.instance_id)
         if node is None:
             return ProbeResult(False, f"{check}: {inst.instance_id} is no node of the cluster")
         if self.plane.kubelet.powered_off(node):
@@ -220,8 +251,137 @@ class TrafficProbe:
             for s in self.services.objects()
         )
 
+
+NodeAddress = Callable[[ClassicInstance, int], tuple[str, int]]
+"""Where a request for ``instance:port`` really connects (kind: the node container's IP)."""
+
+
+def instance_address(inst: ClassicInstance, port: int) -> tuple[str, int]:
+    return inst.private_ip, port
+
+
+_POD_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+class RealCluster:
+    """A backend with real nodes (kind): objects read from the API server, and each request
+    really sent: ``GET <path>`` to the node's address on the nodePort (``address_of``), through
+    the real kube-proxy, to whatever pod it picks. Who answered is the first line of the body
+    when it is a pod name (what ``agnhost netexec`` answers on ``/hostname``, the Kubernetes
+    e2e tests' own workload); any other answer is counted as answered by "(unnamed: HTTP
+    <status>)". A refused connection or no answer in ``timeout`` real seconds is a drop at the
+    node. The security groups and the ELB's choice are still the lab's (no real network
+    enforces them)."""
+
+    def __init__(
+        self,
+        api: Api,
+        *,
+        address_of: NodeAddress = instance_address,
+        path: str = "/hostname",
+        timeout: float = 2.0,
+    ) -> None:
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        self.api = api
+        self.address_of = address_of
+        self.path = path
+        self.timeout = timeout
+
+    def _get(self, url: str) -> Obj | None:
+        try:
+            return self.api.get(url)
+        except Exception as exc:
+            if status_code(exc) == 404:
+                return None
+            raise
+
+    def service(self, namespace: str, name: str) -> Obj | None:
+        return self._get(f"/api/v1/namespaces/{namespace}/services/{name}")
+
+    def node(self, name: str) -> Obj | None:
+        return self._get(f"/api/v1/nodes/{name}")
+
+    def node_objects(self) -> list[Obj]:
+        return list((self._get("/api/v1/nodes") or {}).get("items") or [])
+
+    def deliver(
+        self,
+        inst: ClassicInstance,
+        node: str,
+        node_port: int,
+        *,
+        namespace: str,
+        rng: random.Random,
+    ) -> PodTarget | Drop:
+        host, port = self.address_of(inst, node_port)
+        conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
+        try:
+            conn.request("GET", self.path, headers={"User-Agent": "ccm-lab-traffic/1.0"})
+            answer = conn.getresponse()
+            status, body = answer.status, answer.read(4096)
+        except ConnectionRefusedError:
+            return Drop("node", f"connection refused at {host}:{port} ({node})")
+        except TimeoutError:
+            return Drop("node", f"no answer from {host}:{port} ({node}) in {self.timeout:g}s")
+        except (OSError, http.client.HTTPException) as exc:
+            return Drop("node", f"{host}:{port} ({node}): {type(exc).__name__}: {exc}")
+        finally:
+            conn.close()
+        first = body.decode(errors="replace").strip().splitlines()[:1]
+        name = first[0].strip() if first else ""
+        if status == 200 and _POD_NAME.match(name):
+            return PodTarget(namespace=namespace, name=name, ip="", node="")
+        return PodTarget(namespace=namespace, name=f"(unnamed: HTTP {status})", ip="", node="")
+
+
+class TrafficProbe:
+    """See the module doc."""
+
+    def __init__(
+        self,
+        *,
+        aws: AwsLab,
+        gates: Gates,
+        dataplane: SimDataPlane | None = None,
+        cluster: ClusterSide | None = None,
+    ) -> None:
+        if (dataplane is None) == (cluster is None):
+            raise ValueError("give the sim's dataplane or a cluster side, one of them")
+        self.aws = aws
+        self.gates = gates
+        if cluster is None:
+            assert dataplane is not None
+            cluster = ModelledCluster(dataplane)
+        self.cluster: ClusterSide = cluster
+        self._nodes_now: list[Obj] | None = None
+
+    # -- lookups --------------------------------------------------------------------------
+    def _service(self, ref: str) -> dict[str, Any]:
+        namespace, _, name = ref.rpartition("/")
+        namespace = namespace or "default"
+        if not name:
+            raise TrafficError(f"service {ref!r}: give NAME or NAMESPACE/NAME")
+        svc = self.cluster.service(namespace, name)
+        if svc is None:
+            raise TrafficError(
+                f"service {namespace}/{name} not found; `invoke lab.kubectl -- get svc -A` lists "
+                "them"
+            )
+        kind = (svc.get("spec") or {}).get("type") or "ClusterIP"
+        if kind != "LoadBalancer":
+            raise TrafficError(
+                f"service {namespace}/{name} is type {kind}; the probe follows requests through "
+                "a load balancer, so it needs type LoadBalancer"
+            )
+        return svc
+
+    def node_of(self, instance_id: str) -> str | None:
+        nodes = self._nodes_now if self._nodes_now is not None else self.cluster.node_objects()
+        return node_of(nodes, instance_id)
+
     def instance_of(self, node: str) -> str:
-        obj = self.nodes.get("", node)
+        obj = self.cluster.node(node)
         if obj is None:
             raise TrafficError(f"no node {node!r} in the cluster")
         found = _instance_id(str((obj.get("spec") or {}).get("providerID") or ""))
@@ -236,7 +396,7 @@ class TrafficProbe:
         try:
             net = ipaddress.ip_network(source, strict=False)
         except ValueError:
-            if self.nodes.get("", source) is None:
+            if self.cluster.node(source) is None:
                 raise TrafficError(
                     f"--from {source!r}: neither a CIDR nor a node of the cluster"
                 ) from None
@@ -295,10 +455,35 @@ class TrafficProbe:
             )
             return report
         pick = _Picker(lb, self.gates, rng)
-        for _ in range(requests):
+        self._nodes_now = self.cluster.node_objects()  # one read per call, not per request
+        try:
+            namespace = str(meta.get("namespace") or "default")
+            self._walk(report, lb, listener, source, pick, rng, namespace)
+        finally:
+            self._nodes_now = None
+        return report
+
+    def _walk(
+        self,
+        report: TrafficReport,
+        lb: ClassicLoadBalancer,
+        listener: Any,
+        source: str | None,
+        pick: _Picker,
+        rng: random.Random,
+        namespace: str,
+    ) -> None:
+        for _ in range(report.requests):
             client_ip, client_groups = self._source(source, rng)
             hop = self._one(
-                lb, listener.port, listener.instance_port, client_ip, client_groups, pick, rng
+                lb,
+                listener.port,
+                listener.instance_port,
+                client_ip,
+                client_groups,
+                pick,
+                rng,
+                namespace,
             )
             if isinstance(hop, PodTarget):
                 report.answered[f"{hop.namespace}/{hop.name}"] += 1
@@ -306,7 +491,6 @@ class TrafficProbe:
                 report.drop(hop.hop, hop.reason)
             if pick.last is not None:
                 report.instances[pick.last] += 1
-        return report
 
     def _one(
         self,
@@ -317,6 +501,7 @@ class TrafficProbe:
         client_groups: tuple[str, ...],
         pick: _Picker,
         rng: random.Random,
+        namespace: str,
     ) -> PodTarget | Drop:
         pick.last = None
         if lb.scheme == "internal" and not ipaddress.ip_address(client_ip).is_private:
@@ -348,12 +533,7 @@ class TrafficProbe:
                 "node",
                 f"{chosen.instance_id} is no node of the cluster (no Node has its providerID)",
             )
-        if self.plane.kubelet.powered_off(node):
-            return Drop("node", f"{node} ({chosen.instance_id}) is powered off: no answer")
-        try:
-            return self.plane.kube_proxy.route(node=node, node_port=node_port, rng=rng)
-        except ConnectionRefused as exc:
-            return Drop("node", f"connection refused: {exc}")
+        return self.cluster.deliver(chosen, node, node_port, namespace=namespace, rng=rng)
 
     def between(
         self, source_node: str, dest_node: str, port: int, *, protocol: str = "tcp"

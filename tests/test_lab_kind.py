@@ -19,7 +19,6 @@ from __future__ import annotations
 import http.server
 import ipaddress
 import json
-import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -83,7 +82,7 @@ def kind_world(
     # fake containers' IPs exist nowhere, so every check goes to NODE_PORT on loopback instead
     # (a test opens it to play a node that answers).
     monkeypatch.setattr(
-        Lab, "health_check_address", staticmethod(lambda inst, tgt: ("127.0.0.1", NODE_PORT[0]))
+        Lab, "node_address", staticmethod(lambda inst, port: ("127.0.0.1", NODE_PORT[0]))
     )
     fake = FakeCLI(tmp_path / "fake")
     fake.set(kind_version="kind v0.29.0 go1.24.2 linux/amd64")
@@ -237,17 +236,31 @@ def test_expose_to_nodes_serves_aws_and_metadata_on_the_nodes_gateway(
         lab.stop()
 
 
-def test_lab_on_kind_health_checks_connect_to_the_nodes(
+class _Node(http.server.BaseHTTPRequestHandler):
+    """A node's nodePort as agnhost ``netexec`` behind it answers: ``/hostname`` is the pod."""
+
+    def do_GET(self) -> None:
+        body = b"web-7d9f\n" if self.path == "/hostname" else b""
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_lab_on_kind_sends_health_checks_and_traffic_to_the_nodes(
     kind_world: tuple[FakeCLI, Path, Path],
 ) -> None:
-    """On kind nothing models the nodes: the ELB's health checks are real connections, made off
-    the AWS endpoint's lock. Here every node's address is one loopback port: listening, the
-    instances go InService; closed, they fail with the connection's own error."""
+    """On kind nothing models the nodes: the ELB's health checks are real connections (made off
+    the AWS endpoint's lock) and ``lab.traffic`` really sends its requests. Here every node's
+    address is one loopback port: while it answers, the instances go InService and requests are
+    answered by the pod the body names; closed, checks fail with the connection's own error."""
     fake, wrapper, tmp = kind_world
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    NODE_PORT[0] = int(listener.getsockname()[1])
+    node = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Node)
+    threading.Thread(target=node.serve_forever, daemon=True).start()
+    NODE_PORT[0] = int(node.server_address[1])
     lab = Lab(
         LabConfig(
             name="k",
@@ -261,8 +274,8 @@ def test_lab_on_kind_health_checks_connect_to_the_nodes(
         lab.start()
         lab.start_controller()
         core = client.CoreV1Api(lab.api_client())
-        for node in lab.nodes:
-            wait_for(lambda n=node.name: UNINIT not in _taints(core, n), what="initialized")
+        for n in lab.nodes:
+            wait_for(lambda n=n.name: UNINIT not in _taints(core, n), what="initialized")
         core.create_namespaced_service(
             "default", {"metadata": {"name": "web"}, "spec": {"type": "LoadBalancer",
                                                             "ports": [{"port": 80}]}}
@@ -275,7 +288,14 @@ def test_lab_on_kind_health_checks_connect_to_the_nodes(
         health = lab.aws.lab.elb_health
         worker = lab.workers[0].instance_id
         assert wait_for(lambda: health.in_service(name, worker)[0], timeout=30, what="InService")
-        listener.close()
+        report = wait_for(
+            lambda: (r := lab.traffic.send("web", requests=20)).answered_total == 20 and r,
+            timeout=30,
+            what="every request answered through the nodes",
+        )
+        assert dict(report.answered) == {"default/web-7d9f": 20}, report.to_json()
+        node.shutdown()
+        node.server_close()
         reason = wait_for(
             lambda: None if (r := health.in_service(name, worker))[0] else r[1],
             timeout=30,
@@ -283,5 +303,5 @@ def test_lab_on_kind_health_checks_connect_to_the_nodes(
         )
         assert f"at 127.0.0.1:{NODE_PORT[0]}: connection refused" in reason, reason
     finally:
-        listener.close()
+        node.server_close()
         lab.stop()

@@ -1,5 +1,6 @@
 """On kind, the ELB's health checks ask the real nodes (marker ``kind``; skipped with the reason
-where Docker or kind is absent, as everywhere this project's CI runs without them).
+where Docker or kind is absent, as on machines without a Docker engine), and
+``lab.traffic`` sends real requests through the nodes to an agnhost pod that names itself.
 
 A lab on kind at ``--k8s-version``, the controller with ``ClusterServiceLoadBalancerHealthProbeMode
 = Shared`` (the check is ``HTTP:10256/healthz``: real kube-proxy answers it on every node, no
@@ -22,6 +23,8 @@ from lab.compose import Lab, LabConfig, wait_for
 from tests.incluster.support import docker_and_kind_missing
 
 TAINT = "ToBeDeletedByClusterAutoscaler"
+#: the Kubernetes e2e tests' own workload: ``netexec`` answers ``/hostname`` with the pod's name
+AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"
 
 
 @pytest.mark.kind
@@ -74,6 +77,20 @@ def test_kind_nodes_answer_the_elb_health_checks(
             timeout=300,
             what="every worker InService through real /healthz answers",
         )
+        core.create_namespaced_pod(
+            "default",
+            {
+                "metadata": {"name": "web-0", "labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": AGNHOST,
+                                         "args": ["netexec", "--http-port=8080"]}]},
+            },
+        )  # fmt: skip
+        report = wait_for(
+            lambda: (r := lab.traffic.send("web", requests=20)).answered_total == 20 and r,
+            timeout=300,
+            what="requests really sent through the nodes answered by the pod",
+        )
+        assert dict(report.answered) == {"default/web-0": 20}, report.to_json()
         tainted = lab.workers[0]
         node = core.read_node(tainted.name)
         taints = [t.to_dict() for t in node.spec.taints or []]

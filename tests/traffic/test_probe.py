@@ -136,11 +136,6 @@ def test_bad_requests_name_the_problem(lab: Lab) -> None:
             spec=client.V1ServiceSpec(selector=LABELS, ports=[client.V1ServicePort(port=80)]),
         ),
     )
-    wait_for(
-        lambda: lab.traffic.services.get("default", "inside"),
-        timeout=10,
-        what="the Service in the probe's cache",
-    )
     with pytest.raises(TrafficError, match=r"type ClusterIP.*needs type LoadBalancer"):
         lab.traffic.send("inside")
     with pytest.raises(TrafficError, match="service default/nope not found"):
