@@ -33,6 +33,7 @@ import dataclasses
 import ipaddress
 import logging
 import secrets
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -43,7 +44,6 @@ from lab.aws import AwsServer
 from lab.aws.elbprobe import (
     BackgroundAnswers,
     NetworkAnswers,
-    NodeAnswers,
     ProbeResult,
     ProbeTarget,
     running_answers,
@@ -85,6 +85,9 @@ from lab.traffic import (
 )
 
 log = logging.getLogger(__name__)
+
+#: a kind node always listens here (the kubelet): the host-to-node reachability probe
+KUBELET_PORT = 10250
 
 BACKENDS = ("sim", "kind")
 
@@ -238,6 +241,8 @@ class Lab:
         self._aws: AwsServer | None = None
         #: real health checks to the node containers (kind), run off the endpoint's lock
         self._network_answers: BackgroundAnswers | None = None
+        #: why the host cannot reach the real nodes (kind on Docker Desktop), if it cannot
+        self._nodes_unreachable: str | None = None
         self._imds: ImdsServer | None = None
         self._cluster: ClusterProvider | None = None
         #: where the endpoints listen: loopback, or the nodes' gateway with expose_to_nodes
@@ -299,6 +304,7 @@ class Lab:
             _Step("start-imds", self._start_imds, self._stop_imds),
             _Step("provision-cluster", self._provision_cluster, self._delete_cluster),
             _Step("align-instances", self._align_instances),
+            _Step("wire-health-checks", self._wire_health_checks),
             _Step("write-cloud-config", self._finish),
         ]
 
@@ -367,7 +373,7 @@ class Lab:
         # answers, and are evaluated in the background so transitions are logged as they come.
         health = self._aws.lab.elb_health
         health.clock = self.clock
-        health.set_node_answers(self._health_check_answers())
+        health.set_node_answers(self._node_answers)  # real nodes: _wire_health_checks
         health.start_ticker(1.0)
 
     #: where a real request or health check for an instance's port connects (kind: the node
@@ -375,17 +381,35 @@ class Lab:
     #: it at loopback
     node_address: NodeAddress = staticmethod(instance_address)
 
-    def _health_check_answers(self) -> NodeAnswers:
-        """Who answers the ELB's health checks: the sim data plane's kube-proxy model; on a
-        backend with real kubelets (kind), the node containers themselves, by real requests to
-        each instance's private address (the container's IP) made off the endpoint's lock."""
-        if not self._real_nodes:
-            return self._node_answers
+    def _wire_health_checks(self) -> None:
+        """On a backend with real nodes (kind) the node containers answer the ELB's health
+        checks themselves: real requests to each instance's private address (the container's
+        IP), made off the endpoint's lock. Where the host cannot reach the node network
+        (Docker Desktop on macOS or Windows: the containers' IPs live inside its VM), checks
+        keep saying a running instance answers, and the log says so."""
+        if not self._real_nodes or not self.nodes:
+            return
+        first = self.nodes[0]
+        probe = ClassicInstance(first.instance_id, first.zone, first.private_ip, "running")
+        host, port = self.node_address(probe, KUBELET_PORT)
+        try:
+            with socket.create_connection((host, port), timeout=2.0):
+                pass
+        except OSError as exc:
+            log.warning(
+                "the node network is not reachable from this host (%s:%s: %s): the ELB's health "
+                "checks say a running instance answers, and lab.traffic cannot send requests",
+                host,
+                port,
+                exc,
+            )
+            self._nodes_unreachable = f"{host}:{port}: {exc}"
+            return
         node_address = self.node_address
         self._network_answers = BackgroundAnswers(
             NetworkAnswers(lambda i, t: node_address(i, t.target.port), timeout=2.0)
         )
-        return self._network_answers
+        self.aws.lab.elb_health.set_node_answers(self._network_answers)
 
     def _stop_aws(self) -> None:
         if self._network_answers is not None:
@@ -650,6 +674,11 @@ class Lab:
         data plane, or (real kubelets: kind) really sent to the nodes (``lab.traffic``)."""
         gates = AwsGates(self.aws.lab, gate=Gate)
         if self._real_nodes:
+            if self._nodes_unreachable is not None:
+                raise LabNotReady(
+                    "lab.traffic sends real requests to the nodes, and this host cannot reach "
+                    f"the node network ({self._nodes_unreachable})"
+                )
             cluster = RealCluster(Api(self.api_client()), address_of=self.node_address)
             return TrafficProbe(aws=self.aws.lab, gates=gates, cluster=cluster)
         return TrafficProbe(aws=self.aws.lab, gates=gates, dataplane=self.dataplane)

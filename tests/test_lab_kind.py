@@ -19,6 +19,7 @@ from __future__ import annotations
 import http.server
 import ipaddress
 import json
+import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ from lab.cluster import kind_network
 from lab.cluster.base import Role
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.versions import KubeVersion
-from lab.compose import Lab, LabConfig, wait_for
+from lab.compose import Lab, LabConfig, LabNotReady, wait_for
 from lab.kube.server import KubeServer
 from lab.pytest_plugin import quiesce_session_lab
 from tests.cluster.fakecli import FakeCLI
@@ -133,6 +134,9 @@ def test_lab_on_kind_seeds_instances_from_containers_and_initializes_nodes(
     kind_world: tuple[FakeCLI, Path, Path],
 ) -> None:
     fake, wrapper, tmp = kind_world
+    with socket.socket() as sock:  # a node network this host cannot reach: a closed port
+        sock.bind(("127.0.0.1", 0))
+        NODE_PORT[0] = int(sock.getsockname()[1])
     config = LabConfig(
         name="k",
         backend="kind",
@@ -170,6 +174,9 @@ def test_lab_on_kind_seeds_instances_from_containers_and_initializes_nodes(
         state = lab.state(tmp / "lab")
         assert state.backend == "kind"
         assert not lab.has_kubelet_stand_in
+        # Docker Desktop's case: the host cannot reach the nodes, so no real requests
+        with pytest.raises(LabNotReady, match="cannot reach the node network"):
+            lab.traffic.send("web")
 
         lab.start_controller()
         for node in lab.nodes:
