@@ -108,10 +108,16 @@ def _ports(spec: Mapping[str, Any]) -> list[tuple[Any, ...]]:
 
 
 # -- which nodes ----------------------------------------------------------------------------
+#: Go's ``strconv.ParseBool`` spellings of false (true ones and anything unparseable exclude)
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
 def node_label_included(node: Node, legacy: LegacyFlags) -> bool:
-    """Upstream's ``nodeIncludedPredicate``: not labelled for exclusion from load balancers."""
+    """Upstream's ``nodeIncludedPredicate``: not labelled for exclusion from load balancers.
+    The label's value is parsed as Go's ``strconv.ParseBool``: a false value includes the node,
+    a true one or anything unparseable (the empty string too) excludes it."""
     exclude = node.labels.get(LABEL_EXCLUDE_LB)
-    if exclude is not None and exclude != "false":
+    if exclude is not None and exclude not in _GO_FALSE:
         return False
     # LegacyNodeRoleBehavior (on before 1.21, PR #97543): the master role label excludes.
     # Fixed: the master label means nothing to the service controller (kubeadm adds the
