@@ -1,0 +1,30 @@
+"""Upstream's own table tests of the AWS provider's small parsers, as data.
+
+Source: kubernetes/cloud-provider-aws ``pkg/providers/v1/aws_test.go`` at commit
+63ec440c3275321b55afa45480e2fdfd2b0e93c4 (2026-07-07): ``TestGetKeyValuePropertiesFromAnnotation``
+(the additional-tags annotation) and ``TestAzToRegion``.
+"""
+
+from __future__ import annotations
+
+#: (annotation value, expected tags); None: the annotation is absent
+KEY_VALUE_PROPERTIES: list[tuple[str | None, dict[str, str]]] = [
+    ("Key=Val", {"Key": "Val"}),
+    ("Key1=Val1, Key2=Val2", {"Key1": "Val1", "Key2": "Val2"}),
+    ("Key1=, Key2=Val2", {"Key1": "", "Key2": "Val2"}),
+    (None, {}),
+    (
+        "K=V K1=V2,Key1========, =====, ======Val, =Val, , 234,",
+        {"K": "V K1", "Key1": "", "234": ""},
+    ),
+]
+
+#: (availability zone, region)
+AZ_TO_REGION: list[tuple[str, str]] = [
+    ("us-west-2a", "us-west-2"),
+    ("us-west-2-lax-1a", "us-west-2"),
+    ("ap-northeast-2a", "ap-northeast-2"),
+    ("us-gov-east-1a", "us-gov-east-1"),
+    ("us-iso-east-1a", "us-iso-east-1"),
+    ("us-isob-east-1a", "us-isob-east-1"),
+]

@@ -1,0 +1,32 @@
+"""Upstream's AWS-provider tables (``aws_tables``) run against ours; deviations are listed in
+``controller/DEVIATIONS.md`` and marked here."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.aws.annotations import InvalidServiceConfig, key_value_list
+from controller.aws.config import zone_to_region
+from tests.controller.upstream.aws_tables import AZ_TO_REGION, KEY_VALUE_PROPERTIES
+
+EMPTY_KEY_DEVIATION = "K=V K1=V2,Key1========, =====, ======Val, =Val, , 234,"
+
+
+@pytest.mark.parametrize(("raw", "tags"), KEY_VALUE_PROPERTIES)
+def test_key_value_properties_from_annotation(raw: str | None, tags: dict[str, str]) -> None:
+    """TestGetKeyValuePropertiesFromAnnotation."""
+    if raw == EMPTY_KEY_DEVIATION:
+        # DEVIATIONS.md: items with an empty key ("=====", "=Val") are an error here (a Warning
+        # event, nothing changed in AWS), where upstream drops them silently
+        with pytest.raises(InvalidServiceConfig, match="has an empty key"):
+            key_value_list("additional-resource-tags", raw)
+        kept = ",".join(i for i in raw.split(",") if not i.strip().startswith("="))
+        assert dict(key_value_list("additional-resource-tags", kept)) == tags
+        return
+    assert dict(key_value_list("additional-resource-tags", raw or "")) == tags
+
+
+@pytest.mark.parametrize(("zone", "region"), AZ_TO_REGION)
+def test_az_to_region(zone: str, region: str) -> None:
+    """TestAzToRegion."""
+    assert zone_to_region(zone) == region
