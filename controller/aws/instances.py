@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -52,26 +53,21 @@ class InvalidProviderID(CloudError):
 
 
 def parse_provider_id(provider_id: str) -> InstanceID:
-    """``aws:///<az>/i-…``, ``aws:////i-…`` or a bare ``i-…`` -> the instance id."""
-    raw = provider_id.strip()
-    if raw.startswith("aws://"):
-        rest = raw[len("aws://") :]
-        if not rest.startswith("/"):
-            raise InvalidProviderID(
-                f"invalid providerID {provider_id!r}: expected aws:///<az>/<id>"
-            )
-        segments = rest.split("/")
-        if len(segments) != 3:
-            raise InvalidProviderID(
-                f"invalid providerID {provider_id!r}: expected aws:///<az>/<id>"
-            )
-        candidate = segments[2]
-    elif "://" in raw or "/" in raw:
+    """Upstream ``KubernetesInstanceID.MapToAWSInstanceID``: the last segment of the URL path
+    (``aws:///<az>/i-…``, ``aws:////i-…``, Fargate's ``aws:///<az>/<profile>/fargate-…``; a
+    bare value is read as ``aws:///<value>``), which must be ``i-…`` or ``fargate-…``."""
+    raw = provider_id if provider_id.startswith("aws://") else "aws:///" + provider_id
+    try:
+        parts = urllib.parse.urlsplit(raw)
+    except ValueError as exc:
+        raise InvalidProviderID(f"invalid providerID {provider_id!r}: {exc}") from None
+    if parts.scheme != "aws":
         raise InvalidProviderID(f"invalid providerID {provider_id!r}: not an aws:// provider id")
-    else:
-        candidate = raw
+    candidate = parts.path.strip("/").split("/")[-1]
     if not _INSTANCE_SEGMENT.match(candidate):
-        raise InvalidProviderID(f"invalid providerID {provider_id!r}: {candidate!r} is not i-…")
+        raise InvalidProviderID(
+            f"invalid providerID {provider_id!r}: {candidate!r} is not an instance id (i-…)"
+        )
     return InstanceID(candidate)
 
 

@@ -25,6 +25,10 @@ from tests.controller.aws.topology import Topology
         ("aws:////i-0abc", "i-0abc"),
         ("i-0abc", "i-0abc"),
         ("aws:///us-east-1a/fargate-ip-1", "fargate-ip-1"),
+        # upstream reads the URL path's last segment, whatever the host or the scheme of a
+        # value without aws:// (read as aws:///<value>): these are accepted there too
+        ("aws://us-east-1a/i-1", "i-1"),
+        ("gce://p/z/i-1", "i-1"),
     ],
 )
 def test_parse_provider_id(raw: str, expected: str) -> None:
@@ -36,8 +40,8 @@ def test_parse_provider_id(raw: str, expected: str) -> None:
     [
         "",
         "aws:///us-east-1a/vol-1",
-        "gce://p/z/i-1",
-        "aws://us-east-1a/i-1",
+        "kind://docker/ccm-lab/ccm-lab-worker",
+        "gce://p/z/vm-1",
         "aws:///a/i-1/x",
         "aws:///us-east-1a/",
     ],

@@ -28,3 +28,22 @@ AZ_TO_REGION: list[tuple[str, str]] = [
     ("us-iso-east-1a", "us-iso-east-1"),
     ("us-isob-east-1a", "us-isob-east-1"),
 ]
+
+#: ``pkg/providers/v1/instances_test.go`` ``TestMapToAWSInstanceIDs``: (providerID, instance id
+#: or None for an error)
+MAP_TO_AWS_INSTANCE_IDS: list[tuple[str, str | None]] = [
+    ("aws:///us-east-1a/i-12345678", "i-12345678"),
+    ("aws:////i-12345678", "i-12345678"),
+    ("i-12345678", "i-12345678"),
+    ("aws:///us-east-1a/i-12345678abcdef01", "i-12345678abcdef01"),
+    ("aws:////i-12345678abcdef01", "i-12345678abcdef01"),
+    ("i-12345678abcdef01", "i-12345678abcdef01"),
+    ("vol-123456789", None),
+    ("aws:///us-east-1a/vol-12345678abcdef01", None),
+    ("aws://accountid/us-east-1a/vol-12345678abcdef01", None),
+    ("aws:///us-east-1a/vol-12345678abcdef01/suffix", None),
+    ("", None),
+    ("aws:///us-west-2c/1abc-2def/fargate-ip-192-168-164-88.internal",
+     "fargate-ip-192-168-164-88.internal"),
+    ("aws:///us-west-2c/1abc-2def/fargate-192.168.164.88", "fargate-192.168.164.88"),
+]  # fmt: skip

@@ -7,7 +7,12 @@ import pytest
 
 from controller.aws.annotations import InvalidServiceConfig, key_value_list
 from controller.aws.config import zone_to_region
-from tests.controller.upstream.aws_tables import AZ_TO_REGION, KEY_VALUE_PROPERTIES
+from controller.aws.instances import InvalidProviderID, parse_provider_id
+from tests.controller.upstream.aws_tables import (
+    AZ_TO_REGION,
+    KEY_VALUE_PROPERTIES,
+    MAP_TO_AWS_INSTANCE_IDS,
+)
 
 EMPTY_KEY_DEVIATION = "K=V K1=V2,Key1========, =====, ======Val, =Val, , 234,"
 
@@ -30,3 +35,13 @@ def test_key_value_properties_from_annotation(raw: str | None, tags: dict[str, s
 def test_az_to_region(zone: str, region: str) -> None:
     """TestAzToRegion."""
     assert zone_to_region(zone) == region
+
+
+@pytest.mark.parametrize(("provider_id", "instance_id"), MAP_TO_AWS_INSTANCE_IDS)
+def test_map_to_aws_instance_ids(provider_id: str, instance_id: str | None) -> None:
+    """TestMapToAWSInstanceIDs (MapToAWSInstanceID; the list forms map each node alike)."""
+    if instance_id is None:
+        with pytest.raises(InvalidProviderID):
+            parse_provider_id(provider_id)
+    else:
+        assert parse_provider_id(provider_id) == instance_id
