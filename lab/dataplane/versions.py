@@ -249,6 +249,17 @@ FEATURE_GATES: Mapping[str, FeatureGate] = {
             removed=(1, 30),
             sources=("k/k#97238", "k/k#113363", "KEP-1669"),
         ),
+        # removal: the GA line in kube_features.go says "remove in 1.33" (not checked against
+        # the v1.33.0 tag)
+        FeatureGate(
+            "KubeProxyDrainingTerminatingNodes",
+            "kube-proxy",
+            alpha=(1, 28),
+            beta=(1, 30),
+            ga=(1, 31),
+            removed=(1, 33),
+            sources=("k/k#116470", "KEP-3836"),
+        ),
     )
 }
 
@@ -392,7 +403,7 @@ def kube_proxy_behaviour(
         terminating_fallback=terminating and _has(v, "proxy-terminating-fallback-all-policies"),
         terminating_fallback_local=terminating,
         service_proxy_healthy_field=_has(v, "proxy-hc-service-proxy-healthy"),
-        healthz_node_eligibility=_has(v, "proxy-healthz-node-eligible"),
+        healthz_node_eligibility=gate_enabled("KubeProxyDrainingTerminatingNodes", v, gates or {}),
         livez=_has(v, "proxy-livez"),
     )
 

@@ -152,6 +152,25 @@ def test_proxy_terminating_endpoints_gate(
 
 
 @pytest.mark.parametrize(
+    ("version", "gates", "eligibility"),
+    [
+        ("1.27", "", False),  # before the gate
+        ("1.28", "", False),  # alpha, off
+        ("1.29", "KubeProxyDrainingTerminatingNodes=true", True),  # recipe R8's 1.28/1.29 case
+        ("1.30", "", True),  # beta, on
+        ("1.30", "KubeProxyDrainingTerminatingNodes=false", False),
+        ("1.31", "KubeProxyDrainingTerminatingNodes=true", True),  # GA, locked
+        ("1.33", "", True),  # gate removed, behaviour stays
+    ],
+)
+def test_kube_proxy_draining_terminating_nodes_gate(
+    version: str, gates: str, eligibility: bool
+) -> None:
+    p = kube_proxy_behaviour(version, parse_feature_gates(gates, version))
+    assert p.healthz_node_eligibility is eligibility
+
+
+@pytest.mark.parametrize(
     ("version", "text", "message"),
     [
         ("1.21", "ProxyTerminatingEndpoints=true", "unrecognized feature gate"),
@@ -160,6 +179,9 @@ def test_proxy_terminating_endpoints_gate(
         ("1.22.8", "ProxyTerminatingEndpoints", "invalid value of ProxyTerminatingEndpoints="),
         ("1.22.8", "ProxyTerminatingEndpoints=on", "ProxyTerminatingEndpoints=on"),
         ("1.28", "ProxyTerminatingEndpoints=false", "locked to true"),
+        ("1.27", "KubeProxyDrainingTerminatingNodes=true", "unrecognized feature gate"),
+        ("1.31", "KubeProxyDrainingTerminatingNodes=false", "locked to true"),
+        ("1.33", "KubeProxyDrainingTerminatingNodes=true", "unrecognized feature gate"),
     ],
 )
 def test_feature_gates_are_checked_against_the_release(
