@@ -24,10 +24,10 @@ cloud config's ``ClusterServiceLoadBalancerHealthProbeMode = Shared`` (cloud-pro
   timeouts). The same holds on a fixed release with the default ``TCP:<nodePort>`` check:
   kube-proxy still forwards to pods on other nodes, so the check passes (third case: KEP-3836
   reaches a Classic ELB only through the Shared probe mode).
-* Fixed (1.31 with the Shared probe mode; 1.28/1.29 behave so with ``lab.up --feature-gates
-  KubeProxyDrainingTerminatingNodes=true``, the data-plane model's gate): ``/healthz`` on the draining node answers 503, the
-  ELB marks it OutOfService after UnhealthyThreshold checks, and no request reaches it in the
-  drain window; every request is answered before and after the removal.
+* Fixed (1.31 with the Shared probe mode; 1.28/1.29 behave so with ``lab.up
+  --feature-gates KubeProxyDrainingTerminatingNodes=true``): ``/healthz`` on the draining node
+  answers 503, the ELB marks it OutOfService after UnhealthyThreshold checks, and no request
+  reaches it in the drain window; every request is answered before and after the removal.
 
 The drain window here is 30 lab seconds (pods' grace plus the autoscaler's delay after the
 taint); the Service's health check annotations (interval 5 s, unhealthy threshold 2) let the
