@@ -78,7 +78,7 @@ def main() -> None:
         lab.start_controller()
         deploy(lab, args.pods)
         probe = lab.traffic
-        svc = probe.services.get("default", "web")
+        svc = probe.cluster.service("default", "web")
         assert svc is not None
         node_port = int(svc["spec"]["ports"][0]["nodePort"])
         node = lab.workers[0].name
