@@ -67,7 +67,12 @@ from lab.cluster.planner import plan_nodes
 from lab.cluster.sim import SimProvider
 from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import KubeVersion
-from lab.controllerproc import ControllerProcess, ControllerSpec, render_cloud_config
+from lab.controllerproc import (
+    ControllerCommand,
+    ControllerProcess,
+    ControllerSpec,
+    render_cloud_config,
+)
 from lab.dataplane.api import Api
 from lab.dataplane.plane import SimDataPlane
 from lab.dataplane.versions import parse_feature_gates
@@ -576,7 +581,13 @@ class Lab:
         args: Sequence[str] = (),
         imds: bool = True,
         cloud_config: Path | None = None,
+        command: ControllerCommand | None = None,
     ) -> ControllerSpec:
+        """``command``: another controller build (``--controller-cmd``) instead of ours; then
+        ``legacy`` and ``args`` (our controller's flags) must be empty."""
+        if command is not None and (legacy or args):
+            raise ValueError("--legacy-behavior and --args are our controller's flags; with "
+                             "--controller-cmd write every flag into the command")  # fmt: skip
         self._controller_runs += 1
         return ControllerSpec(
             kubeconfig=self.kubeconfig_path,
@@ -585,6 +596,9 @@ class Lab:
             imds_endpoint=self.imds.url if imds else None,
             legacy=tuple(legacy),
             extra_args=tuple(args),
+            command=command,
+            aws_endpoint=self.aws.url,
+            region=self.config.region,
         )
 
     def stop_controller(self, *, kill: bool = False) -> None:
@@ -604,11 +618,15 @@ class Lab:
         imds: bool = True,
         cloud_config: Path | None = None,
         wait_ready: bool = True,
+        command: ControllerCommand | None = None,
     ) -> ControllerProcess:
-        """(Re)start the controller with these flags; waits for ``/readyz`` unless told not."""
+        """(Re)start the controller with these flags; waits until it is ready unless told not
+        (ours: ``/readyz``; ``command``: its own readiness signal)."""
         self.stop_controller()
         self.controller = ControllerProcess(
-            self.controller_spec(legacy=legacy, args=args, imds=imds, cloud_config=cloud_config)
+            self.controller_spec(
+                legacy=legacy, args=args, imds=imds, cloud_config=cloud_config, command=command
+            )
         )
         self.controller.start(wait_ready=wait_ready)
         return self.controller

@@ -6,7 +6,10 @@ a kubeconfig, a cloud config and the AWS environment a real deployment would hav
 cannot know it is in a lab) and lets tests assert its exit code and log lines. The lifecycle is
 :class:`lab.component.ChildProcess`'s; readiness is the controller's own signal: the address
 file it writes (``--address-file``) and a 200 from ``/readyz`` there, and a readiness failure
-raises ``ComponentNotReady`` with the log's tail. Neighbours: ``lab.compose`` decides the flags
+raises ``ComponentNotReady`` with the log's tail. Any other controller build can stand in
+(:class:`ControllerCommand`, ``--controller-cmd``): a command template the lab fills in
+(:data:`PLACEHOLDERS`), the same AWS environment plus ``AWS_ENDPOINT_URL_*``, readiness from a
+health URL or a log line; :func:`upstream_preset` knows the upstream binary's flags. Neighbours: ``lab.compose`` decides the flags
 and files; ``lab.debug`` wraps the same command under debugpy for ``invoke lab.debug``.
 """
 
@@ -14,6 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import shlex
+import socket
+import ssl
+import string
 import sys
 import urllib.error
 import urllib.request
@@ -31,6 +39,119 @@ LAB_AWS_ENV: Mapping[str, str] = {
 }
 
 
+#: What a ``--controller-cmd`` template may name; the lab fills each in (``kubeconfig``,
+#: ``cloud_config``: files; ``imds_endpoint``, ``aws_endpoint``: URLs (empty when absent);
+#: ``metrics_addr``: a free ``127.0.0.1:PORT`` for the controller's health and metrics server,
+#: ``metrics_port`` its port; ``secure_port``: another free port, for controllers that serve
+#: health on a secure port; ``region``; ``log_dir``: the lab's directory for the controller)
+PLACEHOLDERS = (
+    "kubeconfig",
+    "cloud_config",
+    "imds_endpoint",
+    "aws_endpoint",
+    "metrics_addr",
+    "metrics_port",
+    "secure_port",
+    "region",
+    "log_dir",
+)
+
+
+class ControllerCommandError(ValueError):
+    """A ``--controller-cmd`` the lab cannot run; the message names the value and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ControllerCommand:
+    """Any controller build as the controller under test: a command template with
+    placeholders (:data:`PLACEHOLDERS`, ``{{``/``}}`` for literal braces), split as a POSIX
+    shell splits it, and how to tell it is ready: ``ready_log`` (a regular expression a log
+    line must match) or else ``ready_url`` answering 200 (default
+    ``http://{metrics_addr}/healthz``; an ``https://`` one is not verified, as for a
+    self-signed serving certificate)."""
+
+    template: tuple[str, ...]
+    ready_log: str | None = None
+    ready_url: str = "http://{metrics_addr}/healthz"
+    name: str = "custom"
+
+    @classmethod
+    def parse(
+        cls, text: str, *, ready_log: str | None = None, ready_url: str | None = None
+    ) -> ControllerCommand:
+        try:
+            template = tuple(shlex.split(text))
+        except ValueError as exc:
+            raise ControllerCommandError(f"--controller-cmd {text!r}: {exc}") from None
+        if not template:
+            raise ControllerCommandError("--controller-cmd '': give the command to run")
+        if ready_log is not None:
+            try:
+                re.compile(ready_log)
+            except re.error as exc:
+                raise ControllerCommandError(
+                    f"--controller-ready-log {ready_log!r}: not a regular expression ({exc})"
+                ) from None
+        command = cls(template, ready_log, ready_url or cls.ready_url)
+        command.check()
+        return command
+
+    def check(self) -> None:
+        """Every placeholder is one the lab fills (ControllerCommandError otherwise)."""
+        for part in (*self.template, self.ready_url):
+            try:
+                fields = [f for _, f, _, _ in string.Formatter().parse(part) if f is not None]
+            except ValueError as exc:
+                raise ControllerCommandError(
+                    f"--controller-cmd: {part!r}: {exc} (write {{{{ and }}}} for literal braces)"
+                ) from None
+            for field in fields:
+                if field not in PLACEHOLDERS:
+                    raise ControllerCommandError(
+                        f"--controller-cmd: unknown placeholder {{{field}}} in {part!r}; "
+                        f"the lab fills {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+                    )
+
+    def render(self, values: Mapping[str, str]) -> list[str]:
+        return [part.format(**values) for part in self.template]
+
+
+def upstream_preset(binary: str) -> ControllerCommand:
+    """kubernetes/cloud-provider-aws's ``aws-cloud-controller-manager`` as the lab runs it:
+    the cloud provider ``aws`` with the lab's cloud config, the lab's kubeconfig also for
+    delegated authentication and authorization, the controllers a single-cluster lab uses
+    (``cloud-node``, ``cloud-node-lifecycle``, ``service``; no routes), no leader election,
+    its secure serving on loopback at a port the lab picks, readiness from ``/healthz`` there
+    (always allowed without credentials by ``--authorization-always-allow-paths``' default).
+    Flag names from k8s.io/cloud-provider ``options`` and component-base."""
+    return ControllerCommand(
+        (
+            binary,
+            "--cloud-provider=aws",
+            "--cloud-config={cloud_config}",
+            "--kubeconfig={kubeconfig}",
+            "--authentication-kubeconfig={kubeconfig}",
+            "--authorization-kubeconfig={kubeconfig}",
+            "--controllers=cloud-node,cloud-node-lifecycle,service",
+            "--configure-cloud-routes=false",
+            "--leader-elect=false",
+            "--use-service-account-credentials=false",
+            "--bind-address=127.0.0.1",
+            "--secure-port={secure_port}",
+            "--v=2",
+        ),
+        ready_url="https://127.0.0.1:{secure_port}/healthz",
+        name="upstream",
+    )
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the kernel's choice on loopback)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @dataclasses.dataclass(frozen=True)
 class ControllerSpec:
     """How to run the controller: everything but the process itself."""
@@ -42,6 +163,24 @@ class ControllerSpec:
     legacy: tuple[str, ...] = ()
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: another controller build instead of ``python -m controller`` (``--controller-cmd``)
+    command: ControllerCommand | None = None
+    aws_endpoint: str | None = None
+    region: str = "us-east-1"
+
+    def placeholders(self, *, metrics_port: int, secure_port: int) -> dict[str, str]:
+        """The values a :class:`ControllerCommand` template is filled with."""
+        return {
+            "kubeconfig": str(self.kubeconfig),
+            "cloud_config": str(self.cloud_config),
+            "imds_endpoint": self.imds_endpoint or "",
+            "aws_endpoint": self.aws_endpoint or "",
+            "metrics_addr": f"127.0.0.1:{metrics_port}",
+            "metrics_port": str(metrics_port),
+            "secure_port": str(secure_port),
+            "region": self.region,
+            "log_dir": str(self.log_path.parent),
+        }
 
     def argv(self, *, address_file: Path) -> list[str]:
         """The whole command line: ``python -m controller`` and :meth:`args`."""
@@ -74,6 +213,11 @@ class ControllerSpec:
         else:
             # Nothing answers here: a closed loopback port, so "no metadata" fails fast.
             env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = "http://127.0.0.1:9"
+        if self.command is not None and self.aws_endpoint:
+            # what an SDK-based build reads besides the cloud config's [ServiceOverride]s
+            for service in ("EC2", "ELASTIC_LOAD_BALANCING", "ELASTIC_LOAD_BALANCING_V2", "STS"):
+                env[f"AWS_ENDPOINT_URL_{service}"] = self.aws_endpoint
+            env["AWS_REGION"] = self.region
         env.update(self.env)
         return env
 
@@ -98,6 +242,7 @@ class ControllerProcess(ChildProcess):
         self.spec = spec
         self._address_file = spec.log_path.with_suffix(".address")
         self._skip_ready = False
+        self._values = spec.placeholders(metrics_port=free_port(), secure_port=free_port())
         super().__init__(
             spec.args(address_file=self._address_file),
             log_path=spec.log_path,
@@ -105,6 +250,13 @@ class ControllerProcess(ChildProcess):
             detach=detach,
             env=spec.environ(),
         )
+
+    @property
+    def command(self) -> list[str]:
+        """``python -m controller ...``, or the rendered ``--controller-cmd``."""
+        if self.spec.command is not None:
+            return self.spec.command.render(self._values)
+        return super().command
 
     def start(self, *, wait_ready: bool = True) -> Self:
         """Start the controller; unless told not to, wait until it is ready."""
@@ -122,10 +274,23 @@ class ControllerProcess(ChildProcess):
     def wait_ready(self, *, timeout: float = 30.0) -> str:
         """Wait until the controller serves ``/readyz`` with 200; returns its base URL."""
         found: list[str] = []
+        command = self.spec.command
+        pattern = re.compile(command.ready_log) if command and command.ready_log else None
+        ready_url = command.ready_url.format(**self._values) if command else ""
 
         def ready() -> bool:
             if not self.running:
                 raise self._not_ready(f"exited with status {self.returncode} first")
+            if pattern is not None:
+                if any(pattern.search(line) for line in self.log_text().splitlines()):
+                    found.append(ready_url.rsplit("/", 1)[0])
+                    return True
+                return False
+            if command is not None:
+                if _get_ok(ready_url):
+                    found.append(ready_url.rsplit("/", 1)[0])
+                    return True
+                return False
             if self._address_file.exists():
                 url = self._address_file.read_text(encoding="utf-8").strip()
                 if url and _get_ok(f"{url}/readyz"):
@@ -134,14 +299,25 @@ class ControllerProcess(ChildProcess):
             return False
 
         if not wait_until(ready, timeout=timeout, interval=0.05):
-            raise self._not_ready(f"/readyz did not answer 200 within {timeout:.0f}s")
+            if pattern is not None:
+                what = f"no log line matched {pattern.pattern!r}"
+            elif command is not None:
+                what = f"{ready_url} did not answer 200"
+            else:
+                what = "/readyz did not answer 200"
+            raise self._not_ready(f"{what} within {timeout:.0f}s")
         self._url = found[0]
         return found[0]
 
 
 def _get_ok(url: str) -> bool:
+    context = None
+    if url.startswith("https://"):  # a controller's self-signed serving certificate
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(url, timeout=1.0) as resp:
+        with urllib.request.urlopen(url, timeout=1.0, context=context) as resp:
             return int(resp.status) == 200
     except (urllib.error.URLError, OSError):
         return False
