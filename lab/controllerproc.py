@@ -9,8 +9,9 @@ file it writes (``--address-file``) and a 200 from ``/readyz`` there, and a read
 raises ``ComponentNotReady`` with the log's tail. Any other controller build can stand in
 (:class:`ControllerCommand`, ``--controller-cmd``): a command template the lab fills in
 (:data:`PLACEHOLDERS`), the same AWS environment plus ``AWS_ENDPOINT_URL_*``, readiness from a
-health URL or a log line; :func:`upstream_preset` knows the upstream binary's flags. Neighbours: ``lab.compose`` decides the flags
-and files; ``lab.debug`` wraps the same command under debugpy for ``invoke lab.debug``.
+health URL or a log line; :func:`upstream_preset` knows the upstream binary's flags.
+Neighbours: ``lab.compose`` decides the flags and files; ``lab.debug`` wraps the same command
+under debugpy for ``invoke lab.debug``.
 """
 
 from __future__ import annotations
