@@ -35,6 +35,9 @@ from lab.dataplane.endpoints import (
 from lab.dataplane.informers import Informers
 from lab.dataplane.versions import EndpointsBehaviour
 
+#: the shared slices informer's index of the slices this controller manages, per Service
+MANAGED_INDEX = "endpointslice-controller:service"
+
 
 class EndpointSliceController(ServiceController):
     name = "endpointslice-controller"
@@ -50,7 +53,7 @@ class EndpointSliceController(ServiceController):
     ) -> None:
         super().__init__(api, informers, clock, behaviour=behaviour, batch_period=batch_period)
         self.slices = informers(ENDPOINT_SLICES)
-        self.slices.add_index("service", self._slice_service)
+        self.slices.add_index(MANAGED_INDEX, self._slice_service)
         self.nodes.add_handler(self._on_node)
         #: the endpointSliceTracker: service key -> slice name -> resourceVersion written
         #: (None: deleted), until the informer has caught up with our own writes
@@ -120,7 +123,7 @@ class EndpointSliceController(ServiceController):
         pods = self.selected(svc)
         existing = [
             s
-            for s in self.slices.by_index("service", f"{ns}/{name}")
+            for s in self.slices.by_index(MANAGED_INDEX, f"{ns}/{name}")
             if not meta(s).get("deletionTimestamp")
         ]
         if pods is None:

@@ -59,8 +59,13 @@ class Informer:
             handler("ADDED", obj, None)
 
     def add_index(self, name: str, fn: IndexFn) -> None:
-        """Index objects by the keys ``fn(obj)`` returns (read with :meth:`by_index`)."""
+        """Index objects by the keys ``fn(obj)`` returns (read with :meth:`by_index`). Names
+        are shared by everyone using this informer, so a name taken is refused (client-go's
+        AddIndexers does the same): two users' indexes under one name would silently become
+        one of them."""
         with self._lock:
+            if name in self._indexers:
+                raise ValueError(f"informer {self.resource.plural}: index {name!r} exists")
             self._indexers[name] = fn
             index: dict[str, set[tuple[str, str]]] = {}
             for key, obj in self._items.items():

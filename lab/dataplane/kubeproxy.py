@@ -43,6 +43,8 @@ from lab.dataplane.versions import KubeProxyBehaviour
 
 TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+#: the shared slices informer's index of every slice of a Service, whoever manages it
+SLICES_INDEX = "kube-proxy:service"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +147,7 @@ class KubeProxyModel:
         self.services = informers(SERVICES)
         self.slices = informers(ENDPOINT_SLICES)
         self.nodes = informers(NODES)
-        self.slices.add_index("service", self._slice_service)
+        self.slices.add_index(SLICES_INDEX, self._slice_service)
         self._endpoint_cache: dict[tuple[str, str, str, str], tuple[Any, list[Endpoint]]] = {}
         #: (service key, source IP) -> (endpoint IP, port, lab time it expires)
         self._affinity: dict[tuple[str, str], tuple[str, int, float]] = {}
@@ -179,7 +181,7 @@ class KubeProxyModel:
     ) -> list[Endpoint]:
         """The endpoints kube-proxy knows for a Service port (all of them, any condition);
         rebuilt only when one of the Service's slices changed, as kube-proxy's own map is."""
-        slices = self.slices.by_index("service", f"{namespace}/{name}")
+        slices = self.slices.by_index(SLICES_INDEX, f"{namespace}/{name}")
         versions = tuple(
             sorted((str(meta(s).get("name")), str(meta(s).get("resourceVersion"))) for s in slices)
         )

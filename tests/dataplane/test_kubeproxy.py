@@ -125,6 +125,26 @@ def test_r7_health_check_node_port_from_hand_written_slices(
         proxy.health_check_node_port(node="w1", port=1)
 
 
+def test_a_hand_written_slice_survives_the_slice_controller(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    """The EndpointSlice controller and kube-proxy index the shared slices informer, each by
+    Service: under one index name the later one replaced the other, so the controller saw the
+    hand-written slices of a selector-less Service as its own and deleted them on its next sync
+    (the race behind R7's CI failures). Deterministic: sync that Service once the slice is in
+    the cache."""
+    cluster = make_cluster("1.33")
+    lb_service(cluster, selector={}, externalTrafficPolicy="Local")
+    manual_slice(cluster, "hc", {"ready": True})
+    slices = cluster.plane.endpoint_slices.slices
+    wait("the slice in the cache", lambda: slices.get("default", "hc-manual"))
+    cluster.plane.endpoint_slices.sync(("default", "hc"))
+    assert cluster.get(f"{SLICES}/hc-manual") is not None
+    assert [e.ip for e in cluster.plane.kube_proxy.endpoints("default", "hc")] == ["10.244.200.10"]
+    with pytest.raises(ValueError, match="index 'kube-proxy:service' exists"):
+        slices.add_index("kube-proxy:service", lambda o: [])
+
+
 @pytest.mark.parametrize(("version", "drains"), [("1.27", False), ("1.30", True), ("1.33", True)])
 def test_r8_healthz_on_a_node_tainted_for_deletion(
     make_cluster: Callable[..., Cluster], version: str, drains: bool
