@@ -107,7 +107,7 @@ def new_cloud(
     legacy: LegacyFlags | None = None,
     sg_delete_interval: float = 5.0,
     sg_delete_timeout: float = 600.0,
-    metadata_timeout: float = 3.0,
+    metadata_timeout: float = 6.0,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> AWSCloud:

@@ -47,10 +47,18 @@ def metadata_endpoint(override_url: str = "") -> str:
     return url if url.endswith("/") else url + "/"
 
 
+#: tries per metadata request that times out or cannot connect
+MAX_ATTEMPTS = 3
+
+
+class _Unreachable(Exception):
+    """One request got no answer (timeout, refused); :meth:`MetadataClient.get` may retry."""
+
+
 class MetadataClient:
     """A tiny IMDS client: v2 token with v1 fallback, bounded by ``timeout`` overall."""
 
-    def __init__(self, endpoint: str, *, timeout: float = 3.0) -> None:
+    def __init__(self, endpoint: str, *, timeout: float = 6.0) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
         self._deadline = 0.0
@@ -84,16 +92,28 @@ class MetadataClient:
                 self.endpoint, f"{self.endpoint}latest/api/token answered HTTP {exc.code}"
             ) from None
         except (urllib.error.URLError, OSError) as exc:
-            raise MetadataError(
-                self.endpoint, f"cannot reach {self.endpoint}: {_reason(exc)}"
-            ) from None
+            raise _Unreachable(f"cannot reach {self.endpoint}: {_reason(exc)}") from None
 
     def get(self, path: str) -> str:
-        """GET ``latest/meta-data/<path>``; raises :class:`MetadataError`."""
+        """GET ``latest/meta-data/<path>``; raises :class:`MetadataError`. A request that
+        times out or cannot connect is tried again while the overall ``timeout`` lasts, up to
+        :data:`MAX_ATTEMPTS` times (the AWS SDKs' IMDS clients retry likewise); an HTTP error
+        answer is final."""
         if os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true":
             raise MetadataError(self.endpoint, "AWS_EC2_METADATA_DISABLED=true")
         if not self._deadline:
             self._deadline = time.monotonic() + self.timeout
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                return self._get_once(path)
+            except _Unreachable as exc:
+                if attempt == MAX_ATTEMPTS or self._deadline - time.monotonic() <= 0:
+                    raise MetadataError(self.endpoint, str(exc)) from None
+                log.info("metadata: %s; trying again (attempt %d)", exc, attempt + 1)
+                self._token_tried = self._token is not None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _get_once(self, path: str) -> str:
         self._token_once()
         headers = {"X-aws-ec2-metadata-token": self._token} if self._token else {}
         url = self.endpoint + "latest/meta-data/" + path
@@ -106,7 +126,7 @@ class MetadataClient:
         except urllib.error.HTTPError as exc:
             raise MetadataError(self.endpoint, f"{url} answered HTTP {exc.code}") from None
         except (urllib.error.URLError, OSError) as exc:
-            raise MetadataError(self.endpoint, f"cannot reach {url}: {_reason(exc)}") from None
+            raise _Unreachable(f"cannot reach {url}: {_reason(exc)}") from None
 
 
 def _reason(exc: BaseException) -> str:
@@ -115,7 +135,7 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def fetch_self_identity(endpoint: str, *, timeout: float = 3.0) -> SelfIdentity:
+def fetch_self_identity(endpoint: str, *, timeout: float = 6.0) -> SelfIdentity:
     """Instance id, zone and region of the instance this process runs on."""
     client = MetadataClient(endpoint, timeout=timeout)
     instance_id = client.get("instance-id")
@@ -129,6 +149,6 @@ def fetch_self_identity(endpoint: str, *, timeout: float = 3.0) -> SelfIdentity:
     return SelfIdentity(instance_id=instance_id, availability_zone=zone, region=region)
 
 
-def fetch_region(endpoint: str, *, timeout: float = 3.0) -> str:
+def fetch_region(endpoint: str, *, timeout: float = 6.0) -> str:
     """Only the region (dummy self-instance mode without Region/Zone in the config)."""
     return fetch_self_identity(endpoint, timeout=timeout).region
