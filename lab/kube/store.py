@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.kube import events
 from lab.kube import exceptions as E
 from lab.kube.deletion import Deleter
 from lab.kube.objects import ObjKey, RTKey, rt_key
@@ -244,13 +245,34 @@ class Store:
             self.rv += 1
             # the encoding is not kept: entries encode lazily on first read (memory as before)
             self._put(k, key, obj)
-        ev = Event(etype, obj, old, self.rv, rt.kind, rt.api_version)
+        self._publish(k, Event(etype, obj, old, self.rv, rt.kind, rt.api_version))
+        twin = events.twin_of(k)
+        if twin is not None and twin in self.by_key:
+            self._mirror(twin, etype, obj, old)
+        return obj
+
+    def _publish(self, k: RTKey, ev: Event) -> None:
         if len(self.history) == self.history.maxlen:
             self.compacted = self.history[0][1].rv
         self.history.append((k, ev))
         for w in self.watchers[k]:
             w.push(ev)
-        return obj
+
+    def _mirror(self, k: RTKey, etype: str, obj: Obj, old: Obj | None) -> None:
+        """The same Event in the other API's shape, at the same revision: one store served
+        through core/v1 and events.k8s.io/v1."""
+        convert = events.convert_for(k)
+        meta = obj["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        twin = convert(obj)
+        twin_old = self._t.objects[k].get(key)
+        if etype == "DELETED":
+            self._remove(k, key)
+        else:
+            self._put(k, key, twin)
+        rt = self.by_key[k]
+        previous = twin_old.obj if twin_old is not None else (convert(old) if old else None)
+        self._publish(k, Event(etype, twin, previous, self.rv, rt.kind, rt.api_version))
 
     def dependents(self, uid: str) -> list[tuple[ResourceType, Obj]]:
         """Objects whose ownerReferences name ``uid`` (from the owner index)."""
@@ -266,7 +288,7 @@ class Store:
         return [
             (self.by_key[k], entry.obj)
             for k, table in self._t.objects.items()
-            if self.by_key[k].namespaced
+            if self.by_key[k].namespaced and k != events.EVENTS_V1  # the core twin stands for it
             for key, entry in list(table.items())
             if key[0] == ns
         ]
