@@ -346,8 +346,10 @@ class Api:
         if q.get("continue") and rv not in ("",):
             raise E.bad_request("specifying resource version is not allowed when using continue")
         want = self._wanted_rv(rv)
-        if want is not None and q.get("limit") and want < self.store.compacted:
-            raise E.expired(f"too old resource version: {want} ({self.store.compacted})")
+        match = q.get("resourceVersionMatch", "")
+        if want is not None and (match == "Exact" or (q.get("limit") and not match)):
+            # read from etcd at that revision (the legacy exact case: a limit without a match)
+            self.store.check_list_revision(want)
         try:
             limit = int(q.get("limit") or 0)
         except ValueError:
