@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from lab.kube.store import Store
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_EMPTY: dict[tuple[str, str, str], Obj] = {}
 
 
 class Writer:
@@ -163,14 +164,21 @@ class Writer:
         return FieldManager(Types(self.store.k8s_version), rt, "status" in rt.subresources)
 
     def _view(self, rt: ResourceType, obj: Obj) -> Obj:
-        """The object as the field manager compares it: what Go would serialize."""
-        view = copy.deepcopy(obj)
-        always_serialized(rt, view, version=self.store.k8s_version)
-        return view
+        """The object as the field manager compares it: what Go would serialize (the struct
+        values are added in place, as the commit adds them anyway)."""
+        always_serialized(rt, obj, version=self.store.k8s_version)
+        return obj
 
     def _empty(self, rt: ResourceType) -> Obj:
-        """A new, empty object of the kind (``scope.Creater.New``): its struct values only."""
-        return self._view(rt, {"metadata": {}})
+        """A new, empty object of the kind (``scope.Creater.New``): its struct values only.
+        Shared and never modified (the field manager only reads it)."""
+        key = (rt.group, rt.plural, self.store.k8s_version)
+        empty = _EMPTY.get(key)
+        if empty is None:
+            empty = {"metadata": {}}
+            always_serialized(rt, empty, version=self.store.k8s_version)
+            _EMPTY[key] = empty
+        return empty
 
     # ------------------------------------------------------------------ update / patch
     def update(
@@ -255,7 +263,7 @@ class Writer:
                     if subresource:
                         raise E.not_found(rt, name)
                     cfg, created_managed, _ = self._field_manager(rt).apply(
-                        self._empty(rt),
+                        copy.deepcopy(self._empty(rt)),  # merged into the new object
                         body,
                         manager=manager,
                         subresource="",
