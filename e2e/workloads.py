@@ -185,7 +185,13 @@ def decided_traffic(lab: Lab, service: str, *, requests: int = 60) -> TrafficRep
     up by an instance still "in registration" or short of HealthyThreshold (a failing one is
     decided after UnhealthyThreshold checks, 6 x 10 lab seconds with the controller's
     defaults)."""
-    pending = ("registration is still in progress", "has not passed the configured")
+    # callers have seen the hostname through the API; the data plane's informers (which the
+    # traffic model reads) may not have the status yet under load
+    pending = (
+        "registration is still in progress",
+        "has not passed the configured",
+        "status.loadBalancer.ingress is empty",
+    )
 
     def decided() -> TrafficReport | None:
         report = lab.traffic.send(service, requests=requests, seed=8)

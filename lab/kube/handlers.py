@@ -64,6 +64,17 @@ _PATCH_DECODE = {
 }
 
 
+_FIELD_MANAGER_MAX = 128
+
+
+def manager_from_user_agent(agent: str) -> str:
+    """The field manager a write without ``fieldManager`` is recorded under
+    (``prefixFromUserAgent`` in the apiserver's handlers): the User-Agent up to its first
+    ``/``, without unprintable characters, cut at 128 characters."""
+    head = agent.split("/", maxsplit=1)[0]
+    return "".join(ch for ch in head if ch.isprintable())[:_FIELD_MANAGER_MAX]
+
+
 class Api:
     """The simulated API server's request dispatcher."""
 
@@ -160,9 +171,10 @@ class Api:
         if rt.namespaced and route.name is not None and route.namespace is None:
             raise E.unknown_path()
         dry_run = parse_dry_run(q)
-        manager = q.get("fieldManager") or req.headers.get("user-agent", "").split("/")[0]
-        if len(manager) > 128:
+        manager = q.get("fieldManager") or ""
+        if len(manager) > _FIELD_MANAGER_MAX:
             raise E.invalid_options("CreateOptions", [E.too_long("fieldManager", 128)])
+        manager = manager or manager_from_user_agent(req.headers.get("user-agent", ""))
         if verb == "get":
             return self._get(req, route)
         if verb == "list":
@@ -334,8 +346,10 @@ class Api:
         if q.get("continue") and rv not in ("",):
             raise E.bad_request("specifying resource version is not allowed when using continue")
         want = self._wanted_rv(rv)
-        if want is not None and q.get("limit") and want < self.store.compacted:
-            raise E.expired(f"too old resource version: {want} ({self.store.compacted})")
+        match = q.get("resourceVersionMatch", "")
+        if want is not None and (match == "Exact" or (q.get("limit") and not match)):
+            # read from etcd at that revision (the legacy exact case: a limit without a match)
+            self.store.check_list_revision(want)
         try:
             limit = int(q.get("limit") or 0)
         except ValueError:

@@ -36,7 +36,7 @@ from lab.component import ServerComponent
 from lab.kube import exceptions as E
 from lab.kube.control_client import KubeControlClient
 from lab.kube.handlers import Api
-from lab.kube.store import Store
+from lab.kube.store import Store, WatchWindow
 from lab.kube.tls import ServingCerts, make_certs
 from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.kube.watch import dumps
@@ -272,6 +272,7 @@ class KubeServer(ServerComponent):
         service_cidr: str = "10.96.0.0/16",
         node_port_range: tuple[int, int] = (30000, 32767),
         history: int = 20000,
+        window: WatchWindow | None = None,
         fake_kubelet: bool = False,
         workdir: str | Path | None = None,
         ready_timeout: float = 10.0,
@@ -289,6 +290,7 @@ class KubeServer(ServerComponent):
             service_cidr=service_cidr,
             node_port_range=node_port_range,
             history=history,
+            window=window,
             fake_kubelet=fake_kubelet,
         )
         self.api = Api(self.store, token=self.token, version=version)

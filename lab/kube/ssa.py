@@ -1,169 +1,648 @@
-"""Server-side apply field sets: what each applier owns, and removal of what it dropped.
+"""Field ownership (``metadata.managedFields``) and server-side apply, schema-driven.
 
-A pragmatic subset of ``structured-merge-diff``: the set of fields an applied configuration
-sets is computed with the apply list semantics of ``patch.py`` (list-map keys such as Service
-ports on ``port`` + ``protocol``, primitive sets, atomic lists) and stored as a real
-``fieldsV1`` document in that manager's ``Apply`` entry of ``managedFields``. On the next apply
-by the same manager, fields it set before but left out now are removed from the live object
-unless another *applier* still owns them, and changing a value another applier owns is a 409
-``FieldManagerConflict`` unless ``force=true`` (which takes the field over). Not modelled:
-ownership by ``Update`` managers (their entries keep a placeholder ``fieldsV1``, so an apply
-never conflicts with, and may remove a field last written by, kubectl edit or a controller).
+The behaviour follows ``sigs.k8s.io/structured-merge-diff`` (SMD) as kube-apiserver's field
+manager (``k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager``) drives it:
+
+* every write records its manager's field set; a manager is identified by name, operation
+  (``Update`` or ``Apply``), subresource and, for ``Update`` only, the apiVersion (SMD's
+  ``BuildManagerIdentifier``), one ``managedFields`` entry each;
+* an ``Update`` (create, update, any non-apply patch) owns the fields it added or changed
+  (SMD ``Updater.Update``: the old object compared with the new one); those fields, and the
+  ones it removed, leave every other manager's set; its entry's ``time`` moves only when it
+  took a field; a manager whose set becomes empty loses its entry;
+* an ``Apply`` owns exactly the fields of its configuration (SMD ``ToFieldSet``); the merged
+  object is compared with the live one and a field another manager owns that would be added or
+  changed is a conflict (409) unless ``force`` (then ownership moves); a field the applier
+  owned before and now leaves out is removed from the object unless some manager (the
+  applier's new set included) still owns it (SMD ``prune``);
+* the fields the field manager never tracks are stripped (``stripMeta``: ``apiVersion``,
+  ``kind``, ``metadata`` name/namespace/uid/... ) and the fields a strategy resets are ignored
+  (``status`` through the main resource of a kind with a status subresource; everything but
+  ``status`` through ``/status``);
+* entries are written in the order ``sortEncodedManagedFields`` sorts them (Apply first, then
+  by time in seconds, manager, apiVersion, subresource).
+
+List and map semantics come from the upstream OpenAPI schema of the server's version
+(``schema.definitions``): ``x-kubernetes-list-type`` atomic / set / map with
+``x-kubernetes-list-map-keys``; failing that, ``x-kubernetes-patch-strategy: merge`` with a
+merge key (as kube-openapi's ``schemaconv`` falls back); ``x-kubernetes-map-type: atomic``;
+fields without a schema are deduced from the value (maps granular, lists atomic).
+
+Paths are tuples of fieldsV1 keys: ``f:<name>``, ``k:<json of the key fields, sorted>``,
+``v:<json value>``.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from lab.kube import exceptions as E
-from lab.kube.patch import strategies_for
+from lab.kube.objects import now_rfc3339
 from lab.kube.resources import ResourceType
+from lab.kube.schema import definition_name, definitions
 
-Path = tuple[str, ...]  # fieldsV1 keys from the root, e.g. ("f:spec", "f:ports", 'k:{...}')
-_KEY_DEFAULTS = {"protocol": "TCP"}
-_METADATA_FIELDS = ("labels", "annotations", "finalizers", "ownerReferences")
+Path = tuple[str, ...]
+PathSet = set[Path]
+Schema = dict[str, Any]
+
+_PREFIX = "#/$defs/"
+# List-map key fields with a ``+default`` marker in k8s.io/api, which SMD uses for an item that
+# omits the key. The shipped schemas carry no ``default``s, hence this table (the only two among
+# the multi-key list maps of the served kinds).
+_KEY_DEFAULTS: dict[tuple[str, str], Any] = {
+    ("io.k8s.api.core.v1.ServicePort", "protocol"): "TCP",
+    ("io.k8s.api.core.v1.ContainerPort", "protocol"): "TCP",
+}
+_STRIPPED: frozenset[Path] = frozenset(
+    {
+        ("f:apiVersion",),
+        ("f:kind",),
+        ("f:metadata",),
+        *(
+            ("f:metadata", f"f:{name}")
+            for name in (
+                "name",
+                "namespace",
+                "creationTimestamp",
+                "selfLink",
+                "uid",
+                "clusterName",
+                "generation",
+                "managedFields",
+                "resourceVersion",
+            )
+        ),
+    }
+)
 
 
-def _compact(value: Any) -> str:
+# ---------------------------------------------------------------------------------- types
+@dataclass
+class TypeNode:
+    """What SMD needs to know of a schema node."""
+
+    kind: str  # "struct", "map", "list", "scalar", "deduced"
+    atomic: bool = False
+    props: dict[str, Schema] = field(default_factory=dict)
+    elem: Schema | None = None  # map values, list items
+    list_type: str = "atomic"  # "atomic", "set", "map"
+    keys: tuple[str, ...] = ()
+
+
+_DEDUCED = TypeNode("deduced")
+# keyed by the ids of long-lived schema dicts: the loaded definitions (kept for the process) and
+# the root references below (kept here), never of a temporary dict
+_cache: dict[tuple[int, int], TypeNode] = {}
+_roots: dict[str, Schema] = {}
+_cache_lock = threading.Lock()
+
+
+class Types:
+    """Schema lookups for one Kubernetes version."""
+
+    def __init__(self, version: str) -> None:
+        self.defs = definitions(version)
+
+    def root(self, rt: ResourceType) -> Schema:
+        name = definition_name(rt)
+        with _cache_lock:
+            return _roots.setdefault(name, {"$ref": _PREFIX + name})
+
+    def node(self, schema: Schema | None) -> TypeNode:
+        if schema is None:
+            return _DEDUCED
+        key = (id(self.defs), id(schema))
+        with _cache_lock:
+            hit = _cache.get(key)
+        if hit is not None:
+            return hit
+        node = self._build(schema)
+        with _cache_lock:
+            _cache[key] = node
+        return node
+
+    def _build(self, schema: Schema) -> TypeNode:
+        ext = dict(schema)
+        ref = schema.get("$ref")
+        target = schema
+        if isinstance(ref, str) and ref.startswith(_PREFIX):
+            target = self.defs.get(ref[len(_PREFIX) :], {})
+            ext = {**target, **{k: v for k, v in schema.items() if k.startswith("x-")}}
+        if "oneOf" in target:  # IntOrString, Quantity
+            return TypeNode("scalar")
+        props = target.get("properties")
+        atomic_map = ext.get("x-kubernetes-map-type") == "atomic"
+        if isinstance(props, dict):
+            return TypeNode("struct", atomic=atomic_map, props=props)
+        types = target.get("type")
+        types = [types] if isinstance(types, str) else list(types or [])
+        if "array" in types:
+            list_type = ext.get("x-kubernetes-list-type")
+            keys: tuple[str, ...] = ()
+            if list_type == "map":
+                keys = tuple(ext.get("x-kubernetes-list-map-keys") or ())
+            elif list_type not in ("atomic", "set"):
+                strategy = str(ext.get("x-kubernetes-patch-strategy") or "")
+                if "merge" in strategy.split(","):
+                    merge_key = ext.get("x-kubernetes-patch-merge-key")
+                    list_type = "map" if merge_key else "set"
+                    keys = (merge_key,) if merge_key else ()
+                else:
+                    list_type = "atomic"
+            items = target.get("items")
+            return TypeNode(
+                "list",
+                atomic=list_type == "atomic",
+                elem=items if isinstance(items, dict) else None,
+                list_type=list_type,
+                keys=keys,
+            )
+        if "object" in types:
+            extra = target.get("additionalProperties")
+            if isinstance(extra, dict):
+                return TypeNode("map", atomic=atomic_map, elem=extra)
+            return _DEDUCED
+        if types:
+            return TypeNode("scalar")
+        return _DEDUCED
+
+    def child(self, node: TypeNode, name: str) -> Schema | None:
+        if node.kind == "struct":
+            return node.props.get(name)
+        return node.elem
+
+    def key_default(self, node: TypeNode, key: str) -> Any:
+        item = self.node(node.elem)
+        prop = item.props.get(key) if item.kind == "struct" else None
+        if isinstance(prop, dict) and "default" in prop:
+            return prop["default"]
+        ref = str((node.elem or {}).get("$ref", ""))[len(_PREFIX) :]
+        return _KEY_DEFAULTS.get((ref, key))
+
+
+def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def field_set(config: dict[str, Any], kind: str) -> set[Path]:
-    """The fields ``config`` sets, as fieldsV1 paths."""
-    strat = strategies_for(kind, apply=True)
-    out: set[Path] = set()
+def _element(types: Types, node: TypeNode, item: Any) -> str:
+    """The path element of a list item (``k:`` for list maps, ``v:`` for sets)."""
+    if node.list_type == "map" and isinstance(item, dict):
+        ident = {}
+        for key in node.keys:
+            value = item.get(key)
+            if value is None:
+                value = types.key_default(node, key)
+            if value is not None:
+                ident[key] = value
+        return "k:" + _json(ident)
+    return "v:" + _json(item)
 
-    def walk(node: dict[str, Any], prefix: Path, spath: str) -> None:
-        for key, value in node.items():
-            if not prefix and key in ("apiVersion", "kind", "status"):
-                continue
-            if prefix == ("f:metadata",) and key not in _METADATA_FIELDS:
-                continue
-            path = (*prefix, f"f:{key}")
-            sub = f"{spath}.{key}" if spath else key
-            if isinstance(value, dict) and value:
-                walk(value, path, sub)
-            elif isinstance(value, list) and sub in strat:
-                merge_key = strat[sub]
-                for item in value:
-                    if merge_key == "" or not isinstance(item, dict):
-                        out.add((*path, f"v:{_compact(item)}"))
-                        continue
-                    ident = {f: item.get(f, _KEY_DEFAULTS.get(f)) for f in merge_key.split(",")}
-                    element = (*path, f"k:{_compact(ident)}")
-                    out.add(element)
-                    walk(item, element, f"{sub}[]")
-            elif value is not None:
-                out.add(path)
 
-    walk(config, (), "")
+def _granular(node: TypeNode, value: Any) -> bool:
+    """Whether SMD descends into ``value`` (a struct or map that is not atomic)."""
+    if node.kind in ("struct", "map"):
+        return not node.atomic and isinstance(value, dict)
+    if node.kind == "deduced":
+        return isinstance(value, dict)
+    return False
+
+
+def _associative(node: TypeNode, value: Any) -> bool:
+    return node.kind == "list" and not node.atomic and isinstance(value, list)
+
+
+# ---------------------------------------------------------------------------------- sets
+def field_set(types: Types, value: Any, schema: Schema | None) -> PathSet:
+    """SMD ``ToFieldSet``: the leaves, list items and map entries ``value`` sets."""
+    out: PathSet = set()
+
+    def walk(val: Any, sch: Schema | None, path: Path) -> None:
+        node = types.node(sch)
+        if _granular(node, val):
+            for key, child in val.items():
+                if node.kind == "struct" and key not in node.props:
+                    continue  # an unknown field has no place in the set
+                sub = (*path, f"f:{key}")
+                walk(child, types.child(node, key), sub)
+                if child is None or child == {} or node.kind != "struct":
+                    out.add(sub)
+        elif _associative(node, val):
+            for item in val:
+                sub = (*path, _element(types, node, item))
+                walk(item, node.elem, sub)
+                out.add(sub)
+        elif path:
+            out.add(path)
+
+    walk(value, schema, ())
     return out
 
 
-def to_fields_v1(paths: set[Path]) -> dict[str, Any]:
+@dataclass
+class Comparison:
+    added: PathSet = field(default_factory=set)
+    modified: PathSet = field(default_factory=set)
+    removed: PathSet = field(default_factory=set)
+
+    def changed(self) -> PathSet:
+        return self.added | self.modified
+
+
+def compare(types: Types, old: Any, new: Any, schema: Schema | None) -> Comparison:
+    """SMD ``Compare``: what ``new`` added, modified and removed relative to ``old``."""
+    out = Comparison()
+
+    def everything(val: Any, sch: Schema | None, path: Path, into: PathSet) -> None:
+        into.add(path)
+        node = types.node(sch)
+        if _granular(node, val):
+            for key, child in val.items():
+                if node.kind == "struct" and key not in node.props:
+                    continue
+                everything(child, types.child(node, key), (*path, f"f:{key}"), into)
+        elif _associative(node, val):
+            for item in val:
+                everything(item, node.elem, (*path, _element(types, node, item)), into)
+
+    def walk(lhs: Any, rhs: Any, sch: Schema | None, path: Path) -> None:
+        node = types.node(sch)
+        if _granular(node, lhs) and _granular(node, rhs):
+            for key in {**lhs, **rhs}:
+                if node.kind == "struct" and key not in node.props:
+                    continue
+                sub = (*path, f"f:{key}")
+                csch = types.child(node, key)
+                if key not in rhs:
+                    everything(lhs[key], csch, sub, out.removed)
+                elif key not in lhs:
+                    everything(rhs[key], csch, sub, out.added)
+                else:
+                    walk(lhs[key], rhs[key], csch, sub)
+        elif _associative(node, lhs) and _associative(node, rhs):
+            left = {_element(types, node, item): item for item in lhs}
+            right = {_element(types, node, item): item for item in rhs}
+            for pe, item in left.items():
+                if pe not in right:
+                    everything(item, node.elem, (*path, pe), out.removed)
+            for pe, item in right.items():
+                if pe not in left:
+                    everything(item, node.elem, (*path, pe), out.added)
+                else:
+                    walk(left[pe], item, node.elem, (*path, pe))
+        elif lhs != rhs and path:
+            out.modified.add(path)
+
+    walk(old, new, schema, ())
+    return out
+
+
+def merge(types: Types, live: Any, config: Any, schema: Schema | None) -> Any:
+    """SMD ``Merge``: the configuration over the live object (structs and maps field by field,
+    list maps and sets item by item, atomic values replaced)."""
+    node = types.node(schema)
+    if _granular(node, live) and _granular(node, config):
+        out = dict(live)
+        for key, value in config.items():
+            if key in live:
+                out[key] = merge(types, live[key], value, types.child(node, key))
+            else:
+                out[key] = value
+        return out
+    if _associative(node, live) and _associative(node, config):
+        wanted = {_element(types, node, item): item for item in config}
+        merged: list[Any] = []
+        seen = set()
+        for item in live:
+            pe = _element(types, node, item)
+            if pe in wanted:
+                seen.add(pe)
+                merged.append(merge(types, item, wanted[pe], node.elem))
+            else:
+                merged.append(item)
+        merged.extend(item for pe, item in wanted.items() if pe not in seen)
+        return merged
+    return config
+
+
+def remove_paths(types: Types, obj: Any, paths: PathSet, schema: Schema | None) -> Any:
+    """``obj`` without the items ``paths`` name (a whole subtree each; SMD ``RemoveItems``)."""
+    if not paths:
+        return obj
+
+    def walk(val: Any, sch: Schema | None, path: Path) -> Any:
+        node = types.node(sch)
+        if _granular(node, val):
+            out = {}
+            for key, child in val.items():
+                sub = (*path, f"f:{key}")
+                if sub in paths:
+                    continue
+                out[key] = walk(child, types.child(node, key), sub)
+            return out
+        if _associative(node, val):
+            items = []
+            for item in val:
+                sub = (*path, _element(types, node, item))
+                if sub not in paths:
+                    items.append(walk(item, node.elem, sub))
+            return items
+        return val
+
+    return walk(obj, schema, ())
+
+
+def _prefixes(paths: PathSet) -> PathSet:
+    return {p[:i] for p in paths for i in range(1, len(p) + 1)}
+
+
+# ---------------------------------------------------------------------------------- fieldsV1
+def to_fields_v1(paths: PathSet) -> dict[str, Any]:
+    """A path set as the ``fieldsV1`` trie (``"."`` marks a member that has children)."""
     root: dict[str, Any] = {}
-    for path in sorted(paths):
+    for path in paths:
         node = root
         for part in path:
             node = node.setdefault(part, {})
-        if path and path[-1].startswith("k:"):
-            node["."] = {}
-    return root
+    members = set(paths)
+
+    def mark(node: dict[str, Any], path: Path) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if node and path in members:
+            out["."] = {}
+        for key in sorted(node):
+            out[key] = mark(node[key], (*path, key))
+        return out
+
+    return mark(root, ())
 
 
-def from_fields_v1(doc: Any) -> set[Path]:
-    out: set[Path] = set()
+def from_fields_v1(doc: Any) -> PathSet:
+    out: PathSet = set()
 
     def walk(node: dict[str, Any], prefix: Path) -> None:
         for key, value in node.items():
             if key == ".":
+                out.add(prefix)
                 continue
             path = (*prefix, key)
-            if isinstance(value, dict) and any(k != "." for k in value):
-                if key.startswith("k:"):
-                    out.add(path)
+            if isinstance(value, dict) and value:
                 walk(value, path)
             else:
                 out.add(path)
 
     if isinstance(doc, dict):
         walk(doc, ())
+    out.discard(())
     return out
 
 
-def _find(items: list[Any], ident: dict[str, Any]) -> int | None:
-    for idx, item in enumerate(items):
-        if isinstance(item, dict) and all(
-            item.get(f, _KEY_DEFAULTS.get(f)) == v for f, v in ident.items()
-        ):
-            return idx
-    return None
+# ---------------------------------------------------------------------------------- managers
+@dataclass
+class Manager:
+    name: str
+    operation: str
+    subresource: str
+    api_version: str
+    fields: PathSet
+    time: str | None
+
+    def ident(self) -> tuple[str, str, str, str]:
+        version = "" if self.operation == "Apply" else self.api_version
+        return (self.name, self.operation, self.subresource, version)
+
+    def entry(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "manager": self.name,
+            "operation": self.operation,
+            "apiVersion": self.api_version,
+        }
+        if self.time:
+            out["time"] = self.time
+        out["fieldsType"] = "FieldsV1"
+        out["fieldsV1"] = to_fields_v1(self.fields)
+        if self.subresource:
+            out["subresource"] = self.subresource
+        return out
+
+    def printed(self) -> str:
+        """As ``printManager`` names it in a conflict."""
+        out = json.dumps(self.name)
+        if self.subresource:
+            out += f" with subresource {json.dumps(self.subresource)}"
+        if self.operation == "Update":
+            out += f" using {self.api_version}"
+        return out
 
 
-def remove_dropped(live: dict[str, Any], dropped: set[Path], still_owned: set[Path]) -> None:
-    """Delete from ``live`` (in place) the fields in ``dropped``. A list-map element goes as a
-    whole when nobody still owns anything inside it; otherwise only its dropped non-key fields
-    go (the key fields are the element's identity)."""
-    gone: list[Path] = []
-    for path in sorted(dropped, key=len):
-        if any(path[: len(g)] == g for g in gone):
-            continue
-        parent: Any = live
-        for part in path[:-1]:
-            parent = _step(parent, part)
-            if parent is None:
-                break
-        if parent is None:
-            continue
-        last = path[-1]
-        if last.startswith("k:") and isinstance(parent, list):
-            if any(p[: len(path)] == path for p in still_owned):
-                continue
-            idx = _find(parent, json.loads(last[2:]))
-            if idx is not None:
-                parent.pop(idx)
-            gone.append(path)
-        elif last.startswith("f:") and isinstance(parent, dict):
-            owner = path[-2] if len(path) > 1 else ""
-            if owner.startswith("k:") and last[2:] in json.loads(owner[2:]):
-                continue
-            parent.pop(last[2:], None)
-        elif last.startswith("v:") and isinstance(parent, list):
-            value = json.loads(last[2:])
-            parent[:] = [v for v in parent if v != value]
+def decode(entries: Any) -> list[Manager] | None:
+    """The managers of a ``managedFields`` list; None when it is not a valid one."""
+    if not isinstance(entries, list):
+        return None
+    out = []
+    for e in entries:
+        if not isinstance(e, dict) or e.get("operation") not in ("Apply", "Update"):
+            return None
+        if e.get("fieldsType", "FieldsV1") != "FieldsV1":
+            return None
+        out.append(
+            Manager(
+                name=str(e.get("manager") or ""),
+                operation=str(e["operation"]),
+                subresource=str(e.get("subresource") or ""),
+                api_version=str(e.get("apiVersion") or ""),
+                fields=from_fields_v1(e.get("fieldsV1")),
+                time=e.get("time") if isinstance(e.get("time"), str) else None,
+            )
+        )
+    return out
 
 
-def _step(node: Any, part: str) -> Any:
-    if part.startswith("f:") and isinstance(node, dict):
-        return node.get(part[2:])
-    if part.startswith("k:") and isinstance(node, list):
-        idx = _find(node, json.loads(part[2:]))
-        return None if idx is None else node[idx]
-    return None
+def _seconds(stamp: str | None) -> str:
+    return stamp or ""
 
 
-def value_at(obj: Any, path: Path) -> tuple[bool, Any]:
-    """(present, value) of the field ``path`` names in ``obj``."""
-    node = obj
-    for part in path[:-1]:
-        node = _step(node, part)
-        if node is None:
-            return False, None
-    last = path[-1]
-    if last.startswith("f:") and isinstance(node, dict):
-        return (last[2:] in node), node.get(last[2:])
-    if last.startswith("v:") and isinstance(node, list):
-        value = json.loads(last[2:])
-        return (value in node), value
-    if last.startswith("k:") and isinstance(node, list):
-        idx = _find(node, json.loads(last[2:]))
-        return idx is not None, None
-    return False, None
+def encode(managers: list[Manager]) -> list[dict[str, Any]]:
+    kept = [m for m in managers if m.fields]
+    kept.sort(
+        key=lambda m: (
+            m.operation,
+            _seconds(m.time),
+            m.name,
+            m.api_version,
+            m.subresource,
+        )
+    )
+    return [m.entry() for m in kept]
+
+
+def _ignored(rt: ResourceType, subresource: str, has_status: bool) -> Any:
+    """A predicate: paths the strategy resets for this write (the field manager's
+    ``IgnoredFields`` from ``ResetFieldsStrategy``)."""
+    if subresource == "status":
+        return lambda p: bool(p) and p[0] not in ("f:status", "f:metadata")
+    if has_status:
+        return lambda p: bool(p) and p[0] == "f:status"
+    return lambda p: False
+
+
+def _clean(paths: PathSet, ignored: Any) -> PathSet:
+    return {p for p in paths if p not in _STRIPPED and not ignored(p)}
+
+
+@dataclass
+class FieldManager:
+    """Field ownership for one resource type."""
+
+    types: Types
+    rt: ResourceType
+    has_status: bool
+
+    def _base(self, new_meta: dict[str, Any], old_meta: dict[str, Any] | None) -> list[Manager]:
+        mine = decode(new_meta.get("managedFields"))
+        if mine:
+            return mine
+        if old_meta is not None:
+            return decode(old_meta.get("managedFields")) or []
+        return []
+
+    def update(
+        self,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        *,
+        manager: str,
+        subresource: str,
+        incoming: Any,
+        previous: Any,
+    ) -> list[dict[str, Any]]:
+        """The managedFields after an Update-operation write from ``old`` to ``new``.
+        ``incoming`` is the managedFields the request carried, ``previous`` the stored ones."""
+        managers = self._base({"managedFields": incoming}, {"managedFields": previous})
+        ignored = _ignored(self.rt, subresource, self.has_status)
+        cmp = compare(self.types, old, new, self.types.root(self.rt))
+        changed = _clean(cmp.changed(), ignored)
+        removed = _clean(cmp.removed, ignored)
+        me = Manager(manager, "Update", subresource, self.rt.api_version, set(), None)
+        mine: Manager | None = None
+        for m in managers:
+            if m.ident() == me.ident():
+                mine = m
+            m.fields -= changed
+            m.fields -= removed
+        if changed:
+            if mine is None:
+                mine = me
+                managers.append(me)
+            mine.fields |= changed
+            mine.time = now_rfc3339()
+        return encode(managers)
+
+    def apply(
+        self,
+        live: dict[str, Any],
+        config: dict[str, Any],
+        *,
+        manager: str,
+        subresource: str,
+        force: bool,
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
+        """(new object, its managedFields, whether the object changed) for an apply of
+        ``config`` over ``live``; raises the 409 conflict."""
+        root = self.types.root(self.rt)
+        managers = decode(live.get("metadata", {}).get("managedFields")) or []
+        ignored = _ignored(self.rt, subresource, self.has_status)
+        applied = _clean(field_set(self.types, config, root), ignored)
+        me = Manager(manager, "Apply", subresource, self.rt.api_version, set(), None)
+        mine = next((m for m in managers if m.ident() == me.ident()), None)
+        last = set(mine.fields) if mine else set()
+        others = [m for m in managers if m is not mine]
+        owned = set(applied).union(*(m.fields for m in others))
+        merged = merge(self.types, live, _applicable(config, ignored), root)
+        dropped = last - owned
+        # a struct or map left empty by the removal goes too, unless something in it is owned
+        # SMD makes the struct fields above a dropped field members of the last set too: one
+        # left with nothing anybody owns goes with it (``EnsureNamedFieldsAreMembers``)
+        gone = dropped | {
+            p
+            for p in _prefixes(dropped) - _prefixes(owned)
+            if p[-1].startswith("f:") and p != ("f:metadata",)
+        }
+        merged = remove_paths(self.types, merged, gone, root)
+        cmp = compare(self.types, live, merged, root)
+        changed = _clean(cmp.changed(), ignored)
+        removed = _clean(cmp.removed, ignored)
+        clashes = [(m, p) for m in others for p in sorted(m.fields & changed)]
+        if clashes and not force:
+            raise conflict_error(clashes)
+        for m in others:
+            m.fields -= changed
+            m.fields -= removed
+        if mine is None:
+            mine = me
+            managers.append(me)
+        mine.fields = applied
+        mine.api_version = self.rt.api_version
+        object_changed = merged != live
+        if object_changed or mine.time is None:
+            mine.time = now_rfc3339()
+        return merged, encode(managers), object_changed
+
+
+def _applicable(config: dict[str, Any], ignored: Any) -> dict[str, Any]:
+    """The configuration without the top-level fields the strategy resets anyway, and without
+    the type fields (the live object carries neither)."""
+    return {
+        k: v
+        for k, v in config.items()
+        if k not in ("apiVersion", "kind") and not ignored((f"f:{k}",))
+    }
+
+
+def conflict_error(clashes: list[tuple[Manager, Path]]) -> E.ApiError:
+    """The 409 ``NewApplyConflict`` builds: details carry only the causes."""
+    causes = [
+        {
+            "type": "FieldManagerConflict",
+            "message": f"conflict with {m.printed()}",
+            "field": render(p),
+        }
+        for m, p in clashes
+    ]
+    if len(clashes) == 1:
+        m, p = clashes[0]
+        message = f"Apply failed with 1 conflict: conflict with {m.printed()}: {render(p)}"
+    else:
+        by_manager: dict[str, list[str]] = {}
+        order: dict[str, str] = {}
+        for m, p in clashes:
+            key = _json(m.ident())
+            order[key] = m.printed()
+            by_manager.setdefault(key, []).append(render(p))
+        lines = []
+        for key in sorted(by_manager, key=lambda k: _sort_ident(json.loads(k))):
+            lines.append(f"conflicts with {order[key]}:")
+            lines.extend(f"- {p}" for p in by_manager[key])
+        message = f"Apply failed with {len(clashes)} conflicts: " + "\n".join(lines)
+    return E.ApiError(409, "Conflict", message, details={"causes": causes})
+
+
+def _sort_ident(ident: list[str]) -> str:
+    """Managers sort by their identifier string: the JSON of the ManagedFieldsEntry with
+    manager, operation, apiVersion (Update) and subresource, in Go's field order."""
+    name, operation, subresource, version = ident
+    entry: dict[str, str] = {"manager": name, "operation": operation}
+    if version:
+        entry["apiVersion"] = version
+    if subresource:
+        entry["subresource"] = subresource
+    return json.dumps(entry, separators=(",", ":"))
 
 
 def render(path: Path) -> str:
-    """A field path as the API server prints it in conflicts (``.spec.ports[port=80,...]``)."""
+    """A path as fieldpath.Path prints it: ``.spec.ports[port=80,protocol="TCP"]``."""
     out = ""
     for part in path:
         kind, text = part[:2], part[2:]
@@ -171,85 +650,9 @@ def render(path: Path) -> str:
             out += f".{text}"
         elif kind == "k:":
             ident = json.loads(text)
-            out += "[" + ",".join(f"{k}={json.dumps(v)}" for k, v in ident.items()) + "]"
+            out += "[" + ",".join(f"{k}={_json(v)}" for k, v in ident.items()) + "]"
+        elif kind == "i:":
+            out += f"[{text}]"
         else:
             out += f"[={text}]"
     return out
-
-
-def conflicts(
-    live: dict[str, Any], config: dict[str, Any], applied: set[Path], owners: dict[str, set[Path]]
-) -> list[tuple[str, Path]]:
-    """(manager, field) pairs where ``config`` would change a value another applier owns."""
-    out: list[tuple[str, Path]] = []
-    for path in sorted(applied):
-        if path[-1].startswith("k:"):
-            continue
-        for manager, owned in sorted(owners.items()):
-            if path not in owned:
-                continue
-            present, current = value_at(live, path)
-            _, wanted = value_at(config, path)
-            if present and current != wanted:
-                out.append((manager, path))
-    return out
-
-
-def meta_of(obj: dict[str, Any]) -> dict[str, Any]:
-    meta: dict[str, Any] = obj.setdefault("metadata", {})
-    return meta
-
-
-def apply_ownership(obj: dict[str, Any], manager: str) -> tuple[set[Path], dict[str, set[Path]]]:
-    """Fields ``manager`` owns by apply, and the fields each other applier owns."""
-    mine: set[Path] = set()
-    others: dict[str, set[Path]] = {}
-    for entry in obj["metadata"].get("managedFields") or []:
-        if entry.get("operation") != "Apply" or entry.get("subresource"):
-            continue
-        owned = from_fields_v1(entry.get("fieldsV1"))
-        if entry.get("manager") == manager:
-            mine |= owned
-        else:
-            others.setdefault(str(entry.get("manager")), set()).update(owned)
-    return mine, others
-
-
-def release(meta: dict[str, Any], managers: set[str], paths: set[Path]) -> None:
-    """Take ``paths`` away from the Apply entries of ``managers`` (a forced apply)."""
-    entries = []
-    for entry in meta.get("managedFields") or []:
-        if entry.get("operation") == "Apply" and entry.get("manager") in managers:
-            kept = from_fields_v1(entry.get("fieldsV1")) - paths
-            entries.append({**entry, "fieldsV1": to_fields_v1(kept)})
-        else:
-            entries.append(entry)
-    meta["managedFields"] = entries
-
-
-def conflict_error(rt: ResourceType, name: str, clashes: list[tuple[str, Path]]) -> E.ApiError:
-    by_manager: dict[str, list[str]] = {}
-    for manager, path in clashes:
-        by_manager.setdefault(manager, []).append(render(path))
-    n = len(clashes)
-    parts = []
-    for manager, fields in by_manager.items():
-        if len(fields) == 1:
-            parts.append(f'conflict with "{manager}" using {rt.api_version}: {fields[0]}')
-        else:
-            listed = "\n".join(f"- {f}" for f in fields)
-            parts.append(f'conflicts with "{manager}" using {rt.api_version}:\n{listed}')
-    message = f"Apply failed with {n} conflict{'s' if n > 1 else ''}: " + "\n".join(parts)
-    details: dict[str, Any] = {"name": name}
-    if rt.group:
-        details["group"] = rt.group
-    details["kind"] = rt.plural
-    details["causes"] = [
-        {
-            "type": "FieldManagerConflict",
-            "message": f'conflict with "{manager}" using {rt.api_version}',
-            "field": render(path),
-        }
-        for manager, path in clashes
-    ]
-    return E.ApiError(409, "Conflict", message, details=details)

@@ -20,11 +20,13 @@ import itertools
 import json
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.kube import events
 from lab.kube import exceptions as E
 from lab.kube.deletion import Deleter
 from lab.kube.objects import ObjKey, RTKey, rt_key
@@ -82,6 +84,25 @@ class Selection:
         return not self.labels and not self.fields
 
 
+@dataclass(frozen=True)
+class WatchWindow:
+    """How much change history the simulator keeps, modelled on kube-apiserver.
+
+    The watch cache keeps, per resource type, the events of the last ``fresh_seconds``
+    (``eventFreshDuration``, 75 s: the bookmark frequency plus a margin) and never fewer than
+    ``min_events`` (``defaultLowerBoundCapacity``, 100) nor more than ``max_events`` (its upper
+    bound is 100 * 1024; the simulator's default is lower to bound memory). A watch from a
+    resourceVersion before the window is 410 ``too old resource version: X (Y)``. etcd is
+    compacted every ``compaction_seconds`` (``--etcd-compaction-interval``, 5 minutes) up to
+    the revision of the previous round, so a list at an exact older revision (or with a limit
+    and a resourceVersion) and a continue token older than that are 410 too."""
+
+    min_events: int = 100
+    max_events: int = 20000
+    fresh_seconds: float = 75.0
+    compaction_seconds: float = 300.0
+
+
 @dataclass
 class _Tables:
     objects: dict[RTKey, dict[ObjKey, Entry]] = field(default_factory=dict)
@@ -99,6 +120,7 @@ class Store:
         service_cidr: str = "10.96.0.0/16",
         node_port_range: tuple[int, int] = (30000, 32767),
         history: int = 20000,
+        window: WatchWindow | None = None,
         seed: bool = True,
         fake_kubelet: bool = False,
     ) -> None:
@@ -109,8 +131,13 @@ class Store:
         )
         self.lock = threading.RLock()
         self.rv = 1
-        self.compacted = 1  # watches from an RV below this get "too old"
-        self.history: deque[tuple[RTKey, Event]] = deque(maxlen=history)
+        self.window = window if window is not None else WatchWindow(max_events=history)
+        # per resource type: (monotonic time, event) in commit order, and the revision a
+        # watch must be at or after (the last event dropped, or where the cache started)
+        self.history: dict[RTKey, deque[tuple[float, Event]]] = {k: deque() for k in self.by_key}
+        self.expired_below: dict[RTKey, int] = dict.fromkeys(self.by_key, 1)
+        self.etcd_compacted = 1  # lists at an exact revision below this get "too old"
+        self._compaction = (time.monotonic(), 1)  # (last round, revision for the next)
         self.watchers: dict[RTKey, set[Watcher]] = {k: set() for k in self.by_key}
         self._t = _Tables()
         self._seed = seed
@@ -124,8 +151,7 @@ class Store:
     def reset(self) -> None:
         with self.lock:
             self._empty()
-            self.history.clear()
-            self.compacted = self.rv
+            self._forget_history()
             if self._seed:
                 self.seed_defaults()
 
@@ -145,11 +171,37 @@ class Store:
     ca_pem = "-----BEGIN CERTIFICATE-----\nsimulated\n-----END CERTIFICATE-----\n"
 
     def compact(self) -> int:
-        """Drop all history: a watch from any earlier RV now gets 410 Expired."""
+        """Drop all history: a watch from any earlier RV now gets 410 Expired, and so does a
+        list at an exact earlier revision or a continue token from before."""
         with self.lock:
-            self.history.clear()
-            self.compacted = self.rv
+            self._forget_history()
             return self.rv
+
+    def _forget_history(self) -> None:
+        for k, h in self.history.items():
+            h.clear()
+            self.expired_below[k] = self.rv
+        self.etcd_compacted = self.rv
+        self._compaction = (time.monotonic(), self.rv)
+
+    def compacted(self, k: RTKey) -> int:
+        """The oldest revision a watch of ``k`` may start from."""
+        return self.expired_below[k]
+
+    def _maybe_compact(self, now: float) -> None:
+        """etcd compaction as kube-apiserver's compactor drives it: every interval, compact to
+        the revision read at the previous round."""
+        last, pending = self._compaction
+        if now - last >= self.window.compaction_seconds:
+            self.etcd_compacted = max(self.etcd_compacted, pending)
+            self._compaction = (now, self.rv)
+
+    def check_list_revision(self, rv: int) -> None:
+        """A list read at revision ``rv`` from etcd: 410 once compaction passed it."""
+        with self.lock:
+            self._maybe_compact(time.monotonic())
+            if rv < self.etcd_compacted:
+                raise E.expired("The resourceVersion for the provided list is too old.")
 
     def close_watches(self, resource: RTKey | None = None) -> int:
         with self.lock:
@@ -185,8 +237,7 @@ class Store:
                     meta = obj["metadata"]
                     self._put(k, (meta.get("namespace", ""), meta["name"]), obj)
             self.rv = max(int(state.get("resourceVersion", 1)), self.rv)
-            self.history.clear()
-            self.compacted = self.rv
+            self._forget_history()
 
     # ------------------------------------------------------------------ low-level table ops
     def _put(self, k: RTKey, key: ObjKey, obj: Obj) -> None:
@@ -244,13 +295,40 @@ class Store:
             self.rv += 1
             # the encoding is not kept: entries encode lazily on first read (memory as before)
             self._put(k, key, obj)
-        ev = Event(etype, obj, old, self.rv, rt.kind, rt.api_version)
-        if len(self.history) == self.history.maxlen:
-            self.compacted = self.history[0][1].rv
-        self.history.append((k, ev))
+        self._publish(k, Event(etype, obj, old, self.rv, rt.kind, rt.api_version))
+        twin = events.twin_of(k)
+        if twin is not None and twin in self.by_key:
+            self._mirror(twin, etype, obj, old)
+        return obj
+
+    def _publish(self, k: RTKey, ev: Event) -> None:
+        now = time.monotonic()
+        history = self.history[k]
+        history.append((now, ev))
+        window = self.window
+        while len(history) > window.max_events or (
+            len(history) > window.min_events and now - history[0][0] >= window.fresh_seconds
+        ):
+            self.expired_below[k] = history.popleft()[1].rv
+        self._maybe_compact(now)
         for w in self.watchers[k]:
             w.push(ev)
-        return obj
+
+    def _mirror(self, k: RTKey, etype: str, obj: Obj, old: Obj | None) -> None:
+        """The same Event in the other API's shape, at the same revision: one store served
+        through core/v1 and events.k8s.io/v1."""
+        convert = events.convert_for(k)
+        meta = obj["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        twin = convert(obj)
+        twin_old = self._t.objects[k].get(key)
+        if etype == "DELETED":
+            self._remove(k, key)
+        else:
+            self._put(k, key, twin)
+        rt = self.by_key[k]
+        previous = twin_old.obj if twin_old is not None else (convert(old) if old else None)
+        self._publish(k, Event(etype, twin, previous, self.rv, rt.kind, rt.api_version))
 
     def dependents(self, uid: str) -> list[tuple[ResourceType, Obj]]:
         """Objects whose ownerReferences name ``uid`` (from the owner index)."""
@@ -266,7 +344,7 @@ class Store:
         return [
             (self.by_key[k], entry.obj)
             for k, table in self._t.objects.items()
-            if self.by_key[k].namespaced
+            if self.by_key[k].namespaced and k != events.EVENTS_V1  # the core twin stands for it
             for key, entry in list(table.items())
             if key[0] == ns
         ]
@@ -352,7 +430,10 @@ class Store:
                 "continue key is not valid: incorrect encoded start resourceVersion "
                 "(version meta.k8s.io/v1)"
             ) from None
-        if rv < self.compacted:
+        with self.lock:
+            self._maybe_compact(time.monotonic())
+            too_old = rv < self.etcd_compacted
+        if too_old:
             raise E.gone_continue()
         return rv, (ns, name)
 
@@ -396,11 +477,13 @@ class Store:
                     )
             else:
                 since = int(resource_version)
-                if since < self.compacted:
-                    raise ExpiredError(since, self.compacted)
-                for hk, ev in self.history:
-                    if hk == k and ev.rv > since:
-                        w.push(ev)
+                if since < self.expired_below[k]:
+                    raise ExpiredError(since, self.expired_below[k])
+                history = self.history[k]
+                # the retained events after ``since``: find the first by revision
+                lo = bisect.bisect_right([ev.rv for _, ev in history], since)
+                for i in range(lo, len(history)):
+                    w.push(history[i][1])
             self.watchers[k].add(w)
             return w, self.rv
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from lab.kube import events
 from lab.kube.exceptions import (
     FieldError,
     bad_request,
@@ -390,6 +391,31 @@ class EventStrategy(Strategy):
         out["reportingComponent"] = _str(obj.get("reportingComponent"))
         return out
 
+    def validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
+        # timestamps are rewritten here, where a malformed one can be reported
+        events.fill_core(obj)
+        errs = events.normalise(obj, v1=False)
+        return errs + events.validate(obj, v1=False)
+
+
+class EventsV1Strategy(EventStrategy):
+    """events.k8s.io/v1 Events: validated and selected on their core/v1 form."""
+
+    def fields(self, obj: Obj) -> dict[str, str]:
+        return super().fields(events.to_core(obj))
+
+    def validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
+        core = events.to_core(obj)
+        errs = events.normalise(core, v1=True)
+        if old is None:
+            errs += events.validate(core, v1=True)
+        else:
+            errs += events.validate(core, v1=True, strict=False)
+            errs += events.validate_update(core, events.to_core(old))
+        obj.clear()
+        obj.update(events.to_v1(core))
+        return errs
+
 
 class ServiceAccountStrategy(Strategy):
     pass
@@ -495,6 +521,7 @@ def build_strategies(
         ("", "pods"): PodStrategy,
         ("", "secrets"): SecretStrategy,
         ("", "events"): EventStrategy,
+        ("events.k8s.io", "events"): EventsV1Strategy,
         ("", "serviceaccounts"): ServiceAccountStrategy,
         ("apps", "deployments"): DeploymentStrategy,
         ("apps", "replicasets"): ReplicaSetStrategy,

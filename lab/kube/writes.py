@@ -22,22 +22,14 @@ from lab.kube.objects import Obj, RTKey, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
 from lab.kube.schema import always_serialized, apply_type_error, type_error
 from lab.kube.seed import namespace_companions
-from lab.kube.ssa import (
-    apply_ownership,
-    conflict_error,
-    conflicts,
-    field_set,
-    meta_of,
-    release,
-    remove_dropped,
-    to_fields_v1,
-)
+from lab.kube.ssa import FieldManager, Types
 from lab.kube.validation import validate_meta_update, validate_metadata
 
 if TYPE_CHECKING:
     from lab.kube.store import Store
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_EMPTY: dict[tuple[str, str, str], Obj] = {}
 
 
 class Writer:
@@ -67,9 +59,10 @@ class Writer:
         *,
         dry_run: bool,
         manager: str,
-        operation: str = "Update",
-        fields_v1: dict[str, Any] | None = None,
+        managed: list[dict[str, Any]] | None = None,
     ) -> Obj:
+        """``managed``: the managedFields an apply computed; otherwise the create is an Update
+        operation of ``manager`` over an empty object."""
         k = rt_key(rt)
         strategy = self.store.strategies[k]
         obj = copy.deepcopy(body)
@@ -98,6 +91,16 @@ class Writer:
             meta["name"] = self._generate_name(k, ns, meta["generateName"])
         strategy.prepare_for_create(obj)
         strategy.default(obj, None)
+        if managed is None:
+            # the field manager sees the decoded, defaulted object before allocation
+            managed = self._field_manager(rt).update(
+                self._empty(rt),
+                self._view(rt, obj),
+                manager=manager or "unknown",
+                subresource="",
+                incoming=meta.get("managedFields"),
+                previous=None,
+            )
         errs = validate_metadata(meta, name_rule=strategy.name_rule, namespaced=rt.namespaced)
         errs += strategy.validate(obj, None)
         if errs:
@@ -110,7 +113,7 @@ class Writer:
         strategy.allocate(obj, None, dry_run=dry_run)
         if strategy.generation_managed:
             meta["generation"] = 1
-        self._touch_managed(obj, manager, operation, rt, subresource="", fields_v1=fields_v1)
+        _set_managed(meta, managed)
         obj = _ordered(obj)
         always_serialized(rt, obj, version=self.store.k8s_version)
         if dry_run:
@@ -157,39 +160,25 @@ class Writer:
                 },
             )
 
-    @staticmethod
-    def _touch_managed(
-        obj: Obj,
-        manager: str,
-        operation: str,
-        rt: ResourceType,
-        *,
-        subresource: str,
-        fields_v1: dict[str, Any] | None = None,
-    ) -> None:
-        meta = obj["metadata"]
-        entries = [m for m in meta.get("managedFields") or [] if isinstance(m, dict)]
-        entry: dict[str, Any] = {
-            "manager": manager or "unknown",
-            "operation": operation,
-            "apiVersion": rt.api_version,
-            "time": now_rfc3339(),
-            "fieldsType": "FieldsV1",
-            "fieldsV1": fields_v1 if fields_v1 is not None else {"f:metadata": {}},
-        }
-        if subresource:
-            entry["subresource"] = subresource
-        for idx, m in enumerate(entries):
-            if (
-                m.get("manager") == entry["manager"]
-                and m.get("operation") == operation
-                and m.get("subresource", "") == subresource
-            ):
-                entries[idx] = entry  # keep its place: an identical re-apply stays a no-op
-                break
-        else:
-            entries.append(entry)
-        meta["managedFields"] = entries
+    def _field_manager(self, rt: ResourceType) -> FieldManager:
+        return FieldManager(Types(self.store.k8s_version), rt, "status" in rt.subresources)
+
+    def _view(self, rt: ResourceType, obj: Obj) -> Obj:
+        """The object as the field manager compares it: what Go would serialize (the struct
+        values are added in place, as the commit adds them anyway)."""
+        always_serialized(rt, obj, version=self.store.k8s_version)
+        return obj
+
+    def _empty(self, rt: ResourceType) -> Obj:
+        """A new, empty object of the kind (``scope.Creater.New``): its struct values only.
+        Shared and never modified (the field manager only reads it)."""
+        key = (rt.group, rt.plural, self.store.k8s_version)
+        empty = _EMPTY.get(key)
+        if empty is None:
+            empty = {"metadata": {}}
+            always_serialized(rt, empty, version=self.store.k8s_version)
+            _EMPTY[key] = empty
+        return empty
 
     # ------------------------------------------------------------------ update / patch
     def update(
@@ -273,23 +262,23 @@ class Writer:
                 if entry is None:
                     if subresource:
                         raise E.not_found(rt, name)
-                    cfg = copy.deepcopy(body)
+                    cfg, created_managed, _ = self._field_manager(rt).apply(
+                        copy.deepcopy(self._empty(rt)),  # merged into the new object
+                        body,
+                        manager=manager,
+                        subresource="",
+                        force=force,
+                    )
                     cfg.setdefault("metadata", {})["name"] = name
                     obj = self._create_locked(
-                        rt,
-                        ns,
-                        cfg,
-                        dry_run=dry_run,
-                        manager=manager,
-                        operation="Apply",
-                        fields_v1=to_fields_v1(field_set(body, rt.kind)),
+                        rt, ns, cfg, dry_run=dry_run, manager=manager, managed=created_managed
                     )
                     return obj, True
             if entry is None:
                 raise E.not_found(rt, name)
             old = entry.obj
             base = {"kind": rt.kind, "apiVersion": rt.api_version, **copy.deepcopy(old)}
-            fields_v1: dict[str, Any] | None = None
+            managed: list[dict[str, Any]] | None = None
             if patch_type == P.JSONPatch:
                 new = P.apply_json_patch(base, body)
             elif patch_type == P.MERGE:
@@ -309,18 +298,14 @@ class Writer:
                     # a plain Go error in kube-apiserver: answered 500 without a reason
                     raise E.ApiError(500, "", str(exc)) from None
             else:
-                applied = field_set(body, rt.kind)
-                mine, owners = apply_ownership(old, manager)
-                clashes = conflicts(base, body, applied, owners)
-                if clashes and not force:
-                    raise conflict_error(rt, name, clashes)
-                if clashes:  # force: the applier takes the fields over
-                    release(meta_of(base), {m for m, _ in clashes}, {p for _, p in clashes})
-                    mine, owners = apply_ownership(base, manager)
-                others = set().union(*owners.values()) if owners else set()
-                remove_dropped(base, mine - applied - others, applied | others)
-                new = P.apply_patch(base, body, rt.kind)
-                fields_v1 = to_fields_v1(applied)
+                new, managed, _ = self._field_manager(rt).apply(
+                    copy.deepcopy(old),
+                    body,
+                    manager=manager,
+                    subresource=subresource,
+                    force=force,
+                )
+                new = {"kind": rt.kind, "apiVersion": rt.api_version, **new}
             if not isinstance(new, dict):
                 raise E.bad_request("patched object is not a JSON object")
             wrong = type_error(rt, new, version=self.store.k8s_version)
@@ -353,7 +338,7 @@ class Writer:
                 dry_run=dry_run,
                 manager=manager,
                 operation=op,
-                fields_v1=fields_v1,
+                managed=managed,
             ), False
 
     def _finish_update(
@@ -366,7 +351,7 @@ class Writer:
         dry_run: bool,
         manager: str,
         operation: str,
-        fields_v1: dict[str, Any] | None = None,
+        managed: list[dict[str, Any]] | None = None,
     ) -> Obj:
         k = rt_key(rt)
         strategy = self.store.strategies[k]
@@ -399,6 +384,16 @@ class Writer:
         else:
             strategy.prepare_for_update(new, old, subresource)
         strategy.default(new, old)
+        if operation != "Apply":
+            managed = self._field_manager(rt).update(
+                old,
+                self._view(rt, new),
+                manager=manager or "unknown",
+                subresource=subresource,
+                incoming=meta.get("managedFields"),
+                previous=ometa.get("managedFields"),
+            )
+        _set_managed(meta, managed or [])
         errs = validate_metadata(meta, name_rule=strategy.name_rule, namespaced=rt.namespaced)
         errs += validate_meta_update(new, old)
         errs += strategy.validate(new, old)
@@ -410,19 +405,9 @@ class Writer:
         new = _ordered(new)
         # Go decodes into structs: the struct-valued fields exist before the no-op comparison
         always_serialized(rt, new, version=self.store.k8s_version)
-        if operation == "Apply":
-            # an apply that only changes what its manager owns is still a write
-            self._touch_managed(
-                new, manager, operation, rt, subresource=subresource, fields_v1=fields_v1
-            )
-            if _same(new, old, managed_fields=True):
-                return old
-        else:
-            if _same(new, old):
-                return old
-            self._touch_managed(
-                new, manager, operation, rt, subresource=subresource, fields_v1=fields_v1
-            )
+        # a write that only changes who owns what is still a write
+        if _same(new, old, managed_fields=True):
+            return old
         if dry_run:
             return new
         if (
@@ -440,6 +425,13 @@ class Writer:
     @staticmethod
     def _blocked_namespace(k: RTKey, obj: Obj) -> bool:
         return k == ("", "namespaces") and bool((obj.get("spec") or {}).get("finalizers"))
+
+
+def _set_managed(meta: dict[str, Any], managed: list[dict[str, Any]]) -> None:
+    if managed:
+        meta["managedFields"] = managed
+    else:
+        meta.pop("managedFields", None)
 
 
 def _ordered(obj: Obj) -> Obj:

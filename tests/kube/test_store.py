@@ -17,7 +17,10 @@ def test_bounded_history_expires_old_watches_and_replays_recent_ones() -> None:
         store.writer.create(cms, "default", {"metadata": {"name": f"h{i}"}})
     with pytest.raises(ExpiredError) as info:
         store.watch(cms, "default", Selection(), resource_version=str(start))
-    assert info.value.message == f"too old resource version: {start} ({store.compacted})"
+    assert (
+        info.value.message
+        == f"too old resource version: {start} ({store.compacted(('', 'configmaps'))})"
+    )
     watcher, _ = store.watch(cms, "default", Selection(), resource_version=str(store.rv - 2))
     got = [watcher.next(0) for _ in range(3)]
     assert [e.obj["metadata"]["name"] for e in got if isinstance(e, Event)] == ["h8", "h9"]
