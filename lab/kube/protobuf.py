@@ -122,7 +122,72 @@ POD_TEMPLATE: Schema = {
     1: _f("metadata", "msg", OBJECT_META),
     2: _f("spec", "msg", {2: _f("containers", "msg", CONTAINER, repeated=True)}),
 }
+# authentication.k8s.io/v1 and authorization.k8s.io/v1 generated.proto: what kubectl create
+# token, auth whoami and auth can-i send.
+RESOURCE_ATTRIBUTES: Schema = {
+    1: _f("namespace", "str"),
+    2: _f("verb", "str"),
+    3: _f("group", "str"),
+    4: _f("version", "str"),
+    5: _f("resource", "str"),
+    6: _f("subresource", "str"),
+    7: _f("name", "str"),
+}
+NON_RESOURCE_ATTRIBUTES: Schema = {1: _f("path", "str"), 2: _f("verb", "str")}
+ACCESS_SPEC: Schema = {
+    1: _f("resourceAttributes", "msg", RESOURCE_ATTRIBUTES),
+    2: _f("nonResourceAttributes", "msg", NON_RESOURCE_ATTRIBUTES),
+    3: _f("user", "str"),
+    4: _f("groups", "str", repeated=True),
+    6: _f("uid", "str"),
+}
+REVIEW_KINDS: dict[tuple[str, str], Schema] = {
+    ("authentication.k8s.io/v1", "TokenRequest"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f(
+            "spec",
+            "msg",
+            {
+                1: _f("audiences", "str", repeated=True),
+                4: _f("expirationSeconds", "int"),
+                3: _f(
+                    "boundObjectRef",
+                    "msg",
+                    {
+                        1: _f("kind", "str"),
+                        2: _f("apiVersion", "str"),
+                        3: _f("name", "str"),
+                        4: _f("uid", "str"),
+                    },
+                ),
+            },
+        ),
+    },
+    ("authentication.k8s.io/v1", "TokenReview"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f("spec", "msg", {1: _f("token", "str"), 2: _f("audiences", "str", repeated=True)}),
+    },
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): {1: _f("metadata", "msg", OBJECT_META)},
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f("spec", "msg", ACCESS_SPEC),
+    },
+    ("authorization.k8s.io/v1", "SubjectAccessReview"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f("spec", "msg", ACCESS_SPEC),
+    },
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f("spec", "msg", ACCESS_SPEC),
+    },
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f("spec", "msg", {1: _f("namespace", "str")}),
+    },
+}
+
 KINDS: dict[tuple[str, str], Schema] = {
+    **REVIEW_KINDS,
     ("v1", "ConfigMap"): {
         1: _f("metadata", "msg", OBJECT_META),
         2: _f("data", "map_str"),

@@ -21,6 +21,8 @@ SUBRESOURCE_VERBS = {
     "status": ("get", "patch", "update"),
     "finalize": ("update",),
     "binding": ("create",),
+    "scale": ("get", "patch", "update"),
+    "token": ("create",),
 }
 
 
