@@ -171,6 +171,10 @@ SUBRESOURCE_VERBS: Final[dict[str, tuple[str, ...]]] = {
     "finalize": ("update",),
     "binding": ("create",),
     "token": ("create",),
+    "log": ("get",),
+    "exec": ("create", "get"),
+    "attach": ("create", "get"),
+    "portforward": ("create", "get"),
 }
 
 

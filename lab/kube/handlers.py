@@ -21,7 +21,7 @@ from typing import Any
 
 from lab.component import InternalErrors
 from lab.kube import exceptions as E
-from lab.kube import health, tables
+from lab.kube import health, podstreams, tables
 from lab.kube import patch as P
 from lab.kube import scale as S
 from lab.kube.auth import ADMIN, ANONYMOUS, Attributes, Authorizer, Tokens, User
@@ -215,6 +215,11 @@ class Api:
         manager = q.get("fieldManager") or req.headers.get("user-agent", "").split("/")[0]
         if len(manager) > 128:
             raise E.invalid_options("CreateOptions", [E.too_long("fieldManager", 128)])
+        if route.subresource == "log":
+            status, text = podstreams.log(self.store, ns, route.name or "", dict(q))
+            return Response(status, text, content_type="text/plain", raw=True)
+        if route.subresource in ("exec", "attach", "portforward"):
+            podstreams.connect(self.store, ns, route.name or "", route.subresource, dict(q))
         if route.subresource == "scale":
             return self._scale(req, route, verb, dry_run=dry_run, manager=manager)
         if verb == "create" and route.subresource == "token":

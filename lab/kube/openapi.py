@@ -146,6 +146,13 @@ def _paths_for(rt: ResourceType, *, v2: bool) -> JSONDict:
         # namespaces/finalize is update-only on a real server; binding and token create-only
         if sub == "finalize":
             paths[f"{item}/{sub}"] = {"put": operations["put"]}
+        elif sub == "log":
+            paths[f"{item}/{sub}"] = {"get": operations["get"]}
+        elif sub in ("exec", "attach", "portforward"):
+            paths[f"{item}/{sub}"] = {
+                "get": operations["get"],
+                "post": _operation(rt, "post", f"connect{sub_tag}", v2=v2),
+            }
         elif sub in ("binding", "token"):
             paths[f"{item}/{sub}"] = {"post": _operation(rt, "post", f"create{sub_tag}", v2=v2)}
         else:

@@ -98,7 +98,7 @@ RESOURCES: tuple[ResourceType, ...] = (
         namespaced=True,
         short_names=("po",),
         categories=("all",),
-        subresources=("binding", "status"),
+        subresources=("attach", "binding", "exec", "log", "portforward", "status"),
     ),
     ResourceType(
         "", "v1", "Endpoints", "endpoints", "endpoints", namespaced=True, short_names=("ep",)
@@ -306,6 +306,9 @@ SUBRESOURCE_KINDS: dict[str, tuple[str, str, str]] = {
     "scale": ("autoscaling", "v1", "Scale"),
     "token": ("authentication.k8s.io", "v1", "TokenRequest"),
     "binding": ("", "v1", "Binding"),
+    "attach": ("", "v1", "PodAttachOptions"),
+    "exec": ("", "v1", "PodExecOptions"),
+    "portforward": ("", "v1", "PodPortForwardOptions"),
 }
 
 

@@ -23,6 +23,10 @@ SUBRESOURCE_VERBS = {
     "binding": ("create",),
     "scale": ("get", "patch", "update"),
     "token": ("create",),
+    "log": ("get",),
+    "exec": ("create", "get"),
+    "attach": ("create", "get"),
+    "portforward": ("create", "get"),
 }
 
 

@@ -412,3 +412,88 @@ def test_always_allow_reviews(sim: KubeServer, api_client: Any) -> None:
     rules = authz.create_self_subject_rules_review({"spec": {"namespace": "default"}})
     assert rules.status.resource_rules[0].verbs == ["*"]
     assert rules.status.incomplete is False
+
+
+# ---- pods/log, exec, attach, portforward ------------------------------------------------------
+
+
+def _pod(name: str, *containers: str, node: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [{"name": c, "image": "busybox:1.36"} for c in containers]
+    }
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def test_pod_log_and_exec_of_pods_that_do_not_run(sim: KubeServer, api_client: Any) -> None:
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_pod("default", _pod("pending", "c"))
+    # unscheduled: the location streamer has nowhere to read (204, no body)
+    resp = core.read_namespaced_pod_log("pending", "default", _preload_content=False)
+    assert resp.status == 204
+    assert resp.data == b""
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_pod_log("pending", "default", container="nope")
+    assert err.value.status == 400
+    assert json.loads(err.value.body)["message"] == "container nope is not valid for pod pending"
+    core.create_namespaced_pod("default", _pod("two", "a", "b"))
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_pod_log("two", "default")
+    assert json.loads(err.value.body)["message"] == (
+        "a container name must be specified for pod two, choose one of: [a b]"
+    )
+    # scheduled, container waiting: the kubelet's answer, passed on as 400
+    core.create_namespaced_pod("default", _pod("creating", "c", node="n1"))
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_pod_log("creating", "default")
+    assert (
+        json.loads(err.value.body)["message"] == 'container "c" in pod "creating" is not available'
+    )
+    pod = core.read_namespaced_pod("creating", "default")
+    pod.status.container_statuses = [
+        {
+            "name": "c",
+            "image": "busybox:1.36",
+            "imageID": "",
+            "ready": False,
+            "restartCount": 0,
+            "state": {"waiting": {"reason": "ContainerCreating"}},
+        }
+    ]
+    core.replace_namespaced_pod_status("creating", "default", pod)
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_pod_log("creating", "default")
+    assert err.value.status == 400
+    assert json.loads(err.value.body)["message"] == (
+        'container "c" in pod "creating" is waiting to start: ContainerCreating'
+    )
+    status, _, body = _raw(sim, "POST", "/api/v1/namespaces/default/pods/pending/exec?command=ls")
+    assert status == 400
+    assert json.loads(body)["message"] == "pod pending does not have a host assigned"
+    status, _, body = _raw(
+        sim, "GET", "/api/v1/namespaces/default/pods/pending/portforward?ports=80"
+    )
+    assert json.loads(body)["message"] == "pod pending does not have a host assigned"
+    status, _, _ = _raw(sim, "GET", "/api/v1/namespaces/default/pods/ghost/attach")
+    assert status == 404
+
+
+def _raw(sim: KubeServer, method: str, path: str) -> tuple[int, str, bytes]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", sim.port, timeout=10)
+    try:
+        conn.request(method, path)
+        resp = conn.getresponse()
+        return resp.status, resp.getheader("content-type") or "", resp.read()
+    finally:
+        conn.close()
+
+
+@needs_kubectl
+def test_kubectl_logs_and_exec_answers(sim: KubeServer, kubeconfig: Path) -> None:
+    client.CoreV1Api(sim.api_client()).create_namespaced_pod("default", _pod("web", "c"))
+    assert kubectl(kubeconfig, "logs", "web") == ""
+    out = kubectl(kubeconfig, "exec", "web", "--", "ls", check=False)
+    assert "pod web does not have a host assigned" in out
