@@ -497,3 +497,46 @@ def test_kubectl_logs_and_exec_answers(sim: KubeServer, kubeconfig: Path) -> Non
     assert kubectl(kubeconfig, "logs", "web") == ""
     out = kubectl(kubeconfig, "exec", "web", "--", "ls", check=False)
     assert "pod web does not have a host assigned" in out
+
+
+@needs_kubectl
+def test_kubectl_create_generators_for_the_new_kinds(sim: KubeServer, kubeconfig: Path) -> None:
+    kubectl(kubeconfig, "create", "job", "pi", "--image=busybox:1.36", "--", "true")
+    kubectl(
+        kubeconfig, "create", "cronjob", "tick", "--image=busybox:1.36", "--schedule=*/5 * * * *"
+    )
+    kubectl(kubeconfig, "create", "role", "reader", "--verb=get,list", "--resource=pods")
+    kubectl(
+        kubeconfig,
+        "create",
+        "rolebinding",
+        "rb",
+        "--role=reader",
+        "--serviceaccount=default:default",
+    )
+    kubectl(kubeconfig, "create", "clusterrole", "nodes", "--verb=get", "--resource=nodes")
+    kubectl(
+        kubeconfig, "create", "clusterrolebinding", "crb", "--clusterrole=nodes", "--user=alice"
+    )
+    api = sim.api_client()
+    job = client.BatchV1Api(api).read_namespaced_job("pi", "default")
+    assert job.spec.template.spec.restart_policy == "Never"
+    assert job.spec.template.spec.containers[0].command == ["true"]
+    assert (
+        client.BatchV1Api(api).read_namespaced_cron_job("tick", "default").spec.schedule
+        == "*/5 * * * *"
+    )
+    rbac = client.RbacAuthorizationV1Api(api)
+    assert rbac.read_namespaced_role("reader", "default").rules[0].verbs == ["get", "list"]
+    rb = rbac.read_namespaced_role_binding("rb", "default")
+    assert (rb.role_ref.kind, rb.subjects[0].kind, rb.subjects[0].namespace) == (
+        "Role",
+        "ServiceAccount",
+        "default",
+    )
+    crb = rbac.read_cluster_role_binding("crb")
+    assert crb.subjects[0].api_group == "rbac.authorization.k8s.io"
+    out = kubectl(kubeconfig, "get", "job,cronjob,rolebinding")
+    assert "job.batch/pi" in out
+    assert "cronjob.batch/tick" in out
+    assert "Role/reader" in out
