@@ -31,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fake-kubelet", action="store_true", help="confirm graceful pod deletion at once"
     )
+    parser.add_argument(
+        "--authorization",
+        choices=("allow", "rbac"),
+        default="allow",
+        help="AlwaysAllow (default) or RBAC over the stored Roles and bindings",
+    )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     return serve_until_signal(
@@ -42,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             state_file=args.state,
             service_cidr=args.service_cidr,
             fake_kubelet=args.fake_kubelet,
+            authorization=args.authorization,
         ),
         log_level=args.log_level,
         on_ready=lambda server: server.write_kubeconfig(args.kubeconfig),

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from lab.kube.resources import ResourceType, groups, in_group_version
+from lab.kube.resources import SUBRESOURCE_KINDS, ResourceType, groups, in_group_version
 
 JSON: Final = "application/json"
 DISCOVERY_GROUP: Final = "apidiscovery.k8s.io"
@@ -169,11 +169,32 @@ SUBRESOURCE_VERBS: Final[dict[str, tuple[str, ...]]] = {
     "status": ("get", "patch", "update"),
     "scale": ("get", "patch", "update"),
     "finalize": ("update",),
+    "binding": ("create",),
+    "token": ("create",),
+    "log": ("get",),
+    "exec": ("create", "get"),
+    "attach": ("create", "get"),
+    "portforward": ("create", "get"),
 }
 
 
 def _subresource_verbs(subresource: str) -> list[str]:
     return list(SUBRESOURCE_VERBS.get(subresource, ("get", "patch", "update")))
+
+
+def _legacy_sub_gv(subresource: str) -> JSONDict:
+    """``group``/``version`` of a subresource whose kind lives elsewhere (``scale``: autoscaling
+    v1 Scale), as ``APIResource`` carries them; omitted when they are the parent's."""
+    other = SUBRESOURCE_KINDS.get(subresource)
+    if other is None or not other[0]:
+        return {}
+    group, version, _ = other
+    return {"group": group, "version": version}
+
+
+def _sub_kind(rt: ResourceType, subresource: str) -> JSONDict:
+    group, version, kind = SUBRESOURCE_KINDS.get(subresource, (rt.group, rt.version, rt.kind))
+    return {"group": group, "version": version, "kind": kind}
 
 
 def api_resource_list(group: str, version: str) -> JSONDict:
@@ -186,8 +207,9 @@ def api_resource_list(group: str, version: str) -> JSONDict:
                     "name": f"{rt.plural}/{sub}",
                     "singularName": "",
                     "namespaced": rt.namespaced,
-                    "kind": rt.kind,
+                    "kind": SUBRESOURCE_KINDS.get(sub, ("", "", rt.kind))[2],
                     "verbs": _subresource_verbs(sub),
+                    **_legacy_sub_gv(sub),
                 }
             )
     gv = f"{group}/{version}" if group else version
@@ -218,7 +240,11 @@ def _aggregated_resource(rt: ResourceType) -> JSONDict:
         entry["categories"] = list(rt.categories)
     if rt.subresources:
         entry["subresources"] = [
-            {"subresource": sub, "responseKind": dict(kind), "verbs": _subresource_verbs(sub)}
+            {
+                "subresource": sub,
+                "responseKind": _sub_kind(rt, sub),
+                "verbs": _subresource_verbs(sub),
+            }
             for sub in rt.subresources
         ]
     return entry

@@ -21,15 +21,19 @@ from typing import Any
 
 from lab.component import InternalErrors
 from lab.kube import exceptions as E
-from lab.kube import health, tables
+from lab.kube import health, podstreams, tables
 from lab.kube import patch as P
+from lab.kube import scale as S
+from lab.kube.auth import ADMIN, ANONYMOUS, Attributes, Authorizer, Tokens, User
 from lab.kube.binding import bind
 from lab.kube.control import ControlRoutes
 from lab.kube.discovery import handle_discovery
 from lab.kube.faults import KubeFaults, default_reason
 from lab.kube.objects import rt_key
 from lab.kube.openapi import handle_openapi
-from lab.kube.resources import ResourceType
+from lab.kube.protobuf import PROTOBUF, ProtobufError, decode_object
+from lab.kube.resources import REVIEW_GROUPS, ResourceType
+from lab.kube.review import review
 from lab.kube.routes import Route, parse, verb_for
 from lab.kube.schema import type_error
 from lab.kube.store import Store
@@ -79,9 +83,16 @@ class Api:
     """The simulated API server's request dispatcher."""
 
     def __init__(
-        self, store: Store, *, token: str | None = None, version: str = DEFAULT_K8S_VERSION
+        self,
+        store: Store,
+        *,
+        token: str | None = None,
+        version: str = DEFAULT_K8S_VERSION,
+        authorization: str = "allow",
     ) -> None:
         self.store = store
+        self.tokens = Tokens(store, lab_token=token)
+        self.authorizer = Authorizer(store, authorization)
         store.k8s_version = version
         self.token = token
         self.version = version_info(version)
@@ -130,12 +141,19 @@ class Api:
                 content_type=health.TEXT,
                 headers={"X-Content-Type-Options": "nosniff"},
             )
-        if self.token is not None and not hmac.compare_digest(
-            req.headers.get("authorization", "").encode(), f"Bearer {self.token}".encode()
-        ):
-            raise E.unauthorized()
         if path.startswith("/_lab/"):
+            if self.token is not None and not hmac.compare_digest(
+                req.headers.get("authorization", "").encode(), f"Bearer {self.token}".encode()
+            ):
+                raise E.unauthorized()
             return self.control.handle(req)
+        user = self.tokens.user_for(req.headers.get("authorization", ""))
+        if self.token is not None and (user is None or user is ANONYMOUS):
+            raise E.unauthorized()
+        if user is None:
+            # without a lab token the simulator serves anyone: an unknown bearer token is
+            # anonymous here (kube-apiserver answers 401)
+            user = ANONYMOUS
         accept = req.headers.get("accept", "")
         if path.startswith("/openapi"):
             out = handle_openapi(req.target, accept, version=self.version["gitVersion"])
@@ -151,12 +169,46 @@ class Api:
                 raise E.unknown_path()
             status, ctype, body = d
             return Response(status, dumps(body), content_type=ctype)
-        return self._resource(req, route)
+        return self._resource(req, route, user)
 
     # ------------------------------------------------------------------ resources
-    def _resource(self, req: Request, route: Route) -> Response:
+    def _authorize(self, user: User, verb: str, route: Route) -> None:
+        rt = route.rt
+        attrs = Attributes(
+            user,
+            verb,
+            namespace=route.namespace or "",
+            group=rt.group,
+            resource=rt.plural,
+            subresource=route.subresource,
+            name=route.name or "",
+        )
+        allowed, _ = self.authorizer.authorize(attrs)
+        if allowed:
+            return
+        resource = f"{rt.plural}/{route.subresource}" if route.subresource else rt.plural
+        qualified = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+        subject = f'{qualified} "{route.name}"' if route.name else qualified
+        scope = (
+            f'in the namespace "{route.namespace}"' if route.namespace else "at the cluster scope"
+        )
+        details: dict[str, Any] = {"name": route.name} if route.name else {}
+        if rt.group:
+            details["group"] = rt.group
+        details["kind"] = rt.plural
+        raise E.ApiError(
+            403,
+            "Forbidden",
+            f'{subject} is forbidden: User "{user.name}" cannot {verb} resource "{resource}" '
+            f'in API group "{rt.group}" {scope}',
+            details=details,
+        )
+
+    def _resource(self, req: Request, route: Route, user: User = ADMIN) -> Response:
         q = req.query
         verb = verb_for(req.method, route, watch=bool_param(q, "watch"))
+        if self.authorizer.mode != "allow":
+            self._authorize(user, verb, route)
         firing = self.faults.decide(verb, route.rt.plural, route.subresource)
         if firing.latency_ms:
             time.sleep(firing.latency_ms / 1000.0)
@@ -175,6 +227,28 @@ class Api:
         if len(manager) > _FIELD_MANAGER_MAX:
             raise E.invalid_options("CreateOptions", [E.too_long("fieldManager", 128)])
         manager = manager or manager_from_user_agent(req.headers.get("user-agent", ""))
+        if route.subresource == "log":
+            status, text = podstreams.log(self.store, ns, route.name or "", dict(q))
+            return Response(status, text, content_type="text/plain", raw=True)
+        if route.subresource in ("exec", "attach", "portforward"):
+            podstreams.connect(self.store, ns, route.name or "", route.subresource, dict(q))
+        if route.subresource == "scale":
+            return self._scale(req, route, verb, dry_run=dry_run, manager=manager)
+        if verb == "create" and route.subresource == "token":
+            body = self._plain_body(req)
+            token_rt = ResourceType(
+                "authentication.k8s.io", "v1", "TokenRequest", "tokenrequests", "", True
+            )
+            if isinstance(body, dict):
+                self._check_types(token_rt, body)
+            issued = self.tokens.token_request(rt, ns, route.name or "", body)
+            return json_response(201, issued)
+        if verb == "create" and rt.group in REVIEW_GROUPS:
+            body = self._plain_body(req)
+            if isinstance(body, dict):
+                self._check_types(rt, body)
+            answered = review(rt, ns, body, user, self.tokens, self.authorizer)
+            return json_response(201, answered)
         if verb == "get":
             return self._get(req, route)
         if verb == "list":
@@ -278,6 +352,37 @@ class Api:
             "items": items,
         }
         return json_response(200, body)
+
+    @staticmethod
+    def _plain_body(req: Request) -> Any:
+        """A JSON or YAML body, or the protobuf one kubectl's typed clients send."""
+        if req.headers.get("content-type", "").split(";")[0].strip() == PROTOBUF:
+            try:
+                return decode_object(req.body)
+            except ProtobufError as exc:
+                raise E.bad_request(f"error decoding protobuf request body: {exc}") from None
+        return decode(req.body, yaml_ok=True)
+
+    def _scale(
+        self, req: Request, route: Route, verb: str, *, dry_run: bool, manager: str
+    ) -> Response:
+        rt, ns, name = route.rt, route.namespace or "", route.name or ""
+        if verb == "get":
+            return json_response(200, S.get_scale(self.store, rt, ns, name))
+        if verb == "update":
+            body = decode(req.body, yaml_ok=True)
+            scaled = S.update_scale(
+                self.store, rt, ns, name, body, dry_run=dry_run, manager=manager
+            )
+            return json_response(200, scaled)
+        ptype = req.headers.get("content-type", "").split(";")[0].strip()
+        if ptype not in P.PATCH_TYPES:
+            raise E.unsupported_media_type(list(P.PATCH_TYPES))
+        body = decode(req.body, yaml_ok=ptype == P.APPLY, prefix=_PATCH_DECODE[ptype])
+        scaled = S.patch_scale(
+            self.store, rt, ns, name, ptype, body, dry_run=dry_run, manager=manager
+        )
+        return json_response(200, scaled)
 
     def _check_types(self, rt: ResourceType, body: dict[str, Any]) -> None:
         """A field of the wrong JSON type: 400, as kube-apiserver's transformDecodeError."""

@@ -122,6 +122,8 @@ def _paths_for(rt: ResourceType, *, v2: bool) -> JSONDict:
     tag = f"{_camel(rt)}{ns_word}{rt.kind}"
     collection = f"{prefix}{scope}/{rt.plural}"
     item = f"{collection}/{{name}}"
+    if rt.verbs == ("create",):  # the review kinds: POST only
+        return {collection: {"post": _operation(rt, "post", f"create{tag}", v2=v2)}}
     paths: JSONDict = {
         collection: {
             "get": _operation(rt, "list", f"list{tag}", v2=v2),
@@ -141,8 +143,20 @@ def _paths_for(rt: ResourceType, *, v2: bool) -> JSONDict:
             "put": _operation(rt, "put", f"replace{sub_tag}", v2=v2),
             "patch": _operation(rt, "patch", f"patch{sub_tag}", v2=v2),
         }
-        # namespaces/finalize is update-only on a real server
-        paths[f"{item}/{sub}"] = {"put": operations["put"]} if sub == "finalize" else operations
+        # namespaces/finalize is update-only on a real server; binding and token create-only
+        if sub == "finalize":
+            paths[f"{item}/{sub}"] = {"put": operations["put"]}
+        elif sub == "log":
+            paths[f"{item}/{sub}"] = {"get": operations["get"]}
+        elif sub in ("exec", "attach", "portforward"):
+            paths[f"{item}/{sub}"] = {
+                "get": operations["get"],
+                "post": _operation(rt, "post", f"connect{sub_tag}", v2=v2),
+            }
+        elif sub in ("binding", "token"):
+            paths[f"{item}/{sub}"] = {"post": _operation(rt, "post", f"create{sub_tag}", v2=v2)}
+        else:
+            paths[f"{item}/{sub}"] = operations
     return paths
 
 

@@ -1,7 +1,8 @@
 """Decode the Kubernetes protobuf envelope for the request bodies kubectl sends that way.
 
 kubectl's generator subcommands (``kubectl create configmap|secret|namespace|service|
-serviceaccount|deployment``) POST ``application/vnd.kubernetes.protobuf`` and do not retry with
+serviceaccount|deployment|job|cronjob|role|clusterrole|rolebinding|clusterrolebinding|token``,
+``kubectl auth can-i|whoami``) POST ``application/vnd.kubernetes.protobuf`` and do not retry with
 JSON after a 415 (``apiserver-spec.md`` §0.3, §1.8). The wire format is the magic ``k8s\\0``
 followed by a ``runtime.Unknown`` whose ``raw`` field holds the object in ``k8s.io/api``
 ``generated.proto`` encoding. This module decodes that into the JSON-shaped dict the rest of
@@ -122,7 +123,151 @@ POD_TEMPLATE: Schema = {
     1: _f("metadata", "msg", OBJECT_META),
     2: _f("spec", "msg", {2: _f("containers", "msg", CONTAINER, repeated=True)}),
 }
+# batch/v1 and rbac.authorization.k8s.io/v1 generated.proto: what kubectl create job|cronjob|
+# role|clusterrole|rolebinding|clusterrolebinding send.
+JOB_POD_TEMPLATE: Schema = {
+    1: _f("metadata", "msg", OBJECT_META),
+    2: _f(
+        "spec",
+        "msg",
+        {2: _f("containers", "msg", CONTAINER, repeated=True), 3: _f("restartPolicy", "str")},
+    ),
+}
+JOB_SPEC: Schema = {
+    1: _f("parallelism", "int"),
+    2: _f("completions", "int"),
+    3: _f("activeDeadlineSeconds", "int"),
+    4: _f("selector", "msg", LABEL_SELECTOR),
+    5: _f("manualSelector", "bool"),
+    6: _f("template", "msg", JOB_POD_TEMPLATE),
+    7: _f("backoffLimit", "int"),
+    8: _f("ttlSecondsAfterFinished", "int"),
+    9: _f("completionMode", "str"),
+    10: _f("suspend", "bool"),
+}
+POLICY_RULE: Schema = {
+    1: _f("verbs", "str", repeated=True),
+    2: _f("apiGroups", "str", repeated=True),
+    3: _f("resources", "str", repeated=True),
+    4: _f("resourceNames", "str", repeated=True),
+    5: _f("nonResourceURLs", "str", repeated=True),
+}
+BINDING: Schema = {
+    1: _f("metadata", "msg", OBJECT_META),
+    2: _f(
+        "subjects",
+        "msg",
+        {
+            1: _f("kind", "str"),
+            2: _f("apiGroup", "str"),
+            3: _f("name", "str"),
+            4: _f("namespace", "str"),
+        },
+        repeated=True,
+    ),
+    3: _f("roleRef", "msg", {1: _f("apiGroup", "str"), 2: _f("kind", "str"), 3: _f("name", "str")}),
+}
+WORKLOAD_KINDS: dict[tuple[str, str], Schema] = {
+    ("batch/v1", "Job"): {1: _f("metadata", "msg", OBJECT_META), 2: _f("spec", "msg", JOB_SPEC)},
+    ("batch/v1", "CronJob"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f(
+            "spec",
+            "msg",
+            {
+                1: _f("schedule", "str"),
+                2: _f("startingDeadlineSeconds", "int"),
+                3: _f("concurrencyPolicy", "str"),
+                4: _f("suspend", "bool"),
+                5: _f(
+                    "jobTemplate",
+                    "msg",
+                    {1: _f("metadata", "msg", OBJECT_META), 2: _f("spec", "msg", JOB_SPEC)},
+                ),
+                6: _f("successfulJobsHistoryLimit", "int"),
+                7: _f("failedJobsHistoryLimit", "int"),
+                8: _f("timeZone", "str"),
+            },
+        ),
+    },
+    ("rbac.authorization.k8s.io/v1", "Role"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f("rules", "msg", POLICY_RULE, repeated=True),
+    },
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f("rules", "msg", POLICY_RULE, repeated=True),
+    },
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): BINDING,
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): BINDING,
+}
+# authentication.k8s.io/v1 and authorization.k8s.io/v1 generated.proto: what kubectl create
+# token, auth whoami and auth can-i send.
+RESOURCE_ATTRIBUTES: Schema = {
+    1: _f("namespace", "str"),
+    2: _f("verb", "str"),
+    3: _f("group", "str"),
+    4: _f("version", "str"),
+    5: _f("resource", "str"),
+    6: _f("subresource", "str"),
+    7: _f("name", "str"),
+}
+NON_RESOURCE_ATTRIBUTES: Schema = {1: _f("path", "str"), 2: _f("verb", "str")}
+ACCESS_SPEC: Schema = {
+    1: _f("resourceAttributes", "msg", RESOURCE_ATTRIBUTES),
+    2: _f("nonResourceAttributes", "msg", NON_RESOURCE_ATTRIBUTES),
+    3: _f("user", "str"),
+    4: _f("groups", "str", repeated=True),
+    6: _f("uid", "str"),
+}
+REVIEW_KINDS: dict[tuple[str, str], Schema] = {
+    ("authentication.k8s.io/v1", "TokenRequest"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f(
+            "spec",
+            "msg",
+            {
+                1: _f("audiences", "str", repeated=True),
+                4: _f("expirationSeconds", "int"),
+                3: _f(
+                    "boundObjectRef",
+                    "msg",
+                    {
+                        1: _f("kind", "str"),
+                        2: _f("apiVersion", "str"),
+                        3: _f("name", "str"),
+                        4: _f("uid", "str"),
+                    },
+                ),
+            },
+        ),
+    },
+    ("authentication.k8s.io/v1", "TokenReview"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f("spec", "msg", {1: _f("token", "str"), 2: _f("audiences", "str", repeated=True)}),
+    },
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): {1: _f("metadata", "msg", OBJECT_META)},
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f("spec", "msg", ACCESS_SPEC),
+    },
+    ("authorization.k8s.io/v1", "SubjectAccessReview"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f("spec", "msg", ACCESS_SPEC),
+    },
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f("spec", "msg", ACCESS_SPEC),
+    },
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): {
+        1: _f("metadata", "msg", OBJECT_META),
+        2: _f("spec", "msg", {1: _f("namespace", "str")}),
+    },
+}
+
 KINDS: dict[tuple[str, str], Schema] = {
+    **REVIEW_KINDS,
+    **WORKLOAD_KINDS,
     ("v1", "ConfigMap"): {
         1: _f("metadata", "msg", OBJECT_META),
         2: _f("data", "map_str"),

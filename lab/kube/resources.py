@@ -3,7 +3,7 @@
 One entry per resource type. The store, the HTTP routes, discovery, the OpenAPI document
 and Table printing all read this table, so adding a kind is one entry here plus (where it
 needs one) a strategy in ``strategies.py``. Names, verbs, short names and subresources follow
-a real v1.31 API server (``shared/docs/apiserver-spec.md`` §1.3).
+a real v1.33 API server (``shared/docs/apiserver-spec.md`` §1.3).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ FULL_VERBS: tuple[str, ...] = (
     "watch",
 )
 STATUS_VERBS: tuple[str, ...] = ("get", "patch", "update")
+CREATE_ONLY: tuple[str, ...] = ("create",)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ RESOURCES: tuple[ResourceType, ...] = (
         namespaced=True,
         short_names=("po",),
         categories=("all",),
-        subresources=("binding", "status"),
+        subresources=("attach", "binding", "exec", "log", "portforward", "status"),
     ),
     ResourceType(
         "", "v1", "Endpoints", "endpoints", "endpoints", namespaced=True, short_names=("ep",)
@@ -115,6 +116,18 @@ RESOURCES: tuple[ResourceType, ...] = (
         "serviceaccount",
         namespaced=True,
         short_names=("sa",),
+        subresources=("token",),
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "ReplicationController",
+        "replicationcontrollers",
+        "replicationcontroller",
+        namespaced=True,
+        short_names=("rc",),
+        categories=("all",),
+        subresources=("scale", "status"),
     ),
     ResourceType(
         "discovery.k8s.io",
@@ -137,7 +150,7 @@ RESOURCES: tuple[ResourceType, ...] = (
         namespaced=True,
         short_names=("deploy",),
         categories=("all",),
-        subresources=("status",),
+        subresources=("scale", "status"),
     ),
     ResourceType(
         "apps",
@@ -148,9 +161,155 @@ RESOURCES: tuple[ResourceType, ...] = (
         namespaced=True,
         short_names=("rs",),
         categories=("all",),
+        subresources=("scale", "status"),
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "DaemonSet",
+        "daemonsets",
+        "daemonset",
+        namespaced=True,
+        short_names=("ds",),
+        categories=("all",),
         subresources=("status",),
     ),
+    ResourceType(
+        "apps",
+        "v1",
+        "StatefulSet",
+        "statefulsets",
+        "statefulset",
+        namespaced=True,
+        short_names=("sts",),
+        categories=("all",),
+        subresources=("scale", "status"),
+    ),
+    ResourceType(
+        "batch",
+        "v1",
+        "Job",
+        "jobs",
+        "job",
+        namespaced=True,
+        categories=("all",),
+        subresources=("status",),
+    ),
+    ResourceType(
+        "batch",
+        "v1",
+        "CronJob",
+        "cronjobs",
+        "cronjob",
+        namespaced=True,
+        short_names=("cj",),
+        categories=("all",),
+        subresources=("status",),
+    ),
+    ResourceType(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        "clusterrolebinding",
+        namespaced=False,
+    ),
+    ResourceType(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+        "clusterrole",
+        namespaced=False,
+    ),
+    ResourceType(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+        "rolebinding",
+        namespaced=True,
+    ),
+    ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", namespaced=True),
+    ResourceType(
+        "apiregistration.k8s.io",
+        "v1",
+        "APIService",
+        "apiservices",
+        "apiservice",
+        namespaced=False,
+        categories=("api-extensions",),
+        subresources=("status",),
+    ),
+    # Create-only review kinds: answered, never stored (review.py).
+    ResourceType(
+        "authentication.k8s.io",
+        "v1",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        "selfsubjectreview",
+        namespaced=False,
+        verbs=CREATE_ONLY,
+    ),
+    ResourceType(
+        "authentication.k8s.io",
+        "v1",
+        "TokenReview",
+        "tokenreviews",
+        "tokenreview",
+        namespaced=False,
+        verbs=CREATE_ONLY,
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "LocalSubjectAccessReview",
+        "localsubjectaccessreviews",
+        "localsubjectaccessreview",
+        namespaced=True,
+        verbs=CREATE_ONLY,
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        namespaced=False,
+        verbs=CREATE_ONLY,
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        namespaced=False,
+        verbs=CREATE_ONLY,
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        "subjectaccessreview",
+        namespaced=False,
+        verbs=CREATE_ONLY,
+    ),
 )
+
+#: Kinds whose create is answered and never stored (authentication / authorization reviews).
+REVIEW_GROUPS: frozenset[str] = frozenset({"authentication.k8s.io", "authorization.k8s.io"})
+
+#: A subresource whose object is of another kind: (group, version, kind) as discovery says.
+SUBRESOURCE_KINDS: dict[str, tuple[str, str, str]] = {
+    "scale": ("autoscaling", "v1", "Scale"),
+    "token": ("authentication.k8s.io", "v1", "TokenRequest"),
+    "binding": ("", "v1", "Binding"),
+    "attach": ("", "v1", "PodAttachOptions"),
+    "exec": ("", "v1", "PodExecOptions"),
+    "portforward": ("", "v1", "PodPortForwardOptions"),
+}
 
 
 def groups() -> dict[str, list[str]]:

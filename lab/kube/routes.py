@@ -21,6 +21,12 @@ SUBRESOURCE_VERBS = {
     "status": ("get", "patch", "update"),
     "finalize": ("update",),
     "binding": ("create",),
+    "scale": ("get", "patch", "update"),
+    "token": ("create",),
+    "log": ("get",),
+    "exec": ("create", "get"),
+    "attach": ("create", "get"),
+    "portforward": ("create", "get"),
 }
 
 

@@ -88,6 +88,8 @@ def definitions(version: str) -> dict[str, Schema]:
 
 def definition_name(rt: ResourceType) -> str:
     """``io.k8s.api.core.v1.Node``, ``io.k8s.api.coordination.v1.Lease``..."""
+    if rt.group == "apiregistration.k8s.io":  # served by kube-aggregator, named after it
+        return f"io.k8s.kube-aggregator.pkg.apis.apiregistration.{rt.version}.{rt.kind}"
     package = rt.group.split(".")[0] if rt.group else "core"
     return f"io.k8s.api.{package}.{rt.version}.{rt.kind}"
 
@@ -386,6 +388,14 @@ VALUE_STRUCTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("coordination.k8s.io", "Lease"): ("spec",),
     ("apps", "Deployment"): ("spec", "status"),
     ("apps", "ReplicaSet"): ("spec", "status"),
+    ("apps", "DaemonSet"): ("spec", "status"),
+    ("apps", "StatefulSet"): ("spec", "status"),
+    ("batch", "Job"): ("spec", "status"),
+    ("batch", "CronJob"): ("spec", "status", "spec.jobTemplate"),
+    ("", "ReplicationController"): ("spec", "status"),
+    ("rbac.authorization.k8s.io", "RoleBinding"): ("roleRef",),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"): ("roleRef",),
+    ("apiregistration.k8s.io", "APIService"): ("spec", "status"),
     ("discovery.k8s.io", "EndpointSlice"): ("endpoints[].conditions",),
 }
 _ZERO = {"string": "", "integer": 0, "number": 0, "boolean": False}

@@ -70,6 +70,171 @@ def seed_defaults(store: Store) -> None:
     for ns, body in seeds:
         if store.find(svc, ns, body["metadata"]["name"]) is None:
             store.writer.create(svc, ns, body, manager="kube-apiserver")
+    seed_api_services(store)
+    seed_rbac(store)
+
+
+# kube-apiserver's apiVersionPriorities (cmd/kube-apiserver/app/aggregator.go), for the group
+# versions the simulator serves: the autoregister controller makes one local APIService for each
+# served group version found in this table (named <version>.<group>, core is "v1.").
+API_SERVICE_PRIORITIES: dict[tuple[str, str], tuple[int, int]] = {
+    ("", "v1"): (18000, 1),
+    ("apps", "v1"): (17800, 15),
+    ("events.k8s.io", "v1"): (17750, 15),
+    ("authentication.k8s.io", "v1"): (17700, 15),
+    ("authorization.k8s.io", "v1"): (17600, 15),
+    ("batch", "v1"): (17400, 15),
+    ("rbac.authorization.k8s.io", "v1"): (17000, 15),
+    ("coordination.k8s.io", "v1"): (16500, 15),
+    ("discovery.k8s.io", "v1"): (16200, 15),
+}
+
+
+_BOOTSTRAP = {"kubernetes.io/bootstrapping": "rbac-defaults"}
+_AUTOUPDATE = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
+# A few of the RBAC authorizer's bootstrap roles (plugin/pkg/auth/authorizer/rbac/
+# bootstrappolicy): the admin's, and what every authenticated user may do (ask about itself,
+# read discovery and health). Name -> (rules, groups bound by a ClusterRoleBinding).
+BOOTSTRAP_CLUSTER_ROLES: dict[str, tuple[list[dict[str, Any]], tuple[str, ...]]] = {
+    "cluster-admin": (
+        [
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+            {"nonResourceURLs": ["*"], "verbs": ["*"]},
+        ],
+        ("system:masters",),
+    ),
+    "system:basic-user": (
+        [
+            {
+                "apiGroups": ["authorization.k8s.io"],
+                "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                "verbs": ["create"],
+            },
+            {
+                "apiGroups": ["authentication.k8s.io"],
+                "resources": ["selfsubjectreviews"],
+                "verbs": ["create"],
+            },
+        ],
+        ("system:authenticated",),
+    ),
+    "system:discovery": (
+        [
+            {
+                "nonResourceURLs": [
+                    "/api",
+                    "/api/*",
+                    "/apis",
+                    "/apis/*",
+                    "/healthz",
+                    "/livez",
+                    "/openapi",
+                    "/openapi/*",
+                    "/readyz",
+                    "/version",
+                    "/version/",
+                ],
+                "verbs": ["get"],
+            }
+        ],
+        ("system:authenticated",),
+    ),
+    "system:public-info-viewer": (
+        [
+            {
+                "nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"],
+                "verbs": ["get"],
+            }
+        ],
+        ("system:authenticated", "system:unauthenticated"),
+    ),
+}
+
+
+def seed_rbac(store: Store) -> None:
+    roles = store.rt("rbac.authorization.k8s.io", "clusterroles")
+    bindings = store.rt("rbac.authorization.k8s.io", "clusterrolebindings")
+    meta = {"labels": _BOOTSTRAP, "annotations": _AUTOUPDATE}
+    for name, (rules, groups) in BOOTSTRAP_CLUSTER_ROLES.items():
+        if store.find(roles, "", name) is None:
+            store.writer.create(
+                roles,
+                "",
+                {"metadata": {"name": name, **meta}, "rules": rules},
+                manager="kube-apiserver",
+            )
+        if store.find(bindings, "", name) is None:
+            subjects = [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g}
+                for g in groups
+            ]
+            store.writer.create(
+                bindings,
+                "",
+                {
+                    "metadata": {"name": name, **meta},
+                    "roleRef": {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "ClusterRole",
+                        "name": name,
+                    },
+                    "subjects": subjects,
+                },
+                manager="kube-apiserver",
+            )
+
+
+def seed_api_services(store: Store) -> None:
+    """The local APIServices, as the autoregister and availability controllers leave them."""
+    from lab.kube.objects import now_rfc3339
+    from lab.kube.resources import groups
+
+    rt = store.rt("apiregistration.k8s.io", "apiservices")
+    for group, versions in groups().items():
+        for version in versions:
+            priority = API_SERVICE_PRIORITIES.get((group, version))
+            name = f"{version}.{group}"
+            if priority is None or store.find(rt, "", name) is not None:
+                continue
+            store.writer.create(
+                rt,
+                "",
+                {
+                    "metadata": {
+                        "name": name,
+                        "labels": {"kube-aggregator.kubernetes.io/automanaged": "onstart"},
+                    },
+                    "spec": {
+                        "group": group,
+                        "version": version,
+                        "groupPriorityMinimum": priority[0],
+                        "versionPriority": priority[1],
+                    },
+                },
+                manager="kube-apiserver",
+            )
+            current = store.get(rt, "", name).obj
+            store.writer.update(
+                rt,
+                "",
+                name,
+                {
+                    **current,
+                    "status": {
+                        "conditions": [
+                            {
+                                "type": "Available",
+                                "status": "True",
+                                "lastTransitionTime": now_rfc3339(),
+                                "reason": "Local",
+                                "message": "Local APIServices are always available",
+                            }
+                        ]
+                    },
+                },
+                subresource="status",
+                manager="kube-apiserver",
+            )
 
 
 def _service_ip(store: Store, offset: int) -> str:

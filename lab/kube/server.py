@@ -253,7 +253,8 @@ class KubeServer(ServerComponent):
     version ``/version`` and the OpenAPI documents report. ``tls=True`` serves HTTPS with a
     fresh CA and requires a bearer token (both in the kubeconfig). ``state_file`` loads state at
     start when the file exists and saves it at stop. ``fake_kubelet=True`` confirms graceful pod
-    deletion at once (there is no kubelet to do it).
+    deletion at once (there is no kubelet to do it). ``authorization`` is ``"allow"``
+    (AlwaysAllow, the default) or ``"rbac"`` (the stored RBAC objects decide; ``auth.py``).
     """
 
     what = "kube simulator"
@@ -278,6 +279,7 @@ class KubeServer(ServerComponent):
         ready_timeout: float = 10.0,
         read_timeout: float = 32.0,
         idle_timeout: float = 90.0,
+        authorization: str = "allow",
     ) -> None:
         super().__init__(host=host, port=port, ready_timeout=ready_timeout)
         self.read_timeout = read_timeout
@@ -293,7 +295,7 @@ class KubeServer(ServerComponent):
             window=window,
             fake_kubelet=fake_kubelet,
         )
-        self.api = Api(self.store, token=self.token, version=version)
+        self.api = Api(self.store, token=self.token, version=version, authorization=authorization)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._workdir = Path(workdir) if workdir else None
         self._certs: ServingCerts | None = None

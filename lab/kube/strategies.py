@@ -70,6 +70,16 @@ TOP_LEVEL_FIELDS: dict[tuple[str, str], frozenset[str]] = {
         "deprecatedLastTimestamp deprecatedCount",
         ("apps", "deployments"): "spec status",
         ("apps", "replicasets"): "spec status",
+        ("apps", "daemonsets"): "spec status",
+        ("apps", "statefulsets"): "spec status",
+        ("batch", "jobs"): "spec status",
+        ("batch", "cronjobs"): "spec status",
+        ("", "replicationcontrollers"): "spec status",
+        ("rbac.authorization.k8s.io", "roles"): "rules",
+        ("rbac.authorization.k8s.io", "clusterroles"): "rules aggregationRule",
+        ("rbac.authorization.k8s.io", "rolebindings"): "subjects roleRef",
+        ("rbac.authorization.k8s.io", "clusterrolebindings"): "subjects roleRef",
+        ("apiregistration.k8s.io", "apiservices"): "spec status",
     }.items()
 }
 
@@ -513,6 +523,7 @@ def build_strategies(
     resources: tuple[ResourceType, ...], *, service_cidr: str, node_port_range: tuple[int, int]
 ) -> dict[tuple[str, str], Strategy]:
     """One strategy per (group, plural)."""
+    from lab.kube.kinds import SPECIAL
     from lab.kube.services import ServiceStrategy
 
     special: dict[tuple[str, str], type[Strategy]] = {
@@ -526,6 +537,7 @@ def build_strategies(
         ("apps", "deployments"): DeploymentStrategy,
         ("apps", "replicasets"): ReplicaSetStrategy,
         ("coordination.k8s.io", "leases"): LeaseStrategy,
+        **SPECIAL,
     }
     out: dict[tuple[str, str], Strategy] = {}
     for rt in resources:

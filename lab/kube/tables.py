@@ -568,6 +568,161 @@ def _print_replica_set(rs: Obj, now: datetime) -> Cells:
     ]
 
 
+def _print_daemon_set(ds: Obj, now: datetime) -> Cells:
+    names, images = _containers_cells(ds)
+    node_selector = _dig(ds, "spec", "template", "spec", "nodeSelector")
+    return [
+        _str(ds, "metadata", "name"),
+        _int(ds, "status", "desiredNumberScheduled"),
+        _int(ds, "status", "currentNumberScheduled"),
+        _int(ds, "status", "numberReady"),
+        _int(ds, "status", "updatedNumberScheduled"),
+        _int(ds, "status", "numberAvailable"),
+        format_labels(node_selector),
+        since(_dig(ds, "metadata", "creationTimestamp"), now),
+        names,
+        images,
+        format_label_selector(_dig(ds, "spec", "selector")),
+    ]
+
+
+def _print_stateful_set(sts: Obj, now: datetime) -> Cells:
+    names, images = _containers_cells(sts)
+    replicas = _dig(sts, "spec", "replicas")
+    desired = replicas if isinstance(replicas, int) else 1
+    return [
+        _str(sts, "metadata", "name"),
+        f"{_int(sts, 'status', 'readyReplicas')}/{desired}",
+        since(_dig(sts, "metadata", "creationTimestamp"), now),
+        names,
+        images,
+    ]
+
+
+def _job_status(job: Obj) -> str:
+    """``printJob``'s Status column: the first true terminal condition, else Running."""
+    if _dig(job, "metadata", "deletionTimestamp"):
+        return "Terminating"
+    for cond in _list(job, "status", "conditions"):
+        if _str(cond, "status") != "True":
+            continue
+        kind = _str(cond, "type")
+        if kind == "Complete":
+            return "Complete"
+        if kind == "Failed":
+            return "Failed"
+        if kind == "Suspended":
+            return "Suspended"
+        if kind in ("FailureTarget", "SuccessCriteriaMet"):
+            return "FailureTarget" if kind == "FailureTarget" else "SuccessCriteriaMet"
+    return "Running"
+
+
+def _print_job(job: Obj, now: datetime) -> Cells:
+    names, images = _containers_cells(job)
+    completions = _dig(job, "spec", "completions")
+    parallelism = _dig(job, "spec", "parallelism")
+    succeeded = _int(job, "status", "succeeded")
+    if isinstance(completions, int):
+        done = f"{succeeded}/{completions}"
+    else:
+        done = (
+            f"{succeeded}/1 of {parallelism}"
+            if isinstance(parallelism, int) and parallelism > 1
+            else f"{succeeded}/1"
+        )
+    start = parse_time(_dig(job, "status", "startTime"))
+    end = parse_time(_dig(job, "status", "completionTime"))
+    duration = "" if start is None else human_duration(((end or now) - start).total_seconds())
+    return [
+        _str(job, "metadata", "name"),
+        _job_status(job),
+        done,
+        duration,
+        since(_dig(job, "metadata", "creationTimestamp"), now),
+        names,
+        images,
+        format_label_selector(_dig(job, "spec", "selector")),
+    ]
+
+
+def _print_cron_job(cj: Obj, now: datetime) -> Cells:
+    tmpl = _dig(cj, "spec", "jobTemplate") or {}
+    names, images = _containers_cells(tmpl)
+    last = _dig(cj, "status", "lastScheduleTime")
+    suspend = _dig(cj, "spec", "suspend")
+    return [
+        _str(cj, "metadata", "name"),
+        _str(cj, "spec", "schedule"),
+        _str(cj, "spec", "timeZone") or "<none>",
+        "True" if suspend is True else "False",
+        len(_list(cj, "status", "active")),
+        since(last, now) if last else "<none>",
+        since(_dig(cj, "metadata", "creationTimestamp"), now),
+        names,
+        images,
+        format_label_selector(_dig(tmpl, "spec", "selector")),
+    ]
+
+
+def _print_replication_controller(rc: Obj, now: datetime) -> Cells:
+    names, images = _containers_cells(rc)
+    replicas = _dig(rc, "spec", "replicas")
+    return [
+        _str(rc, "metadata", "name"),
+        replicas if isinstance(replicas, int) else 1,
+        _int(rc, "status", "replicas"),
+        _int(rc, "status", "readyReplicas"),
+        since(_dig(rc, "metadata", "creationTimestamp"), now),
+        names,
+        images,
+        format_labels(_dig(rc, "spec", "selector")),
+    ]
+
+
+def _print_binding(binding: Obj, now: datetime) -> Cells:
+    subjects = _list(binding, "subjects")
+
+    def of(kind: str) -> str:
+        out = []
+        for s in subjects:
+            if _str(s, "kind") != kind:
+                continue
+            if kind == "ServiceAccount":
+                out.append(f"{_str(s, 'namespace')}/{_str(s, 'name')}")
+            else:
+                out.append(_str(s, "name"))
+        return ", ".join(out)
+
+    return [
+        _str(binding, "metadata", "name"),
+        f"{_str(binding, 'roleRef', 'kind')}/{_str(binding, 'roleRef', 'name')}",
+        since(_dig(binding, "metadata", "creationTimestamp"), now),
+        of("User"),
+        of("Group"),
+        of("ServiceAccount"),
+    ]
+
+
+def _print_api_service(svc: Obj, now: datetime) -> Cells:
+    ref = _dig(svc, "spec", "service")
+    service = (
+        f"{_str(ref, 'namespace')}/{_str(ref, 'name')}" if isinstance(ref, Mapping) else "Local"
+    )
+    available = "Unknown"
+    for cond in _list(svc, "status", "conditions"):
+        if _str(cond, "type") == "Available":
+            available = _str(cond, "status")
+            if available != "True":
+                available = f"{available} ({_str(cond, 'reason')})"
+    return [
+        _str(svc, "metadata", "name"),
+        service,
+        available,
+        since(_dig(svc, "metadata", "creationTimestamp"), now),
+    ]
+
+
 def _count_keys(*maps: object) -> int:
     return sum(len(m) for m in maps if isinstance(m, Mapping))
 
@@ -717,6 +872,93 @@ PRINTERS: Mapping[tuple[str, str], KindTable] = {
             _wide("Selector", "Label selector of the replica set's pods."),
         ),
         _print_replica_set,
+    ),
+}
+
+_WORKLOAD_WIDE = (
+    _wide("Containers", "Names of the template's containers."),
+    _wide("Images", "Images of the template's containers."),
+)
+_BINDING_TABLE = KindTable(
+    (
+        NAME,
+        Column("Role", "The role the binding grants, as kind/name."),
+        AGE,
+        _wide("Users", "Users bound."),
+        _wide("Groups", "Groups bound."),
+        _wide("ServiceAccounts", "Service accounts bound, as namespace/name."),
+    ),
+    _print_binding,
+)
+PRINTERS = {
+    **PRINTERS,
+    ("apps", "DaemonSet"): KindTable(
+        (
+            NAME,
+            Column("Desired", "Number of nodes that should run the daemon pod.", type="integer"),
+            Column("Current", "Number of nodes running at least one daemon pod.", type="integer"),
+            Column("Ready", "Number of nodes with a ready daemon pod.", type="integer"),
+            Column("Up-to-date", "Number of nodes running the updated pod.", type="integer"),
+            Column("Available", "Number of nodes with an available daemon pod.", type="integer"),
+            Column("Node Selector", "The template's node selector."),
+            AGE,
+            *_WORKLOAD_WIDE,
+            _wide("Selector", "Label selector of the daemon set's pods."),
+        ),
+        _print_daemon_set,
+    ),
+    ("apps", "StatefulSet"): KindTable(
+        (NAME, Column("Ready", "Ready replicas over desired replicas."), AGE, *_WORKLOAD_WIDE),
+        _print_stateful_set,
+    ),
+    ("batch", "Job"): KindTable(
+        (
+            NAME,
+            Column("Status", "Status of the job."),
+            Column("Completions", "Succeeded pods over desired completions."),
+            Column("Duration", "Time the job took (or has taken) to complete."),
+            AGE,
+            *_WORKLOAD_WIDE,
+            _wide("Selector", "Label selector of the job's pods."),
+        ),
+        _print_job,
+    ),
+    ("batch", "CronJob"): KindTable(
+        (
+            NAME,
+            Column("Schedule", "The cron schedule."),
+            Column("Timezone", "The schedule's time zone."),
+            Column("Suspend", "Whether scheduling is suspended.", type="boolean"),
+            Column("Active", "Number of running jobs.", type="integer"),
+            Column("Last Schedule", "When a job was last scheduled."),
+            AGE,
+            *_WORKLOAD_WIDE,
+            _wide("Selector", "Label selector of the jobs' pods."),
+        ),
+        _print_cron_job,
+    ),
+    ("", "ReplicationController"): KindTable(
+        (
+            NAME,
+            Column("Desired", "Number of desired pods.", type="integer"),
+            Column("Current", "Number of pods created.", type="integer"),
+            Column("Ready", "Number of pods ready.", type="integer"),
+            AGE,
+            *_WORKLOAD_WIDE,
+            _wide("Selector", "Label selector of the controller's pods."),
+        ),
+        _print_replication_controller,
+    ),
+    ("rbac.authorization.k8s.io", "RoleBinding"): _BINDING_TABLE,
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"): _BINDING_TABLE,
+    ("apiregistration.k8s.io", "APIService"): KindTable(
+        (
+            NAME,
+            Column("Service", "The service serving the group version, or Local."),
+            Column("Available", "Whether the APIService is available."),
+            AGE,
+        ),
+        _print_api_service,
     ),
 }
 

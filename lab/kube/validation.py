@@ -34,9 +34,14 @@ SUBDOMAIN_MSG = (
 
 
 def name_problems(name: str, rule: str) -> list[str]:
-    """Problems with ``name`` under ``rule`` ("label", "dns1035" or "subdomain")."""
+    """Problems with ``name`` under ``rule`` ("label", "dns1035", "subdomain" or
+    "path-segment", apimachinery's ``IsValidPathSegmentName`` for RBAC and APIService names)."""
     out: list[str] = []
-    if rule == "subdomain":
+    if rule == "path-segment":
+        if name in (".", ".."):
+            out.append(f"may not be '{name}'")
+        out.extend(f"may not contain '{c}'" for c in ("/", "%") if c in name)
+    elif rule == "subdomain":
         if len(name) > 253:
             out.append("must be no more than 253 characters")
         if not DNS1123_SUBDOMAIN.match(name):
