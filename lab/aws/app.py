@@ -33,7 +33,7 @@ from typing import Any
 
 from lab.aws.exceptions import AwsError
 from lab.aws.faults import AwsFaults
-from lab.aws.fidelity import FidelityConfig, FidelityLayer
+from lab.aws.fidelity import FidelityConfig, FidelityLayer, MotoView
 from lab.aws.protocol import (
     AwsRequest,
     WireResponse,
@@ -43,6 +43,7 @@ from lab.aws.protocol import (
     read_error,
 )
 from lab.aws.trail import Trail, TrailEvent, TrailValue, summarize_params
+from lab.aws.validation import RequestValidator
 from lab.clock import DEFAULT_SPEED, ScaledClock
 from lab.component import InternalErrors
 
@@ -105,6 +106,8 @@ class AwsLab:
         self.trail = Trail(sink=settings.trail_path)
         self.faults = AwsFaults()
         self.fidelity = FidelityLayer(settings.fidelity, account=settings.account)
+        self.validator = RequestValidator()
+        """Answers malformed calls like AWS before moto sees them (:mod:`lab.aws.validation`)."""
         self.seed: int | None = settings.seed
         self.moto: Any = _moto_dispatcher()
         self.started = time.time()
@@ -140,6 +143,7 @@ class AwsLab:
             self.trail.clear()
             self.faults.clear()
             self.fidelity.reset(self.settings.fidelity)
+            self.validator.reset()
             self.elb_health.reset()
             self.internal_errors.clear()
             if self.seed is not None:
@@ -233,6 +237,7 @@ class AwsApp:
         body = _read_body(environ)
         environ["HTTP_X_MOTO_ACCOUNT_ID"] = lab.settings.account
         request = parse_request(environ, body, default_region=lab.settings.region)
+        _route_for_moto(environ, request)
         answered_by = "moto"
         injected = False
         firing = lab.faults.decide(
@@ -246,9 +251,26 @@ class AwsApp:
             answered_by = f"fault:{firing.error.id if firing.error else firing.fired[-1]}"
             if firing.latency_ms:
                 time.sleep(firing.latency_ms / 1000.0)
+        config = lab.fidelity.config
         if firing.error is not None:
             error = firing.error.injected_error()
             response = error_response(request.service, error, request_id=new_request_id())
+        elif (
+            request.signature_problem
+            and config.enabled
+            and config.validation
+            and config.validate_signature
+        ):
+            refusal = AwsError(
+                request.signature_problem,
+                code="IncompleteSignature",
+                status=400,
+                source="validation:signature",
+            )
+            response = error_response(
+                request.service or "ec2", refusal, request_id=new_request_id()
+            )
+            answered_by = refusal.source
         else:
             response, source = self._through_moto(environ, request)
             if source:
@@ -271,7 +293,14 @@ class AwsApp:
         with lab.lock:
             lab.fidelity.tick()
             lab.elb_health.before(request)  # checks due so far see the state before this call
-            error: AwsError | None
+            error: AwsError | None = lab.validator.check(
+                request,
+                lab.fidelity.config,
+                lambda: MotoView(lab.settings.account, request.region),
+            )
+            if error is not None:
+                response = error_response(request.service, error, request_id=new_request_id())
+                return response, error.source
             error, context = lab.fidelity.before(request)
             if error is not None:
                 response = error_response(request.service, error, request_id=new_request_id())
@@ -283,6 +312,8 @@ class AwsApp:
                 if not request.action.startswith(_READS):
                     lab.generation += 1
             response = lab.fidelity.after(request, response, context)
+            if response.ok:
+                lab.validator.observe(response.body)
             return lab.elb_health.after(request, response), ""
 
     def _moto_app(self, environ: dict[str, Any], request: AwsRequest) -> Any:
@@ -337,6 +368,28 @@ class AwsApp:
                 raw_params=raw,
             )
         )
+
+
+_SIGNING_NAMES = {"elb": "elasticloadbalancing", "elbv2": "elasticloadbalancing"}
+
+
+def _route_for_moto(environ: dict[str, Any], request: AwsRequest) -> None:
+    """Make moto route a call the lab routed by query signature or ``Version`` to its service.
+
+    moto's dispatcher picks the service from the ``Authorization`` header's scope (or the
+    host); a presigned (``X-Amz-Credential``) or SigV2 (``AWSAccessKeyId``/``Signature``) call
+    carries none and would land in moto's S3 handler. The lab writes the scope it found into
+    the environ moto reads; nothing of the caller's credentials goes into it.
+    """
+    if not request.signed or request.signature_problem:
+        return
+    if str(environ.get("HTTP_AUTHORIZATION", "")).startswith("AWS4-"):
+        return
+    signing = _SIGNING_NAMES.get(request.service, request.service)
+    environ["HTTP_AUTHORIZATION"] = (
+        f"AWS4-HMAC-SHA256 Credential=lab/20260101/{request.region}/{signing}/aws4_request,"
+        " SignedHeaders=host, Signature=0"
+    )
 
 
 _dispatcher_lock = threading.Lock()
