@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
 
 from lab.aws.exceptions import AwsError
+from lab.aws.redact import redact_params
 
 #: API version strings that tell the two load balancer services apart (both sign as
 #: ``elasticloadbalancing``).
@@ -53,7 +54,8 @@ class AwsRequest:
     """The ``Action`` parameter; empty when the request is not a query-protocol call."""
     region: str
     params: Mapping[str, str] = field(default_factory=dict)
-    """Every parameter except ``Action`` and ``Version``, flat as on the wire."""
+    """Every parameter except ``Action`` and ``Version``, flat as on the wire; credentials,
+    signatures and tokens redacted (:mod:`lab.aws.redact`)."""
     version: str = ""
     user_agent: str = ""
     source: str = ""
@@ -117,6 +119,7 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
     region, service, problem = _header_scope(str(environ.get("HTTP_AUTHORIZATION", "")))
     if not service and not problem and "X-Amz-Credential" in params:
         region, service, problem = _scope(params["X-Amz-Credential"])
+    params = redact_params(params)  # nothing after this point sees a secret
     if not service and action:
         service = VERSION_SERVICES.get(version, "")
     if service == "elasticloadbalancing":
