@@ -22,6 +22,7 @@ Neighbours: served by :mod:`lab.aws.server` (thread) and :mod:`lab.aws.__main__`
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import threading
@@ -43,7 +44,8 @@ from lab.aws.protocol import (
     read_error,
 )
 from lab.aws.trail import Trail, TrailEvent, TrailValue, summarize_params
-from lab.aws.validation import RequestValidator
+from lab.aws.validation import RequestValidator, services_with_action
+from lab.aws.validation import unroutable as validation_unroutable
 from lab.clock import DEFAULT_SPEED, ScaledClock
 from lab.component import InternalErrors
 
@@ -237,6 +239,15 @@ class AwsApp:
         body = _read_body(environ)
         environ["HTTP_X_MOTO_ACCOUNT_ID"] = lab.settings.account
         request = parse_request(environ, body, default_region=lab.settings.region)
+        config = lab.fidelity.config
+        validating = config.enabled and config.validation
+        unroutable: AwsError | None = None
+        if not request.service and request.action and validating and config.validate_action:
+            owners = services_with_action(request.action)
+            if len(owners) == 1:  # e.g. a SigV2 call without Version
+                request = dataclasses.replace(request, service=owners[0], signed=True)
+            else:
+                unroutable = validation_unroutable(request)
         _route_for_moto(environ, request)
         answered_by = "moto"
         injected = False
@@ -251,16 +262,10 @@ class AwsApp:
             answered_by = f"fault:{firing.error.id if firing.error else firing.fired[-1]}"
             if firing.latency_ms:
                 time.sleep(firing.latency_ms / 1000.0)
-        config = lab.fidelity.config
         if firing.error is not None:
             error = firing.error.injected_error()
             response = error_response(request.service, error, request_id=new_request_id())
-        elif (
-            request.signature_problem
-            and config.enabled
-            and config.validation
-            and config.validate_signature
-        ):
+        elif request.signature_problem and validating and config.validate_signature:
             refusal = AwsError(
                 request.signature_problem,
                 code="IncompleteSignature",
@@ -271,6 +276,9 @@ class AwsApp:
                 request.service or "ec2", refusal, request_id=new_request_id()
             )
             answered_by = refusal.source
+        elif unroutable is not None:
+            response = error_response("ec2", unroutable, request_id=new_request_id())
+            answered_by = unroutable.source
         else:
             response, source = self._through_moto(environ, request)
             if source:

@@ -747,6 +747,15 @@ def rule_existence(check: Check) -> AwsError | None:
         return None
     if request.service not in ("elb", "elbv2"):
         return None
+    if request.service == "elb" and action in _elb_not_found_actions():
+        name = request.params.get("LoadBalancerName")
+        if name is not None and name not in check.view().elb.load_balancers:
+            return AwsError(
+                f"The specified load balancer does not exist: {name}",
+                code="LoadBalancerNotFound",
+                status=400,
+                source="validation:existence",
+            )
     subnets: list[str] = []
     groups: list[str] = []
     if action in ("CreateLoadBalancer", "AttachLoadBalancerToSubnets", "SetSubnets"):
@@ -786,6 +795,19 @@ def rule_existence(check: Check) -> AwsError | None:
                 source="validation:existence",
             )
     return None
+
+
+@functools.cache
+def _elb_not_found_actions() -> frozenset[str]:
+    """Classic ELB actions on one named load balancer whose model lists ``LoadBalancerNotFound``."""
+    model = model_validator("elb").model
+    found = set()
+    for name in model.operation_names:
+        op = model.operation_model(name)
+        codes = {e.metadata.get("error", {}).get("code") for e in op.error_shapes}
+        if "LoadBalancerNotFound" in codes and "LoadBalancerName" in op.input_shape.members:
+            found.add(name)
+    return frozenset(found)
 
 
 def _group_ids(view: MotoView) -> set[str]:
@@ -891,6 +913,29 @@ class RequestValidator:
                 self.issued_tokens.add(match.group(1).decode("utf-8", errors="replace"))
 
 
+def services_with_action(action: str) -> list[str]:
+    """The validated services whose model has ``action`` (for calls that name no service)."""
+    return [s for s in MODEL_SERVICES if action in model_validator(s).operations]
+
+
+def unroutable(request: AwsRequest) -> AwsError:
+    """The answer to a call whose service neither its signature nor its Version names, and
+    whose Action does not name one service alone."""
+    if services_with_action(request.action):
+        return AwsError(
+            "The request must contain the parameter Version",
+            code="MissingParameter",
+            status=400,
+            source="validation:action",
+        )
+    return AwsError(
+        f"The action {request.action} is not valid for this web service.",
+        code="InvalidAction",
+        status=400,
+        source="validation:action",
+    )
+
+
 def invalid_action(request: AwsRequest) -> AwsError:
     """AWS's answer to an ``Action`` the service does not have."""
     if request.service == "ec2":
@@ -912,4 +957,6 @@ __all__ = [
     "invalid_action",
     "model_validator",
     "param_tree",
+    "services_with_action",
+    "unroutable",
 ]

@@ -214,6 +214,14 @@ CASES = [
         "security groups do not exist",
     ),
     (
+        "elb-deregister-from-missing-lb",
+        "elb",
+        "DeregisterInstancesFromLoadBalancer",
+        lambda w: {"LoadBalancerName": "nope", "Instances.member.1.InstanceId": w.instance},
+        "LoadBalancerNotFound",
+        "nope",
+    ),
+    (
         "unknown-action-ec2",
         "ec2",
         "Frob",
@@ -539,3 +547,16 @@ def test_every_validation_switch_is_listed_in_the_readme() -> None:
     readme = (Path(__file__).parents[2] / "lab" / "aws" / "README.md").read_text()
     missing = [s for s in VALIDATION_SWITCHES if f"| `{s}` |" not in readme]
     assert not missing
+
+
+def test_calls_without_scope_or_version_are_routed_by_action(aws: AwsServer) -> None:
+    sigv2 = "AWSAccessKeyId=AKID&SignatureVersion=2&SignatureMethod=HmacSHA256&Signature=ab"
+    answer = post(aws, b"", query=f"Action=DescribeVpcs&{sigv2}")
+    assert answer.status == 200, answer.body
+    assert "<DescribeVpcsResponse" in answer.body
+    both = post(aws, b"", query=f"Action=DescribeLoadBalancers&{sigv2}")  # ELB and ELBv2 have it
+    assert (both.status, both.code) == (400, "MissingParameter")
+    assert both.message == "The request must contain the parameter Version"
+    unknown = post(aws, b"", query=f"Action=Frob&{sigv2}")
+    assert (unknown.status, unknown.code) == (400, "InvalidAction")
+    assert "ListAllMyBucketsResult" not in both.body + unknown.body
