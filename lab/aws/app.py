@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -249,6 +250,8 @@ class AwsApp:
             else:
                 unroutable = validation_unroutable(request)
         _route_for_moto(environ, request)
+        if config.enabled and config.elb_fixes:
+            _complete_elb_tags(environ, request, body)
         answered_by = "moto"
         injected = False
         firing = lab.faults.decide(
@@ -376,6 +379,30 @@ class AwsApp:
                 raw_params=raw,
             )
         )
+
+
+_TAG_KEY = re.compile(r"^Tags\.member\.(\d+)\.Key$")
+
+
+def _complete_elb_tags(environ: dict[str, Any], request: AwsRequest, body: bytes) -> None:
+    """Give every Classic ELB tag without ``Value`` an empty one before moto sees the call.
+
+    A tag's ``Value`` is optional in the ELB model (AWS stores an empty value); moto 5.2.5
+    raises ``KeyError`` on ``AddTags`` / ``CreateLoadBalancer`` without it (a 500).
+    """
+    if request.service != "elb" or request.action not in ("AddTags", "CreateLoadBalancer"):
+        return
+    missing = [
+        m.group(1)
+        for key in request.params
+        if (m := _TAG_KEY.match(key)) and f"Tags.member.{m.group(1)}.Value" not in request.params
+    ]
+    if not missing or str(environ.get("QUERY_STRING", "")).find("Tags.member.") != -1:
+        return  # (query-string tags: left to moto)
+    extra = "".join(f"&Tags.member.{index}.Value=" for index in missing).encode()
+    patched = body + extra
+    environ["wsgi.input"] = io.BytesIO(patched)
+    environ["CONTENT_LENGTH"] = str(len(patched))
 
 
 _SIGNING_NAMES = {"elb": "elasticloadbalancing", "elbv2": "elasticloadbalancing"}

@@ -44,6 +44,9 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     the security groups (:mod:`lab.aws.sgeval`) and answers with AWS's ``State``,
     ``ReasonCode`` and ``Description``, connection draining included
     (``elb_health_checks``).
+12. ``AddTags`` / ``CreateLoadBalancer`` with a tag without ``Value`` (optional in the model)
+    raise ``KeyError`` in moto (500); :mod:`lab.aws.app` adds the empty value AWS stores
+    (``elb_fixes``).
 
 Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends with
 ``.elb.amazonaws.com``; ``ApplySecurityGroupsToLoadBalancer`` replaces the set in the given

@@ -560,3 +560,12 @@ def test_calls_without_scope_or_version_are_routed_by_action(aws: AwsServer) -> 
     unknown = post(aws, b"", query=f"Action=Frob&{sigv2}")
     assert (unknown.status, unknown.code) == (400, "InvalidAction")
     assert "ListAllMyBucketsResult" not in both.body + unknown.body
+
+
+def test_elb_tag_without_value_is_stored_empty(aws: AwsServer, world: World) -> None:
+    answer = call(
+        aws, "elb", "AddTags", {"LoadBalancerNames.member.1": "a1", "Tags.member.1.Key": "k"}
+    )
+    assert answer.status == 200, answer.body
+    tags = aws.client("elb").describe_tags(LoadBalancerNames=["a1"])["TagDescriptions"][0]
+    assert {"Key": "k", "Value": ""} in tags["Tags"]
