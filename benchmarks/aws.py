@@ -8,10 +8,13 @@ Measures, in one run:
    machine, rounds interleaved so machine load hits all alike:
    * ``moto``: moto's own server app, no lab layer (the baseline),
    * ``lab-bare``: the lab's app with fidelity off and the trail off,
-   * ``lab-full``: fidelity on and trail on (the default);
-   and the ratio of each to the baseline (target: lab-full <= 1.15 x moto);
+   * ``lab-full``: fidelity on and trail on (the default),
+   * ``lab-noval``: as lab-full with request validation switched off (``validation=False``);
+   and the ratio of each to the baseline (target: lab-full <= 1.15 x moto), and the cost of
+   request validation, lab-full vs lab-noval (target: <= +10%);
 3. the same per-call cost in-process (WSGI calls, no sockets, no boto3), which isolates what
-   the lab layer adds from network and client noise;
+   the lab layer adds from network and client noise, validation on and off; and the
+   validator alone (``RequestValidator.check`` on the parsed calls of the mix), us per call;
 4. sustained calls/second for ``DescribeSecurityGroups`` (one group by id) among 500 groups on
    ``lab-full`` (10,000 calls; ``--quick``: 1,000).
 
@@ -32,6 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.aws import AwsServer
+from lab.aws.fidelity import FidelityConfig
 from lab.aws.process import AwsProcess
 from lab.aws.server import make_client
 
@@ -154,11 +158,11 @@ def bench_startup(rounds: int) -> dict[str, float]:
 
 def bench_latency(rounds: int) -> dict[str, list[float]]:
     from lab.aws.app import AwsApp, AwsLab, LabSettings
-    from lab.aws.fidelity import FidelityConfig
     from lab.aws.server import make_wsgi_server
 
     raw = RawMoto()
     full = AwsServer().start()
+    noval = AwsServer(fidelity=FidelityConfig(validation=False)).start()
     bare_lab = AwsLab(LabSettings(fidelity=FidelityConfig(enabled=False), trail_enabled=False))
     bare_server = make_wsgi_server(AwsApp(bare_lab), host="127.0.0.1", port=0)
     threading.Thread(target=bare_server.serve_forever, daemon=True).start()
@@ -166,6 +170,7 @@ def bench_latency(rounds: int) -> dict[str, list[float]]:
         "moto": raw.url,
         "lab-bare": f"http://127.0.0.1:{bare_server.port}",
         "lab-full": full.url,
+        "lab-noval": noval.url,
     }
     mixes: dict[str, list[Callable[[], Any]]] = {}
     for name, url in targets.items():  # shared moto state: distinct names per target
@@ -183,6 +188,7 @@ def bench_latency(rounds: int) -> dict[str, list[float]]:
                 samples[name].append((time.perf_counter() - started) * 1000.0)
     raw.stop()
     full.stop()
+    noval.stop()
     bare_server.shutdown()
     bare_server.server_close()
     return samples
@@ -196,7 +202,6 @@ def bench_wsgi(rounds: int, per_round: int) -> dict[str, float]:
     from werkzeug.test import EnvironBuilder
 
     from lab.aws.app import AwsApp, AwsLab, LabSettings, _call_wsgi, _moto_dispatcher
-    from lab.aws.fidelity import FidelityConfig
 
     apps: dict[str, Any] = {
         "moto": _moto_dispatcher(),
@@ -204,6 +209,7 @@ def bench_wsgi(rounds: int, per_round: int) -> dict[str, float]:
             AwsLab(LabSettings(fidelity=FidelityConfig(enabled=False), trail_enabled=False))
         ),
         "lab-full": AwsApp(AwsLab(LabSettings())),
+        "lab-noval": AwsApp(AwsLab(LabSettings(fidelity=FidelityConfig(validation=False)))),
     }
 
     def environ(service: str, body: str) -> dict[str, Any]:
@@ -228,9 +234,15 @@ def bench_wsgi(rounds: int, per_round: int) -> dict[str, float]:
         ),
     )
     group = created.body.split(b"<groupId>")[1].split(b"</groupId>")[0].decode()
+    permission = (
+        f"GroupId={group}&IpPermissions.1.IpProtocol=tcp&IpPermissions.1.FromPort=80"
+        "&IpPermissions.1.ToPort=80&IpPermissions.1.IpRanges.1.CidrIp=10.0.0.0/8"
+    )
     bodies = [
         ("ec2", f"Action=DescribeSecurityGroups&Version=2016-11-15&GroupId.1={group}"),
         ("elasticloadbalancing", "Action=DescribeLoadBalancers&Version=2012-06-01"),
+        ("ec2", f"Action=AuthorizeSecurityGroupIngress&Version=2016-11-15&{permission}"),
+        ("ec2", f"Action=RevokeSecurityGroupIngress&Version=2016-11-15&{permission}"),
     ]
     means: dict[str, list[float]] = {name: [] for name in apps}
     for _ in range(rounds):
@@ -240,7 +252,29 @@ def bench_wsgi(rounds: int, per_round: int) -> dict[str, float]:
                 service, body = bodies[i % len(bodies)]
                 _call_wsgi(app, environ(service, body))
             means[name].append((time.perf_counter() - started) / per_round * 1e6)
-    return {name: statistics.median(values) for name, values in means.items()}
+    result = {name: statistics.median(values) for name, values in means.items()}
+    result["validator-only"] = _bench_validator(apps["lab-full"], [environ(*b) for b in bodies])
+    return result
+
+
+def _bench_validator(app: Any, environs: list[dict[str, Any]]) -> float:
+    """``RequestValidator.check`` alone on the parsed calls of the mix: us per call."""
+    from lab.aws.app import _read_body
+    from lab.aws.fidelity import MotoView
+    from lab.aws.protocol import parse_request
+
+    lab = app.lab
+    requests = [parse_request(e, _read_body(e), default_region="us-east-1") for e in environs]
+    config = lab.fidelity.config
+    calls = 4_000
+    started = time.perf_counter()
+    for i in range(calls):
+        request = requests[i % len(requests)]
+        error = lab.validator.check(
+            request, config, lambda r=request: MotoView(lab.settings.account, r.region)
+        )
+        assert error is None, error
+    return (time.perf_counter() - started) / calls * 1e6
 
 
 def bench_throughput(calls: int, groups: int) -> tuple[float, float]:
@@ -315,12 +349,23 @@ def main() -> int:
     layer = full / statistics.mean(samples["lab-bare"]) - 1.0
     console.print(f"lab-full vs moto: {overhead * 100:+.1f}% (target <= +15%)")
     console.print(f"fidelity+trail alone (lab-full vs lab-bare): {layer * 100:+.1f}%")
+    validation = full / statistics.mean(samples["lab-noval"]) - 1.0
+    console.print(
+        f"request validation (lab-full vs lab-noval, HTTP mix): {validation * 100:+.1f}% "
+        "(target <= +10%)"
+    )
     wsgi_table = Table(title="in-process cost per call, no sockets/boto3 (us, median of rounds)")
     for column in ("app", "us per call", "vs moto"):
         wsgi_table.add_column(column, justify="right")
     for name, value in wsgi.items():
-        wsgi_table.add_row(name, f"{value:.0f}", f"{value / wsgi['moto']:.3f}")
+        if name != "validator-only":
+            wsgi_table.add_row(name, f"{value:.0f}", f"{value / wsgi['moto']:.3f}")
     console.print(wsgi_table)
+    in_process = wsgi["lab-full"] / wsgi["lab-noval"] - 1.0
+    console.print(
+        f"request validation in-process (lab-full vs lab-noval): {in_process * 100:+.1f}%; "
+        f"the validator alone: {wsgi['validator-only']:.1f} us per call"
+    )
     console.print(
         f"sustained DescribeSecurityGroups (1 of 500 groups by id), lab-full: "
         f"{calls} calls in {elapsed:.1f} s = {rate:.0f} calls/s"

@@ -22,8 +22,10 @@ Neighbours: served by :mod:`lab.aws.server` (thread) and :mod:`lab.aws.__main__`
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -33,7 +35,7 @@ from typing import Any
 
 from lab.aws.exceptions import AwsError
 from lab.aws.faults import AwsFaults
-from lab.aws.fidelity import FidelityConfig, FidelityLayer
+from lab.aws.fidelity import FidelityConfig, FidelityLayer, MotoView
 from lab.aws.protocol import (
     AwsRequest,
     WireResponse,
@@ -43,6 +45,8 @@ from lab.aws.protocol import (
     read_error,
 )
 from lab.aws.trail import Trail, TrailEvent, TrailValue, summarize_params
+from lab.aws.validation import RequestValidator, services_with_action
+from lab.aws.validation import unroutable as validation_unroutable
 from lab.clock import DEFAULT_SPEED, ScaledClock
 from lab.component import InternalErrors
 
@@ -105,6 +109,8 @@ class AwsLab:
         self.trail = Trail(sink=settings.trail_path)
         self.faults = AwsFaults()
         self.fidelity = FidelityLayer(settings.fidelity, account=settings.account)
+        self.validator = RequestValidator()
+        """Answers malformed calls like AWS before moto sees them (:mod:`lab.aws.validation`)."""
         self.seed: int | None = settings.seed
         self.moto: Any = _moto_dispatcher()
         self.started = time.time()
@@ -140,6 +146,7 @@ class AwsLab:
             self.trail.clear()
             self.faults.clear()
             self.fidelity.reset(self.settings.fidelity)
+            self.validator.reset()
             self.elb_health.reset()
             self.internal_errors.clear()
             if self.seed is not None:
@@ -233,6 +240,18 @@ class AwsApp:
         body = _read_body(environ)
         environ["HTTP_X_MOTO_ACCOUNT_ID"] = lab.settings.account
         request = parse_request(environ, body, default_region=lab.settings.region)
+        config = lab.fidelity.config
+        validating = config.enabled and config.validation
+        unroutable: AwsError | None = None
+        if not request.service and request.action and validating and config.validate_action:
+            owners = services_with_action(request.action)
+            if len(owners) == 1:  # e.g. a SigV2 call without Version
+                request = dataclasses.replace(request, service=owners[0], signed=True)
+            else:
+                unroutable = validation_unroutable(request)
+        _route_for_moto(environ, request)
+        if config.enabled and config.elb_fixes:
+            _complete_elb_tags(environ, request, body)
         answered_by = "moto"
         injected = False
         firing = lab.faults.decide(
@@ -249,6 +268,20 @@ class AwsApp:
         if firing.error is not None:
             error = firing.error.injected_error()
             response = error_response(request.service, error, request_id=new_request_id())
+        elif request.signature_problem and validating and config.validate_signature:
+            refusal = AwsError(
+                request.signature_problem,
+                code="IncompleteSignature",
+                status=400,
+                source="validation:signature",
+            )
+            response = error_response(
+                request.service or "ec2", refusal, request_id=new_request_id()
+            )
+            answered_by = refusal.source
+        elif unroutable is not None:
+            response = error_response("ec2", unroutable, request_id=new_request_id())
+            answered_by = unroutable.source
         else:
             response, source = self._through_moto(environ, request)
             if source:
@@ -271,7 +304,14 @@ class AwsApp:
         with lab.lock:
             lab.fidelity.tick()
             lab.elb_health.before(request)  # checks due so far see the state before this call
-            error: AwsError | None
+            error: AwsError | None = lab.validator.check(
+                request,
+                lab.fidelity.config,
+                lambda: MotoView(lab.settings.account, request.region),
+            )
+            if error is not None:
+                response = error_response(request.service, error, request_id=new_request_id())
+                return response, error.source
             error, context = lab.fidelity.before(request)
             if error is not None:
                 response = error_response(request.service, error, request_id=new_request_id())
@@ -283,6 +323,8 @@ class AwsApp:
                 if not request.action.startswith(_READS):
                     lab.generation += 1
             response = lab.fidelity.after(request, response, context)
+            if response.ok:
+                lab.validator.observe(response.body)
             return lab.elb_health.after(request, response), ""
 
     def _moto_app(self, environ: dict[str, Any], request: AwsRequest) -> Any:
@@ -337,6 +379,52 @@ class AwsApp:
                 raw_params=raw,
             )
         )
+
+
+_TAG_KEY = re.compile(r"^Tags\.member\.(\d+)\.Key$")
+
+
+def _complete_elb_tags(environ: dict[str, Any], request: AwsRequest, body: bytes) -> None:
+    """Give every Classic ELB tag without ``Value`` an empty one before moto sees the call.
+
+    A tag's ``Value`` is optional in the ELB model (AWS stores an empty value); moto 5.2.5
+    raises ``KeyError`` on ``AddTags`` / ``CreateLoadBalancer`` without it (a 500).
+    """
+    if request.service != "elb" or request.action not in ("AddTags", "CreateLoadBalancer"):
+        return
+    missing = [
+        m.group(1)
+        for key in request.params
+        if (m := _TAG_KEY.match(key)) and f"Tags.member.{m.group(1)}.Value" not in request.params
+    ]
+    if not missing or str(environ.get("QUERY_STRING", "")).find("Tags.member.") != -1:
+        return  # (query-string tags: left to moto)
+    extra = "".join(f"&Tags.member.{index}.Value=" for index in missing).encode()
+    patched = body + extra
+    environ["wsgi.input"] = io.BytesIO(patched)
+    environ["CONTENT_LENGTH"] = str(len(patched))
+
+
+_SIGNING_NAMES = {"elb": "elasticloadbalancing", "elbv2": "elasticloadbalancing"}
+
+
+def _route_for_moto(environ: dict[str, Any], request: AwsRequest) -> None:
+    """Make moto route a call the lab routed by query signature or ``Version`` to its service.
+
+    moto's dispatcher picks the service from the ``Authorization`` header's scope (or the
+    host); a presigned (``X-Amz-Credential``) or SigV2 (``AWSAccessKeyId``/``Signature``) call
+    carries none and would land in moto's S3 handler. The lab writes the scope it found into
+    the environ moto reads; nothing of the caller's credentials goes into it.
+    """
+    if not request.signed or request.signature_problem:
+        return
+    if str(environ.get("HTTP_AUTHORIZATION", "")).startswith("AWS4-"):
+        return
+    signing = _SIGNING_NAMES.get(request.service, request.service)
+    environ["HTTP_AUTHORIZATION"] = (
+        f"AWS4-HMAC-SHA256 Credential=lab/20260101/{request.region}/{signing}/aws4_request,"
+        " SignedHeaders=host, Signature=0"
+    )
 
 
 _dispatcher_lock = threading.Lock()

@@ -44,6 +44,9 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     the security groups (:mod:`lab.aws.sgeval`) and answers with AWS's ``State``,
     ``ReasonCode`` and ``Description``, connection draining included
     (``elb_health_checks``).
+12. ``AddTags`` / ``CreateLoadBalancer`` with a tag without ``Value`` (optional in the model)
+    raise ``KeyError`` in moto (500); :mod:`lab.aws.app` adds the empty value AWS stores
+    (``elb_fixes``).
 
 Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends with
 ``.elb.amazonaws.com``; ``ApplySecurityGroupsToLoadBalancer`` replaces the set in the given
@@ -69,6 +72,21 @@ from lab.aws.protocol import AwsRequest, WireResponse
 
 SgOrder = Literal["creation", "reversed", "shuffle"]
 SG_ORDERS: tuple[str, ...] = ("creation", "reversed", "shuffle")
+#: The request-validation switches (:mod:`lab.aws.validation`).
+VALIDATION_SWITCHES: tuple[str, ...] = (
+    "validation",
+    "validate_action",
+    "validate_signature",
+    "validate_model",
+    "validate_ip_permissions",
+    "validate_cidr",
+    "validate_group_names",
+    "validate_elb_names",
+    "validate_listener_ports",
+    "validate_existence",
+    "validate_filters",
+    "validate_next_token",
+)
 
 
 @dataclass(frozen=True)
@@ -97,6 +115,31 @@ class FidelityConfig:
     """Classic ELB health checks and connection draining (:mod:`lab.aws.elbhealth`):
     ``DescribeInstanceHealth`` answers from thresholds counted on the lab clock (gap 11);
     ``False`` = moto's answer (every running registered instance ``InService``)."""
+    validation: bool = True
+    """Request validation (:mod:`lab.aws.validation`): malformed EC2/ELB/ELBv2 calls answered
+    with AWS's errors before moto sees them; ``False`` turns every ``validate_*`` rule off."""
+    validate_action: bool = True
+    """Unknown ``Action`` → ``InvalidAction`` (400)."""
+    validate_signature: bool = True
+    """Malformed SigV4 ``Authorization`` header or credential scope → ``IncompleteSignature``."""
+    validate_model: bool = True
+    """botocore's model: required members, types, enums, lengths, ranges, patterns."""
+    validate_ip_permissions: bool = True
+    """Security-group permissions: protocol, port range / ICMP type-code, a source each."""
+    validate_cidr: bool = True
+    """CIDR syntax of ``CidrIp`` / ``CidrIpv6`` in permissions."""
+    validate_group_names: bool = True
+    """``CreateSecurityGroup`` name/description: 255 chars, EC2's characters, no ``sg-``."""
+    validate_elb_names: bool = True
+    """New load balancer names: 32 chars, letters/digits/hyphens, no edge hyphen."""
+    validate_listener_ports: bool = True
+    """Classic ELB listener ports: 25, 80, 443, 465, 587, 1024-65535."""
+    validate_existence: bool = True
+    """The VPC, subnets and groups a create/attach/authorize call names must exist."""
+    validate_filters: bool = True
+    """EC2 ``Filter.N.Name`` must be documented for the action (or ``tag:<key>``)."""
+    validate_next_token: bool = True
+    """``NextToken`` / ``Marker`` must be a token the endpoint issued."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,6 +156,7 @@ class FidelityConfig:
 
 def _validate(name: str, value: Any) -> None:
     bools = {"enabled", "sg_dependency_violation", "elb_fixes", "elb_health_checks"}
+    bools |= set(VALIDATION_SWITCHES)
     seconds = {
         "elb_sg_release_s",
         "instance_pending_s",
@@ -436,4 +480,4 @@ def _instances_result(action: str, instance_ids: list[str], response: WireRespon
     ).encode()
 
 
-__all__ = ["SG_ORDERS", "FidelityConfig", "FidelityLayer", "MotoView"]
+__all__ = ["SG_ORDERS", "VALIDATION_SWITCHES", "FidelityConfig", "FidelityLayer", "MotoView"]

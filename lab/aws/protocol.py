@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
 
 from lab.aws.exceptions import AwsError
+from lab.aws.redact import redact_params
 
 #: API version strings that tell the two load balancer services apart (both sign as
 #: ``elasticloadbalancing``).
@@ -53,29 +54,61 @@ class AwsRequest:
     """The ``Action`` parameter; empty when the request is not a query-protocol call."""
     region: str
     params: Mapping[str, str] = field(default_factory=dict)
-    """Every parameter except ``Action`` and ``Version``, flat as on the wire."""
+    """Every parameter except ``Action`` and ``Version``, flat as on the wire; credentials,
+    signatures and tokens redacted (:mod:`lab.aws.redact`)."""
     version: str = ""
     user_agent: str = ""
     source: str = ""
     """Caller address ``host:port``."""
     signed: bool = False
-    """Whether the call carried a SigV4 scope (service and region came from it)."""
+    """Whether the service is known (from a SigV4 scope, header or query, or the Version)."""
+
+    signature_problem: str = ""
+    """What is wrong with a SigV4 ``Authorization`` header (empty when it is well formed or
+    absent): AWS answers such a call ``IncompleteSignature``."""
 
 
-def _signing_scope(environ: Mapping[str, Any]) -> tuple[str, str]:
-    """(region, service) from a SigV4 ``Authorization`` header, or empty strings."""
-    auth = str(environ.get("HTTP_AUTHORIZATION", ""))
-    if "Credential=" not in auth:
-        return "", ""
-    scope = auth.split("Credential=", 1)[1].split(",", 1)[0]
-    parts = scope.split("/")
-    if len(parts) < 5:
-        return "", ""
-    return parts[2], parts[3].lower()
+#: API version → service, for calls without a SigV4 signing scope (SigV2 or unsigned).
+VERSION_SERVICES = {
+    "2016-11-15": "ec2",
+    ELB_VERSION: "elb",
+    ELBV2_VERSION: "elbv2",
+    "2011-06-15": "sts",
+}
+_SIGV4_PARTS = ("Credential", "SignedHeaders", "Signature")
+
+
+def _scope(credential: str) -> tuple[str, str, str]:
+    """(region, service, problem) of a SigV4 credential ``key/date/region/service/aws4_request``."""
+    parts = credential.split("/")
+    if len(parts) != 5 or parts[4] != "aws4_request" or not all(parts[:4]):
+        return "", "", "Credential should be scoped to <key>/<date>/<region>/<service>/aws4_request"
+    return parts[2], parts[3].lower(), ""
+
+
+def _header_scope(auth: str) -> tuple[str, str, str]:
+    """(region, service, problem) from a SigV4 ``Authorization`` header."""
+    if not auth.startswith("AWS4-"):
+        return "", "", ""
+    fields: dict[str, str] = {}
+    for item in auth.split(" ", 1)[1].split(",") if " " in auth else []:
+        key, _, value = item.strip().partition("=")
+        if key:
+            fields[key] = value
+    missing = [name for name in _SIGV4_PARTS if not fields.get(name)]
+    if missing:
+        needs = " ".join(f"Authorization header requires '{name}' parameter." for name in missing)
+        return "", "", needs
+    return _scope(fields["Credential"])
 
 
 def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: str) -> AwsRequest:
-    """Parse the WSGI ``environ`` plus the already-read ``body`` of an AWS call."""
+    """Parse the WSGI ``environ`` plus the already-read ``body`` of an AWS call.
+
+    The service comes from the SigV4 scope of the ``Authorization`` header, else from a
+    presigned (query-string) ``X-Amz-Credential``, else from the ``Version`` (SigV2 or
+    unsigned calls); ELB and ELBv2 share a signing name and differ by ``Version``.
+    """
     pairs = parse_qsl(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
     content_type = str(environ.get("CONTENT_TYPE", ""))
     if body and content_type.startswith("application/x-www-form-urlencoded"):
@@ -83,12 +116,17 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
     params = dict(pairs)
     action = params.pop("Action", "")
     version = params.pop("Version", "")
-    region, service = _signing_scope(environ)
+    region, service, problem = _header_scope(str(environ.get("HTTP_AUTHORIZATION", "")))
+    if not service and not problem and "X-Amz-Credential" in params:
+        region, service, problem = _scope(params["X-Amz-Credential"])
+    params = redact_params(params)  # nothing after this point sees a secret
+    if not service and action:
+        service = VERSION_SERVICES.get(version, "")
     if service == "elasticloadbalancing":
         service = "elbv2" if version == ELBV2_VERSION else "elb"
     source = f"{environ.get('REMOTE_ADDR', '')}:{environ.get('REMOTE_PORT', '')}"
     return AwsRequest(
-        service=service,
+        service=service or VERSION_SERVICES.get(version, ""),
         action=action,
         region=region or default_region,
         params=params,
@@ -96,6 +134,7 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
         user_agent=str(environ.get("HTTP_USER_AGENT", "")),
         source=source,
         signed=bool(service),
+        signature_problem=problem,
     )
 
 

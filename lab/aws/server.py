@@ -33,6 +33,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from lab.aws.app import DEFAULT_ACCOUNT, AwsApp, AwsLab, LabSettings
 from lab.aws.control_client import AwsControlClient
 from lab.aws.fidelity import FidelityConfig
+from lab.aws.redact import redact_query
 from lab.aws.trail import Trail
 from lab.clock import DEFAULT_SPEED, check_speed
 from lab.component import ServerComponent
@@ -56,10 +57,11 @@ def make_wsgi_server(app: AwsApp, *, host: str, port: int) -> BaseWSGIServer:
 
     class _Handler(MotoRequestHandler):
         def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-            log.debug("%s %s %s", self.address_string(), self.requestline, code)
+            line = redact_query(self.requestline)
+            log.debug("%s %s %s", self.address_string(), line, code)
 
         def log(self, type: str, message: str, *args: Any) -> None:
-            log.debug(message, *args)
+            log.debug("%s", redact_query(message % args if args else message))
 
     return make_server(host, port, app, threaded=True, request_handler=_Handler)
 

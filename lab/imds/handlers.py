@@ -14,6 +14,7 @@ Neighbours: ``models`` (rules and values), ``ec2`` (the reader), ``routes`` (dis
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import re
@@ -62,7 +63,40 @@ INSTANCE_HEADER = "X-Ccm-Lab-Instance-Id"
 HOPS_HEADER = "X-Ccm-Lab-Client-Hops"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"
 TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
-VERSION = re.compile(r"^(latest|\d{4}-\d{2}-\d{2}|1\.0)$")
+#: The metadata versions an instance serves (the EC2 user guide's list, "Get the available
+#: versions of the instance metadata", plus the later dates instances answer); any other
+#: first path segment is a 404 as on a real instance. All of them alias ``latest`` here.
+KNOWN_VERSIONS = (
+    "1.0",
+    "2007-01-19",
+    "2007-03-01",
+    "2007-08-29",
+    "2007-10-10",
+    "2007-12-15",
+    "2008-02-01",
+    "2008-09-01",
+    "2009-04-04",
+    "2011-01-01",
+    "2011-05-01",
+    "2012-01-12",
+    "2014-02-25",
+    "2014-11-05",
+    "2015-10-20",
+    "2016-04-19",
+    "2016-06-30",
+    "2016-09-02",
+    "2018-03-28",
+    "2018-08-17",
+    "2018-09-24",
+    "2019-10-01",
+    "2020-10-27",
+    "2021-01-03",
+    "2021-03-23",
+    "2021-07-15",
+    "2022-09-24",
+    "latest",
+)
+VERSION = re.compile("^(" + "|".join(re.escape(v) for v in KNOWN_VERSIONS) + ")$")
 
 
 @dataclass(frozen=True)
@@ -246,7 +280,7 @@ class ImdsService:
                 if not isinstance(value, dict):
                     raise InvalidControlRequest(f"{key}={value!r}: expected an object ip -> id")
                 changes[key] = {
-                    _str_field(key, k): InstanceID(_str_field(f"{key}.{k}", v))
+                    _ip_field(key, k): InstanceID(_str_field(f"{key}.{k}", v))
                     for k, v in value.items()
                 }
             else:
@@ -256,6 +290,7 @@ class ImdsService:
         return self.state()
 
     def map_source_address(self, address: str, instance_id: str | None) -> Reply:
+        _ip_field("address", address)
         with self._lock:
             mapping = dict(self._settings.source_addresses)
             if instance_id is None:
@@ -266,6 +301,8 @@ class ImdsService:
         return self.state()
 
     def set_spot(self, instance_id: str, body: Mapping[str, Any] | None) -> Reply:
+        if body is not None:
+            self._known_instance(instance_id)
         spot = None
         if body is not None:
             action = cast(
@@ -276,6 +313,8 @@ class ImdsService:
         return self.state()
 
     def set_events(self, instance_id: str, body: Mapping[str, Any] | None) -> Reply:
+        if body is not None:
+            self._known_instance(instance_id)
         events: list[ScheduledEvent] = []
         raw_events = [] if body is None else body.get("events")
         if not isinstance(raw_events, list):
@@ -290,9 +329,18 @@ class ImdsService:
         return self.state()
 
     def set_rebalance(self, instance_id: str, body: Mapping[str, Any] | None) -> Reply:
+        if body is not None:
+            self._known_instance(instance_id)
         notice = None if body is None else parse_time(body.get("notice_time"), "notice_time")
         self.injections.update(InstanceID(instance_id), lambda cur: replace(cur, rebalance=notice))
         return self.state()
+
+    def _known_instance(self, instance_id: str) -> None:
+        """Refuse (400) an injection for an instance EC2 does not know."""
+        if self.reader.instance(InstanceID(instance_id)) is None:
+            raise InvalidControlRequest(
+                f"instance_id={instance_id!r}: EC2 does not know this instance"
+            )
 
     def reset(self) -> Reply:
         """Back to the settings the server started with; no tokens, no injections."""
@@ -357,6 +405,15 @@ def _settings_json(settings: Settings) -> dict[str, Any]:
     out = asdict(settings)
     out["source_addresses"] = dict(settings.source_addresses)
     return out
+
+
+def _ip_field(name: str, value: object) -> str:
+    """``value`` when it is an IPv4/IPv6 address; else a 400 naming ``name`` and the value."""
+    try:
+        ipaddress.ip_address(str(value))
+    except ValueError:
+        raise InvalidControlRequest(f"{name}={value!r}: expected an IPv4 or IPv6 address") from None
+    return str(value)
 
 
 def _injections_json(inj: InstanceInjections) -> dict[str, Any]:

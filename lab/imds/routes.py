@@ -138,7 +138,7 @@ class ImdsApp:
         return self.service.put_token(_caller(request), request.headers.get(TTL_HEADER))
 
     def _data(self, request: Request, path: str) -> Reply:
-        if request.method not in ("GET", "HEAD"):
+        if request.method != "GET":
             raise MethodNotAllowed(f"{request.method} /{path}")
         return self.service.get(_caller(request), path, request.headers.get(TOKEN_HEADER))
 

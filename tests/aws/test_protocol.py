@@ -40,7 +40,10 @@ def test_elb_error_shape(status: int, kind: str) -> None:
 
 
 def test_parse_request_tells_elb_from_elbv2() -> None:
-    auth = "AWS4-HMAC-SHA256 Credential=AK/20260101/eu-west-1/elasticloadbalancing/aws4_request, x"
+    auth = (
+        "AWS4-HMAC-SHA256 Credential=AK/20260101/eu-west-1/elasticloadbalancing/aws4_request,"
+        " SignedHeaders=host, Signature=0"
+    )
     environ: dict[str, Any] = {
         "HTTP_AUTHORIZATION": auth,
         "CONTENT_TYPE": "application/x-www-form-urlencoded; charset=utf-8",

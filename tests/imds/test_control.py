@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from lab.imds import EventSpec, ImdsControlError, ImdsServer
-from tests.imds.conftest import SeededInstance, get, token
+from tests.imds.conftest import SeededInstance, World, get, http, run_node, token
 
 WHEN = datetime(2026, 11, 22, 15, 0, 0, tzinfo=UTC)
 
@@ -27,9 +27,53 @@ def test_spot_interruption_appears_and_clears(imds: ImdsServer, node: SeededInst
     assert get(imds.url, "latest/meta-data/spot/instance-action", tok).status == 404
 
 
-def test_spot_injection_is_per_instance(imds: ImdsServer, node: SeededInstance) -> None:
-    imds.control.inject_spot("i-0someoneelse0000", "stop", WHEN)
+def test_spot_injection_is_per_instance(
+    imds: ImdsServer, node: SeededInstance, world: World
+) -> None:
+    other = run_node(world)
+    imds.control.inject_spot(other.instance_id, "stop", WHEN)
     assert get(imds.url, "latest/meta-data/spot/instance-action").status == 404
+
+
+@pytest.mark.parametrize("kind", ["spot", "events", "rebalance"])
+def test_injection_for_unknown_instance_is_refused(
+    imds: ImdsServer, node: SeededInstance, kind: str
+) -> None:
+    unknown = "i-0000000000000dead"
+    before = imds.control.state()
+    inject = {
+        "spot": lambda: imds.control.inject_spot(unknown, "stop", WHEN),
+        "events": lambda: imds.control.inject_events(unknown, []),
+        "rebalance": lambda: imds.control.inject_rebalance(unknown, WHEN),
+    }[kind]
+    with pytest.raises(ImdsControlError) as err:
+        inject()
+    assert err.value.status == 400
+    assert f"instance_id={unknown!r}" in str(err.value)
+    assert imds.control.state() == before
+
+
+@pytest.mark.parametrize("address", ["not-an-ip", "10.0.0.300", "fe80::zz"])
+def test_source_address_must_be_an_ip(imds: ImdsServer, node: SeededInstance, address: str) -> None:
+    before = imds.control.state()
+    with pytest.raises(ImdsControlError) as err:
+        imds.control.map_source_address(address, node.instance_id)
+    assert err.value.status == 400
+    assert f"address={address!r}" in str(err.value)
+    with pytest.raises(ImdsControlError) as err:
+        imds.control.configure({"source_addresses": {address: node.instance_id}})
+    assert err.value.status == 400
+    assert imds.control.state() == before
+
+
+def test_head_is_not_allowed_and_unknown_versions_are_not_found(
+    imds: ImdsServer, node: SeededInstance
+) -> None:
+    assert http("HEAD", f"{imds.url}/latest/meta-data/instance-id").status == 405
+    assert get(imds.url, "1999-99-99/meta-data/instance-id").status == 404
+    assert get(imds.url, "2030-01-01/meta-data/instance-id").status == 404
+    assert get(imds.url, "2021-07-15/meta-data/instance-id").body == node.instance_id
+    assert get(imds.url, "1.0/meta-data/instance-id").body == node.instance_id
 
 
 def test_scheduled_events(imds: ImdsServer, node: SeededInstance) -> None:

@@ -133,7 +133,7 @@ def test_84926_fixed_is_right_whatever_order_aws_returns(
 def _user_group(aws: AwsServer, topo: Topology) -> str:
     return aws.client("ec2").create_security_group(
         GroupName="user-sg",
-        Description="the user's own group",
+        Description="the user-owned group (EC2 refuses an apostrophe here)",
         VpcId=topo.vpc,
         TagSpecifications=[
             {
