@@ -172,6 +172,16 @@ def node_of(nodes: Sequence[Obj], instance_id: str) -> str | None:
     return None
 
 
+def get_or_none(api: Api, url: str) -> Obj | None:
+    """The object at ``url``, or None when the API server says 404."""
+    try:
+        return api.get(url)
+    except Exception as exc:
+        if status_code(exc) == 404:
+            return None
+        raise
+
+
 class ModelledCluster:
     """The sim backend's side: the data plane's informers and its kube-proxy model; nothing is
     sent on any network."""
@@ -186,12 +196,7 @@ class ModelledCluster:
         found = self.services.get(namespace, name)
         if found is not None:
             return found
-        try:
-            return self.plane.api.get(f"/api/v1/namespaces/{namespace}/services/{name}")
-        except Exception as exc:
-            if status_code(exc) == 404:
-                return None
-            raise
+        return get_or_none(self.plane.api, f"/api/v1/namespaces/{namespace}/services/{name}")
 
     def node(self, name: str) -> Obj | None:
         return self.nodes.get("", name)
@@ -289,12 +294,7 @@ class RealCluster:
         self.timeout = timeout
 
     def _get(self, url: str) -> Obj | None:
-        try:
-            return self.api.get(url)
-        except Exception as exc:
-            if status_code(exc) == 404:
-                return None
-            raise
+        return get_or_none(self.api, url)
 
     def service(self, namespace: str, name: str) -> Obj | None:
         return self._get(f"/api/v1/namespaces/{namespace}/services/{name}")

@@ -130,6 +130,20 @@ def _taints(core: Any, name: str) -> set[str]:
     return {t.key for t in core.read_node(name).spec.taints or []}
 
 
+def _kind_lab(fake: FakeCLI, wrapper: Path, tmp: Path, **changes: Any) -> Lab:
+    """A lab on the fake kind and docker of ``kind_world``."""
+    return Lab(
+        LabConfig(
+            name="k",
+            backend="kind",
+            kind_binary=str(wrapper),
+            docker_binary=str(fake.bin / "docker"),
+            state_dir=tmp / "lab",
+            **changes,
+        )
+    )
+
+
 def test_lab_on_kind_seeds_instances_from_containers_and_initializes_nodes(
     kind_world: tuple[FakeCLI, Path, Path],
 ) -> None:
@@ -137,14 +151,7 @@ def test_lab_on_kind_seeds_instances_from_containers_and_initializes_nodes(
     with socket.socket() as sock:  # a node network this host cannot reach: a closed port
         sock.bind(("127.0.0.1", 0))
         NODE_PORT[0] = int(sock.getsockname()[1])
-    config = LabConfig(
-        name="k",
-        backend="kind",
-        kind_binary=str(wrapper),
-        docker_binary=str(fake.bin / "docker"),
-        state_dir=tmp / "lab",
-    )
-    lab = Lab(config)
+    lab = _kind_lab(fake, wrapper, tmp)
     try:
         lab.start()
         calls = fake.calls()
@@ -221,17 +228,7 @@ def test_expose_to_nodes_serves_aws_and_metadata_on_the_nodes_gateway(
     # a network the lab reuses, whose gateway is loopback so the servers may bind it
     network = {"Subnet": "127.0.0.0/20", "IPRange": "127.0.8.0/21", "Gateway": "127.0.0.1"}
     fake.set(networks={f"ccm-lab-{CLUSTER}": {**network, "Labels": {}}})
-    lab = Lab(
-        LabConfig(
-            name="k",
-            backend="kind",
-            kind_binary=str(wrapper),
-            docker_binary=str(fake.bin / "docker"),
-            state_dir=tmp / "lab",
-            expose_to_nodes=True,
-            vpc_cidr="127.0.0.0/16",
-        )
-    )
+    lab = _kind_lab(fake, wrapper, tmp, expose_to_nodes=True, vpc_cidr="127.0.0.0/16")
     try:
         lab.start()
         inspects = [c for c in fake.calls() if c[:3] == ["docker", "network", "inspect"]]
@@ -268,15 +265,7 @@ def test_lab_on_kind_sends_health_checks_and_traffic_to_the_nodes(
     node = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Node)
     threading.Thread(target=node.serve_forever, daemon=True).start()
     NODE_PORT[0] = int(node.server_address[1])
-    lab = Lab(
-        LabConfig(
-            name="k",
-            backend="kind",
-            kind_binary=str(wrapper),
-            docker_binary=str(fake.bin / "docker"),
-            state_dir=tmp / "lab",
-        )
-    )
+    lab = _kind_lab(fake, wrapper, tmp)
     try:
         lab.start()
         lab.start_controller()
