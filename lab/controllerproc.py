@@ -124,7 +124,11 @@ def upstream_preset(binary: str) -> ControllerCommand:
     (``cloud-node``, ``cloud-node-lifecycle``, ``service``; no routes), no leader election,
     its secure serving on loopback at a port the lab picks, readiness from ``/healthz`` there
     (always allowed without credentials by ``--authorization-always-allow-paths``' default).
-    Flag names from k8s.io/cloud-provider ``options`` and component-base."""
+    Flag names as kubernetes/cloud-provider's ``options/options_test.go`` uses them (at
+    46666112); ``--authentication-kubeconfig``/``--authorization-kubeconfig`` are
+    k8s.io/apiserver's delegating options, ``--v`` component-base's; the controller names are
+    the aliases ``names/controller_names.go`` keeps for every release (``cloud-node`` for
+    ``cloud-node-controller``...), so old builds take them too."""
     return ControllerCommand(
         (
             binary,
