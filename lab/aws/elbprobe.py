@@ -225,7 +225,7 @@ class BackgroundAnswers:
             self._wanted[key] = (instance, target, time.monotonic())
             found = self._results.get(key)
         if first and not self._stop.is_set():
-            self._pool.submit(self._check, key, instance, target)
+            self._submit(key, instance, target)
         if found is None:
             return ProbeResult(False, f"{target.target}: no answer yet", timed_out=True)
         return found
@@ -251,7 +251,13 @@ class BackgroundAnswers:
             for key, (inst, tgt, _asked) in due:
                 if self._stop.is_set():
                     return
-                self._pool.submit(self._check, key, inst, tgt)
+                self._submit(key, inst, tgt)
+
+    def _submit(self, key: tuple[str, str, str], inst: ClassicInstance, tgt: ProbeTarget) -> None:
+        try:
+            self._pool.submit(self._check, key, inst, tgt)
+        except RuntimeError:  # closed meanwhile (close() raced a question): nothing to refresh
+            log.debug("background health checks closed; %s not checked", key)
 
     def close(self) -> None:
         """Stop checking (idempotent); later questions answer from what is known."""

@@ -131,8 +131,12 @@ def test_background_answers_never_block_the_asker() -> None:
         assert all(name.startswith("elb-probe") for name in ran_on), ran_on
         # another target of the same instance is a check of its own
         assert not answers(INSTANCE, _target("TCP:30081")).ok
+        # a question racing close() (its workers gone first) is answered, not an error
+        answers._pool.shutdown()
+        assert answers(INSTANCE, _target("TCP:30082")).reason == "TCP:30082: no answer yet"
     finally:
         answers.close()
+    assert not answers(INSTANCE, _target("TCP:30083")).ok  # after close: answered from memory
     with pytest.raises(ValueError, match="period must be > 0"):
         BackgroundAnswers(slow, period=0)
 
