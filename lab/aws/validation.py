@@ -772,29 +772,34 @@ def rule_existence(check: Check) -> AwsError | None:
         known_subnets = {
             sid for zone in list(check.view().ec2.subnets.values()) for sid in list(zone)
         }
-        missing = [s for s in subnets if s not in known_subnets]
-        if missing:
-            return AwsError(
-                f"The subnet ID '{missing[0]}' does not exist"
-                if request.service == "elbv2"
-                else "One or more of the specified subnets do not exist.",
-                code="SubnetNotFound",
-                status=400,
-                source="validation:existence",
-            )
+        found = _first_missing(
+            request, subnets, known_subnets, "subnet ID", "subnets", "SubnetNotFound"
+        )
+        if found is not None:
+            return found
     if groups:
         known = _group_ids(check.view())
-        missing = [g for g in groups if g not in known]
-        if missing:
-            return AwsError(
-                f"The security group '{missing[0]}' does not exist"
-                if request.service == "elbv2"
-                else "One or more of the specified security groups do not exist.",
-                code="InvalidSecurityGroup",
-                status=400,
-                source="validation:existence",
-            )
+        return _first_missing(
+            request, groups, known, "security group", "security groups", "InvalidSecurityGroup"
+        )
     return None
+
+
+def _first_missing(
+    request: AwsRequest, ids: list[str], known: set[str], one: str, many: str, code: str
+) -> AwsError | None:
+    """ELBv2 names the first unknown id; Classic ELB says "One or more ... do not exist"."""
+    missing = [i for i in ids if i not in known]
+    if not missing:
+        return None
+    return AwsError(
+        f"The {one} '{missing[0]}' does not exist"
+        if request.service == "elbv2"
+        else f"One or more of the specified {many} do not exist.",
+        code=code,
+        status=400,
+        source="validation:existence",
+    )
 
 
 @functools.cache
