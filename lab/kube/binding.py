@@ -12,11 +12,10 @@ gets ``spec.nodeName``, the binding's annotations and ``PodScheduled=True``; the
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
 from lab.kube import exceptions as E
-from lab.kube.objects import Obj, now_rfc3339
+from lab.kube.objects import Obj, clone, now_rfc3339
 from lab.kube.resources import ResourceType
 
 if TYPE_CHECKING:
@@ -69,7 +68,7 @@ def bind(
         uid = meta.get("uid")
         if uid and uid != pod["metadata"]["uid"]:
             raise _conflict(name, f"the UID in the binding ({uid}) does not match the pod's")
-        new = copy.deepcopy(pod)
+        new = clone(pod)
         new["spec"]["nodeName"] = target["name"]
         if meta.get("annotations"):
             annotations = new["metadata"].setdefault("annotations", {})

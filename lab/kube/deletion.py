@@ -11,12 +11,11 @@ strips their ownerReferences, and a Terminating namespace is emptied and then re
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lab.kube import exceptions as E
-from lab.kube.objects import Obj, now_rfc3339, rt_key
+from lab.kube.objects import Obj, clone, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
 
 if TYPE_CHECKING:
@@ -87,7 +86,7 @@ class Deleter:
                     return self.final_delete(
                         rt, obj, obj, dry_run=opts.dry_run, orphan=bool(orphan)
                     ), True
-                new = copy.deepcopy(obj)
+                new = clone(obj)
                 new["metadata"]["deletionGracePeriodSeconds"] = grace
                 new["metadata"]["deletionTimestamp"] = now_rfc3339(plus_seconds=grace)
                 if grace == 0:
@@ -101,7 +100,7 @@ class Deleter:
                 self._delete_dependents(meta["uid"])
         gp = strategy.grace_period(obj, grace)
         if gp > 0 or meta.get("finalizers"):
-            new = copy.deepcopy(obj)
+            new = clone(obj)
             nmeta = new["metadata"]
             nmeta["deletionTimestamp"] = now_rfc3339(plus_seconds=gp)
             nmeta["deletionGracePeriodSeconds"] = gp
@@ -113,7 +112,7 @@ class Deleter:
             if gp > 0 and self.store.fake_kubelet and not nmeta.get("finalizers"):
                 # the kubelet stand-in: containers stop at once, the pod is confirmed gone
                 self.final_delete(rt, marked, marked)
-                return copy.deepcopy(marked), False
+                return clone(marked), False
             return marked, False
         return self.final_delete(rt, obj, obj, dry_run=opts.dry_run, orphan=bool(orphan)), True
 
@@ -123,8 +122,8 @@ class Deleter:
         if dry_run:
             return last
         k = rt_key(rt)
-        reply = copy.deepcopy(last)
-        gone = copy.deepcopy(last)
+        reply = clone(last)
+        gone = clone(last)
         self.store.strategies[k].release(last)
         self.store.commit(rt, "DELETED", gone, old)
         uid = last["metadata"]["uid"]
@@ -147,7 +146,7 @@ class Deleter:
 
     def _orphan_dependents(self, uid: str) -> None:
         for rt, obj in self.store.dependents(uid):
-            new = copy.deepcopy(obj)
+            new = clone(obj)
             refs = [r for r in new["metadata"].get("ownerReferences") or [] if r.get("uid") != uid]
             if refs:
                 new["metadata"]["ownerReferences"] = refs
@@ -163,7 +162,7 @@ class Deleter:
             raise E.forbidden_error(rt, name, "this namespace may not be deleted")
         if obj["metadata"].get("deletionTimestamp"):
             return obj, False
-        new = copy.deepcopy(obj)
+        new = clone(obj)
         new["metadata"]["deletionTimestamp"] = now_rfc3339()
         new["metadata"]["deletionGracePeriodSeconds"] = 0
         new.setdefault("status", {})["phase"] = "Terminating"
@@ -178,7 +177,7 @@ class Deleter:
                     member_rt, current.obj, DeleteOptions(grace_period=0, propagation="Background")
                 )
         self.maybe_finish_namespace(name)
-        return copy.deepcopy(reply), False
+        return clone(reply), False
 
     def maybe_finish_namespace(self, ns: str) -> None:
         ns_rt = self.store.rt("", "namespaces")
@@ -189,7 +188,7 @@ class Deleter:
             return
         obj = entry.obj
         if (obj.get("spec") or {}).get("finalizers"):
-            new = copy.deepcopy(obj)
+            new = clone(obj)
             new["spec"]["finalizers"] = []
             obj = self.store.commit(ns_rt, "MODIFIED", new, obj)
         if not obj["metadata"].get("finalizers"):

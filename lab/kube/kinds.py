@@ -12,11 +12,11 @@ in two definitions only), so the defaults are written here, each from its Go fun
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
 from lab.kube.exceptions import FieldError, invalid_value, not_supported, required
+from lab.kube.objects import clone
 from lab.kube.strategies import Strategy, default_pod_spec, validate_pod_spec
 from lab.kube.validation import validate_labels
 
@@ -92,7 +92,7 @@ class _Workload(Strategy):
     initial_status: Obj = {}
 
     def prepare_for_create(self, obj: Obj) -> None:
-        obj["status"] = copy.deepcopy(self.initial_status)
+        obj["status"] = clone(self.initial_status)
 
 
 class DaemonSetStrategy(_Workload):

@@ -11,13 +11,13 @@ field ownership among appliers (removal of dropped fields, conflicts, ``force``)
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 import jsonpatch
 
 from lab.kube.exceptions import ApiError, bad_request
+from lab.kube.objects import clone
 
 JSONPatch = "application/json-patch+json"
 MERGE = "application/merge-patch+json"
@@ -116,7 +116,7 @@ def apply_json_patch(obj: dict[str, Any], body: Any) -> dict[str, Any]:
 def merge_patch(original: Any, patch: Any) -> Any:
     """RFC 7386."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     result = dict(original) if isinstance(original, dict) else {}
     for k, v in patch.items():
         if v is None:
@@ -150,7 +150,7 @@ def _clean(value: Any) -> Any:
 
 def _smp_map(original: Any, patch: Any, strat: dict[str, str], path: str) -> Any:
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     directive = patch.get("$patch")
     if directive == "replace":
         return _clean(patch)
@@ -216,7 +216,7 @@ def _smp_list(original: Any, patch: list[Any], strat: dict[str, str], path: str)
     if key == "":
         for item in patch:
             if item not in current:
-                current.append(copy.deepcopy(item))
+                current.append(clone(item))
         return current
     for elem in patch:
         if not isinstance(elem, dict):

@@ -9,11 +9,11 @@ SelfSubjectAccessReview ask the authorizer, SelfSubjectRulesReview lists the req
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from lab.kube import exceptions as E
 from lab.kube.auth import API_AUDIENCES, Attributes, Authorizer, TokenError, Tokens, User
+from lab.kube.objects import clone
 from lab.kube.resources import ResourceType
 
 Obj = dict[str, Any]
@@ -32,7 +32,7 @@ def _base(rt: ResourceType, body: Any) -> Obj:
             f"the API version in the data ({api_version}) does not match the expected API "
             f"version ({rt.api_version})"
         )
-    out = copy.deepcopy(body)
+    out = clone(body)
     out["kind"], out["apiVersion"] = rt.kind, rt.api_version
     raw_meta = out.get("metadata")
     meta: Obj = raw_meta if isinstance(raw_meta, dict) else {}

@@ -11,11 +11,11 @@ in ``managedFields`` under subresource ``scale``.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from lab.kube import exceptions as E
 from lab.kube import patch as P
+from lab.kube.objects import clone
 from lab.kube.resources import ResourceType
 from lab.kube.store import Store
 from lab.kube.tables import format_label_selector
@@ -118,7 +118,7 @@ def update_scale(
     replicas = _check_scale(rt, name, scale)
     with store.lock:
         old = store.get(rt, ns, name).obj
-        new = copy.deepcopy(old)
+        new = clone(old)
         new.setdefault("spec", {})["replicas"] = replicas
         rv = (scale.get("metadata") or {}).get("resourceVersion")
         if rv:
@@ -145,17 +145,17 @@ def patch_scale(
     with store.lock:
         current = get_scale(store, rt, ns, name)
         if patch_type == P.JSONPatch:
-            patched = P.apply_json_patch(copy.deepcopy(current), body)
+            patched = P.apply_json_patch(clone(current), body)
         elif not isinstance(body, dict):
             raise E.bad_request(
                 "json: cannot unmarshal array into Go value of type map[string]interface {}"
             )
         elif patch_type == P.MERGE:
-            patched = P.merge_patch(copy.deepcopy(current), body)
+            patched = P.merge_patch(clone(current), body)
         elif patch_type == P.STRATEGIC:
-            patched = P.strategic_merge(copy.deepcopy(current), body, P.strategies_for("Scale"))
+            patched = P.strategic_merge(clone(current), body, P.strategies_for("Scale"))
         else:
-            patched = P.apply_patch(copy.deepcopy(current), body, "Scale")
+            patched = P.apply_patch(clone(current), body, "Scale")
         # a patch carries no resourceVersion unless the client put one there
         body_meta = body.get("metadata") if isinstance(body, dict) else None
         if not (isinstance(body_meta, dict) and body_meta.get("resourceVersion")):

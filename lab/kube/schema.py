@@ -306,13 +306,19 @@ class _Walk:
         return f"json: cannot unmarshal {what} into {where} of type {gotype}"
 
 
-def type_error(rt: ResourceType, body: dict[str, Any], *, version: str) -> str | None:
-    """Go's text for the first field of ``body`` whose JSON type ``rt``'s struct cannot take."""
+def type_error(
+    rt: ResourceType, body: dict[str, Any], *, version: str, stored: dict[str, Any] | None = None
+) -> str | None:
+    """Go's text for the first field of ``body`` whose JSON type ``rt``'s struct cannot take.
+    ``stored``: the object ``body`` was patched from; a top-level field equal to its stored
+    value decoded before, so it is not walked again (the first error found is the same)."""
     defs = definitions(version)
     name = definition_name(rt)
     top = defs.get(name)
     if top is None:
         return None
+    if stored is not None:
+        body = {k: v for k, v in body.items() if k not in stored or stored[k] != v}
     return _Walk(defs).error(body, _root(name), rt.kind, [])
 
 

@@ -95,7 +95,7 @@ class TypeNode:
 _DEDUCED = TypeNode("deduced")
 # keyed by the ids of long-lived schema dicts: the loaded definitions (kept for the process) and
 # the root references below (kept here), never of a temporary dict
-_cache: dict[tuple[int, int], TypeNode] = {}
+_cache: dict[int, dict[int, TypeNode]] = {}  # id(definitions) -> id(schema) -> node
 _roots: dict[str, Schema] = {}
 _cache_lock = threading.Lock()
 
@@ -105,6 +105,8 @@ class Types:
 
     def __init__(self, version: str) -> None:
         self.defs = definitions(version)
+        with _cache_lock:
+            self._nodes = _cache.setdefault(id(self.defs), {})
 
     def root(self, rt: ResourceType) -> Schema:
         name = definition_name(rt)
@@ -114,14 +116,12 @@ class Types:
     def node(self, schema: Schema | None) -> TypeNode:
         if schema is None:
             return _DEDUCED
-        key = (id(self.defs), id(schema))
-        with _cache_lock:
-            hit = _cache.get(key)
+        hit = self._nodes.get(id(schema))  # a dict read is atomic; filling takes the lock
         if hit is not None:
             return hit
         node = self._build(schema)
         with _cache_lock:
-            _cache[key] = node
+            self._nodes[id(schema)] = node
         return node
 
     def _build(self, schema: Schema) -> TypeNode:
@@ -183,8 +183,11 @@ class Types:
         return _KEY_DEFAULTS.get((ref, key))
 
 
+_KEY_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return _KEY_ENCODER.encode(value)
 
 
 def _element(types: Types, node: TypeNode, item: Any) -> str:
@@ -268,6 +271,8 @@ def compare(types: Types, old: Any, new: Any, schema: Schema | None) -> Comparis
                 everything(item, node.elem, (*path, _element(types, node, item)), into)
 
     def walk(lhs: Any, rhs: Any, sch: Schema | None, path: Path) -> None:
+        if lhs is rhs or lhs == rhs:
+            return  # an equal subtree adds, modifies and removes nothing (a C-speed check)
         node = types.node(sch)
         if _granular(node, lhs) and _granular(node, rhs):
             for key in {**lhs, **rhs}:

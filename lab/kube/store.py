@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import bisect
-import copy
 import itertools
 import json
 import logging
@@ -29,7 +28,7 @@ from typing import Any
 from lab.kube import events
 from lab.kube import exceptions as E
 from lab.kube.deletion import Deleter
-from lab.kube.objects import ObjKey, RTKey, rt_key
+from lab.kube.objects import ObjKey, RTKey, clone, rt_key
 from lab.kube.resources import RESOURCES, ResourceType
 from lab.kube.schema import always_serialized
 from lab.kube.seed import seed_defaults
@@ -233,7 +232,7 @@ class Store:
                 if k not in self.by_key:
                     continue
                 for obj in items:
-                    self.strategies[k].allocate(copy.deepcopy(obj), None, dry_run=False)
+                    self.strategies[k].allocate(clone(obj), None, dry_run=False)
                     meta = obj["metadata"]
                     self._put(k, (meta.get("namespace", ""), meta["name"]), obj)
             self.rv = max(int(state.get("resourceVersion", 1)), self.rv)

@@ -10,7 +10,6 @@ Adding a kind = one entry in ``resources.py`` and, if it behaves specially, a cl
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from lab.kube import events
@@ -22,6 +21,7 @@ from lab.kube.exceptions import (
     not_supported,
     required,
 )
+from lab.kube.objects import clone
 from lab.kube.resources import ResourceType
 from lab.kube.validation import validate_labels
 
@@ -183,7 +183,7 @@ class Strategy:
 
 def _copy_key(new: Obj, old: Obj, key: str) -> None:
     if key in old:
-        new[key] = copy.deepcopy(old[key])  # stored objects are never shared with a new one
+        new[key] = clone(old[key])  # stored objects are never shared with a new one
     else:
         new.pop(key, None)
 

@@ -20,8 +20,12 @@ from typing import Any
 Obj = dict[str, Any]
 
 
+# one encoder for every body: ``json.dumps`` with options builds a new one per call
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODER.encode(obj).encode()
 
 
 def with_type(kind: str, api_version: str, item_json: bytes) -> bytes:

@@ -10,7 +10,6 @@ resourceVersion, no event).
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 import uuid
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lab.kube import exceptions as E
 from lab.kube import patch as P
-from lab.kube.objects import Obj, RTKey, now_rfc3339, rt_key
+from lab.kube.objects import Obj, RTKey, clone, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
 from lab.kube.schema import always_serialized, apply_type_error, type_error
 from lab.kube.seed import namespace_companions
@@ -65,7 +64,7 @@ class Writer:
         operation of ``manager`` over an empty object."""
         k = rt_key(rt)
         strategy = self.store.strategies[k]
-        obj = copy.deepcopy(body)
+        obj = clone(body)
         obj.pop("kind", None)
         obj.pop("apiVersion", None)
         meta = obj.get("metadata")
@@ -195,7 +194,7 @@ class Writer:
         with self.store.lock:
             strategy = self.store.strategies[rt_key(rt)]
             entry = self.store.find(rt, ns, name)
-            new = copy.deepcopy(body)
+            new = clone(body)
             new.pop("kind", None)
             new.pop("apiVersion", None)
             meta = new.setdefault("metadata", {})
@@ -263,7 +262,7 @@ class Writer:
                     if subresource:
                         raise E.not_found(rt, name)
                     cfg, created_managed, _ = self._field_manager(rt).apply(
-                        copy.deepcopy(self._empty(rt)),  # merged into the new object
+                        clone(self._empty(rt)),  # merged into the new object
                         body,
                         manager=manager,
                         subresource="",
@@ -277,7 +276,7 @@ class Writer:
             if entry is None:
                 raise E.not_found(rt, name)
             old = entry.obj
-            base = {"kind": rt.kind, "apiVersion": rt.api_version, **copy.deepcopy(old)}
+            base = {"kind": rt.kind, "apiVersion": rt.api_version, **clone(old)}
             managed: list[dict[str, Any]] | None = None
             if patch_type == P.JSONPatch:
                 new = P.apply_json_patch(base, body)
@@ -299,7 +298,7 @@ class Writer:
                     raise E.ApiError(500, "", str(exc)) from None
             else:
                 new, managed, _ = self._field_manager(rt).apply(
-                    copy.deepcopy(old),
+                    clone(old),
                     body,
                     manager=manager,
                     subresource=subresource,
@@ -308,7 +307,7 @@ class Writer:
                 new = {"kind": rt.kind, "apiVersion": rt.api_version, **new}
             if not isinstance(new, dict):
                 raise E.bad_request("patched object is not a JSON object")
-            wrong = type_error(rt, new, version=self.store.k8s_version)
+            wrong = type_error(rt, new, version=self.store.k8s_version, stored=old)
             if wrong:
                 # the patched JSON no longer decodes into the Go struct: 422 on field "patch"
                 shown = json.dumps(body, separators=(",", ":"))
@@ -374,7 +373,7 @@ class Writer:
         meta["resourceVersion"] = ometa["resourceVersion"]
         if subresource == "finalize":
             new = {
-                **copy.deepcopy(old),
+                **clone(old),
                 "spec": {
                     **(old.get("spec") or {}),
                     "finalizers": (new.get("spec") or {}).get("finalizers") or [],
