@@ -63,7 +63,7 @@ def test_compare_skips_only_equal_subtrees() -> None:
     assert got.added == {("f:metadata", "f:labels", "f:b")}
     assert got.removed == {("f:status", "f:capacity"), ("f:status", "f:capacity", "f:cpu")}
     unchanged = compare(types, old, clone(old), root)
-    assert not (unchanged.added or unchanged.modified or unchanged.removed)
+    assert (unchanged.added, unchanged.modified, unchanged.removed) == (set(), set(), set())
 
 
 def test_type_error_with_the_stored_object_finds_the_same_first_error() -> None:
