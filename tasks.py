@@ -108,6 +108,37 @@ def _controller_flags(legacy_behavior: str, args: str) -> tuple[list[str], list[
     return legacy, extra
 
 
+def _controller_command(
+    controller_cmd: str, controller: str, ready_log: str, ready_url: str
+) -> Any:
+    """``--controller-cmd`` / ``--controller`` / ``--controller-ready-log|url`` checked and
+    parsed (a ``ControllerCommand``, or None for ours). Exits with one line on a problem."""
+    from lab.controllerproc import ControllerCommandError, choose_command
+
+    try:
+        return choose_command(
+            controller_cmd=controller_cmd,
+            controller=controller,
+            ready_log=ready_log,
+            ready_url=ready_url,
+        )
+    except ControllerCommandError as exc:
+        raise Exit(f"error: {exc}", code=1) from None
+
+
+#: the help of the flags that choose another controller build (lab.up, lab.controller.restart)
+CONTROLLER_HELP = {
+    "controller_cmd": "run this command as the controller instead of ours; the lab fills "
+    "{kubeconfig} {cloud_config} {imds_endpoint} {aws_endpoint} {metrics_addr} {metrics_port} "
+    "{secure_port} {region} {log_dir}",
+    "controller": "ours (default) | upstream=PATH: an aws-cloud-controller-manager binary with "
+    "the lab's flags",
+    "controller_ready_log": "with another build: ready when a log line matches this regex "
+    "(default: a 200 from http://{metrics_addr}/healthz)",
+    "controller_ready_url": "with another build: ready when this URL answers 200",
+}
+
+
 # --- check ---------------------------------------------------------------------------------
 
 
@@ -166,6 +197,7 @@ def fmt(c: Context) -> None:
         "feature_gates": "sim: data-plane feature gates, e.g. ProxyTerminatingEndpoints=true",
         "vpc_cidr": "the VPC block, /16 to /19 (kind: its first zone subnet is the nodes' Docker "
         "network; default: the first 10.x.0.0/16 free of Docker networks and host routes)",
+        **CONTROLLER_HELP,
     },
 )
 def up(
@@ -182,11 +214,24 @@ def up(
     clock_speed: float = 10.0,
     feature_gates: str = "",
     vpc_cidr: str = "",
+    controller_cmd: str = "",
+    controller: str = "",
+    controller_ready_log: str = "",
+    controller_ready_url: str = "",
 ) -> None:
     """Bring a lab up: AWS endpoint, metadata, cluster, controller."""
     from lab.labctl import up as lab_up
 
     legacy, extra = _controller_flags(legacy_behavior, args)
+    command = _controller_command(
+        controller_cmd, controller, controller_ready_log, controller_ready_url
+    )
+    if command is not None and no_controller:
+        raise Exit(
+            f"error: --no-controller with --controller-cmd/--controller ({command.name}): "
+            "drop one of them",
+            code=1,
+        )
     _run(
         lab_up,
         name=name,
@@ -195,6 +240,7 @@ def up(
         legacy=legacy,
         args=extra,
         controller=not no_controller,
+        command=command,
         backend=backend,
         aws=aws,
         expose_to_nodes=expose_to_nodes,
@@ -345,16 +391,28 @@ def env(c: Context, name: str = "default") -> None:
         "name": "lab name",
         "legacy_behavior": "comma-separated legacy behaviour ids",
         "args": "extra controller flags, quoted",
+        **CONTROLLER_HELP,
     },
 )
 def controller_restart(
-    c: Context, name: str = "default", legacy_behavior: str = "", args: str = ""
+    c: Context,
+    name: str = "default",
+    legacy_behavior: str = "",
+    args: str = "",
+    controller_cmd: str = "",
+    controller: str = "",
+    controller_ready_log: str = "",
+    controller_ready_url: str = "",
 ) -> None:
-    """Restart only the controller, with other flags (the old one stays if the new fails)."""
+    """Restart only the controller, with other flags or another build (the old one stays if
+    the new fails)."""
     from lab.labctl import restart_controller
 
     legacy, extra = _controller_flags(legacy_behavior, args)
-    _run(restart_controller, name=name, legacy=legacy, args=extra)
+    command = _controller_command(
+        controller_cmd, controller, controller_ready_log, controller_ready_url
+    )
+    _run(restart_controller, name=name, legacy=legacy, args=extra, command=command)
 
 
 @task(

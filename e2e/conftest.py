@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from lab.compose import Lab, LabConfig
-from lab.pytest_plugin import quiesce_session_lab
+from lab.pytest_plugin import quiesce_session_lab, use_controller_under_test
 
 
 @pytest.fixture
@@ -42,6 +42,7 @@ def lab_at(request: pytest.FixtureRequest) -> Iterator[Callable[..., Lab]]:
                 feature_gates=feature_gates,
             )
         )
+        use_controller_under_test(lab, request.config)
         used.append(lab)
         lab.start()
         lab.take_internal_errors()

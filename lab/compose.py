@@ -259,6 +259,10 @@ class Lab:
         self._controller_runs = 0
         #: True right after start() or reset(): nothing has touched the world yet.
         self.fresh = False
+        #: another controller build every ``start_controller`` runs instead of ours (pytest
+        #: ``--controller-cmd``), and what to do with a call that needs ours (its flags)
+        self.controller_command: ControllerCommand | None = None
+        self.needs_our_controller: Callable[[str], None] | None = None
         #: the lab's secret (see ``LabState.token``): its control planes' bearer token
         self.token = secrets.token_urlsafe(24)
 
@@ -621,7 +625,22 @@ class Lab:
         command: ControllerCommand | None = None,
     ) -> ControllerProcess:
         """(Re)start the controller with these flags; waits until it is ready unless told not
-        (ours: ``/readyz``; ``command``: its own readiness signal)."""
+        (ours: ``/readyz``; ``command``: its own readiness signal).
+
+        With :attr:`controller_command` set (pytest ``--controller-cmd``), that build runs
+        instead of ours; a call asking for our controller's flags (``legacy``, ``args``) is
+        handed to :attr:`needs_our_controller` (pytest skips the test) or refused."""
+        if command is None and self.controller_command is not None:
+            if legacy or args:
+                flags = " ".join([*(f"--legacy-behavior {b}" for b in legacy), *args])
+                reason = (
+                    f"this case runs our controller with {flags}; the build under test "
+                    f"({self.controller_command.name}) takes only its own flags"
+                )
+                if self.needs_our_controller is not None:
+                    self.needs_our_controller(reason)
+                raise ValueError(reason)
+            command = self.controller_command
         self.stop_controller()
         self.controller = ControllerProcess(
             self.controller_spec(

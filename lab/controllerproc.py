@@ -150,6 +150,63 @@ def upstream_preset(binary: str) -> ControllerCommand:
     )
 
 
+#: ``--controller`` values: our controller (the default) or a preset for another build
+CONTROLLER_PRESETS = ("ours", "upstream=PATH")
+
+
+def choose_command(
+    *,
+    controller_cmd: str = "",
+    controller: str = "",
+    ready_log: str = "",
+    ready_url: str = "",
+) -> ControllerCommand | None:
+    """The controller the front door's flags ask for: None for ours, else the command.
+
+    ``controller_cmd``: ``--controller-cmd`` (a template); ``controller``: ``--controller``
+    (``ours`` or ``upstream=PATH``); ``ready_log``/``ready_url``: how to tell a command is
+    ready. Raises :class:`ControllerCommandError` naming the flag, its value and the fix;
+    nothing is run or written."""
+    if controller_cmd and controller:
+        raise ControllerCommandError(
+            f"--controller {controller!r} and --controller-cmd: give one of them"
+        )
+    command: ControllerCommand | None = None
+    if controller_cmd:
+        command = ControllerCommand.parse(
+            controller_cmd, ready_log=ready_log or None, ready_url=ready_url or None
+        )
+    elif controller and controller != "ours":
+        kind, _, path = controller.partition("=")
+        if kind != "upstream" or not path:
+            raise ControllerCommandError(
+                f"--controller {controller!r}: choose {' or '.join(CONTROLLER_PRESETS)} (PATH: "
+                "an aws-cloud-controller-manager binary), or give --controller-cmd"
+            )
+        binary = Path(path).expanduser()
+        if not binary.is_file() or not os.access(binary, os.X_OK):
+            raise ControllerCommandError(
+                f"--controller {controller!r}: no executable file at {binary}; build it in a "
+                "kubernetes/cloud-provider-aws checkout (`make aws-cloud-controller-manager`) "
+                "and give its path"
+            )
+        preset = upstream_preset(str(binary.resolve()))
+        command = ControllerCommand.parse(
+            shlex.join(preset.template),
+            ready_log=ready_log or None,
+            ready_url=ready_url or preset.ready_url,
+        )
+        command = dataclasses.replace(command, name=preset.name)
+    elif ready_log or ready_url:
+        flag = "--controller-ready-log" if ready_log else "--controller-ready-url"
+        raise ControllerCommandError(
+            f"{flag} {ready_log or ready_url!r}: it tells when another build is ready; our "
+            "controller reports readiness itself (give --controller-cmd or --controller "
+            "upstream=PATH with it)"
+        )
+    return command
+
+
 def free_port() -> int:
     """A port nothing listens on now (the kernel's choice on loopback)."""
     with socket.socket() as sock:
@@ -292,13 +349,13 @@ class ControllerProcess(ChildProcess):
                     return True
                 return False
             if command is not None:
-                if _get_ok(ready_url):
+                if health_ok(ready_url):
                     found.append(ready_url.rsplit("/", 1)[0])
                     return True
                 return False
             if self._address_file.exists():
                 url = self._address_file.read_text(encoding="utf-8").strip()
-                if url and _get_ok(f"{url}/readyz"):
+                if url and health_ok(f"{url}/readyz"):
                     found.append(url)
                     return True
             return False
@@ -315,7 +372,9 @@ class ControllerProcess(ChildProcess):
         return found[0]
 
 
-def _get_ok(url: str) -> bool:
+def health_ok(url: str) -> bool:
+    """A 200 from ``url`` within a second (an ``https://`` one's certificate unverified: a
+    controller's self-signed serving certificate)."""
     context = None
     if url.startswith("https://"):  # a controller's self-signed serving certificate
         context = ssl.create_default_context()

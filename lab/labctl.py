@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -34,7 +35,7 @@ from rich.markup import escape
 from lab.clock import DEFAULT_SPEED, check_speed
 from lab.component import ComponentNotReady, ProcessRef, spawn_detached, tail
 from lab.compose import BACKENDS
-from lab.controllerproc import ControllerProcess, ControllerSpec
+from lab.controllerproc import ControllerCommand, ControllerProcess, ControllerSpec
 from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.labview import (
     core_api,
@@ -225,6 +226,7 @@ def up(
     legacy: Sequence[str] = (),
     args: Sequence[str] = (),
     controller: bool = True,
+    command: ControllerCommand | None = None,
     backend: str = "auto",
     aws: str = "moto",
     expose_to_nodes: bool = False,
@@ -238,8 +240,10 @@ def up(
     """Bring a lab up and return its state; prints progress and how to use it.
 
     Any failure (including Ctrl-C) takes down what was started: nothing is left behind.
+    ``command``: another controller build instead of ours (``--controller-cmd``).
     """
     out = console or status_console()
+    _check_command_flags(command, legacy, args)
     validate_up(
         name=name,
         nodes=nodes,
@@ -292,7 +296,9 @@ def up(
         )
         out.print(f"[green]✓[/] servers up in {time.monotonic() - started:.1f}s")
         if controller:
-            state = _replace_controller(state, legacy=legacy, args=args, console=out)
+            state = _replace_controller(
+                state, legacy=legacy, args=args, command=command, console=out
+            )
             with out.status("waiting for the controller to initialize every node"):
                 wait_nodes_initialized(state, timeout=timeout)
             out.print(
@@ -458,19 +464,22 @@ def restart_controller(
     name: str = "default",
     legacy: Sequence[str] = (),
     args: Sequence[str] = (),
+    command: ControllerCommand | None = None,
     root: Path | None = None,
     console: Console | None = None,
 ) -> LabState:
-    """(Re)start only the controller with these flags; the lab stays as it is.
+    """(Re)start only the controller with these flags (or ``command``: another build); the
+    lab stays as it is.
 
     If the new controller does not become ready, the previous one is started again with its
     flags and the error says so.
     """
     out = console or status_console()
+    _check_command_flags(command, legacy, args)
     state = _controller_free(name, root)
     previous = state.controller
     try:
-        return _replace_controller(state, legacy=legacy, args=args, console=out)
+        return _replace_controller(state, legacy=legacy, args=args, command=command, console=out)
     except LabError as exc:
         if previous is None:
             raise
@@ -478,10 +487,11 @@ def restart_controller(
             load_state(name, root),
             legacy=previous.legacy_behavior,
             args=previous.extra_args,
+            command=command_of(previous),
             console=out,
         )
         pid = state.controller.process.pid if state.controller else "?"
-        flags = " ".join([*previous.legacy_behavior, *previous.extra_args]) or "default flags"
+        flags = describe_controller(previous)
         raise LabError(
             f"{exc}; the previous controller ({flags}) runs again as pid {pid}"
         ) from None
@@ -501,8 +511,44 @@ def _controller_free(name: str, root: Path | None) -> LabState:
     return state
 
 
+def _check_command_flags(
+    command: ControllerCommand | None, legacy: Sequence[str], args: Sequence[str]
+) -> None:
+    if command is not None and (legacy or args):
+        flag = "--legacy-behavior" if legacy else "--args"
+        value = ",".join(legacy) if legacy else " ".join(args)
+        raise LabError(
+            f"{flag} {value!r}: that is our controller's flag; with another build "
+            f"({command.name}) write every flag into --controller-cmd"
+        )
+
+
+def command_of(ctl: ControllerState) -> ControllerCommand | None:
+    """The other build a recorded controller ran, or None for ours."""
+    if not ctl.command:
+        return None
+    return ControllerCommand(
+        ctl.command,
+        ready_log=ctl.ready_log,
+        ready_url=ctl.ready_url or ControllerCommand.ready_url,
+        name=ctl.command_name or "custom",
+    )
+
+
+def describe_controller(ctl: ControllerState) -> str:
+    """One line naming a recorded controller: its build and flags."""
+    if ctl.command:
+        return f"{ctl.command_name or 'custom'}: {shlex.join(ctl.command)}"
+    return " ".join([*ctl.legacy_behavior, *ctl.extra_args]) or "default flags"
+
+
 def controller_spec(
-    state: LabState, *, legacy: Sequence[str], args: Sequence[str], log_name: str
+    state: LabState,
+    *,
+    legacy: Sequence[str],
+    args: Sequence[str],
+    log_name: str,
+    command: ControllerCommand | None = None,
 ) -> ControllerSpec:
     return ControllerSpec(
         kubeconfig=Path(state.kubeconfig),
@@ -511,11 +557,19 @@ def controller_spec(
         imds_endpoint=state.imds_endpoint,
         legacy=tuple(legacy),
         extra_args=tuple(args),
+        command=command,
+        aws_endpoint=state.aws_endpoint,
+        region=state.region,
     )
 
 
 def _replace_controller(
-    state: LabState, *, legacy: Sequence[str], args: Sequence[str], console: Console
+    state: LabState,
+    *,
+    legacy: Sequence[str],
+    args: Sequence[str],
+    console: Console,
+    command: ControllerCommand | None = None,
 ) -> LabState:
     """Stop the lab's controller (if any) and start one with these flags."""
     if state.controller is not None:
@@ -523,7 +577,9 @@ def _replace_controller(
         state = state.replace(controller=None)
         write_state(state)
     runs = len(list(Path(state.directory).glob("controller-*.log"))) + 1
-    spec = controller_spec(state, legacy=legacy, args=args, log_name=f"controller-{runs}.log")
+    spec = controller_spec(
+        state, legacy=legacy, args=args, log_name=f"controller-{runs}.log", command=command
+    )
     proc = ControllerProcess(spec, detach=True, ready_timeout=30)
     with console.status("starting the controller"), private_files():
         try:
@@ -538,17 +594,22 @@ def _replace_controller(
         controller=ControllerState(
             process=ref,
             log=str(spec.log_path),
-            flags=tuple(spec.argv(address_file=Path("-"))[3:]),
+            flags=tuple(proc.command[1:] if command else spec.argv(address_file=Path("-"))[3:]),
             legacy_behavior=tuple(legacy),
             extra_args=tuple(args),
             health_url=f"{proc.url}/healthz",
             metrics_url=f"{proc.url}/metrics",
+            command=command.template if command else (),
+            command_name=command.name if command else "",
+            ready_log=command.ready_log if command else None,
+            ready_url=command.ready_url if command else None,
         )
     )
     write_state(state)
     console.print(
         f"[green]✓[/] controller pid {ref.pid} ready at {proc.url}"
         + (f" (legacy: {', '.join(legacy)})" if legacy else "")
+        + (f" ({command.name}: {escape(proc.command[0])})" if command else "")
     )
     return state
 
@@ -673,6 +734,14 @@ def debug_controller(
         raise LabError(f"--port {port}: a TCP port is 0 to 65535 (0 lets the kernel choose)")
     state = _controller_free(name, root)
     previous = state.controller
+    if previous is not None and previous.command:
+        raise LabError(
+            f"lab {name!r} runs another controller build ({describe_controller(previous)}); "
+            "lab.debug runs our Python controller under debugpy: attach your build's own "
+            "debugger to pid "
+            f"{previous.process.pid}, or switch to ours first with "
+            f"`invoke lab.controller.restart --name {name}`"
+        )
     restore_legacy = previous.legacy_behavior if previous else ()
     restore_args = previous.extra_args if previous else ()
     if previous is not None:

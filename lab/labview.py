@@ -25,7 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lab.component import tail
-from lab.controllerproc import LAB_AWS_ENV
+from lab.controllerproc import LAB_AWS_ENV, health_ok
 from lab.kubeclient import new_api_client
 from lab.state import LabError, LabState, load_state
 
@@ -129,7 +129,7 @@ def status(*, name: str = "default", root: Path | None = None) -> dict[str, Any]
             if label in ("AWS", "metadata", "Kubernetes") and not live["endpoints"][url]:
                 problems.append(f"the {label} endpoint {url} does not answer")
     ctl = state.controller
-    live["controller_healthy"] = bool(ctl and ctl.health_url and _get_ok(ctl.health_url))
+    live["controller_healthy"] = bool(ctl and ctl.health_url and health_ok(ctl.health_url))
     if ctl is not None and not ctl.process.alive():
         problems.append(
             f"the controller (pid {ctl.process.pid}) has exited: {last_error(Path(ctl.log))}; "
@@ -175,14 +175,6 @@ def _add_instance_health(state: LabState, services: View) -> None:
 def _short(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return text[:160]
-
-
-def _get_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return int(resp.status) == 200
-    except (OSError, ValueError):
-        return False
 
 
 View = list[dict[str, Any]]
@@ -300,6 +292,8 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
         controller = f"[yellow]running, not healthy[/] pid {ctl['process']['pid']}"
     if ctl and ctl.get("legacy_behavior"):
         controller += f" · legacy {', '.join(ctl['legacy_behavior'])}"
+    if ctl and ctl.get("command"):
+        controller += f" · build {ctl.get('command_name') or 'custom'}: {ctl['command'][0]}"
     out.print(f"controller: {controller}")
     nodes = Table(title="nodes", title_justify="left")
     for col in ("name", "ready", "zone", "providerID", "taints"):

@@ -1,7 +1,11 @@
 """The lab as pytest fixtures: one lab per session (per xdist worker), reset between tests.
 
 Options: ``--backend sim|kind|existing`` (default ``sim``), ``--aws moto|localstack``,
-``--k8s-version``. The session starts one :class:`lab.compose.Lab`; the function-scoped
+``--k8s-version``, and another controller build under test: ``--controller-cmd TEMPLATE`` or
+``--controller upstream=PATH`` (with ``--controller-ready-log``/``--controller-ready-url``);
+then every ``lab.start_controller()`` runs that build, and a test that asks for our
+controller's own flags (``legacy=``, ``args=``) is skipped saying so.
+The session starts one :class:`lab.compose.Lab`; the function-scoped
 ``lab`` fixture hands it to a test freshly reset (AWS state and trail, Kubernetes objects,
 node registrations, metadata injections; the controller stopped). Tests start the controller
 with the flags their scenario needs (``lab.start_controller(legacy=[...])``).
@@ -24,7 +28,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from lab.compose import Lab, LabConfig
-from lab.controllerproc import ControllerProcess
+from lab.controllerproc import (
+    ControllerCommand,
+    ControllerCommandError,
+    ControllerProcess,
+    choose_command,
+)
 from lab.kube.version import DEFAULT_K8S_VERSION
 
 if TYPE_CHECKING:
@@ -42,6 +51,8 @@ BACKENDS = ("sim", "kind", "existing")
 #: starts another in-process lab (e.g. a cluster of another release) must stop this lab's
 #: controller first and mark it used, or two controllers reconcile one AWS.
 SESSION_LAB = pytest.StashKey[Lab]()
+#: The controller build under test (``--controller-cmd``/``--controller``); None: ours.
+CONTROLLER_COMMAND = pytest.StashKey[ControllerCommand | None]()
 
 
 def quiesce_session_lab(config: pytest.Config) -> None:
@@ -72,6 +83,54 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get("CCM_LAB_K8S_VERSION", DEFAULT_K8S_VERSION),
         help="Kubernetes version the cluster (or its kubelet stand-in) behaves as",
     )
+    group.addoption(
+        "--controller-cmd",
+        default="",
+        help="run this command as the controller under test instead of ours; the lab fills "
+        "{kubeconfig} {cloud_config} {imds_endpoint} {aws_endpoint} {metrics_addr} "
+        "{metrics_port} {secure_port} {region} {log_dir}",
+    )
+    group.addoption(
+        "--controller",
+        default="",
+        help="ours (default) | upstream=PATH: an aws-cloud-controller-manager binary",
+    )
+    group.addoption(
+        "--controller-ready-log",
+        default="",
+        help="with another build: ready when a log line matches this regex",
+    )
+    group.addoption(
+        "--controller-ready-url",
+        default="",
+        help="with another build: ready when this URL answers 200",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Check the controller flags once, before any lab starts (a usage error names them)."""
+    try:
+        command = choose_command(
+            controller_cmd=config.getoption("--controller-cmd", ""),
+            controller=config.getoption("--controller", ""),
+            ready_log=config.getoption("--controller-ready-log", ""),
+            ready_url=config.getoption("--controller-ready-url", ""),
+        )
+    except ControllerCommandError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[CONTROLLER_COMMAND] = command
+
+
+def use_controller_under_test(lab: Lab, config: pytest.Config) -> Lab:
+    """Have ``lab`` run the session's controller build (if one was given) and skip a test
+    that needs ours. Every fixture that makes a lab calls it."""
+    lab.controller_command = config.stash.get(CONTROLLER_COMMAND, None)
+    lab.needs_our_controller = _skip_needing_ours
+    return lab
+
+
+def _skip_needing_ours(reason: str) -> None:
+    pytest.skip(f"--controller-cmd: {reason}")
 
 
 def docker_engine_answers() -> bool:
@@ -117,7 +176,7 @@ def lab_config(request: pytest.FixtureRequest) -> LabConfig:
 @pytest.fixture(scope="session")
 def lab_session(request: pytest.FixtureRequest, lab_config: LabConfig) -> Iterator[Lab]:
     _skip_unsupported(request.config)
-    lab = Lab(lab_config)
+    lab = use_controller_under_test(Lab(lab_config), request.config)
     lab.start()
     request.config.stash[SESSION_LAB] = lab
     try:

@@ -60,6 +60,12 @@ class ControllerState:
     extra_args: tuple[str, ...] = ()
     health_url: str | None = None
     metrics_url: str | None = None
+    #: another controller build (``--controller-cmd``/``--controller``): its command template,
+    #: preset name and readiness signal; empty for our controller
+    command: tuple[str, ...] = ()
+    command_name: str = ""
+    ready_log: str | None = None
+    ready_url: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,6 +224,10 @@ def _decode_state(data: Mapping[str, Any]) -> LabState:
             extra_args=_strs(ctl["extra_args"]),
             health_url=ctl.get("health_url"),
             metrics_url=ctl.get("metrics_url"),
+            command=_strs(ctl.get("command", [])),
+            command_name=str(ctl.get("command_name", "")),
+            ready_log=ctl.get("ready_log"),
+            ready_url=ctl.get("ready_url"),
         ),
         debug=None
         if dbg is None

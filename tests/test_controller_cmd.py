@@ -4,6 +4,9 @@ controller run as an external command against a sim lab."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from lab.controllerproc import (
     ControllerCommandError,
     ControllerProcess,
     ControllerSpec,
+    choose_command,
     upstream_preset,
 )
 
@@ -112,3 +116,73 @@ def test_a_command_that_never_gets_ready_is_reported(lab: Lab) -> None:
             proc.start()
     finally:
         proc.stop()
+
+
+def test_choose_command_from_the_front_door_flags(tmp_path: Path) -> None:
+    assert choose_command() is None
+    assert choose_command(controller="ours") is None
+    custom = choose_command(controller_cmd=OURS, ready_log="serving")
+    assert custom is not None
+    assert (custom.name, custom.ready_log) == ("custom", "serving")
+    binary = tmp_path / "aws-cloud-controller-manager"
+    binary.write_text("#!/bin/sh\n", encoding="utf-8")
+    with pytest.raises(ControllerCommandError, match="no executable file"):
+        choose_command(controller=f"upstream={binary}")
+    binary.chmod(0o755)
+    preset = choose_command(controller=f"upstream={binary}")
+    assert preset is not None
+    assert preset.name == "upstream"
+    assert preset.template == upstream_preset(str(binary)).template
+    assert preset.ready_url == upstream_preset(str(binary)).ready_url
+    for bad, words in (
+        ({"controller_cmd": OURS, "controller": "ours"}, "give one of them"),
+        ({"controller": "upstream="}, "upstream=PATH"),
+        ({"ready_url": "http://x/healthz"}, "--controller-ready-url"),
+        ({"controller_cmd": OURS, "ready_log": "("}, "not a regular expression"),
+    ):
+        with pytest.raises(ControllerCommandError, match=re.escape(words)):
+            choose_command(**bad)
+
+
+PLUGIN_TESTS = """
+def test_runs_the_build(lab):
+    proc = lab.start_controller()
+    assert proc.command[1:3] == ["-m", "controller"], proc.command
+    assert str(lab.kubeconfig_path) in proc.command
+    assert proc.url
+
+
+def test_needs_our_flags(lab):
+    lab.start_controller(legacy=["k8s-84926"])
+    raise AssertionError("not skipped")
+"""
+
+
+@pytest.mark.slow
+def test_pytest_option_runs_the_build_and_skips_cases_needing_ours(tmp_path: Path) -> None:
+    """``pytest --controller-cmd``: the session lab runs that build; a case that needs our
+    controller's flags is skipped with the reason; a bad flag is a usage error."""
+    (tmp_path / "test_build.py").write_text(PLUGIN_TESTS, encoding="utf-8")
+    base = [sys.executable, "-m", "pytest", "-p", "lab.pytest_plugin", "-p", "no:cacheprovider"]
+    base += ["--rootdir", str(tmp_path), "-c", os.devnull, "-rs", str(tmp_path)]
+    done = subprocess.run(
+        [*base, "--controller-cmd", OURS],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    out = done.stdout + done.stderr
+    assert "1 passed, 1 skipped" in out, out
+    assert "--controller-cmd: this case runs our controller with --legacy-behavior k8s-84926" in out
+    bad = subprocess.run(
+        [*base, "--controller", "upstream=/nonexistent/acm"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert bad.returncode == 4, bad.stdout + bad.stderr
+    assert "no executable file at /nonexistent/acm" in bad.stderr

@@ -180,8 +180,36 @@ def test_repro_list_and_help(lab_dir: Path) -> None:
         (("--legacy-behavior", "k8s-99999"), ("--legacy-behavior k8s-99999",)),
         (("--args", "--bogus-flag"), ("--args '--bogus-flag'",)),
         (("--args", "--kubeconfig /tmp/x"), ("--kubeconfig is set by the lab",)),
+        (
+            ("--controller-cmd", "acm --kubeconfig={kubeconfig} --port={port}"),
+            ("unknown placeholder {port}", "{metrics_port}"),
+        ),
+        (("--controller-cmd", "acm 'unclosed"), ("--controller-cmd", "No closing quotation")),
+        (
+            ("--controller", "upstream=/nonexistent/acm"),
+            ("--controller 'upstream=/nonexistent/acm'", "no executable file", "make"),
+        ),
+        (("--controller", "kops"), ("--controller 'kops'", "upstream=PATH")),
+        (
+            ("--controller-ready-log", "started"),
+            ("--controller-ready-log 'started'", "--controller-cmd"),
+        ),
+        (
+            ("--controller-cmd", "acm {kubeconfig}", "--legacy-behavior", "k8s-84926"),
+            ("--legacy-behavior 'k8s-84926'", "write every flag into --controller-cmd"),
+        ),
     ],
-    ids=["legacy", "unknown-flag", "lab-owned-flag"],
+    ids=[
+        "legacy",
+        "unknown-flag",
+        "lab-owned-flag",
+        "cmd-placeholder",
+        "cmd-quoting",
+        "preset-missing-binary",
+        "preset-unknown",
+        "ready-log-without-cmd",
+        "cmd-with-our-flags",
+    ],
 )
 def test_bad_restart_flags_leave_the_controller_running(
     lab_dir: Path, args: tuple[str, ...], fragments: tuple[str, ...]
@@ -214,6 +242,40 @@ def test_a_restart_that_fails_brings_the_previous_controller_back(lab_dir: Path)
     status = invoke(lab_dir, "lab.status", "--name", "fd", "--json")
     assert status.code == 0, status.out
     assert json.loads(status.out)["live"]["controller_healthy"] is True
+
+
+def test_restart_with_another_build_and_back(lab_dir: Path) -> None:
+    """``--controller-cmd``: the lab runs the command it renders (here our controller as an
+    outside build, ready when its health URL answers), records it, shows it, and a restart
+    without it brings our controller back."""
+    cmd = (
+        f"{sys.executable} -m controller --kubeconfig {{kubeconfig}} "
+        "--cloud-config {cloud_config} --metrics-addr {metrics_addr}"
+    )
+    result = invoke(lab_dir, "lab.controller.restart", "--name", "fd", "--controller-cmd", cmd)
+    assert result.code == 0, result.out
+    ctl = state_of(lab_dir, "fd").controller
+    assert ctl is not None
+    assert ctl.command_name == "custom"
+    assert ctl.command[1:3] == ("-m", "controller")
+    assert "{kubeconfig}" in ctl.command, "the template is kept for a later restore"
+    assert state_of(lab_dir, "fd").kubeconfig in ctl.flags, "the rendered command line"
+    assert ctl.health_url is not None
+    assert ctl.health_url.endswith("/healthz")
+    status = invoke(lab_dir, "lab.status", "--name", "fd")
+    assert status.code == 0, status.out
+    assert "build custom" in status.out
+    debug = invoke(lab_dir, "lab.debug", "--name", "fd")
+    assert_one_line_error(debug, "another controller build", "lab.controller.restart")
+    assert state_of(lab_dir, "fd").controller == ctl, "lab.debug changed nothing"
+    back = invoke(lab_dir, "lab.controller.restart", "--name", "fd")
+    assert back.code == 0, back.out
+    ours = state_of(lab_dir, "fd").controller
+    assert ours is not None
+    assert ours.command == ()
+    assert not ctl.process.alive()
+    doc = invoke(lab_dir, "lab.status", "--name", "fd", "--json")
+    assert json.loads(doc.out)["live"]["controller_healthy"] is True
 
 
 def test_node_tasks_name_the_bad_node_and_print_one_line(lab_dir: Path) -> None:
