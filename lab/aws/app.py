@@ -441,8 +441,56 @@ def _moto_dispatcher() -> Any:
 
     with _dispatcher_lock:
         if not _dispatcher:
+            _allow_portless_rules()
             _dispatcher.append(DomainDispatcherApplication(create_backend_app))
         return _dispatcher[0]
+
+
+#: protocols whose rules AWS requires ports for (names and numbers, as moto normalizes them)
+_PORTED_PROTOCOLS = frozenset({"tcp", "6", "udp", "17", "icmp", "1"})
+
+
+def _allow_portless_rules() -> None:
+    """A rule for a protocol AWS takes without ports answers as on AWS, not with a 500.
+
+    AWS allows every port for ``-1`` and for any protocol number other than tcp, udp, icmp
+    and icmpv6, and makes icmpv6's range optional (all types and codes); ``DescribeSecurity
+    Groups`` then shows the rule without ``FromPort``/``ToPort``. moto builds a rule's ports
+    with ``int()`` for every protocol but ``-1``, so such a rule (``IpProtocol=50`` with no
+    ports) raised a TypeError. Here it is built as moto builds a ``-1`` rule (ports unset)
+    and keeps its own protocol. Applied once per process, before moto serves a call.
+    """
+    from moto.ec2.models.security_groups import SecurityGroupRule
+
+    original = SecurityGroupRule.__init__
+    if getattr(original, "ccm_lab_portless", False):
+        return
+
+    def init(
+        self: Any,
+        ec2_backend: Any,
+        ip_protocol: str,
+        group_id: str,
+        from_port: str | None,
+        to_port: str | None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        protocol = str(ip_protocol).lower() if ip_protocol else ""
+        portless = (
+            protocol not in _PORTED_PROTOCOLS
+            and protocol not in ("-1", "all")
+            and from_port is None
+            and to_port is None
+        )
+        if not portless:
+            original(self, ec2_backend, ip_protocol, group_id, from_port, to_port, *args, **kwargs)
+            return
+        original(self, ec2_backend, "-1", group_id, None, None, *args, **kwargs)
+        self.ip_protocol = "icmpv6" if protocol == "58" else protocol
+
+    init.ccm_lab_portless = True  # type: ignore[attr-defined]
+    SecurityGroupRule.__init__ = init  # type: ignore[method-assign]
 
 
 def _reset_moto() -> None:

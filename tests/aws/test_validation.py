@@ -482,6 +482,38 @@ def test_valid_permission_forms_still_pass(aws: AwsServer, world: World) -> None
     assert len(rules["IpPermissions"]) == 6
 
 
+def test_portless_protocols_are_all_ports_as_on_aws(aws: AwsServer, world: World) -> None:
+    """AWS: ``-1`` or a protocol number other than tcp, udp, icmp and icmpv6 allows every
+    port whatever the range, and icmpv6's range is optional. Without ports such a rule was a
+    moto TypeError (500); now it is stored, described without ports, and revoked."""
+    ec2 = aws.client("ec2")
+    esp = {"IpProtocol": "50", "IpRanges": [{"CidrIp": "10.1.0.0/16"}]}
+    icmpv6 = {"IpProtocol": "icmpv6", "Ipv6Ranges": [{"CidrIpv6": "::/0"}]}
+    ec2.authorize_security_group_ingress(GroupId=world.nodes, IpPermissions=[esp, icmpv6])
+
+    def portless() -> set[tuple[str, object, object]]:
+        group = ec2.describe_security_groups(GroupIds=[world.nodes])["SecurityGroups"][0]
+        return {
+            (p["IpProtocol"], p.get("FromPort"), p.get("ToPort"))
+            for p in group["IpPermissions"]
+            if p["IpProtocol"] in ("50", "icmpv6")
+        }
+
+    assert portless() == {("50", None, None), ("icmpv6", None, None)}
+    with pytest.raises(ClientError) as dup:
+        ec2.authorize_security_group_ingress(GroupId=world.nodes, IpPermissions=[esp])
+    assert dup.value.response["Error"]["Code"] == "InvalidPermission.Duplicate"
+    ec2.revoke_security_group_ingress(GroupId=world.nodes, IpPermissions=[esp])
+    assert portless() == {("icmpv6", None, None)}
+    # tcp still needs its ports (the validation layer's answer, before moto)
+    with pytest.raises(ClientError) as tcp:
+        ec2.authorize_security_group_ingress(
+            GroupId=world.nodes,
+            IpPermissions=[{"IpProtocol": "tcp", "IpRanges": [{"CidrIp": "10.0.0.0/8"}]}],
+        )
+    assert tcp.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
 def test_issued_next_token_is_accepted(aws: AwsServer, world: World) -> None:
     ec2 = aws.client("ec2")
     for _ in range(5):
