@@ -2,7 +2,8 @@
 
 Source: kubernetes/cloud-provider-aws ``pkg/providers/v1/aws_test.go`` at commit
 63ec440c3275321b55afa45480e2fdfd2b0e93c4 (2026-07-07): ``TestGetKeyValuePropertiesFromAnnotation``
-(the additional-tags annotation) and ``TestAzToRegion``.
+(the additional-tags annotation), ``TestAzToRegion`` and ``TestBuildListener``;
+``instances_test.go`` ``TestMapToAWSInstanceIDs``.
 """
 
 from __future__ import annotations
@@ -46,4 +47,39 @@ MAP_TO_AWS_INSTANCE_IDS: list[tuple[str, str | None]] = [
     ("aws:///us-west-2c/1abc-2def/fargate-ip-192-168-164-88.internal",
      "fargate-ip-192-168-164-88.internal"),
     ("aws:///us-west-2c/1abc-2def/fargate-192.168.164.88", "fargate-192.168.164.88"),
+]  # fmt: skip
+
+#: ``pkg/providers/v1/aws_test.go`` ``TestBuildListener``: (case name, load-balancer port, port
+#: name, node port, backend-protocol annotation, certificate annotation, ssl-ports annotation,
+#: expect an error, listener protocol, instance protocol, certificate id); "" is an absent
+#: annotation, as upstream's table writes it
+BUILD_LISTENER: list[tuple[str, int, str, int, str, str, str, bool, str, str, str]] = [
+    ("No cert or BE protocol annotation, passthrough",
+     80, "", 7999, "", "", "", False, "tcp", "tcp", ""),
+    ("Cert annotation without BE protocol specified, SSL->TCP",
+     80, "", 8000, "", "cert", "", False, "ssl", "tcp", "cert"),
+    ("BE protocol without cert annotation, passthrough",
+     443, "", 8001, "https", "", "", False, "tcp", "tcp", ""),
+    ("Invalid cert annotation, bogus backend protocol",
+     443, "", 8002, "bacon", "foo", "", True, "tcp", "tcp", ""),
+    ("Invalid cert annotation, protocol followed by equal sign",
+     443, "", 8003, "http=", "=", "", True, "tcp", "tcp", ""),
+    ("HTTPS->HTTPS",
+     443, "", 8004, "https", "cert", "", False, "https", "https", "cert"),
+    ("HTTPS->HTTP",
+     443, "", 8005, "http", "cert", "", False, "https", "http", "cert"),
+    ("SSL->SSL",
+     443, "", 8006, "ssl", "cert", "", False, "ssl", "ssl", "cert"),
+    ("SSL->TCP",
+     443, "", 8007, "tcp", "cert", "", False, "ssl", "tcp", "cert"),
+    ("Port in whitelist",
+     1234, "", 8008, "tcp", "cert", "1234,5678", False, "ssl", "tcp", "cert"),
+    ("Port not in whitelist, passthrough",
+     443, "", 8009, "tcp", "cert", "1234,5678", False, "tcp", "tcp", ""),
+    ("Named port in whitelist",
+     1234, "bar", 8010, "tcp", "cert", "foo,bar", False, "ssl", "tcp", "cert"),
+    ("Named port not in whitelist, passthrough",
+     443, "", 8011, "tcp", "cert", "foo,bar", False, "tcp", "tcp", ""),
+    ("HTTP->HTTP",
+     80, "", 8012, "http", "", "", False, "http", "http", ""),
 ]  # fmt: skip

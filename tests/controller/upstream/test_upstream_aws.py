@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from controller.aws.annotations import InvalidServiceConfig, key_value_list
+from controller.aws.annotations import (
+    A_BACKEND_PROTOCOL,
+    A_SSL_CERT,
+    A_SSL_PORTS,
+    build_listeners,
+    key_value_list,
+)
 from controller.aws.config import zone_to_region
 from controller.aws.instances import InvalidProviderID, parse_provider_id
+from controller.cloud import InvalidServiceConfig, Service, ServicePort
 from tests.controller.upstream.aws_tables import (
     AZ_TO_REGION,
+    BUILD_LISTENER,
     KEY_VALUE_PROPERTIES,
     MAP_TO_AWS_INSTANCE_IDS,
 )
@@ -45,3 +53,53 @@ def test_map_to_aws_instance_ids(provider_id: str, instance_id: str | None) -> N
             parse_provider_id(provider_id)
     else:
         assert parse_provider_id(provider_id) == instance_id
+
+
+@pytest.mark.parametrize(
+    ("case", "lb_port", "port_name", "node_port", "backend", "cert", "ssl_ports", "fails",
+     "protocol", "instance_protocol", "cert_id"),
+    BUILD_LISTENER,
+    ids=[row[0] for row in BUILD_LISTENER],
+)  # fmt: skip
+def test_build_listener(
+    case: str,
+    lb_port: int,
+    port_name: str,
+    node_port: int,
+    backend: str,
+    cert: str,
+    ssl_ports: str,
+    fails: bool,
+    protocol: str,
+    instance_protocol: str,
+    cert_id: str,
+) -> None:
+    """TestBuildListener (one Service port with protocol "tcp", as upstream's table builds
+    it). Ours writes protocols upper case, as DescribeLoadBalancers reports them and AWS
+    accepts them (DEVIATIONS.md); upstream sends them lower case."""
+    annotations = {
+        key: value
+        for key, value in (
+            (A_BACKEND_PROTOCOL, backend),
+            (A_SSL_CERT, cert),
+            (A_SSL_PORTS, ssl_ports),
+        )
+        if value
+    }
+    service = Service(
+        namespace="default",
+        name="svc",
+        uid="u1",
+        annotations=annotations,
+        ports=(ServicePort(port=lb_port, protocol="tcp", node_port=node_port, name=port_name),),
+    )
+    if fails:
+        with pytest.raises(InvalidServiceConfig):
+            build_listeners(service)
+        return
+    (listener,) = build_listeners(service)
+    assert listener.load_balancer_port == lb_port
+    assert listener.instance_port == node_port
+    assert listener.protocol == protocol.upper()
+    assert listener.instance_protocol == instance_protocol.upper()
+    assert listener.ssl_certificate_id == cert_id
