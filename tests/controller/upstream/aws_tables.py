@@ -83,3 +83,28 @@ BUILD_LISTENER: list[tuple[str, int, str, int, str, str, str, bool, str, str, st
     ("HTTP->HTTP",
      80, "", 8012, "http", "", "", False, "http", "http", ""),
 ]  # fmt: skip
+
+_HC = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-"
+
+#: ``pkg/providers/v1/aws_test.go`` ``TestEnsureLoadBalancerHealthCheck``: (case name,
+#: annotations, (healthy, unhealthy, timeout, interval, target)), for a TCP listener whose
+#: instance port is 8080 (upstream's ``protocol, path, port := "TCP", "", 8080``)
+ENSURE_HEALTH_CHECK: list[tuple[str, dict[str, str], tuple[int, int, int, int, str]]] = [
+    ("falls back to HC defaults", {}, (2, 6, 5, 10, "TCP:8080")),
+    ("healthy threshold override", {_HC + "healthy-threshold": "7"}, (7, 6, 5, 10, "TCP:8080")),
+    ("unhealthy threshold override", {_HC + "unhealthy-threshold": "7"},
+     (2, 7, 5, 10, "TCP:8080")),
+    ("timeout override", {_HC + "timeout": "7"}, (2, 6, 7, 10, "TCP:8080")),
+    ("interval override", {_HC + "interval": "7"}, (2, 6, 5, 7, "TCP:8080")),
+    ("healthcheck port override", {_HC + "port": "2122"}, (2, 6, 5, 10, "TCP:2122")),
+    ("healthcheck protocol override", {_HC + "protocol": "HTTP"}, (2, 6, 5, 10, "HTTP:8080/")),
+    ("healthcheck protocol, port, path override",
+     {_HC + "protocol": "HTTPS", _HC + "path": "/healthz", _HC + "port": "31224"},
+     (2, 6, 5, 10, "HTTPS:31224/healthz")),
+    ("healthcheck protocol SSL",
+     {_HC + "protocol": "SSL", _HC + "path": "/healthz", _HC + "port": "3124"},
+     (2, 6, 5, 10, "SSL:3124")),
+    ("healthcheck port annotation traffic-port",
+     {_HC + "protocol": "TCP", _HC + "port": "traffic-port"},
+     (2, 6, 5, 10, "TCP:8080")),
+]  # fmt: skip

@@ -9,6 +9,7 @@ from controller.aws.annotations import (
     A_BACKEND_PROTOCOL,
     A_SSL_CERT,
     A_SSL_PORTS,
+    build_health_check,
     build_listeners,
     key_value_list,
 )
@@ -18,6 +19,7 @@ from controller.cloud import InvalidServiceConfig, Service, ServicePort
 from tests.controller.upstream.aws_tables import (
     AZ_TO_REGION,
     BUILD_LISTENER,
+    ENSURE_HEALTH_CHECK,
     KEY_VALUE_PROPERTIES,
     MAP_TO_AWS_INSTANCE_IDS,
 )
@@ -103,3 +105,31 @@ def test_build_listener(
     assert listener.protocol == protocol.upper()
     assert listener.instance_protocol == instance_protocol.upper()
     assert listener.ssl_certificate_id == cert_id
+
+
+@pytest.mark.parametrize(
+    ("annotations", "want"),
+    [row[1:] for row in ENSURE_HEALTH_CHECK],
+    ids=[row[0] for row in ENSURE_HEALTH_CHECK],
+)
+def test_ensure_load_balancer_health_check(
+    annotations: dict[str, str], want: tuple[int, int, int, int, str]
+) -> None:
+    """TestEnsureLoadBalancerHealthCheck: the health check built for a TCP listener on node
+    port 8080 with these annotations (upstream then calls ConfigureHealthCheck with it)."""
+    service = Service(
+        namespace="default",
+        name="svc",
+        uid="u1",
+        annotations=annotations,
+        ports=(ServicePort(port=80, node_port=8080),),
+    )
+    check = build_health_check(service, build_listeners(service))
+    got = (
+        check.healthy_threshold,
+        check.unhealthy_threshold,
+        check.timeout,
+        check.interval,
+        check.target,
+    )
+    assert got == want
