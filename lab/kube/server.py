@@ -158,7 +158,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         cl = self.headers.get_all("Content-Length") or []
-        if cl and (len(set(cl)) > 1 or not cl[0].strip().isdigit()):
+        # net/http's parseContentLength: strconv.ParseUint(cl, 10, 63)
+        if cl and (len(set(cl)) > 1 or not cl[0].strip().isdigit() or int(cl[0].strip()) >= 2**63):
             return self._refuse(400, f"bad Content-Length {cl!r}")
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower() and cl:
             return self._refuse(400, "both Transfer-Encoding and Content-Length")

@@ -98,6 +98,21 @@ def field_validation(q: dict[str, str], rt: ResourceType, body: dict[str, Any]) 
     return {"Warning": ", ".join(f'299 - "unknown field \\"{f}\\""' for f in unknown)}
 
 
+def int64_param(q: dict[str, str], key: str) -> int:
+    """An integer query parameter as the parameter codec converts it (``strconv.ParseInt``,
+    base 10, 64 bits; empty is 0): anything else is the request's 400 with Go's error."""
+    value = q.get(key, "")
+    if not value:
+        return 0
+    digits = value[1:] if value[:1] in "+-" else value
+    if not (digits.isascii() and digits.isdigit()):
+        raise E.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax')
+    number = int(value)
+    if not -(2**63) <= number < 2**63:
+        raise E.bad_request(f'strconv.ParseInt: parsing "{value}": value out of range')
+    return number
+
+
 def dry_run(q: dict[str, str]) -> bool:
     if "dryRun" not in q:
         return False
@@ -229,6 +244,25 @@ def parse(raw: bytes, *, yaml_ok: bool) -> Any:
         raise Undecodable(str(exc)) from None
     if not _depth_ok(value):
         raise _too_deep(text)
+    if _SURROGATE_ESCAPE.search(text):
+        value = _without_lone_surrogates(value)
+    return value
+
+
+# a \u escape of a UTF-16 surrogate: json.loads pairs the valid ones and keeps a lone one
+_SURROGATE_ESCAPE = re.compile(r"\\[uU][dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """Go's encoding/json decodes a lone surrogate escape (``"\\ud800"``) as U+FFFD; Python
+    keeps it, and it cannot be encoded back to UTF-8. Replace them as Go does."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
     return value
 
 
