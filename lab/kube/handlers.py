@@ -325,7 +325,7 @@ class Api:
                 force=bool_param(q, "force"),
             )
             return self._object(rt, obj, 201 if created else 200, warnings)
-        opts = delete_options(req, q, dry_run)
+        opts = delete_options(req, q, dry_run, version=self.store.k8s_version)
         if verb == "delete":
             obj, removed = self.store.deleter.delete(rt, ns, name, opts)
             if removed and not self.store.strategies[rt_key(rt)].return_deleted_object:

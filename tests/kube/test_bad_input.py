@@ -468,3 +468,57 @@ def test_content_length_past_int63_is_go_plain_400(sim: KubeServer) -> None:
     assert status == 400
     assert body.startswith(b"400 Bad Request")
     assert closed
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        (
+            '{"dryRun":["Bogus"]}',  # used to delete for real
+            422,
+            'DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: "Bogus": '
+            'supported values: "All"',
+        ),
+        (
+            "[1]",  # used to be ignored, and the object deleted
+            400,
+            "couldn't get version/kind; json parse error: json: cannot unmarshal array into Go "
+            'value of type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
+            'Kind string "json:\\"kind,omitempty\\"" }',
+        ),
+        (
+            '{"preconditions":"x"}',  # used to be a 500 (AttributeError)
+            400,
+            "json: cannot unmarshal string into Go struct field DeleteOptions.preconditions of "
+            "type v1.Preconditions",
+        ),
+        (
+            '{"gracePeriodSeconds":1.5}',  # used to be truncated to 1
+            400,
+            "json: cannot unmarshal number 1.5 into Go struct field "
+            "DeleteOptions.gracePeriodSeconds of type int64",
+        ),
+        (
+            '{"kind":"Pod","apiVersion":"v1"}',
+            400,
+            "decoded object cannot be converted to DeleteOptions",
+        ),
+    ],
+)
+def test_malformed_delete_options_refuse_and_keep_the_object(
+    sim: KubeServer, body: str, status: int, message: str
+) -> None:
+    create_cm(sim, "cm")
+    got, st = request(sim, "DELETE", CMS + "/cm", body)
+    assert (got, st["message"]) == (status, message)
+    assert request(sim, "GET", CMS + "/cm", "")[0] == 200
+
+
+def test_delete_grace_period_query_parses_as_int64(sim: KubeServer) -> None:
+    create_cm(sim, "cm")
+    status, st = request(sim, "DELETE", CMS + "/cm?gracePeriodSeconds=" + "9" * 20, "")
+    assert (status, st["message"]) == (
+        400,
+        'strconv.ParseInt: parsing "' + "9" * 20 + '": value out of range',
+    )
+    assert request(sim, "GET", CMS + "/cm", "")[0] == 200

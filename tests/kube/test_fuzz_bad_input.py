@@ -576,3 +576,56 @@ def test_bad_chunk_framing_is_the_upstream_500_and_closes(fuzz_sim: KubeServer) 
     assert "reason" not in st_
     assert fuzz_sim.store.rv == before
     assert fuzz_sim.take_internal_errors() == []
+
+
+# ---------------------------------------------------------------- deletes
+
+BAD_DELETE = st.one_of(
+    st.tuples(
+        st.just("body"),
+        st.sampled_from(
+            [
+                '{"gracePeriodSeconds":"x"}',
+                '{"gracePeriodSeconds":1.5}',
+                '{"propagationPolicy":"Bogus"}',
+                '{"propagationPolicy":5}',
+                '{"preconditions":{"uid":5}}',
+                '{"preconditions":"x"}',
+                '{"dryRun":"All"}',
+                '{"dryRun":["Bogus"]}',
+                '{"orphanDependents":"yes"}',
+                '{"orphanDependents":true,"propagationPolicy":"Foreground"}',
+                '{"kind":"DeleteOptions","apiVersion":"nope/v1"}',
+                "[1]",
+                '"x"',
+                "{",
+            ]
+        ),
+    ),
+    st.tuples(
+        st.just("query"),
+        st.sampled_from(
+            [
+                "gracePeriodSeconds=abc",
+                "gracePeriodSeconds=" + "9" * 30,
+                "propagationPolicy=Bogus",
+                "dryRun=bogus",
+            ]
+        ),
+    ),
+)
+
+
+@pytest.mark.parametrize("rt", [rt for rt in STORED if "delete" in rt.verbs], ids=ids)
+@FUZZ
+@given(bad=BAD_DELETE)
+def test_malformed_deletes_are_refused(
+    fuzz_sim: KubeServer, rt: ResourceType, bad: tuple[str, str]
+) -> None:
+    name = target(fuzz_sim, rt)
+    where, text = bad
+    path = f"{collection(rt)}/{name}" + (f"?{text}" if where == "query" else "")
+    before = fuzz_sim.store.rv
+    status, st_ = call(fuzz_sim, "DELETE", path, text if where == "body" else b"")
+    refused(fuzz_sim, status, st_, f"DELETE {path} {text}")
+    assert fuzz_sim.store.rv == before
