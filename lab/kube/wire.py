@@ -27,8 +27,8 @@ from lab.kube.resources import ResourceType
 from lab.kube.schema import definition_type_error
 from lab.kube.selectors import parse_field_selector, parse_label_selector
 from lab.kube.store import Selection, Store
-from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.kube.strategies import unknown_fields
+from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.kube.watch import dumps
 
 JSON = "application/json"
