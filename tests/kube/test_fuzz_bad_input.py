@@ -75,7 +75,11 @@ def exchange(sim: KubeServer, data: bytes) -> tuple[int, dict[str, str], bytes]:
         for line in lines[1:]:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
-        length = int(headers.get("content-length", "0"))
+        if "content-length" not in headers:  # net/http's plain refusals: read to the close
+            while chunk := s.recv(65536):
+                body += chunk
+            return int(lines[0].split(" ", 2)[1]), headers, body
+        length = int(headers["content-length"])
         while len(body) < length:
             chunk = s.recv(65536)
             assert chunk, "connection dropped inside the answer"
@@ -629,3 +633,24 @@ def test_malformed_deletes_are_refused(
     status, st_ = call(fuzz_sim, "DELETE", path, text if where == "body" else b"")
     refused(fuzz_sim, status, st_, f"DELETE {path} {text}")
     assert fuzz_sim.store.rv == before
+
+
+@pytest.mark.parametrize(
+    "filler",
+    [
+        b"X-Filler: " + b"f" * (1024 * 1024 + 8192) + b"\r\n",
+        b"".join(b"X-F%d: %s\r\n" % (i, b"f" * 1000) for i in range(1100)),
+    ],
+    ids=["one-long-line", "many-headers"],
+)
+def test_oversized_headers_are_a_plain_431_and_close(fuzz_sim: KubeServer, filler: bytes) -> None:
+    """Headers past Go's MaxHeaderBytes (1 MiB + 4 KiB of slack): net/http's plain-text 431,
+    connection closed (the simulator refuses earlier: see the README)."""
+    before = fuzz_sim.store.rv
+    data = CM_POST + filler + b"Content-Length: %d\r\n\r\n" % len(CM_BODY) + CM_BODY
+    status, headers, body = exchange(fuzz_sim, data)
+    assert status == 431
+    assert body == b"431 Request Header Fields Too Large"
+    assert headers.get("connection") == "close"
+    assert fuzz_sim.store.rv == before
+    assert fuzz_sim.take_internal_errors() == []
