@@ -33,7 +33,7 @@ from lab.kube.schema import definition_name, definitions
 from lab.kube.server import KubeServer
 
 FUZZ = settings(
-    max_examples=4,
+    max_examples=3,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -456,7 +456,7 @@ def _as_json_patch(wrong: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("rt", [rt for rt in STORED if "patch" in rt.verbs], ids=ids)
-@settings(FUZZ, max_examples=8)
+@settings(FUZZ, max_examples=6)
 @given(data=st.data())
 def test_malformed_patches_are_refused(
     fuzz_sim: KubeServer, rt: ResourceType, data: st.DataObject
