@@ -50,6 +50,7 @@ from lab.kube.wire import (
     delete_options,
     error_response,
     field_validation,
+    int64_param,
     json_response,
     list_options,
     selection,
@@ -241,12 +242,14 @@ class Api:
             )
             if isinstance(body, dict):
                 self._check_types(token_rt, body)
+                field_validation(q, token_rt, body)
             issued = self.tokens.token_request(rt, ns, route.name or "", body)
             return json_response(201, issued)
         if verb == "create" and rt.group in REVIEW_GROUPS:
             body = self._plain_body(req)
             if isinstance(body, dict):
                 self._check_types(rt, body)
+                field_validation(q, rt, body)
             answered = review(rt, ns, body, user, self.tokens, self.authorizer)
             return json_response(201, answered)
         if verb == "get":
@@ -277,6 +280,8 @@ class Api:
         name = route.name or ""
         if verb == "update":
             body = decode_body(req, rt, ns)
+            # decoding into the Go struct comes first: a non-object metadata is a 400 here
+            self._check_types(rt, body)
             meta = body.setdefault("metadata", {})
             if not meta.get("name"):
                 meta["name"] = name
@@ -320,7 +325,7 @@ class Api:
                 force=bool_param(q, "force"),
             )
             return self._object(rt, obj, 201 if created else 200, warnings)
-        opts = delete_options(req, q, dry_run)
+        opts = delete_options(req, q, dry_run, version=self.store.k8s_version)
         if verb == "delete":
             obj, removed = self.store.deleter.delete(rt, ns, name, opts)
             if removed and not self.store.strategies[rt_key(rt)].return_deleted_object:
@@ -406,10 +411,10 @@ class Api:
         """A read's ``resourceVersion`` (None: any, "" or "0"); newer than the store's: 504."""
         if not rv or rv == "0":
             return None
-        try:
-            want = int(rv)
-        except ValueError:
-            raise E.bad_request(f"invalid resource version: {rv}") from None
+        # strconv.ParseUint: ASCII digits only (no sign, no blanks), at most 2^64-1
+        if not (rv.isascii() and rv.isdigit()) or int(rv) >= 2**64:
+            raise E.bad_request(f"invalid resource version: {rv}")
+        want = int(rv)
         if want > self.store.rv:
             raise E.timeout(f"Too large resource version: {want}, current: {self.store.rv}")
         return want
@@ -447,6 +452,7 @@ class Api:
     def _list(self, req: Request, route: Route) -> Response:
         rt, q = route.rt, req.query
         list_options(q, watch=False)
+        int64_param(q, "timeoutSeconds")
         rv = q.get("resourceVersion", "")
         if q.get("continue") and rv not in ("",):
             raise E.bad_request("specifying resource version is not allowed when using continue")
@@ -455,10 +461,7 @@ class Api:
         if want is not None and (match == "Exact" or (q.get("limit") and not match)):
             # read from etcd at that revision (the legacy exact case: a limit without a match)
             self.store.check_list_revision(want)
-        try:
-            limit = int(q.get("limit") or 0)
-        except ValueError:
-            raise E.bad_request(f"invalid limit: {q.get('limit')}") from None
+        limit = int64_param(q, "limit")
         result = self.store.list_objects(
             rt,
             route.namespace,

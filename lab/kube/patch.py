@@ -156,6 +156,10 @@ def _smp_map(original: Any, patch: Any, strat: dict[str, str], path: str) -> Any
         return _clean(patch)
     if directive == "delete":
         return _DELETE
+    if "$patch" in patch:
+        # handleDirectiveInMergeMap: mergepatch.ErrBadPatchType, a plain error (500)
+        raise SmpError(f"unknown patch type: {go_s(directive)} in map: {go_sprint(patch)}")
+    _check_directive_formats(patch)
     result: dict[str, Any] = dict(original) if isinstance(original, dict) else {}
     retain = patch.get("$retainKeys")
     if isinstance(retain, list):
@@ -236,6 +240,38 @@ def _smp_list(original: Any, patch: list[Any], strat: dict[str, str], path: str)
         else:
             current.append(_smp_map({}, elem, strat, path + "[]"))
     return current
+
+
+# mergepatch's format errors, which kube-apiserver answers 400 (interpretStrategicMergePatchError)
+_FORMAT_ERRORS = (
+    ("$retainKeys", "invalid patch format of retainKeys"),
+    ("$setElementOrder/", "invalid patch format of setElementOrder list"),
+    ("$deleteFromPrimitiveList/", "invalid patch format of primitive list"),
+)
+
+
+def _check_directive_formats(patch: dict[str, Any]) -> None:
+    """A ``$retainKeys``, ``$setElementOrder/...`` or ``$deleteFromPrimitiveList/...`` whose
+    value is not a list: mergepatch's ``ErrBadPatchFormatFor...``, a 400."""
+    for key, value in patch.items():
+        if not key.startswith("$") or isinstance(value, list):
+            continue
+        for prefix, message in _FORMAT_ERRORS:
+            if key == prefix or (prefix.endswith("/") and key.startswith(prefix)):
+                raise ApiError(400, "BadRequest", message)
+
+
+def go_s(value: Any) -> str:
+    """``fmt.Sprintf("%s", v)`` of a decoded JSON value (``%!s(float64=5)`` for non-strings)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "%!s(<nil>)"
+    if isinstance(value, bool):
+        return f"%!s(bool={'true' if value else 'false'})"
+    if isinstance(value, (int, float)):
+        return f"%!s(float64={go_sprint(value)})"
+    return go_sprint(value)
 
 
 class SmpError(Exception):

@@ -322,6 +322,16 @@ def type_error(
     return _Walk(defs).error(body, _root(name), rt.kind, [])
 
 
+def definition_type_error(
+    defname: str, struct: str, body: dict[str, Any], *, version: str
+) -> str | None:
+    """:func:`type_error` for a definition that is not a served kind (``DeleteOptions``)."""
+    defs = definitions(version)
+    if defname not in defs:
+        return None
+    return _Walk(defs).error(body, _root(defname), struct, [])
+
+
 def _smd_expected(gotype: str) -> str:
     if gotype.startswith("[]") and gotype != "[]uint8":
         return "list"

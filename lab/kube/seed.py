@@ -2,7 +2,8 @@
 
 Seeded at start and after every reset (``apiserver-spec.md`` §6.4): namespaces ``default``,
 ``kube-system``, ``kube-public``, ``kube-node-lease``; Services ``default/kubernetes`` (first
-service IP, 443 -> 6443) and ``kube-system/kube-dns`` (.10); and in every namespace the
+service IP, 443 -> 6443) with its Endpoints and EndpointSlice (``apiserver_endpoints``) and
+``kube-system/kube-dns`` (.10); and in every namespace the
 ``default`` ServiceAccount and ``kube-root-ca.crt`` ConfigMap that kube-controller-manager
 would add (created synchronously with the namespace).
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import ipaddress
 from typing import TYPE_CHECKING, Any
+
+from lab.kube import apiserver_endpoints
 
 if TYPE_CHECKING:
     from lab.kube.store import Store
@@ -41,7 +44,12 @@ def seed_defaults(store: Store) -> None:
                 "spec": {
                     "clusterIP": _first_service_ip(store),
                     "ports": [
-                        {"name": "https", "protocol": "TCP", "port": 443, "targetPort": 6443}
+                        {
+                            "name": "https",
+                            "protocol": "TCP",
+                            "port": 443,
+                            "targetPort": apiserver_endpoints.SECURE_PORT,
+                        }
                     ],
                 },
             },
@@ -72,6 +80,8 @@ def seed_defaults(store: Store) -> None:
             store.writer.create(svc, ns, body, manager="kube-apiserver")
     seed_api_services(store)
     seed_rbac(store)
+    # the first run of the kubernetes service controller (ports reconciled too)
+    apiserver_endpoints.reconcile(store, reconcile_ports=True)
 
 
 # kube-apiserver's apiVersionPriorities (cmd/kube-apiserver/app/aggregator.go), for the group

@@ -76,6 +76,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.settimeout(self.server.read_timeout)
         return super().parse_request()
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """What the stdlib refuses while reading the request line and headers (a line over
+        64 KiB, over 100 headers, a malformed request line) is answered as Go's net/http
+        answers a request it cannot read: plain text, then close. Go's only header-size answer
+        is 431 (past ``MaxHeaderBytes``), so the stdlib's 414 becomes 431 too."""
+        if code in (400, 414, 431):
+            self._refuse(431 if code == 414 else code, message or "")
+            return
+        super().send_error(code, message, explain)
+
     def _refuse(self, status: int, text: str) -> None:
         """Go's net/http answer to a request it cannot read: plain text, then close."""
         reason = self.responses.get(status, ("",))[0]
@@ -158,7 +168,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         cl = self.headers.get_all("Content-Length") or []
-        if cl and (len(set(cl)) > 1 or not cl[0].strip().isdigit()):
+        # net/http's parseContentLength: strconv.ParseUint(cl, 10, 63)
+        if cl and (len(set(cl)) > 1 or not cl[0].strip().isdigit() or int(cl[0].strip()) >= 2**63):
             return self._refuse(400, f"bad Content-Length {cl!r}")
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower() and cl:
             return self._refuse(400, "both Transfer-Encoding and Content-Length")

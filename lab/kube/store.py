@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.kube import events
+from lab.kube import apiserver_endpoints, events
 from lab.kube import exceptions as E
 from lab.kube.deletion import Deleter
 from lab.kube.objects import ObjKey, RTKey, clone, rt_key
@@ -144,6 +144,7 @@ class Store:
         self.k8s_version = DEFAULT_K8S_VERSION  # the schemas writes are checked against
         self.deleter = Deleter(self)
         self.writer = Writer(self)
+        self._reconciling = False  # the apiserver's endpoint reconciler is writing
         self.reset()
 
     # ------------------------------------------------------------------ lifecycle / admin
@@ -298,6 +299,13 @@ class Store:
         twin = events.twin_of(k)
         if twin is not None and twin in self.by_key:
             self._mirror(twin, etype, obj, old)
+        if apiserver_endpoints.concerns(k, key) and not self._reconciling:
+            # kube-apiserver's endpoint reconciler, run on write instead of every 10 s
+            self._reconciling = True
+            try:
+                apiserver_endpoints.reconcile(self)
+            finally:
+                self._reconciling = False
         return obj
 
     def _publish(self, k: RTKey, ev: Event) -> None:

@@ -24,9 +24,11 @@ from lab.kube.deletion import DeleteOptions
 from lab.kube.objects import rt_key
 from lab.kube.protobuf import PROTOBUF, ProtobufError, decode_object
 from lab.kube.resources import ResourceType
+from lab.kube.schema import definition_type_error
 from lab.kube.selectors import parse_field_selector, parse_label_selector
 from lab.kube.store import Selection, Store
 from lab.kube.strategies import unknown_fields
+from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.kube.watch import dumps
 
 JSON = "application/json"
@@ -96,6 +98,21 @@ def field_validation(q: dict[str, str], rt: ResourceType, body: dict[str, Any]) 
     if mode == "Ignore":
         return {}
     return {"Warning": ", ".join(f'299 - "unknown field \\"{f}\\""' for f in unknown)}
+
+
+def int64_param(q: dict[str, str], key: str) -> int:
+    """An integer query parameter as the parameter codec converts it (``strconv.ParseInt``,
+    base 10, 64 bits; empty is 0): anything else is the request's 400 with Go's error."""
+    value = q.get(key, "")
+    if not value:
+        return 0
+    digits = value[1:] if value[:1] in "+-" else value
+    if not (digits.isascii() and digits.isdigit()):
+        raise E.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax')
+    number = int(value)
+    if not -(2**63) <= number < 2**63:
+        raise E.bad_request(f'strconv.ParseInt: parsing "{value}": value out of range')
+    return number
 
 
 def dry_run(q: dict[str, str]) -> bool:
@@ -229,6 +246,25 @@ def parse(raw: bytes, *, yaml_ok: bool) -> Any:
         raise Undecodable(str(exc)) from None
     if not _depth_ok(value):
         raise _too_deep(text)
+    if _SURROGATE_ESCAPE.search(text):
+        value = _without_lone_surrogates(value)
+    return value
+
+
+# a \u escape of a UTF-16 surrogate: json.loads pairs the valid ones and keeps a lone one
+_SURROGATE_ESCAPE = re.compile(r"\\[uU][dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """Go's encoding/json decodes a lone surrogate escape (``"\\ud800"``) as U+FFFD; Python
+    keeps it, and it cannot be encoded back to UTF-8. Replace them as Go does."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
     return value
 
 
@@ -299,26 +335,90 @@ def check_gv(rt: ResourceType, body: dict[str, Any]) -> None:
         )
 
 
-def delete_options(req: Request, q: dict[str, str], dry_run: bool) -> DeleteOptions:
+_FIND_KIND = (
+    'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
+    'Kind string "json:\\"kind,omitempty\\"" }'
+)
+_DELETE_OPTIONS = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
+
+
+def _delete_body(req: Request, version: str) -> dict[str, Any]:
+    """A DELETE's body decoded into ``DeleteOptions`` (handlers/delete.go: any decode error is
+    a 400 with the decoder's text)."""
+    decoded = decode(req.body, yaml_ok=False)
+    if not isinstance(decoded, dict):
+        what = "array" if isinstance(decoded, list) else _json_kind(decoded)
+        raise E.bad_request(
+            "couldn't get version/kind; json parse error: json: cannot unmarshal "
+            f"{what} into Go value of type {_FIND_KIND}"
+        )
+    for key in ("apiVersion", "kind"):
+        if key in decoded and not isinstance(decoded[key], str):
+            raise E.bad_request(
+                "couldn't get version/kind; json parse error: json: cannot unmarshal "
+                f"{_json_kind(decoded[key])} into Go struct field .{key} of type string"
+            )
+    av, kind = decoded.get("apiVersion") or "", decoded.get("kind") or ""
+    if av and av not in _delete_options_versions():
+        raise E.bad_request(
+            f'no kind "{kind or "DeleteOptions"}" is registered for version "{av}" in scheme '
+            '"k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme/register.go"'
+        )
+    if kind and kind != "DeleteOptions":
+        raise E.bad_request("decoded object cannot be converted to DeleteOptions")
+    wrong = definition_type_error(_DELETE_OPTIONS, "DeleteOptions", decoded, version=version)
+    if wrong:
+        raise E.bad_request(wrong)
+    return decoded
+
+
+def _delete_options_versions() -> set[str]:
+    """Where DeleteOptions is registered: meta.k8s.io/v1 and every served group version (for
+    clients that still send a per-group DeleteOptions)."""
+    from lab.kube.resources import RESOURCES
+
+    return {"meta.k8s.io/v1"} | {rt.api_version for rt in RESOURCES}
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else "null"
+
+
+def delete_options(
+    req: Request, q: dict[str, str], dry_run: bool, *, version: str = DEFAULT_K8S_VERSION
+) -> DeleteOptions:
     body: dict[str, Any] = {}
     if req.body.strip():
-        decoded = decode(req.body, yaml_ok=False)
-        if isinstance(decoded, dict):
-            body = decoded
-    opts = DeleteOptions(dry_run=dry_run or body.get("dryRun") == ["All"])
-    gp = q.get("gracePeriodSeconds", body.get("gracePeriodSeconds"))
-    if gp not in (None, ""):
-        try:
+        # with a body, kube-apiserver reads the options from it alone (not the query)
+        body = _delete_body(req, version)
+        q = {}
+        dry_run = False
+    modes = body.get("dryRun") or ([q["dryRun"]] if "dryRun" in q else [])
+    bad_modes = [m for m in modes if m != "All"]
+    if bad_modes:
+        raise E.invalid_options("DeleteOptions", [E.not_supported("dryRun", bad_modes[0], ["All"])])
+    opts = DeleteOptions(dry_run=dry_run or bool(modes))
+    if body:
+        gp = body.get("gracePeriodSeconds")
+        if gp is not None:
             opts.grace_period = int(gp)
-        except (TypeError, ValueError):
-            raise E.bad_request(f"invalid gracePeriodSeconds: {json.dumps(gp)}") from None
+    elif q.get("gracePeriodSeconds"):
+        opts.grace_period = int64_param(q, "gracePeriodSeconds")
     opts.propagation = q.get("propagationPolicy") or body.get("propagationPolicy")
     od = q.get("orphanDependents", body.get("orphanDependents"))
     if od is not None:
         opts.orphan_dependents = (
             od if isinstance(od, bool) else str(od).lower() not in ("0", "false")
         )
-    pre = body.get("preconditions") or {}
+    pre = body.get("preconditions") or {}  # a dict: the type check ran
     opts.precondition_uid = pre.get("uid")
     opts.precondition_rv = pre.get("resourceVersion")
     errs = []

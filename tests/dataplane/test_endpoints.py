@@ -468,3 +468,26 @@ def test_slices_split_at_100_and_a_placeholder_stays(make_cluster: Callable[...,
         assert cluster.get("/api/v1/namespaces/default/endpoints/many").get("subsets") in (None, [])
     finally:
         standin.stop()
+
+
+def test_apiserver_endpoints_are_left_alone(make_cluster: Callable[..., Cluster]) -> None:
+    """The apiserver's ``default/kubernetes`` Endpoints and EndpointSlice (no selector on the
+    Service, no ``managed-by`` label on the slice): neither controller writes, adopts or
+    deletes them while it syncs every Service."""
+    cluster = make_cluster("1.33", speed=50)
+    ep_url = "/api/v1/namespaces/default/endpoints/kubernetes"
+    slices_url = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+    ep_before = cluster.get(ep_url)
+    slice_before = cluster.get(f"{slices_url}/kubernetes")
+    assert ep_before is not None
+    assert slice_before is not None
+    cluster.create_service("web")
+    cluster.create_pod("web-1")
+    # the controllers have worked through their queues (kubernetes was queued first)
+    wait("web's endpoints", lambda: cluster.endpoints("web")[0] and cluster.slice_endpoints("web"))
+    assert cluster.get(ep_url) == ep_before
+    kubernetes = cluster.api.get(
+        slices_url, query=[("labelSelector", "kubernetes.io/service-name=kubernetes")]
+    )["items"]
+    assert [s["metadata"] for s in kubernetes] == [slice_before["metadata"]]
+    assert cluster.slice_endpoints("kubernetes") == {"172.18.0.2": {"ready": True}}

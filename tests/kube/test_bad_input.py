@@ -376,3 +376,149 @@ def test_patch_dropping_metadata_names_no_python_value(
     status, st = request(sim, "PATCH", CMS + "/cm", body, ctype=ctype)
     assert status == 400
     assert st["message"] == "the name of the object () does not match the name on the URL (cm)"
+
+
+# ---------------------------------------------------------------- found by the fuzzer
+# (tests/kube/test_fuzz_bad_input.py); each was a 5xx, a dropped connection or an accepted
+# request before its fix
+
+
+def test_update_with_non_object_metadata_is_400(sim: KubeServer) -> None:
+    create_cm(sim, "cm")
+    status, st = request(sim, "PUT", CMS + "/cm", '{"metadata":"x"}')
+    assert status == 400
+    assert st["message"] == (
+        'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal '
+        "string into Go struct field ConfigMap.metadata of type v1.ObjectMeta"
+    )
+
+
+def test_unknown_patch_directive_in_a_map_is_the_upstream_500(sim: KubeServer) -> None:
+    create_cm(sim, "cm")
+    _, before = request(sim, "GET", CMS + "/cm", "")
+    for body, shown in (
+        ('{"$patch":"bogus"}', "unknown patch type: bogus in map: map[$patch:bogus]"),
+        (
+            '{"metadata":{"labels":{"$patch":5}}}',
+            "unknown patch type: %!s(float64=5) in map: map[$patch:5]",
+        ),
+    ):
+        status, st = request(sim, "PATCH", CMS + "/cm", body, ctype=SMP)
+        # handleDirectiveInMergeMap's ErrBadPatchType, passed through as a plain error
+        assert (status, st["message"]) == (500, shown)
+        assert "reason" not in st
+    _, after = request(sim, "GET", CMS + "/cm", "")
+    assert after == before  # the labels patch used to store `labels: {}`
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("$retainKeys", "invalid patch format of retainKeys"),
+        ("$setElementOrder/finalizers", "invalid patch format of setElementOrder list"),
+        ("$deleteFromPrimitiveList/finalizers", "invalid patch format of primitive list"),
+    ],
+)
+def test_directive_lists_that_are_not_lists_are_400(
+    sim: KubeServer, key: str, message: str
+) -> None:
+    create_cm(sim, "cm")
+    status, st = request(sim, "PATCH", CMS + "/cm", json.dumps({"metadata": {key: "x"}}), ctype=SMP)
+    assert (status, st["reason"], st["message"]) == (400, "BadRequest", message)
+
+
+def test_lone_surrogate_escape_decodes_as_go_does(sim: KubeServer) -> None:
+    """Go's decoder turns a lone ``\\ud800`` into U+FFFD; it used to drop the connection."""
+    status, st = request(sim, "POST", CMS, '{"metadata":{"name":"\\ud800"}}')
+    assert status == 422
+    assert 'metadata.name: Invalid value: "\ufffd"' in st["message"]
+    status, cm = request(sim, "POST", CMS, '{"metadata":{"name":"s"},"data":{"k":"a\\udc00"}}')
+    assert status == 201
+    assert cm["data"] == {"k": "a\ufffd"}
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("limit=" + "9" * 20, 'strconv.ParseInt: parsing "' + "9" * 20 + '": value out of range'),
+        ("limit=abc", 'strconv.ParseInt: parsing "abc": invalid syntax'),
+        ("timeoutSeconds=abc", 'strconv.ParseInt: parsing "abc": invalid syntax'),
+        ("resourceVersion=-1", "invalid resource version: -1"),
+    ],
+)
+def test_list_integers_parse_as_go_does(sim: KubeServer, query: str, message: str) -> None:
+    status, st = request(sim, "GET", f"{CMS}?{query}", "")
+    assert (status, st["reason"], st["message"]) == (400, "BadRequest", message)
+
+
+def test_review_create_checks_field_validation(sim: KubeServer) -> None:
+    status, st = request(
+        sim,
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews?fieldValidation=bogus",
+        '{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}',
+    )
+    assert status == 400
+    assert st["message"].startswith('fieldValidation: Unsupported value: "bogus"')
+
+
+def test_content_length_past_int63_is_go_plain_400(sim: KubeServer) -> None:
+    head = f"POST {CMS} HTTP/1.1\r\nHost: x\r\nContent-Length: {2**63}\r\n\r\n".encode()
+    status, body, closed = send(sim, head + b"{}", check_closed=True)
+    assert status == 400
+    assert body.startswith(b"400 Bad Request")
+    assert closed
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        (
+            '{"dryRun":["Bogus"]}',  # used to delete for real
+            422,
+            'DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: "Bogus": '
+            'supported values: "All"',
+        ),
+        (
+            "[1]",  # used to be ignored, and the object deleted
+            400,
+            "couldn't get version/kind; json parse error: json: cannot unmarshal array into Go "
+            'value of type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
+            'Kind string "json:\\"kind,omitempty\\"" }',
+        ),
+        (
+            '{"preconditions":"x"}',  # used to be a 500 (AttributeError)
+            400,
+            "json: cannot unmarshal string into Go struct field DeleteOptions.preconditions of "
+            "type v1.Preconditions",
+        ),
+        (
+            '{"gracePeriodSeconds":1.5}',  # used to be truncated to 1
+            400,
+            "json: cannot unmarshal number 1.5 into Go struct field "
+            "DeleteOptions.gracePeriodSeconds of type int64",
+        ),
+        (
+            '{"kind":"Pod","apiVersion":"v1"}',
+            400,
+            "decoded object cannot be converted to DeleteOptions",
+        ),
+    ],
+)
+def test_malformed_delete_options_refuse_and_keep_the_object(
+    sim: KubeServer, body: str, status: int, message: str
+) -> None:
+    create_cm(sim, "cm")
+    got, st = request(sim, "DELETE", CMS + "/cm", body)
+    assert (got, st["message"]) == (status, message)
+    assert request(sim, "GET", CMS + "/cm", "")[0] == 200
+
+
+def test_delete_grace_period_query_parses_as_int64(sim: KubeServer) -> None:
+    create_cm(sim, "cm")
+    status, st = request(sim, "DELETE", CMS + "/cm?gracePeriodSeconds=" + "9" * 20, "")
+    assert (status, st["message"]) == (
+        400,
+        'strconv.ParseInt: parsing "' + "9" * 20 + '": value out of range',
+    )
+    assert request(sim, "GET", CMS + "/cm", "")[0] == 200
