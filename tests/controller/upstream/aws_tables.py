@@ -108,3 +108,17 @@ ENSURE_HEALTH_CHECK: list[tuple[str, dict[str, str], tuple[int, int, int, int, s
      {_HC + "protocol": "TCP", _HC + "port": "traffic-port"},
      (2, 6, 5, 10, "TCP:8080")),
 ]  # fmt: skip
+
+#: ``TestLBExtraSecurityGroupsAnnotation`` and ``TestLBSecurityGroupsAnnotation``: (case name,
+#: annotation name, value, the groups it names); upstream's ``buildELBSecurityGroupList`` puts
+#: them after its own group (extra) or instead of it (security-groups)
+SECURITY_GROUP_ANNOTATIONS: list[tuple[str, str, str | None, list[str]]] = [
+    ("No extra SG annotation", "extra-security-groups", None, []),
+    ("Empty extra SGs specified", "extra-security-groups", ", ,,", []),
+    ("SG specified", "extra-security-groups", "sg-000001", ["sg-000001"]),
+    ("Multiple SGs specified", "extra-security-groups", "sg-000001, sg-000002",
+     ["sg-000001", "sg-000002"]),
+    ("SG specified (security-groups)", "security-groups", "sg-000001", ["sg-000001"]),
+    ("Multiple SGs specified (security-groups)", "security-groups", "sg-000001, sg-000002",
+     ["sg-000001", "sg-000002"]),
+]  # fmt: skip

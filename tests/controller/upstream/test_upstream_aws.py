@@ -9,9 +9,11 @@ from controller.aws.annotations import (
     A_BACKEND_PROTOCOL,
     A_SSL_CERT,
     A_SSL_PORTS,
+    PREFIX,
     build_health_check,
     build_listeners,
     key_value_list,
+    parse_service,
 )
 from controller.aws.config import zone_to_region
 from controller.aws.instances import InvalidProviderID, parse_provider_id
@@ -22,6 +24,7 @@ from tests.controller.upstream.aws_tables import (
     ENSURE_HEALTH_CHECK,
     KEY_VALUE_PROPERTIES,
     MAP_TO_AWS_INSTANCE_IDS,
+    SECURITY_GROUP_ANNOTATIONS,
 )
 
 EMPTY_KEY_DEVIATION = "K=V K1=V2,Key1========, =====, ======Val, =Val, , 234,"
@@ -133,3 +136,26 @@ def test_ensure_load_balancer_health_check(
         check.target,
     )
     assert got == want
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value", "groups"),
+    [row[1:] for row in SECURITY_GROUP_ANNOTATIONS],
+    ids=[row[0] for row in SECURITY_GROUP_ANNOTATIONS],
+)
+def test_security_group_annotations(annotation: str, value: str | None, groups: list[str]) -> None:
+    """TestLBExtraSecurityGroupsAnnotation / TestLBSecurityGroupsAnnotation: the groups the
+    annotation names (whether the controller also sets up its own group is the service
+    controller's, checked end to end in the lb-walkthrough scenario)."""
+    service = Service(
+        namespace="default",
+        name="myservice",
+        uid="aid",
+        annotations={} if value is None else {PREFIX + annotation: value},
+        ports=(ServicePort(port=80, node_port=30080),),
+    )
+    spec = parse_service(service)
+    named = spec.extra_security_groups if annotation.startswith("extra") else spec.security_groups
+    assert set(named) == set(groups)
+    other = spec.security_groups if annotation.startswith("extra") else spec.extra_security_groups
+    assert other == ()
