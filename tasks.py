@@ -166,6 +166,8 @@ def fmt(c: Context) -> None:
         "feature_gates": "sim: data-plane feature gates, e.g. ProxyTerminatingEndpoints=true",
         "vpc_cidr": "the VPC block, /16 to /19 (kind: its first zone subnet is the nodes' Docker "
         "network; default: the first 10.x.0.0/16 free of Docker networks and host routes)",
+        "insecure_api": "sim: serve the API simulator over plain HTTP to anyone (default: HTTPS "
+        "with the lab's CA and token, both in its kubeconfig)",
     },
 )
 def up(
@@ -182,6 +184,7 @@ def up(
     clock_speed: float = 10.0,
     feature_gates: str = "",
     vpc_cidr: str = "",
+    insecure_api: bool = False,
 ) -> None:
     """Bring a lab up: AWS endpoint, metadata, cluster, controller."""
     from lab.labctl import up as lab_up
@@ -201,6 +204,7 @@ def up(
         clock_speed=clock_speed,
         feature_gates=feature_gates,
         vpc_cidr=vpc_cidr or None,
+        insecure_api=insecure_api,
     )
 
 
