@@ -481,8 +481,8 @@ def _unauthorized(
     message: str, environ: dict[str, Any], start_response: StartResponse
 ) -> Iterable[bytes]:
     """401 for a control request without the lab's token, in the control plane's JSON shape."""
-    log.warning("refused %s %s: %s", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"),
-                message.split(":", 1)[0])  # fmt: skip
+    method, path = environ.get("REQUEST_METHOD"), environ.get("PATH_INFO")
+    log.warning("refused %s %s: %s", method, path, message.split(":", 1)[0])
     body = json.dumps({"error": message}).encode()
     start_response(
         "401 UNAUTHORIZED",

@@ -26,7 +26,10 @@ TOKEN_ENV = "CCM_LAB_TOKEN"
 #: what a 401 carries (RFC 6750: a bearer-protected resource names its scheme)
 CHALLENGE = 'Bearer realm="ccm-lab"'
 
-WHERE = "the token is the lab's: `token` in .lab/<name>/state.json (and in its kubeconfig)"
+WHERE = (
+    "the lab's token is `token` in .lab/<name>/state.json (also the user token of its "
+    "kubeconfig, unless the lab runs with --insecure-api)"
+)
 
 
 def bearer_ok(authorization: str | None, token: str | None) -> bool:
