@@ -197,6 +197,8 @@ def fmt(c: Context) -> None:
         "feature_gates": "sim: data-plane feature gates, e.g. ProxyTerminatingEndpoints=true",
         "vpc_cidr": "the VPC block, /16 to /19 (kind: its first zone subnet is the nodes' Docker "
         "network; default: the first 10.x.0.0/16 free of Docker networks and host routes)",
+        "insecure_api": "sim: serve the API simulator over plain HTTP to anyone (default: HTTPS "
+        "with the lab's CA and token, both in its kubeconfig)",
         **CONTROLLER_HELP,
     },
 )
@@ -214,6 +216,7 @@ def up(
     clock_speed: float = 10.0,
     feature_gates: str = "",
     vpc_cidr: str = "",
+    insecure_api: bool = False,
     controller_cmd: str = "",
     controller: str = "",
     controller_ready_log: str = "",
@@ -247,6 +250,7 @@ def up(
         clock_speed=clock_speed,
         feature_gates=feature_gates,
         vpc_cidr=vpc_cidr or None,
+        insecure_api=insecure_api,
     )
 
 

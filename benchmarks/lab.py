@@ -3,7 +3,10 @@
 Prints, in one run: ``Lab`` start to all-nodes-initialized for 2 and 20 nodes on sim (the
 in-process composition ``invoke lab.up`` and the pytest plugin share); per-test reset time;
 stop time; and the same start for ``invoke lab.up`` (background processes) with 2 nodes
-against its ``lab.down``. Targets (issue 5): lab.up (2 nodes) < 5 s, reset < 300 ms on 2 cores.
+against its ``lab.down``. The cost of serving the simulator over HTTPS with the lab's token
+(the default) is start and reset against ``--insecure-api`` (plain HTTP, no token), alternated
+in the same warm process, and ``invoke lab.up`` with and without the flag. Targets (issue 5):
+lab.up (2 nodes) < 5 s, reset < 300 ms on 2 cores.
 The baseline ratio compares a reset with a full stop+start of the lab, measured in this run.
 
     .venv/bin/python -m benchmarks.lab [--quick] [--repeat N]
@@ -35,9 +38,16 @@ def all_initialized(lab: Lab) -> bool:
     )
 
 
-def up_to_initialized(nodes: int) -> tuple[float, float, float, Lab]:
+def up_to_initialized(nodes: int, *, insecure_api: bool = False) -> tuple[float, float, float, Lab]:
     t0 = time.monotonic()
-    lab = Lab(LabConfig(name=f"bench-{nodes}", nodes=nodes, zones=("us-east-1a", "us-east-1b")))
+    lab = Lab(
+        LabConfig(
+            name=f"bench-{nodes}",
+            nodes=nodes,
+            zones=("us-east-1a", "us-east-1b"),
+            insecure_api=insecure_api,
+        )
+    )
     lab.start()
     servers = time.monotonic() - t0
     lab.start_controller()
@@ -46,10 +56,45 @@ def up_to_initialized(nodes: int) -> tuple[float, float, float, Lab]:
     return servers, total - servers, total, lab
 
 
+def tls_cost(rounds: int, repeat: int) -> list[tuple[str, str]]:
+    """The default lab (simulator over HTTPS with the lab's token) against ``insecure_api``
+    (plain HTTP, no token: the baseline), alternated ``rounds`` times in this warm process:
+    start to all nodes initialized, and per-test reset (median)."""
+    totals: dict[bool, list[float]] = {True: [], False: []}
+    resets: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(rounds):
+        for insecure in (True, False):
+            _, _, total, lab = up_to_initialized(2, insecure_api=insecure)
+            try:
+                for _ in range(repeat):
+                    lab.start_controller()
+                    t0 = time.monotonic()
+                    lab.reset()
+                    resets[insecure].append(time.monotonic() - t0)
+            finally:
+                lab.stop()
+            totals[insecure].append(total)
+    tls_up, open_up = statistics.median(totals[False]), statistics.median(totals[True])
+    tls_reset, open_reset = statistics.median(resets[False]), statistics.median(resets[True])
+    return [
+        (f"TLS + token vs --insecure-api, warm, median of {rounds} alternated starts", ""),
+        ("  start to all initialized: TLS + token / insecure", f"{tls_up:.2f} / {open_up:.2f} s"),
+        ("  ratio (baseline: insecure)", f"{tls_up / open_up:.2f}x"),
+        (
+            f"  reset, median of {rounds * repeat}: TLS + token / insecure",
+            f"{tls_reset * 1000:.0f} / {open_reset * 1000:.0f} ms",
+        ),
+        ("  ratio (baseline: insecure)", f"{tls_reset / open_reset:.2f}x"),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="skip the 20-node and CLI runs")
     parser.add_argument("--repeat", type=int, default=5, help="resets to time")
+    parser.add_argument(
+        "--tls-rounds", type=int, default=3, help="alternated TLS/insecure starts to time"
+    )
     args = parser.parse_args()
 
     rows: list[tuple[str, str]] = []
@@ -75,6 +120,7 @@ def main() -> None:
             f"{(stop_s + servers) / reset_p50:.1f}x",
         )
     )
+    rows.extend(tls_cost(args.tls_rounds, args.repeat))
     if not args.quick:
         _, ctl20, total20, lab20 = up_to_initialized(20)
         rows.append(("Lab start (20 nodes) to all initialized", f"{total20:.2f} s"))
@@ -92,6 +138,16 @@ def main() -> None:
             ("invoke lab.up (background processes, 2 nodes) to initialized", f"{up_s:.2f} s")
         )
         rows.append(("invoke lab.down", f"{down_s:.2f} s"))
+        with tempfile.TemporaryDirectory() as root:
+            console = Console(file=io.StringIO())
+            t0 = time.monotonic()
+            labctl.up(
+                name="bench", backend="sim", root=Path(root), console=console, insecure_api=True
+            )
+            open_s = time.monotonic() - t0
+            labctl.down(name="bench", root=Path(root), console=console)
+        rows.append(("invoke lab.up --insecure-api (baseline for the TLS cost)", f"{open_s:.2f} s"))
+        rows.append(("  ratio lab.up (TLS + token) / --insecure-api", f"{up_s / open_s:.2f}x"))
     width = max(len(r[0]) for r in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")

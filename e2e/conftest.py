@@ -40,6 +40,7 @@ def lab_at(request: pytest.FixtureRequest) -> Iterator[Callable[..., Lab]]:
                 nodes=3,
                 zones=("us-east-1a",),
                 feature_gates=feature_gates,
+                insecure_api=bool(request.config.getoption("--insecure-api")),
             )
         )
         use_controller_under_test(lab, request.config)

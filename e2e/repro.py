@@ -288,7 +288,7 @@ def _running_lab(name: str, console: Console) -> Iterator[_Target]:
     if state.node_security_group is None:
         raise LabError(f"lab {name!r} records no node security group; it cannot host the replay")
     console.print(f"on your running lab {name!r} (--in-place); what it changes is restored after")
-    control = AwsControlClient(state.aws_endpoint)
+    control = AwsControlClient(state.aws_endpoint, token=state.token)
     ec2 = make_client("ec2", state.aws_endpoint, state.region)
     order = control.fidelity().elb_sg_order
     rules = ingress_rules(ec2, state.node_security_group)
@@ -395,7 +395,7 @@ class _RunningLab:
     """A running lab (``invoke lab.up``) offering the parts of :class:`Lab` a scenario uses."""
 
     def __init__(self, state: LabState, console: Console) -> None:
-        control = AwsControlClient(state.aws_endpoint)
+        control = AwsControlClient(state.aws_endpoint, token=state.token)
         self.state = state
         self.console = console
         self.aws = _RemoteAws(control, _RemoteTrail(control))

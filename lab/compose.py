@@ -154,6 +154,10 @@ class LabConfig:
     #: topology's 10.0.0.0/16 on sim, the first block free on this host on kind
     #: (``lab.cluster.kind_network``)
     vpc_cidr: str | None = None
+    #: sim: serve the API simulator over plain HTTP to anyone (no CA, no token in the
+    #: kubeconfig). By default it serves HTTPS with a fresh CA and requires the lab's token,
+    #: both in the kubeconfig. The control planes (``/_lab/``) need the token either way.
+    insecure_api: bool = False
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -170,6 +174,11 @@ class LabConfig:
                 "cluster's kubeadm config"
             )
         parse_feature_gates(self.feature_gates, self.k8s_version)  # ValueError naming the gate
+        if self.insecure_api and self.backend != "sim":
+            raise ValueError(
+                "insecure_api opens the sim backend's API simulator; a kind cluster's API "
+                "server always serves TLS with kind's own credentials"
+            )
 
     @property
     def cluster_name(self) -> str:
@@ -185,13 +194,23 @@ def _topology_spec(cfg: LabConfig, nodes: Sequence[AwsNodeSpec]) -> TopologySpec
     return dataclasses.replace(spec, vpc_cidr=cfg.vpc_cidr) if cfg.vpc_cidr else spec
 
 
-def _make_provider(cfg: LabConfig, state_dir: Path, clock: LabClock) -> ClusterProvider:
+def _make_provider(
+    cfg: LabConfig, state_dir: Path, clock: LabClock, *, token: str
+) -> ClusterProvider:
     if cfg.backend == "sim":
+        secure = not cfg.insecure_api
         return make_provider(
             "sim",
             name=cfg.cluster_name,
             state_dir=state_dir / "cluster",
             clock=clock,
+            # HTTPS and the lab's token (both in the kubeconfig) unless told otherwise; /_lab
+            # needs the token either way
+            simulator_options={
+                "tls": secure,
+                "token": token if secure else None,
+                "control_token": token,
+            },
             kubelet_options={"lease_renew_interval": cfg.lease_renew_interval},
             dataplane_options={
                 "node_monitor_grace_period": cfg.node_monitor_grace_period,
@@ -283,7 +302,7 @@ class Lab:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         if self.config.backend == "kind":
             self.config = dataclasses.replace(self.config, vpc_cidr=self._free_vpc_cidr())
-        self._cluster = _make_provider(self.config, self.state_dir, self.clock)
+        self._cluster = _make_provider(self.config, self.state_dir, self.clock, token=self.token)
         self._run = StepRun(self._steps(), progress=progress)
         try:
             self._run.run(self)
@@ -375,6 +394,7 @@ class Lab:
             seed=self.config.seed,
             host=self._endpoint_host,
             clock_speed=self.config.clock_speed,
+            token=self.token,
         )
         self._aws.start()
         self._aws.control.reset()  # moto's state is process-wide: an earlier Lab's is here
@@ -473,6 +493,7 @@ class Lab:
             self.config.region,
             instance_id=self.control_plane.instance_id,
             host=self._endpoint_host,
+            token=self.token,
         )
         self._imds.start()
 

@@ -4,8 +4,10 @@
 endpoint, metadata service, API simulator, kubelet stand-in) in this process, writes
 ``<state-dir>/state.json`` and serves a tiny control API on loopback for what only this
 process can do (kubelet stand-in heartbeats). It exits cleanly on SIGTERM/SIGINT, stopping
-every server it started. The controller is *not* a child of this process: ``lab.labctl``
-starts it separately so it can be restarted with other flags without touching the lab.
+every server it started. The control API, like every control plane of the lab, answers only
+requests carrying the lab's token (``LabState.token``) as a bearer token. The controller is
+*not* a child of this process: ``lab.labctl`` starts it separately so it can be restarted with
+other flags without touching the lab.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from urllib.parse import parse_qs, urlparse
 from lab.clock import DEFAULT_SPEED
 from lab.cluster.steps import LoggingProgress
 from lab.component import ProcessRef
+from lab.component.bearer import CHALLENGE, bearer_ok, refusal
 from lab.compose import Lab, LabConfig
 from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.state import STATE_FILE, DaemonState, write_state
@@ -46,13 +49,31 @@ class _Control(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _authorized(self) -> bool:
+        """The lab's token is required on every route; answers 401 when it is missing."""
+        authorization = self.headers.get("Authorization")
+        if bearer_ok(authorization, self.lab.token):
+            return True
+        data = json.dumps({"error": refusal("the lab daemon's control API", authorization)})
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("WWW-Authenticate", CHALLENGE)
+        self.end_headers()
+        self.wfile.write(data.encode())
+        return False
+
     def do_GET(self) -> None:
+        if not self._authorized():
+            return
         if urlparse(self.path).path == "/healthz":
             self._reply(200, {"ok": True})
         else:
             self._reply(404, {"error": f"no such path {self.path}"})
 
     def do_POST(self) -> None:
+        if not self._authorized():
+            return
         url = urlparse(self.path)
         if url.path == "/traffic":
             self._traffic()
@@ -166,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         help="kind: serve AWS and metadata on the nodes' gateway (for an in-cluster controller)",
     )
     parser.add_argument("--vpc-cidr", default=None, help="the VPC block (kind: its Docker network)")
+    parser.add_argument(
+        "--insecure-api",
+        action="store_true",
+        help="sim: the API simulator over plain HTTP without a token (default: HTTPS + token)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -184,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         expose_to_nodes=args.expose_to_nodes,
         state_dir=args.state_dir.resolve(),
         vpc_cidr=args.vpc_cidr,
+        insecure_api=args.insecure_api,
     )
     return serve(config)
 

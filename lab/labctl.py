@@ -34,6 +34,7 @@ from rich.markup import escape
 
 from lab.clock import DEFAULT_SPEED, check_speed
 from lab.component import ComponentNotReady, ProcessRef, spawn_detached, tail
+from lab.component.bearer import auth_headers
 from lab.compose import BACKENDS
 from lab.controllerproc import ControllerCommand, ControllerProcess, ControllerSpec
 from lab.kube.version import DEFAULT_K8S_VERSION
@@ -90,6 +91,7 @@ def validate_up(
     clock_speed: float = DEFAULT_SPEED,
     feature_gates: str = "",
     vpc_cidr: str | None = None,
+    insecure_api: bool = False,
 ) -> None:
     """Raise :class:`LabError` for the first bad flag of ``lab.up``; changes nothing."""
     validate_name(name)
@@ -146,6 +148,12 @@ def validate_up(
             parse_feature_gates(feature_gates, version)
         except ValueError as exc:
             raise LabError(f"--feature-gates {feature_gates!r}: {exc}") from None
+    if insecure_api and backend == "kind":
+        raise LabError(
+            "--insecure-api opens the sim backend's API simulator (plain HTTP, no token); a "
+            "kind cluster's API server always serves TLS with kind's own credentials: drop the "
+            "flag or use --backend sim"
+        )
     if expose_to_nodes and backend == "sim":
         raise LabError(
             "--expose-to-nodes is for kind labs (pods reaching the host); a sim lab's nodes "
@@ -233,6 +241,7 @@ def up(
     clock_speed: float = DEFAULT_SPEED,
     feature_gates: str = "",
     vpc_cidr: str | None = None,
+    insecure_api: bool = False,
     root: Path | None = None,
     console: Console | None = None,
     timeout: float = 60.0,
@@ -254,6 +263,7 @@ def up(
         clock_speed=clock_speed,
         feature_gates=feature_gates,
         vpc_cidr=vpc_cidr,
+        insecure_api=insecure_api,
     )
     directory = lab_dir(name, root)
     if read_state(directory) is not None:
@@ -266,6 +276,11 @@ def up(
         raise LabError(
             f"--feature-gates {feature_gates!r}: a Docker engine answers, so this lab would be "
             "kind, whose gates live in its kubeadm config; add --backend sim"
+        )
+    if chosen == "kind" and insecure_api:
+        raise LabError(
+            "--insecure-api: a Docker engine answers, so this lab would be kind, whose API "
+            "server always serves TLS with kind's own credentials; add --backend sim"
         )
     if chosen == "kind" and vpc_cidr is not None:
         check_vpc_cidr_free(vpc_cidr)
@@ -290,6 +305,7 @@ def up(
                 *(["--feature-gates", feature_gates] if feature_gates else []),
                 *(["--expose-to-nodes"] if expose_to_nodes else []),
                 *(["--vpc-cidr", vpc_cidr] if vpc_cidr else []),
+                *(["--insecure-api"] if insecure_api else []),
             ],
             console=out,
             timeout=timeout,
@@ -673,7 +689,9 @@ def node_action(
         if state.backend != "sim":
             raise LabError(f"--node {node}: {action} needs the sim backend's kubelet stand-in")
         req = urllib.request.Request(
-            f"{state.daemon.control_url}/kubelet/{action}?node={node}", method="POST"
+            f"{state.daemon.control_url}/kubelet/{action}?node={node}",
+            method="POST",
+            headers=auth_headers(state.token),
         )
         try:
             with urllib.request.urlopen(req, timeout=5):

@@ -25,6 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lab.component import tail
+from lab.component.bearer import auth_headers
 from lab.controllerproc import LAB_AWS_ENV, health_ok
 from lab.kubeclient import new_api_client
 from lab.state import LabError, LabState, load_state
@@ -417,7 +418,7 @@ def trail(
         raise LabError(f"--service {service!r}: one of ec2, elb, elbv2, sts")
     state = load_state(name, root)
     require_daemon(state)
-    everything = AwsControlClient(state.aws_endpoint).trail(
+    everything = AwsControlClient(state.aws_endpoint, token=state.token).trail(
         None, service=service, ok=False if errors_only else None
     )
     events = everything
@@ -470,7 +471,7 @@ def traffic(
         f"{state.daemon.control_url}/traffic",
         data=body,
         method="POST",
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", **auth_headers(state.token)},
     )
     try:
         with urllib.request.urlopen(req, timeout=120) as resp:

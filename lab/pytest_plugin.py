@@ -1,10 +1,12 @@
 """The lab as pytest fixtures: one lab per session (per xdist worker), reset between tests.
 
 Options: ``--backend sim|kind|existing`` (default ``sim``), ``--aws moto|localstack``,
-``--k8s-version``, and another controller build under test: ``--controller-cmd TEMPLATE`` or
-``--controller upstream=PATH`` (with ``--controller-ready-log``/``--controller-ready-url``);
-then every ``lab.start_controller()`` runs that build, and a test that asks for our
-controller's own flags (``legacy=``, ``args=``) is skipped saying so.
+``--k8s-version``, ``--insecure-api`` (sim: the simulator over plain HTTP without a token;
+by default it serves HTTPS and requires the lab's token, as ``invoke lab.up`` runs it), and
+another controller build under test: ``--controller-cmd TEMPLATE`` or ``--controller
+upstream=PATH`` (with ``--controller-ready-log``/``--controller-ready-url``); then every
+``lab.start_controller()`` runs that build, and a test that asks for our controller's own
+flags (``legacy=``, ``args=``) is skipped saying so.
 The session starts one :class:`lab.compose.Lab`; the function-scoped
 ``lab`` fixture hands it to a test freshly reset (AWS state and trail, Kubernetes objects,
 node registrations, metadata injections; the controller stopped). Tests start the controller
@@ -77,6 +79,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("moto", "localstack"),
         default=os.environ.get("CCM_LAB_AWS", "moto"),
         help="AWS endpoint for lab fixtures (default: moto with the fidelity layer)",
+    )
+    group.addoption(
+        "--insecure-api",
+        action="store_true",
+        default=os.environ.get("CCM_LAB_INSECURE_API", "") not in ("", "0"),
+        help="sim: serve the session lab's API simulator over plain HTTP without a token "
+        "(default: HTTPS and the lab's token, as invoke lab.up serves it)",
     )
     group.addoption(
         "--k8s-version",
@@ -170,6 +179,7 @@ def lab_config(request: pytest.FixtureRequest) -> LabConfig:
         name=f"pytest-{worker}",
         k8s_version=request.config.getoption("--k8s-version"),
         backend=request.config.getoption("--backend"),
+        insecure_api=bool(request.config.getoption("--insecure-api")),
     )
 
 

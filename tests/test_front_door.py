@@ -8,11 +8,15 @@ controller or adapter after ``lab.down``.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,6 +118,7 @@ def lab_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         (("--clock-speed", "0"), ("--clock-speed 0.0", "number > 0")),
         (("--vpc-cidr", "10.0.0.1/16"), ("--vpc-cidr '10.0.0.1/16'", "host bits", "10.42.0.0/16")),
         (("--vpc-cidr", "10.0.0.0/24"), ("--vpc-cidr '10.0.0.0/24'", "/16 to /19")),
+        (("--insecure-api", "--backend", "kind"), ("--insecure-api", "kind", "--backend sim")),
     ],
     ids=[
         "legacy",
@@ -125,6 +130,7 @@ def lab_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         "clock-speed",
         "vpc-host-bits",
         "vpc-too-small",
+        "insecure-api-on-kind",
     ],
 )
 def test_bad_lab_up_flags_change_nothing(
@@ -159,6 +165,48 @@ def test_a_controller_that_cannot_start_takes_the_new_lab_down(tmp_path: Path) -
 
 
 # --- the running lab ----------------------------------------------------------------------
+
+
+def test_every_control_plane_refuses_a_request_without_the_lab_token(lab_dir: Path) -> None:
+    """The kubeconfig carries the CA and token (HTTPS); the AWS endpoint's /_lab/ and
+    /moto-api/, the metadata service's and the simulator's /_lab/ and the daemon's API answer
+    401 without the lab's token and change nothing; the lab's own commands still work."""
+    state = state_of(lab_dir, "fd")
+    assert state.token
+    assert str(state.kube_endpoint).startswith("https://127.0.0.1:")
+    import yaml
+
+    kubeconfig = yaml.safe_load(Path(state.kubeconfig).read_text())
+    assert kubeconfig["users"][0]["user"] == {"token": state.token}
+    ca = base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"])
+    context = ssl.create_default_context(cadata=ca.decode())
+    assert state.daemon is not None
+    before = invoke(lab_dir, "lab.trail", "--name", "fd", "--json", "--last", "0")
+    assert before.code == 0, before.out
+    for url in (
+        f"{state.aws_endpoint}/_lab/reset",
+        f"{state.aws_endpoint}/moto-api/reset",
+        f"{state.imds_endpoint}/_lab/reset",
+        f"{state.kube_endpoint}/_lab/reset",
+        f"{state.daemon.control_url}/kubelet/stop-heartbeat?node=ccm-lab-worker",
+    ):
+        for sent in ({}, {"Authorization": "Bearer not-the-lab-token"}):
+            request = urllib.request.Request(url, data=b"{}", method="POST", headers=sent)
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10, context=context)
+            with refused.value as answer:
+                assert (url, answer.code) == (url, 401)
+                text = answer.read().decode()
+            assert "state.json" in text, text
+    after = invoke(lab_dir, "lab.trail", "--name", "fd", "--json", "--last", "0")
+    assert after.code == 0, after.out
+    assert after.lines[: len(before.lines)] == before.lines, "the trail was not reset"
+    nodes = invoke(lab_dir, "lab.kubectl", "--name", "fd", "--", "get", "nodes", "-o", "name")
+    assert nodes.code == 0, nodes.out
+    assert nodes.out.split() == ["node/ccm-lab-control-plane", "node/ccm-lab-worker"]
+    status = invoke(lab_dir, "lab.status", "--name", "fd", "--json")
+    assert status.code == 0, status.out
+    assert json.loads(status.out)["problems"] == []
 
 
 def test_repro_list_and_help(lab_dir: Path) -> None:

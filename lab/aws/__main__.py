@@ -3,7 +3,9 @@
     python -m lab.aws --port 0 --region us-east-1 --seed 7 --trail .lab/default/trail.jsonl
 
 Prints exactly one line to stdout, ``ccm-lab aws endpoint ready at http://127.0.0.1:PORT``, once
-``/_lab/health`` answers; logs go to stderr. SIGTERM or SIGINT shut it down cleanly (exit 0).
+``/_lab/health`` answers; logs go to stderr. With ``CCM_LAB_TOKEN`` set in its environment,
+``/_lab/`` and ``/moto-api/`` require it as a bearer token. SIGTERM or SIGINT shut it down
+cleanly (exit 0).
 :class:`lab.aws.process.AwsProcess` starts this as a child process and waits for the line.
 """
 
@@ -16,6 +18,7 @@ from lab.aws.app import DEFAULT_ACCOUNT
 from lab.aws.server import AwsServer
 from lab.clock import DEFAULT_SPEED
 from lab.component import serve_until_signal
+from lab.component.bearer import token_from_env
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             trail_path=args.trail,
             warm_up=not args.no_warm_up,
             clock_speed=args.clock_speed,
+            token=token_from_env(),
         ),
         log_level=args.log_level,
     )

@@ -5,6 +5,10 @@ Role: one WSGI app serves three things on one port:
 * ``/_lab/...``: the control plane (:mod:`lab.aws.control`), JSON over HTTP;
 * ``/moto-api/...`` and ``/latest/...``: moto's own dashboard/API and metadata, passed through
   untouched and not trailed;
+* given the lab's token (``token=``), ``/_lab/`` and ``/moto-api/`` answer only requests that
+  carry it as ``Authorization: Bearer <token>`` (401 otherwise, nothing done): they reset and
+  rewrite the world. AWS calls stay SigV4-signed as on AWS and ``/latest/`` stays open, since
+  real clients make those (:mod:`lab.component.bearer`);
 * everything else: AWS API calls. Each is parsed (:mod:`lab.aws.protocol`), offered to fault
   injection (:mod:`lab.aws.faults`), then — under one lock — to the fidelity layer
   (:mod:`lab.aws.fidelity`) and moto's ``DomainDispatcherApplication``, and finally recorded in
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import logging
 import re
 import threading
@@ -49,6 +54,7 @@ from lab.aws.validation import RequestValidator, services_with_action
 from lab.aws.validation import unroutable as validation_unroutable
 from lab.clock import DEFAULT_SPEED, ScaledClock
 from lab.component import InternalErrors
+from lab.component.bearer import CHALLENGE, bearer_ok, refusal
 
 log = logging.getLogger(__name__)
 
@@ -206,16 +212,24 @@ class AwsLab:
 class AwsApp:
     """WSGI callable for one :class:`AwsLab` (see module docstring)."""
 
-    def __init__(self, lab: AwsLab) -> None:
+    def __init__(self, lab: AwsLab, *, token: str | None = None) -> None:
         from lab.aws.control import ControlRoutes
 
         self.lab = lab
+        #: the lab's bearer token, required on ``/_lab/`` and ``/moto-api/`` (None: open)
+        self.token = token
         self.control = ControlRoutes(lab)
         self._apps: dict[tuple[str, str], Any] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO", ""))
-        if path.startswith("/_lab/") or path == "/_lab":
+        control = path.startswith("/_lab/") or path == "/_lab"
+        if control or path.startswith("/moto-api"):
+            authorization = environ.get("HTTP_AUTHORIZATION")
+            if not bearer_ok(authorization, self.token):
+                what = "the AWS endpoint's " + ("/_lab/" if control else "/moto-api/")
+                return _unauthorized(refusal(what, authorization), environ, start_response)
+        if control:
             return self.control(environ, start_response)
         if path.startswith(("/moto-api", "/latest/")):
             passthrough: Iterable[bytes] = self.lab.moto(environ, start_response)
@@ -509,6 +523,24 @@ def _reset_moto() -> None:
             backend.clear()
         instances.clear()
     reset_model_data()
+
+
+def _unauthorized(
+    message: str, environ: dict[str, Any], start_response: StartResponse
+) -> Iterable[bytes]:
+    """401 for a control request without the lab's token, in the control plane's JSON shape."""
+    method, path = environ.get("REQUEST_METHOD"), environ.get("PATH_INFO")
+    log.warning("refused %s %s: %s", method, path, message.split(":", 1)[0])
+    body = json.dumps({"error": message}).encode()
+    start_response(
+        "401 UNAUTHORIZED",
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            ("WWW-Authenticate", CHALLENGE),
+        ],
+    )
+    return [body]
 
 
 def _read_body(environ: dict[str, Any]) -> bytes:

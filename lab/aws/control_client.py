@@ -1,7 +1,7 @@
 """Typed Python client for the endpoint's ``/_lab/`` control plane.
 
 Role: the one way code outside the endpoint's process (and inside it, for symmetry) steers the
-lab: ``AwsControlClient(url).reset()``, ``.set_fidelity(elb_sg_order="reversed")``,
+lab: ``AwsControlClient(url, token=lab_token).reset()``, ``.set_fidelity(elb_sg_order="reversed")``,
 ``.add_fault(action="DeleteSecurityGroup", code="Throttling", count=2)``, ``.add_latency(...)``,
 ``.trail(action="DeleteSecurityGroup")``. It speaks plain JSON over HTTP with ``urllib`` (no
 extra dependency) and turns refusals into :class:`lab.aws.exceptions.AwsControlError` carrying the
@@ -24,6 +24,7 @@ from lab.aws.exceptions import AwsControlError, AwsControlUnavailable
 from lab.aws.faults import AwsFaultRule, AwsMatch
 from lab.aws.fidelity import FidelityConfig
 from lab.aws.trail import TrailEvent, load_jsonl
+from lab.component.bearer import auth_headers
 
 
 @dataclass(frozen=True)
@@ -41,9 +42,10 @@ class Health:
 class AwsControlClient:
     """Client for ``<url>/_lab/`` (see :mod:`lab.aws.control` for the routes)."""
 
-    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 10.0) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self._token = token
 
     def __repr__(self) -> str:
         return f"AwsControlClient({self.url!r})"
@@ -54,7 +56,10 @@ class AwsControlClient:
             f"{self.url}/_lab/{path}",
             data=data,
             method=method,
-            headers={"Content-Type": "application/json"} if data is not None else {},
+            headers={
+                **({"Content-Type": "application/json"} if data is not None else {}),
+                **auth_headers(self._token),
+            },
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:

@@ -7,7 +7,8 @@ a lab brought up by ``invoke lab.up`` must keep running after the task returns.
 (``ccm-lab aws endpoint ready at URL``), logs stderr to a file, raises
 :class:`lab.component.ComponentNotReady` with the log's tail on a readiness failure, and stops
 with SIGTERM then SIGKILL. With ``detach=True`` the child outlives the caller and is named by
-``ref`` (a :class:`lab.component.ProcessRef`) for whoever stops it later.
+``ref`` (a :class:`lab.component.ProcessRef`) for whoever stops it later. ``token`` (the lab's)
+reaches the child through ``CCM_LAB_TOKEN``; its control plane then requires it.
 
 Neighbours: :mod:`lab.aws.__main__` (the child's CLI), :class:`lab.aws.server.AwsServer` (the
 in-process variant, same API shape: ``url``, ``control``, ``client()``).
@@ -15,6 +16,7 @@ in-process variant, same API shape: ``url``, ``control``, ``client()``).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import Any
 from lab.aws.control_client import AwsControlClient
 from lab.aws.server import make_client
 from lab.component import ChildProcess
+from lab.component.bearer import TOKEN_ENV
 
 
 class AwsProcess(ChildProcess):
@@ -47,6 +50,7 @@ class AwsProcess(ChildProcess):
         python: str = sys.executable,
         env: Mapping[str, str] | None = None,
         clock_speed: float | None = None,
+        token: str | None = None,
     ) -> None:
         args = ["--host", host, "--port", str(port), "--region", region]
         if clock_speed is not None:
@@ -59,6 +63,8 @@ class AwsProcess(ChildProcess):
             args.append("--no-fidelity")
         if trail_path is not None:
             args += ["--trail", str(trail_path)]
+        if token is not None:  # through the environment: a command line is public
+            env = {**(os.environ if env is None else env), TOKEN_ENV: token}
         super().__init__(
             args,
             log_path=log_path,
@@ -68,10 +74,11 @@ class AwsProcess(ChildProcess):
             env=env,
         )
         self.region = region
+        self.token = token
 
     @property
     def control(self) -> AwsControlClient:
-        return AwsControlClient(self.url)
+        return AwsControlClient(self.url, token=self.token)
 
     def client(self, service: str, *, max_attempts: int = 1) -> Any:
         """A boto3 client for the child's endpoint (see ``AwsServer.client``)."""

@@ -37,6 +37,7 @@ from lab.aws.redact import redact_query
 from lab.aws.trail import Trail
 from lab.clock import DEFAULT_SPEED, check_speed
 from lab.component import ServerComponent
+from lab.component.bearer import auth_headers
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -86,8 +87,12 @@ class AwsServer(ServerComponent):
         ready_timeout: float = 30.0,
         warm_up: bool = True,
         clock_speed: float = DEFAULT_SPEED,
+        token: str | None = None,
     ) -> None:
         super().__init__(host=host, port=port, ready_timeout=ready_timeout)
+        #: the lab's bearer token: ``/_lab/`` and ``/moto-api/`` refuse requests without it
+        #: (None: they are open, for an endpoint that is not part of a lab)
+        self.token = token
         check_speed(clock_speed)  # ValueError naming the value
         config = FidelityConfig(enabled=fidelity) if isinstance(fidelity, bool) else fidelity
         self.region = region
@@ -109,7 +114,9 @@ class AwsServer(ServerComponent):
     def _bind(self) -> BaseWSGIServer:
         lab = AwsLab(self._settings)
         try:
-            server = make_wsgi_server(AwsApp(lab), host=self.host, port=self.requested_port)
+            server = make_wsgi_server(
+                AwsApp(lab, token=self.token), host=self.host, port=self.requested_port
+            )
         except BaseException:
             lab.close()
             raise
@@ -132,11 +139,14 @@ class AwsServer(ServerComponent):
     def take_internal_errors(self) -> list[str]:
         return [] if self._lab is None else self._lab.internal_errors.take()
 
+    def _probe_headers(self) -> dict[str, str]:
+        return auth_headers(self.token)
+
     # --- access -------------------------------------------------------------------------------
 
     @property
     def control(self) -> AwsControlClient:
-        return AwsControlClient(self.url)
+        return AwsControlClient(self.url, token=self.token)
 
     @property
     def lab(self) -> AwsLab:

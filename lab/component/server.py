@@ -81,6 +81,10 @@ class ServerComponent(abc.ABC):
         """TLS context for the readiness probe (None: plain HTTP)."""
         return None
 
+    def _probe_headers(self) -> dict[str, str]:
+        """Headers the readiness probe sends (e.g. the lab's bearer token)."""
+        return {}
+
     @property
     def scheme(self) -> str:
         return "http"
@@ -123,12 +127,13 @@ class ServerComponent(abc.ABC):
     def _wait_ready(self) -> None:
         url = self.url + self.ready_path
         context = self._probe_context()
+        probe = urllib.request.Request(url, headers=self._probe_headers())
         last = "no answer yet"
 
         def ready() -> bool:
             nonlocal last
             try:
-                with urllib.request.urlopen(url, timeout=1.0, context=context) as reply:
+                with urllib.request.urlopen(probe, timeout=1.0, context=context) as reply:
                     return int(reply.status) == 200
             except (urllib.error.URLError, OSError) as exc:
                 last = str(exc)

@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from lab.component import serve_until_signal
+from lab.component.bearer import token_from_env
 from lab.imds.server import ImdsServer
 
 
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             host=args.host,
             port=args.port,
             cache_ttl=args.cache_ttl,
+            token=token_from_env(),
         ),
         log_level=args.log_level,
     )

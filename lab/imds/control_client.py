@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
+from lab.component.bearer import auth_headers
 from lab.imds.exceptions import ImdsControlError
 from lab.imds.models import EventCode, EventState, HttpTokens, SpotActionName, TagExposure
 
@@ -77,9 +78,10 @@ def _iso(moment: datetime) -> str:
 class ImdsControlClient:
     """Client of ``<url>/_lab/``."""
 
-    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 5.0) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self._token = token
 
     def _call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
@@ -87,7 +89,7 @@ class ImdsControlClient:
             f"{self.url}/_lab/{path}",
             data=data,
             method=method,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **auth_headers(self._token)},
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as reply:

@@ -78,6 +78,15 @@ class InvalidControlRequest(ImdsError):
     title = "Bad Request"
 
 
+class ControlUnauthorized(ImdsError):
+    """A ``/_lab/`` control request without the lab's bearer token (the data plane never
+    asks for it); the message says where the token is."""
+
+    status = 401
+    code = "LabTokenRequired"
+    title = "Unauthorized"
+
+
 class Ec2Unreachable(ImdsError):
     """The AWS endpoint backing the metadata did not answer (not an AWS error reply)."""
 

@@ -11,10 +11,12 @@ Neighbours: ``__main__`` (the CLI this runs), ``server`` (the in-process equival
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from lab.component import ChildProcess
+from lab.component.bearer import TOKEN_ENV
 from lab.imds.control_client import ImdsControlClient
 from lab.imds.models import HttpTokens
 
@@ -39,6 +41,7 @@ class ImdsProcess(ChildProcess):
         ready_timeout: float = 20.0,
         detach: bool = False,
         extra_args: tuple[str, ...] = (),
+        token: str | None = None,
     ) -> None:
         args = [
             "--port",
@@ -61,8 +64,13 @@ class ImdsProcess(ChildProcess):
             ),
             *extra_args,
         ]
-        super().__init__(args, log_path=log_path, ready_timeout=ready_timeout, detach=detach)
+        # the token reaches the child through its environment: a command line is public
+        env = None if token is None else {**os.environ, TOKEN_ENV: token}
+        super().__init__(
+            args, log_path=log_path, ready_timeout=ready_timeout, detach=detach, env=env
+        )
+        self.token = token
 
     @property
     def control(self) -> ImdsControlClient:
-        return ImdsControlClient(self.url)
+        return ImdsControlClient(self.url, token=self.token)

@@ -4,7 +4,9 @@ Role: map (method, path) to an ``ImdsService`` method, and serialize every ``Imd
 place (``error_response``). Two planes share the port:
 
 * data plane, as the real service: ``PUT /latest/api/token``, ``GET /``, ``GET /latest/...``;
-* control plane under ``/_lab/`` (JSON), whose routes and views are ``control``'s.
+* control plane under ``/_lab/`` (JSON), whose routes and views are ``control``'s; given the
+  lab's token (``token=``), it answers only requests carrying it as a bearer token (401,
+  ``ControlUnauthorized``, otherwise). Metadata reads never need it: real clients make them.
 
 Any other exception a view raises is a bug of the lab: it is answered as 500 and recorded in
 ``internal_errors`` (``ImdsServer.take_internal_errors``), so the test that hit it fails.
@@ -35,9 +37,10 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from lab.component import InternalErrors
+from lab.component.bearer import CHALLENGE, bearer_ok, refusal
+from lab.imds.control import PREFIX, ControlRoutes
 from lab.imds.control import RULES as CONTROL_RULES
-from lab.imds.control import ControlRoutes
-from lab.imds.exceptions import ImdsError, MethodNotAllowed, NotFound
+from lab.imds.exceptions import ControlUnauthorized, ImdsError, MethodNotAllowed, NotFound
 from lab.imds.handlers import (
     HOPS_HEADER,
     INSTANCE_HEADER,
@@ -90,8 +93,10 @@ class ImdsApp:
         *,
         hold_seconds: float = 5.0,
         stopping: threading.Event | None = None,
+        token: str | None = None,
     ) -> None:
         self.service = service
+        self.token = token
         self.hold_seconds = hold_seconds
         self.stopping = stopping or threading.Event()
         self.internal_errors = InternalErrors()
@@ -106,12 +111,21 @@ class ImdsApp:
     ) -> Iterable[bytes]:
         request = Request(environ)
         try:
+            if request.path == PREFIX or request.path.startswith(PREFIX + "/"):
+                authorization = request.headers.get("Authorization")
+                if not bearer_ok(authorization, self.token):
+                    raise ControlUnauthorized(
+                        refusal("the metadata service's /_lab/", authorization)
+                    )
             endpoint, args = URL_MAP.bind_to_environ(environ).match()
             reply = self._views[endpoint](request, **args)
         except ImdsError as error:
             if error.status >= 500:
                 log.warning("%s %s -> %d %s", request.method, request.path, error.status, error)
-            return error_response(error)(environ, start_response)
+            response = error_response(error)
+            if isinstance(error, ControlUnauthorized):
+                response.headers["WWW-Authenticate"] = CHALLENGE
+            return response(environ, start_response)
         except HTTPException as error:
             return error(environ, start_response)
         except Exception as exc:  # a bug in the lab: answer 500, keep it for the test

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from lab.component import ServerComponent
+from lab.component.bearer import auth_headers
 from lab.imds.control_client import ImdsControlClient
 from lab.imds.ec2 import Boto3Ec2Reader, Ec2Reader
 from lab.imds.handlers import ImdsService
@@ -71,6 +72,7 @@ class ImdsServer(ServerComponent):
         reader: Ec2Reader | None = None,
         clock: Clock = time.monotonic,
         ready_timeout: float = 10.0,
+        token: str | None = None,
     ) -> None:
         if reader is None and aws_endpoint is None:
             raise ValueError("ImdsServer needs aws_endpoint=<url> or reader=<Ec2Reader>")
@@ -89,11 +91,18 @@ class ImdsServer(ServerComponent):
         )
         self.service = ImdsService(self.reader, settings, tokens=TokenStore(clock))
         self._stopping = threading.Event()
-        self.app = ImdsApp(self.service, hold_seconds=hold_seconds, stopping=self._stopping)
+        #: the lab's bearer token, required on ``/_lab/`` (None: open, outside a lab)
+        self.token = token
+        self.app = ImdsApp(
+            self.service, hold_seconds=hold_seconds, stopping=self._stopping, token=token
+        )
 
     @property
     def control(self) -> ImdsControlClient:
-        return ImdsControlClient(self.url)
+        return ImdsControlClient(self.url, token=self.token)
+
+    def _probe_headers(self) -> dict[str, str]:
+        return auth_headers(self.token)
 
     # -- lifecycle (see lab.component.ServerComponent) ----------------------------------------
 

@@ -3,7 +3,8 @@
 Serves in the foreground, writes the kubeconfig, prints exactly one line
 ``ccm-lab kube simulator ready at <URL>`` once ready, and exits cleanly on SIGTERM/SIGINT
 (saving state first when ``--state`` is given); ``lab.component.serve_until_signal`` is the
-loop. ``process.KubeProcess`` starts it as a child process.
+loop. ``process.KubeProcess`` starts it as a child process. With ``CCM_LAB_TOKEN`` in its
+environment, ``/_lab`` requires that token (and with ``--tls`` it is the API's token too).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 from lab.component import serve_until_signal
+from lab.component.bearer import token_from_env
 from lab.kube.server import KubeServer
 from lab.kube.version import DEFAULT_K8S_VERSION
 
@@ -39,12 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
+    token = token_from_env()  # the lab's: /_lab needs it, and with --tls the API too
     return serve_until_signal(
         lambda: KubeServer(
             version=args.version,
             host=args.host,
             port=args.port,
             tls=args.tls,
+            token=token if args.tls else None,
+            control_token=token,
             state_file=args.state,
             service_cidr=args.service_cidr,
             fake_kubelet=args.fake_kubelet,

@@ -267,8 +267,10 @@ def timeout(message: str, *, retry_after: int = 1) -> ApiError:
     )
 
 
-def unauthorized() -> ApiError:
-    return ApiError(401, "Unauthorized", "Unauthorized")
+def unauthorized(message: str = "Unauthorized") -> ApiError:
+    """kube-apiserver's ``apierrors.NewUnauthorized("Unauthorized")`` (the authentication
+    filter's answer); ``/_lab/`` says more in ``message``."""
+    return ApiError(401, "Unauthorized", message)
 
 
 class KubeControlError(RuntimeError):

@@ -7,11 +7,14 @@ OpenAPI and Table printing are delegated to ``discovery.py``, ``openapi.py`` and
 ``/_lab`` requests to ``control.py``, fault rules to ``faults.py``. Every
 :class:`ApiError` becomes its ``Status`` here and nowhere else; any other exception is recorded
 (tests fail on it) and answered as 500 InternalError.
+
+Authentication comes first, as kube-apiserver's filter chain has it: with a lab token, a
+request without valid credentials is ``401 Unauthorized`` on every path (``/version`` and the
+health checks included); ``/_lab`` needs the control token (the lab's) whenever one is set.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import threading
@@ -20,6 +23,7 @@ import traceback
 from typing import Any
 
 from lab.component import InternalErrors
+from lab.component.bearer import bearer_ok, refusal
 from lab.kube import exceptions as E
 from lab.kube import health, podstreams, tables
 from lab.kube import patch as P
@@ -88,6 +92,7 @@ class Api:
         store: Store,
         *,
         token: str | None = None,
+        control_token: str | None = None,
         version: str = DEFAULT_K8S_VERSION,
         authorization: str = "allow",
     ) -> None:
@@ -95,7 +100,11 @@ class Api:
         self.tokens = Tokens(store, lab_token=token)
         self.authorizer = Authorizer(store, authorization)
         store.k8s_version = version
+        #: the API's admin token: with one, a request without credentials is refused as
+        #: kube-apiserver refuses it with --anonymous-auth=false (401 everywhere)
         self.token = token
+        #: what ``/_lab/`` requires (the API token unless told otherwise; None: open)
+        self.control_token = control_token if control_token is not None else token
         self.version = version_info(version)
         self.faults = KubeFaults()
         self.errors = InternalErrors()
@@ -128,6 +137,21 @@ class Api:
 
     def _dispatch(self, req: Request) -> Response:
         path = req.path
+        authorization = req.headers.get("authorization", "")
+        if path.startswith("/_lab/") or path == "/_lab":
+            if not bearer_ok(authorization, self.control_token):
+                raise E.unauthorized(refusal("the API simulator's /_lab/", authorization))
+            return self.control.handle(req)
+        user = self.tokens.user_for(authorization)
+        if self.token is not None and (user is None or user is ANONYMOUS):
+            # kube-apiserver's authentication filter runs before every handler, /version and
+            # the health checks included; without anonymous auth (what the AlwaysAllow
+            # authorizer forces) a request without credentials is 401
+            raise E.unauthorized()
+        if user is None:
+            # without a lab token the simulator serves anyone: an unknown bearer token is
+            # anonymous here (kube-apiserver answers 401)
+            user = ANONYMOUS
         if path in ("/version", "/version/"):
             # responsewriters.WriteRawJSON: indented, no trailing newline
             return Response(200, json.dumps(self.version, indent=2).encode(), raw=True)
@@ -142,19 +166,6 @@ class Api:
                 content_type=health.TEXT,
                 headers={"X-Content-Type-Options": "nosniff"},
             )
-        if path.startswith("/_lab/"):
-            if self.token is not None and not hmac.compare_digest(
-                req.headers.get("authorization", "").encode(), f"Bearer {self.token}".encode()
-            ):
-                raise E.unauthorized()
-            return self.control.handle(req)
-        user = self.tokens.user_for(req.headers.get("authorization", ""))
-        if self.token is not None and (user is None or user is ANONYMOUS):
-            raise E.unauthorized()
-        if user is None:
-            # without a lab token the simulator serves anyone: an unknown bearer token is
-            # anonymous here (kube-apiserver answers 401)
-            user = ANONYMOUS
         accept = req.headers.get("accept", "")
         if path.startswith("/openapi"):
             out = handle_openapi(req.target, accept, version=self.version["gitVersion"])

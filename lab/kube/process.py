@@ -5,7 +5,8 @@ with the lifecycle of :class:`lab.component.ChildProcess`: wait for the ready li
 (``ccm-lab kube simulator ready at URL``), stderr to a log file, ``ComponentNotReady`` with the
 log's tail on a readiness failure, SIGTERM then SIGKILL on ``stop()``. The child writes its
 kubeconfig to ``kubeconfig``; the control client and the ``ApiClient`` read the bearer token
-and CA (TLS) from it, as any other client of that simulator would.
+and CA (TLS) from it, as any other client of that simulator would; ``token`` (the lab's) reaches
+the child through ``CCM_LAB_TOKEN`` and closes its ``/_lab``.
 
 Neighbours: ``__main__`` (the child's CLI), ``server.KubeServer`` (the in-process variant, same
 ``url`` / ``control`` / ``api_client()`` shape).
@@ -22,6 +23,7 @@ from typing import Any
 import yaml
 
 from lab.component import ChildProcess
+from lab.component.bearer import TOKEN_ENV
 from lab.kube.control_client import KubeControlClient
 from lab.kube.server import new_api_client
 from lab.kube.version import DEFAULT_K8S_VERSION
@@ -47,6 +49,7 @@ class KubeProcess(ChildProcess):
         ready_timeout: float = 20.0,
         detach: bool = False,
         env: Mapping[str, str] | None = None,
+        token: str | None = None,
     ) -> None:
         args = ["--host", host, "--port", str(port), "--kubeconfig", str(kubeconfig)]
         args += ["--version", version]
@@ -56,10 +59,13 @@ class KubeProcess(ChildProcess):
             args += ["--state", str(state_file)]
         if fake_kubelet:
             args.append("--fake-kubelet")
+        if token is not None:  # through the environment: a command line is public
+            env = {**(os.environ if env is None else env), TOKEN_ENV: token}
         super().__init__(
             args, log_path=log_path, ready_timeout=ready_timeout, detach=detach, env=env
         )
         self.kubeconfig_path = Path(kubeconfig)
+        self.token = token
 
     def _credentials(self) -> tuple[str | None, str | None]:
         """(bearer token, CA file) from the child's kubeconfig; the CA is written beside it."""
@@ -77,7 +83,7 @@ class KubeProcess(ChildProcess):
     @property
     def control(self) -> KubeControlClient:
         token, ca_file = self._credentials()
-        return KubeControlClient(self.url, token=token, ca_file=ca_file)
+        return KubeControlClient(self.url, token=self.token or token, ca_file=ca_file)
 
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` for the child (the caller closes it)."""

@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from lab.component import ServerComponent
+from lab.component.bearer import auth_headers
 from lab.kube import exceptions as E
 from lab.kube.control_client import KubeControlClient
 from lab.kube.handlers import Api
@@ -262,10 +263,13 @@ class KubeServer(ServerComponent):
 
     ``with KubeServer() as kube: client = kube.api_client()``. ``version`` is the Kubernetes
     version ``/version`` and the OpenAPI documents report. ``tls=True`` serves HTTPS with a
-    fresh CA and requires a bearer token (both in the kubeconfig). ``state_file`` loads state at
-    start when the file exists and saves it at stop. ``fake_kubelet=True`` confirms graceful pod
-    deletion at once (there is no kubelet to do it). ``authorization`` is ``"allow"``
-    (AlwaysAllow, the default) or ``"rbac"`` (the stored RBAC objects decide; ``auth.py``).
+    fresh CA and requires a bearer token (both in the kubeconfig; ``token`` or a fresh one).
+    ``control_token`` is what ``/_lab`` requires (default: ``token``), so a lab can keep its
+    control plane closed on a simulator whose API is open (plain HTTP, no token).
+    ``state_file`` loads state at start when the file exists and saves it at stop.
+    ``fake_kubelet=True`` confirms graceful pod deletion at once (there is no kubelet to do it).
+    ``authorization`` is ``"allow"`` (AlwaysAllow, the default) or ``"rbac"`` (the stored RBAC
+    objects decide; ``auth.py``).
     """
 
     what = "kube simulator"
@@ -280,6 +284,7 @@ class KubeServer(ServerComponent):
         port: int = 0,
         tls: bool = False,
         token: str | None = None,
+        control_token: str | None = None,
         state_file: str | Path | None = None,
         service_cidr: str = "10.96.0.0/16",
         node_port_range: tuple[int, int] = (30000, 32767),
@@ -298,6 +303,8 @@ class KubeServer(ServerComponent):
         self.version = version
         self.tls = tls
         self.token = token if token is not None else (secrets.token_urlsafe(24) if tls else None)
+        #: what ``/_lab`` requires: the lab's token, also on a simulator whose API is open
+        self.control_token = control_token if control_token is not None else self.token
         self.state_file = Path(state_file) if state_file else None
         self.store = Store(
             service_cidr=service_cidr,
@@ -306,7 +313,13 @@ class KubeServer(ServerComponent):
             window=window,
             fake_kubelet=fake_kubelet,
         )
-        self.api = Api(self.store, token=self.token, version=version, authorization=authorization)
+        self.api = Api(
+            self.store,
+            token=self.token,
+            control_token=self.control_token,
+            version=version,
+            authorization=authorization,
+        )
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._workdir = Path(workdir) if workdir else None
         self._certs: ServingCerts | None = None
@@ -353,6 +366,9 @@ class KubeServer(ServerComponent):
         if self._certs is None:
             return None
         return ssl.create_default_context(cadata=self._certs.ca_pem.decode())
+
+    def _probe_headers(self) -> dict[str, str]:
+        return auth_headers(self.token)
 
     def _on_ready(self) -> None:
         self._kubeconfig = self.write_kubeconfig(self.workdir / "kubeconfig")
@@ -434,7 +450,7 @@ class KubeServer(ServerComponent):
         ca_file = None
         if self._certs is not None:
             ca_file = str(self.workdir / "pki" / "ca.crt")
-        return KubeControlClient(self.url, token=self.token, ca_file=ca_file)
+        return KubeControlClient(self.url, token=self.control_token, ca_file=ca_file)
 
     def api_client(self) -> Any:
         """A ``kubernetes.client.ApiClient`` for this server (what its kubeconfig says)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 
 import pytest
 
@@ -78,3 +79,66 @@ def test_moto_api_passes_through_untrailed(aws: AwsServer) -> None:
     with urllib.request.urlopen(f"{aws.url}/moto-api/data.json", timeout=10) as response:
         assert response.status == 200
     assert len(aws.trail) == 0
+
+
+# --- the lab's token ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def guarded(aws: AwsServer) -> Iterator[AwsServer]:
+    """An endpoint given a lab token (moto's state is shared with ``aws``, reset per test)."""
+    with AwsServer(region="us-east-1", token="lab-secret", warm_up=False) as endpoint:
+        yield endpoint
+        assert endpoint.take_internal_errors() == []
+
+
+def _status(url: str, method: str = "GET", token: str | None = None) -> tuple[int, str, str]:
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode(), ""
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.read().decode(), exc.headers.get("WWW-Authenticate", "")
+
+
+def test_control_plane_and_moto_api_refuse_requests_without_the_lab_token(
+    guarded: AwsServer,
+) -> None:
+    ec2 = guarded.client("ec2")  # AWS calls stay SigV4-signed, without the lab's token
+    group = ec2.create_security_group(GroupName="kept", Description="kept")["GroupId"]
+    for url, method in (
+        (f"{guarded.url}/_lab/reset", "POST"),
+        (f"{guarded.url}/_lab/trail", "GET"),
+        (f"{guarded.url}/_lab/health", "GET"),
+        (f"{guarded.url}/moto-api/reset", "POST"),
+        (f"{guarded.url}/moto-api/data.json", "GET"),
+    ):
+        for token in (None, "not-the-lab-token"):
+            status, body, challenge = _status(url, method, token)
+            assert (url, token, status) == (url, token, 401)
+            assert challenge.startswith("Bearer")
+            message = json.loads(body)["error"]
+            assert "needs the lab's token" in message
+            assert "state.json" in message, "says where the token is"
+            assert "not-the-lab-token" not in message
+    described = ec2.describe_security_groups(GroupIds=[group])["SecurityGroups"]
+    assert [g["GroupName"] for g in described] == ["kept"], "nothing was reset"
+    assert [e.action for e in guarded.trail.calls()] == [
+        "CreateSecurityGroup",
+        "DescribeSecurityGroups",
+    ], "the trail is intact"
+    with pytest.raises(AwsControlError) as refused:
+        AwsControlClient(guarded.url).health()
+    assert refused.value.status == 401
+
+
+def test_the_lab_token_opens_the_control_plane_and_moto_api(guarded: AwsServer) -> None:
+    ec2 = guarded.client("ec2")
+    ec2.create_security_group(GroupName="gone", Description="gone")
+    assert guarded.control.health().status == "ok"  # the lab's client sends the token
+    assert _status(f"{guarded.url}/moto-api/reset", "POST", "lab-secret")[0] == 200
+    names = [g["GroupName"] for g in ec2.describe_security_groups()["SecurityGroups"]]
+    assert "gone" not in names

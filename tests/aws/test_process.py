@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.aws import load_jsonl, make_client
+from lab.aws import AwsControlClient, AwsControlError, load_jsonl, make_client
 from lab.aws.process import AwsProcess
 from lab.component import ComponentNotReady
 
@@ -46,11 +46,15 @@ def test_cli_prints_one_ready_line_and_exits_cleanly_on_sigint(tmp_path: Path) -
 
 def test_aws_process_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     log = tmp_path / "aws.log"
-    aws = AwsProcess(region="eu-central-1", seed=3, log_path=log, detach=True)
+    aws = AwsProcess(region="eu-central-1", seed=3, log_path=log, detach=True, token="t0ken")
+    assert "t0ken" not in " ".join(aws.command), "a command line is public"
     with aws:
         assert aws.running
         ref = aws.ref
-        assert aws.control.health().region == "eu-central-1"
+        assert aws.control.health().region == "eu-central-1"  # sends the token
+        with pytest.raises(AwsControlError) as refused:
+            AwsControlClient(aws.url).reset()
+        assert refused.value.status == 401
         ec2 = aws.client("ec2")
         group = ec2.create_security_group(GroupName="g", Description="g")["GroupId"]
         assert [e.response["GroupId"] for e in aws.control.trail("CreateSecurityGroup")] == [group]

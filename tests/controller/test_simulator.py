@@ -44,7 +44,7 @@ def wait_for(cond: Callable[[], object], timeout: float = 15.0, what: str = "") 
 
 @pytest.fixture
 def sim() -> Iterator[Any]:
-    with KubeServer() as s:
+    with KubeServer(tls=True) as s:  # as a lab serves it: HTTPS and a bearer token
         yield s
         assert s.take_internal_errors() == []
 
@@ -295,8 +295,12 @@ def test_sigterm_shuts_down_cleanly_and_releases_the_lease(sim: Any, tmp_path: P
                 return False
 
         wait_for(ready, what="/readyz")
-        with urllib.request.urlopen(url + "/metrics", timeout=2) as resp:
-            assert "ccm_leader 1.0" in resp.read().decode()
+
+        def leading() -> bool:  # a standby is ready too: leadership comes when the lease does
+            with urllib.request.urlopen(url + "/metrics", timeout=2) as resp:
+                return "ccm_leader 1.0" in resp.read().decode()
+
+        wait_for(leading, what="ccm_leader 1.0 in /metrics")
         coord: Any = client.CoordinationV1Api(sim.api_client())
         lease = coord.read_namespaced_lease("cloud-controller-manager", "kube-system")
         assert lease.spec.holder_identity == "sub"

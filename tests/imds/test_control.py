@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lab.imds import EventSpec, ImdsControlError, ImdsServer
-from tests.imds.conftest import SeededInstance, World, get, http, run_node, token
+from lab.imds import EventSpec, ImdsControlClient, ImdsControlError, ImdsServer
+from tests.imds.conftest import (
+    REGION,
+    SeededInstance,
+    World,
+    botocore_region,
+    get,
+    http,
+    run_node,
+    token,
+)
 
 WHEN = datetime(2026, 11, 22, 15, 0, 0, tzinfo=UTC)
 
@@ -164,3 +175,39 @@ def test_healthy_and_stop_is_idempotent(imds: ImdsServer) -> None:
     imds.stop()
     imds.stop()
     assert not control.healthy()
+
+
+def test_control_plane_needs_the_lab_token_and_metadata_reads_do_not(
+    aws_url: str, node: SeededInstance
+) -> None:
+    """Given the lab's token, ``/_lab/`` refuses anyone without it (nothing changes); the
+    metadata itself, IMDSv1 and IMDSv2, stays what real clients (botocore here) read."""
+    with ImdsServer(aws_url, instance_id=node.instance_id, token="lab-secret") as imds:
+        before = imds.control.state()  # the lab's own client sends the token
+        settings = json.dumps({"imdsv2_floor": "required"})
+        for path, method in (
+            ("/_lab/settings", "PATCH"),
+            ("/_lab/reset", "POST"),
+            ("/_lab/state", "GET"),
+            ("/_lab/healthz", "GET"),
+        ):
+            for sent in ({}, {"Authorization": "Bearer not-the-lab-token"}):
+                request = urllib.request.Request(
+                    imds.url + path, data=settings.encode(), method=method, headers=sent
+                )
+                with pytest.raises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(request, timeout=5)
+                with refused.value as answer:
+                    assert answer.code == 401
+                    assert answer.headers["WWW-Authenticate"].startswith("Bearer")
+                    assert answer.headers["X-Ccm-Lab-Error"] == "LabTokenRequired"
+                    page = answer.read().decode()
+                assert "needs the lab&#x27;s token" in page
+                assert "state.json" in page
+                assert "not-the-lab-token" not in page
+        assert imds.control.state() == before, "nothing changed"
+        assert get(imds.url, "latest/meta-data/instance-id").body == node.instance_id
+        assert botocore_region(imds.url) == REGION
+        with pytest.raises(ImdsControlError) as err:
+            ImdsControlClient(imds.url).reset()
+        assert err.value.status == 401

@@ -207,7 +207,14 @@ def test_controller_process_requests_are_allowed_and_use_every_grant(
     sim = lab.kube
     assert sim is not None
     assert lab.kubelet is not None
-    served = ServedRequests(sim, monkeypatch, PROBE_TOKEN)
+    # the lab's simulator requires a token it knows: the controller authenticates as its
+    # ServiceAccount, with a token from the TokenRequest API, as it would in the cluster
+    namespace, account = SERVICE_ACCOUNT
+    core_v1.create_namespaced_service_account(namespace, {"metadata": {"name": account}})
+    token = core_v1.create_namespaced_service_account_token(
+        account, namespace, {"spec": {"expirationSeconds": 3600}}
+    ).status.token
+    served = ServedRequests(sim, monkeypatch, token)
     spec = lab.controller_spec(
         args=(
             "--leader-elect",
@@ -215,7 +222,9 @@ def test_controller_process_requests_are_allowed_and_use_every_grant(
             "--node-deletion-grace-period=1s",
         )
     )
-    spec = dataclasses.replace(spec, kubeconfig=token_kubeconfig(sim, tmp_path / "kubeconfig"))
+    spec = dataclasses.replace(
+        spec, kubeconfig=token_kubeconfig(sim, tmp_path / "kubeconfig", token)
+    )
     proc = ControllerProcess(spec)
     lab.controller = proc  # the next reset kills it if this test fails midway
     proc.start()

@@ -70,6 +70,88 @@ def test_tls_and_bearer_token(tmp_path: Path) -> None:
         assert yaml.safe_load(written.read_text())["clusters"][0]["cluster"]["server"] == sim.url
 
 
+#: what kube-apiserver's authentication filter answers a request it cannot authenticate
+#: (``apierrors.NewUnauthorized("Unauthorized")`` through ``responsewriters.ErrorNegotiated``)
+UPSTREAM_401 = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "metadata": {},
+    "status": "Failure",
+    "message": "Unauthorized",
+    "reason": "Unauthorized",
+    "code": 401,
+}
+
+
+def _call(
+    url: str, method: str = "GET", *, token: str | None = None, ca: str | None = None
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, method=method, data=b"{}" if method == "POST" else None)
+    if token is not None:
+        req.add_header("Authorization", f"Bearer {token}")
+    ctx = ssl.create_default_context(cafile=ca) if ca else None
+    try:
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+            raw_body = resp.read()
+            parsed = json.loads(raw_body) if raw_body[:1] == b"{" else {"text": raw_body.decode()}
+            return resp.status, parsed, dict(resp.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}"), dict(exc.headers)
+
+
+def test_with_a_token_every_path_needs_credentials_as_upstream_answers() -> None:
+    """AlwaysAllow makes kube-apiserver turn anonymous auth off: no credentials (or unknown
+    ones) are 401 on every path, /version and the health checks included, in its Status."""
+    with KubeServer(tls=True) as sim:
+        ca = str(sim.workdir / "pki" / "ca.crt")
+        for path in ("/api/v1/namespaces", "/version", "/readyz", "/apis", "/openapi/v2"):
+            for token in (None, "not-the-token"):
+                status, body, _ = _call(sim.url + path, token=token, ca=ca)
+                assert (path, token, status, body) == (path, token, 401, UPSTREAM_401)
+        status, body, _ = _call(sim.url + "/version", token=sim.token, ca=ca)
+        assert status == 200
+        assert body["gitVersion"] == f"v{DEFAULT_K8S_VERSION}.0"
+
+
+def test_lab_reset_without_the_token_is_refused_and_resets_nothing() -> None:
+    with KubeServer(tls=True) as sim:
+        ca = str(sim.workdir / "pki" / "ca.crt")
+        core = client.CoreV1Api(sim.api_client())
+        core.create_namespaced_config_map("default", make_cm("kept"))
+        for token in (None, "not-the-token"):
+            status, body, headers = _call(sim.url + "/_lab/reset", "POST", token=token, ca=ca)
+            assert status == 401
+            assert "WWW-Authenticate" not in headers, "kube-apiserver sends no challenge"
+            assert body["reason"] == "Unauthorized"
+            assert "/_lab/" in body["message"]
+            assert "state.json" in body["message"], "says where the token is"
+            assert token is None or token not in body["message"], "never echoes a token"
+        assert core.read_namespaced_config_map("kept", "default").metadata.name == "kept"
+        sim.control.reset()  # the lab's own client sends the token
+        with pytest.raises(ApiException) as gone:
+            core.read_namespaced_config_map("kept", "default")
+        assert gone.value.status == 404
+
+
+def test_an_open_api_can_keep_its_control_plane_closed() -> None:
+    """``--insecure-api``: plain HTTP and anonymous access to the API, ``/_lab`` still closed."""
+    with KubeServer(control_token="lab-secret") as sim:
+        assert sim.url.startswith("http://")
+        cfg = yaml.safe_load(sim.kubeconfig_path.read_text())
+        assert cfg["users"][0]["user"] == {}, "the kubeconfig carries no token"
+        status, _, _ = _call(sim.url + "/api/v1/namespaces/default/configmaps")
+        assert status == 200
+        status, body, _ = _call(sim.url + "/_lab/state")
+        assert (status, body["reason"]) == (401, "Unauthorized")
+        status, _, _ = _call(sim.url + "/_lab/state", token="lab-secret")
+        assert status == 200
+        assert sim.control.state()["objects"] is not None
+
+
 def test_fault_injection_fails_next_requests_and_adds_latency(
     sim: KubeServer, core: client.CoreV1Api
 ) -> None:

@@ -1,0 +1,72 @@
+"""The lab's token: the one check every control plane uses, and how a lab wires its API.
+
+The refusals themselves are tested where each control plane lives (``tests/aws``,
+``tests/imds``, ``tests/kube``), against a running ``invoke lab.up`` lab
+(``tests/test_front_door.py``) and the session lab (``tests/test_pytest_plugin.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lab.clock import ScaledClock
+from lab.component.bearer import bearer_ok, refusal
+from lab.compose import LabConfig, _make_provider
+
+
+@pytest.mark.parametrize(
+    ("header", "ok"),
+    [
+        ("Bearer s3cret", True),
+        ("bearer s3cret", True),  # the scheme is case-insensitive (RFC 7235)
+        ("Bearer  s3cret ", True),
+        ("", False),
+        (None, False),
+        ("Bearer", False),
+        ("Bearer s3cret2", False),
+        ("Bearer s3cre", False),
+        ("Basic s3cret", False),
+        ("s3cret", False),
+    ],
+)
+def test_bearer_ok_wants_exactly_the_token(header: str | None, ok: bool) -> None:
+    assert bearer_ok(header, "s3cret") is ok
+    assert bearer_ok(header, None) is True, "a component without a token is open"
+
+
+@pytest.mark.parametrize(
+    ("header", "problem"),
+    [
+        (None, "no bearer token was sent"),
+        ("Basic dXNlcjpwYXNz", "is not `Bearer <token>`"),
+        ("Bearer guessed-token", "the bearer token is not this lab's"),
+    ],
+)
+def test_a_refusal_is_one_line_saying_where_the_token_is(header: str | None, problem: str) -> None:
+    text = refusal("the AWS endpoint's /_lab/", header)
+    assert "\n" not in text
+    assert text.startswith("the AWS endpoint's /_lab/ needs the lab's token")
+    assert problem in text
+    assert ".lab/<name>/state.json" in text
+    assert "guessed-token" not in text, "never echoes what was sent"
+    assert "dXNlcjpwYXNz" not in text
+
+
+def test_a_lab_serves_its_api_with_tls_and_its_token_unless_told(tmp_path: Path) -> None:
+    def options(config: LabConfig) -> dict[str, object]:
+        provider = _make_provider(config, tmp_path, ScaledClock(), token="lab-token")
+        return dict(provider.simulator_options)  # type: ignore[attr-defined]
+
+    assert options(LabConfig()) == {"tls": True, "token": "lab-token", "control_token": "lab-token"}
+    assert options(LabConfig(insecure_api=True)) == {
+        "tls": False,
+        "token": None,
+        "control_token": "lab-token",  # /_lab stays closed
+    }
+
+
+def test_insecure_api_is_the_sim_backends_only() -> None:
+    with pytest.raises(ValueError, match=r"insecure_api .* kind cluster's API server"):
+        LabConfig(backend="kind", insecure_api=True)
