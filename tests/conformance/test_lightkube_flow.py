@@ -385,7 +385,9 @@ def test_server_side_apply_ownership_and_conflict(kube: Client) -> None:
     assert 'conflict with "cloud-node-controller"' in (conflict.value.status.message or "")
     assert conflict.value.status.details is not None
     causes = conflict.value.status.details.causes or []
-    assert [c.field for c in causes] == [".metadata.labels.topology.kubernetes.io/zone"]
+    assert [(c.reason, c.field) for c in causes] == [
+        ("FieldManagerConflict", ".metadata.labels.topology.kubernetes.io/zone")
+    ]
     # ... and takes it over with force
     forced = kube.apply(other, field_manager="someone-else", force=True)
     assert forced.metadata is not None
