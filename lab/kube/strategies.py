@@ -377,7 +377,7 @@ class SecretStrategy(Strategy):
 
 
 class EventStrategy(Strategy):
-    field_labels = (
+    field_labels: tuple[str, ...] = (
         "metadata.name",
         "metadata.namespace",
         "involvedObject.kind",
