@@ -68,6 +68,7 @@ def operator(sim: KubeServer, kubeconfig: Path, tmp_path: Path) -> Iterator[Oper
     env = {
         **os.environ,
         "KUBECONFIG": str(kubeconfig),
+        "PYTHONUNBUFFERED": "1",  # the log lines the fixture waits for, as they are written
         "NO_PROXY": "127.0.0.1",
         "no_proxy": "127.0.0.1",
     }

@@ -423,10 +423,14 @@ def test_watch_resumed_from_a_resource_version(kube: Client) -> None:
     kube.delete(Node, "n2")
     # ... are all delivered, in order, to a watch from the list's resourceVersion
     seen: list[tuple[str, str]] = []
-    for kind, node in kube.watch(Node, resource_version=rv, server_timeout=30):
-        seen.append((kind, node.metadata.name))
-        if len(seen) == 3:
-            break
+    stream = kube.watch(Node, resource_version=rv, server_timeout=30)
+    try:
+        for kind, node in stream:
+            seen.append((kind, node.metadata.name))
+            if len(seen) == 3:
+                break
+    finally:
+        stream.close()  # ends the streaming response now, not when collected
     assert seen == [("ADDED", "n2"), ("MODIFIED", "n1"), ("DELETED", "n2")]
 
 
@@ -443,9 +447,13 @@ def test_async_client_flow(kubeconfig: Path) -> None:
                 patch_type=PatchType.MERGE,
             )
             events: list[tuple[str, str]] = []
-            async for kind, node in kube.watch(Node, resource_version="0", server_timeout=30):
-                events.append((kind, node.metadata.name))
-                break
+            stream = kube.watch(Node, resource_version="0", server_timeout=30)
+            try:
+                async for kind, node in stream:
+                    events.append((kind, node.metadata.name))
+                    break
+            finally:
+                await stream.aclose()  # closes the streaming response before the client
             return [nodes, patched.status.conditions[0].status, events]
         finally:
             await kube.close()
