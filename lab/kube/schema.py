@@ -489,3 +489,59 @@ def always_serialized(rt: ResourceType, obj: dict[str, Any], *, version: str) ->
         obj.clear()
         obj.update(ordered)
         obj.update(rest)
+
+
+def drop_empty_collections(rt: ResourceType, obj: dict[str, Any], *, version: str) -> None:
+    """Remove, in place, the empty lists and maps of ``omitempty`` fields.
+
+    kube-apiserver decodes ``"taints": []`` or ``"labels": {}`` into an empty Go slice or map,
+    which ``omitempty`` leaves out of every answer, and which the field manager (working on
+    the object's unstructured form, built with the same tags) does not count as set. A field
+    the schema lists as ``required`` has no ``omitempty`` and keeps its ``[]``; empty
+    structs (``{}`` of a type with properties) are values Go always writes, so they stay, as
+    do untyped objects (``RawExtension``, ``FieldsV1``).
+    """
+    defs = definitions(version)
+    root = defs.get(definition_name(rt))
+    if root is not None:
+        _drop_empty(obj, root, defs)
+
+
+def _is_collection(schema: Schema, defs: dict[str, Schema]) -> bool:
+    resolved = _resolve(schema, defs)
+    types = _types(resolved)
+    if "array" in types:
+        return True
+    return (
+        "object" in types
+        and not resolved.get("properties")
+        and isinstance(resolved.get("additionalProperties"), dict)
+    )
+
+
+def _drop_empty(value: Any, schema: Schema, defs: dict[str, Schema]) -> None:
+    schema = _resolve(schema, defs)
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        if props:
+            required = set(schema.get("required") or ())
+            for key in list(value):
+                sub = props.get(key)
+                if sub is None:
+                    continue
+                item = value[key]
+                if (
+                    key not in required
+                    and isinstance(item, list | dict)
+                    and not item
+                    and _is_collection(sub, defs)
+                ):
+                    del value[key]
+                else:
+                    _drop_empty(item, sub, defs)
+        elif isinstance(schema.get("additionalProperties"), dict):
+            for item in value.values():
+                _drop_empty(item, schema["additionalProperties"], defs)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for item in value:
+            _drop_empty(item, schema["items"], defs)

@@ -610,7 +610,7 @@ def conflict_error(clashes: list[tuple[Manager, Path]]) -> E.ApiError:
     """The 409 ``NewApplyConflict`` builds: details carry only the causes."""
     causes = [
         {
-            "type": "FieldManagerConflict",
+            "reason": "FieldManagerConflict",
             "message": f"conflict with {m.printed()}",
             "field": render(p),
         }

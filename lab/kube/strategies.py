@@ -377,7 +377,7 @@ class SecretStrategy(Strategy):
 
 
 class EventStrategy(Strategy):
-    field_labels = (
+    field_labels: tuple[str, ...] = (
         "metadata.name",
         "metadata.namespace",
         "involvedObject.kind",
@@ -395,7 +395,7 @@ class EventStrategy(Strategy):
     custom_field_labels = True
 
     def fields(self, obj: Obj) -> dict[str, str]:
-        out = super().fields(obj)
+        out = {f: _str(_get(obj, f)) for f in EventStrategy.field_labels}
         source = obj.get("source") or {}
         out["source"] = _str(source.get("component")) if isinstance(source, dict) else ""
         out["reportingComponent"] = _str(obj.get("reportingComponent"))
@@ -408,11 +408,35 @@ class EventStrategy(Strategy):
         return errs + events.validate(obj, v1=False)
 
 
+#: events.k8s.io/v1 field labels -> the core/v1 ones they select on, as the group's
+#: ``AddFieldLabelConversionsForEvent`` converts them (the stored object is core-shaped
+#: upstream too); a core name such as ``involvedObject.name`` is not supported there.
+EVENTS_V1_FIELD_LABELS: dict[str, str] = {
+    "reason": "reason",
+    "regarding.kind": "involvedObject.kind",
+    "regarding.namespace": "involvedObject.namespace",
+    "regarding.name": "involvedObject.name",
+    "regarding.uid": "involvedObject.uid",
+    "regarding.apiVersion": "involvedObject.apiVersion",
+    "regarding.resourceVersion": "involvedObject.resourceVersion",
+    "regarding.fieldPath": "involvedObject.fieldPath",
+    "reportingController": "reportingComponent",
+    "source": "source",
+    "type": "type",
+    "metadata.namespace": "metadata.namespace",
+    "metadata.name": "metadata.name",
+}
+
+
 class EventsV1Strategy(EventStrategy):
-    """events.k8s.io/v1 Events: validated and selected on their core/v1 form."""
+    """events.k8s.io/v1 Events: validated and selected on their core/v1 form, by the
+    group's own field labels."""
+
+    field_labels = tuple(EVENTS_V1_FIELD_LABELS)
 
     def fields(self, obj: Obj) -> dict[str, str]:
-        return super().fields(events.to_core(obj))
+        core = super().fields(events.to_core(obj))
+        return {label: core[name] for label, name in EVENTS_V1_FIELD_LABELS.items()}
 
     def validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
         core = events.to_core(obj)

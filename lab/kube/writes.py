@@ -19,7 +19,12 @@ from lab.kube import exceptions as E
 from lab.kube import patch as P
 from lab.kube.objects import Obj, RTKey, clone, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
-from lab.kube.schema import always_serialized, apply_type_error, type_error
+from lab.kube.schema import (
+    always_serialized,
+    apply_type_error,
+    drop_empty_collections,
+    type_error,
+)
 from lab.kube.seed import namespace_companions
 from lab.kube.ssa import FieldManager, Types
 from lab.kube.validation import validate_meta_update, validate_metadata
@@ -67,6 +72,7 @@ class Writer:
         obj = clone(body)
         obj.pop("kind", None)
         obj.pop("apiVersion", None)
+        drop_empty_collections(rt, obj, version=self.store.k8s_version)
         meta = obj.get("metadata")
         if not isinstance(meta, dict):
             meta = obj["metadata"] = {}
@@ -354,6 +360,7 @@ class Writer:
     ) -> Obj:
         k = rt_key(rt)
         strategy = self.store.strategies[k]
+        drop_empty_collections(rt, new, version=self.store.k8s_version)
         meta, ometa = new["metadata"], old["metadata"]
         for f in (
             "name",

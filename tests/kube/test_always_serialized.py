@@ -189,3 +189,36 @@ def test_dry_run_and_noop_update_see_the_same_shape(
     assert status == 200
     assert updated["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
     assert updated["status"] == stored["status"]
+
+
+def test_empty_omitempty_lists_and_maps_are_left_out(sim: KubeServer) -> None:
+    """Go decodes ``[]`` / ``{}`` into an empty slice or map, which ``omitempty`` leaves out of
+    the answer and the field manager does not count; required (non-omitempty) lists stay."""
+    ctype = {"Content-Type": "application/json"}
+    node = {
+        "metadata": {"name": "e", "labels": {}, "finalizers": [], "annotations": {}},
+        "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+        "status": {"addresses": [], "capacity": {}},
+    }
+    status, body = raw(sim, "POST", "/api/v1/nodes", json.dumps(node).encode(), ctype)
+    assert status == 201
+    assert {"labels", "finalizers", "annotations"}.isdisjoint(body["metadata"])
+    assert "addresses" not in body["status"]
+    assert "capacity" not in body["status"]
+    merge = {"Content-Type": "application/merge-patch+json"}
+    patch = json.dumps({"spec": {"taints": []}}).encode()
+    status, body = raw(sim, "PATCH", "/api/v1/nodes/e", patch, merge)
+    assert status == 200
+    assert body["spec"] == {}
+    # the writer's only field is gone, and with it its managedFields entry
+    assert "managedFields" not in body["metadata"]
+    # EndpointSlice.endpoints has no omitempty: an empty list is written as []
+    eps = {"metadata": {"name": "s"}, "addressType": "IPv4", "endpoints": [], "ports": []}
+    path = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+    status, body = raw(sim, "POST", path, json.dumps(eps).encode(), ctype)
+    assert status == 201
+    assert body["endpoints"] == []
+    assert "ports" not in body
+    # struct values are not collections: the zero-filled daemonEndpoints stays
+    status, body = raw(sim, "GET", "/api/v1/nodes/e")
+    assert body["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}

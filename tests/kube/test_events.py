@@ -103,6 +103,33 @@ def test_an_events_k8s_io_event_lists_through_core(
     assert status == 404
 
 
+def test_field_selectors_use_each_apis_own_names(ev1: client.EventsV1Api, sim: KubeServer) -> None:
+    """events.k8s.io/v1 converts its own labels to the core ones (upstream's
+    ``AddFieldLabelConversionsForEvent``): ``regarding.*`` and ``reportingController`` select,
+    the core names are not supported there, and core/v1 keeps its names."""
+    ev1.create_namespaced_event("default", v1_event("about-web"))
+    other = v1_event("about-db", regarding={"kind": "Service", "name": "db"})
+    ev1.create_namespaced_event("default", {**other, "reportingController": "example.com/x"})
+    raw(sim, "POST", CORE_PATH, json.dumps(core_event("about-n1")).encode(), JSON)
+
+    def names(selector: str) -> list[str]:
+        found = ev1.list_namespaced_event("default", field_selector=selector).items
+        return sorted(e.metadata.name for e in found if e.event_time is not None)
+
+    assert names("regarding.name=web") == ["about-web"]
+    assert names("regarding.kind=Service,regarding.name!=web") == ["about-db"]
+    assert names("reportingController=example.com/x") == ["about-db"]
+    assert names("type=Normal,reason=Synced") == ["about-db", "about-web"]
+    for core_name in ("involvedObject.name", "reportingComponent", "message"):
+        status, body = raw(sim, "GET", f"{V1_PATH}?fieldSelector={core_name}%3Dweb")
+        assert (status, body["message"]) == (400, f"field label not supported: {core_name}")
+    # core/v1 is unchanged: its own names select, the events.k8s.io ones are not supported
+    status, body = raw(sim, "GET", f"{CORE_PATH}?fieldSelector=involvedObject.name%3Dn1")
+    assert [i["metadata"]["name"] for i in body["items"]] == ["about-n1"]
+    status, body = raw(sim, "GET", f"{CORE_PATH}?fieldSelector=regarding.name%3Dweb")
+    assert (status, body["message"]) == (400, "field label not supported: regarding.name")
+
+
 def test_a_watch_through_one_api_sees_writes_through_the_other(
     sim: KubeServer, api_client: Any
 ) -> None:

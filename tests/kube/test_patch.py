@@ -361,7 +361,7 @@ def test_server_side_apply_conflicts_between_appliers_and_force(core: client.Cor
     assert body["details"] == {
         "causes": [
             {
-                "type": "FieldManagerConflict",
+                "reason": "FieldManagerConflict",
                 "field": f".data.{key}",
                 "message": 'conflict with "alice"',
             }

@@ -105,10 +105,12 @@ def test_apply_conflicts_with_an_update_manager_and_force_takes_the_field(
         'Apply failed with 1 conflict: conflict with "OpenAPI-Generator" using apps/v1: '
         ".spec.replicas"
     )
+    # metav1.StatusCause writes its Type under the JSON name "reason" (clients such as
+    # lightkube and kr8s read it there)
     assert body["details"] == {
         "causes": [
             {
-                "type": "FieldManagerConflict",
+                "reason": "FieldManagerConflict",
                 "message": 'conflict with "OpenAPI-Generator" using apps/v1',
                 "field": ".spec.replicas",
             }
