@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hmac
 import os
+import secrets
+from pathlib import Path
 
 #: where a component started as a child process finds the lab's token
 TOKEN_ENV = "CCM_LAB_TOKEN"
@@ -58,6 +60,28 @@ def refusal(what: str, authorization: str | None) -> str:
 def token_from_env() -> str | None:
     """The token a parent handed a child component (None: serve without one)."""
     return os.environ.get(TOKEN_ENV) or None
+
+
+def control_token(token_file: Path | None) -> str | None:
+    """A standalone component's token (``--control-token-file``): :data:`TOKEN_ENV` when set;
+    else the token in ``token_file``, or a new one written there (mode 0600, created only if
+    absent) when the file does not exist or is empty; None without either (an open control
+    plane, which the component's log says). Raises ``OSError`` naming the file."""
+    given = token_from_env()
+    if given is not None or token_file is None:
+        return given
+    try:
+        text = token_file.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        text = ""
+    if text:
+        return text
+    token = secrets.token_urlsafe(24)
+    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(token + "\n")
+    os.chmod(token_file, 0o600)
+    return token
 
 
 def auth_headers(token: str | None) -> dict[str, str]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ import pytest
 from lab.aws import AwsControlClient, AwsControlError, load_jsonl, make_client
 from lab.aws.process import AwsProcess
 from lab.component import ComponentNotReady
+from lab.component.bearer import TOKEN_ENV
 
 READY = re.compile(r"^ccm-lab aws endpoint ready at http://127\.0\.0\.1:(\d+)$")
 
@@ -75,3 +79,40 @@ def test_readiness_failure_carries_the_log(tmp_path: Path) -> None:
         with pytest.raises(ComponentNotReady, match="Address already in use"):
             aws.start()
     assert not aws.running
+
+
+def test_cli_control_token_file_is_generated_once_and_required(tmp_path: Path) -> None:
+    """``--control-token-file``: a fresh token written 0600, then required on ``/_lab/`` and
+    ``/moto-api/``; a second start with the same file keeps the token."""
+    token_file = tmp_path / "control-token"
+    tokens = []
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    for _ in range(2):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "lab.aws", "--port", "0", "--no-warm-up",
+             "--control-token-file", str(token_file)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline().rstrip("\n")
+            assert READY.match(line), (line, proc.stderr.read() if proc.stderr else "")
+            url = line.rsplit(" ", 1)[1]
+            assert token_file.stat().st_mode & 0o777 == 0o600
+            token = token_file.read_text(encoding="utf-8").strip()
+            tokens.append(token)
+            with pytest.raises(AwsControlError) as refused:
+                AwsControlClient(url).reset()
+            assert "401" in str(refused.value) or "token" in str(refused.value)
+            AwsControlClient(url, token=token).reset()
+            for path in ("/moto-api/reset", "/_lab/reset"):
+                request = urllib.request.Request(url + path, method="POST", data=b"")
+                with pytest.raises(urllib.error.HTTPError) as http:
+                    urllib.request.urlopen(request, timeout=10)
+                http.value.close()
+                assert http.value.code == 401
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=20)
+    assert tokens[0] == tokens[1]
+    assert len(tokens[0]) >= 32
