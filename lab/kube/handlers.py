@@ -415,7 +415,8 @@ class Api:
         code: int,
         headers: dict[str, str] | None = None,
     ) -> Response:
-        return Response(code, with_type(rt.kind, rt.api_version, dumps(obj)), headers=headers or {})
+        body = with_type(rt.kind, rt.api_version, self.store.encoded(obj))
+        return Response(code, body, headers=headers or {})
 
     # ------------------------------------------------------------------ reads
     def _wanted_rv(self, rv: str) -> int | None:

@@ -145,6 +145,9 @@ class Store:
         self.deleter = Deleter(self)
         self.writer = Writer(self)
         self._reconciling = False  # the apiserver's endpoint reconciler is writing
+        #: the last object committed and its JSON (the size check's encoding), so the reply
+        #: to that write does not encode it again (see :meth:`encoded`)
+        self._last_commit: tuple[Obj, bytes] | None = None
         self.reset()
 
     # ------------------------------------------------------------------ lifecycle / admin
@@ -293,8 +296,10 @@ class Store:
                 # without a reason (responsewriters.ErrorToAPIStatus), as kubectl shows it
                 raise E.ApiError(500, "", "etcdserver: request is too large")
             self.rv += 1
-            # the encoding is not kept: entries encode lazily on first read (memory as before)
+            # the encoding is not kept with the entry: entries encode lazily on first read
+            # (memory as before); only the write's own reply reuses it
             self._put(k, key, obj)
+            self._last_commit = (obj, encoded)
         self._publish(k, Event(etype, obj, old, self.rv, rt.kind, rt.api_version))
         twin = events.twin_of(k)
         if twin is not None and twin in self.by_key:
@@ -307,6 +312,14 @@ class Store:
             finally:
                 self._reconciling = False
         return obj
+
+    def encoded(self, obj: Obj) -> bytes:
+        """``obj`` as JSON: the commit's own encoding when ``obj`` is the object last committed
+        (a stored object is never changed after its commit), else encoded now."""
+        last = self._last_commit  # one atomic read: another thread's commit may replace it
+        if last is not None and last[0] is obj:
+            return last[1]
+        return dumps(obj)
 
     def _publish(self, k: RTKey, ev: Event) -> None:
         now = time.monotonic()

@@ -8,12 +8,14 @@ checked against the long way on the same inputs, so a shortcut that changed an a
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from lab.kube.objects import clone
 from lab.kube.resources import RESOURCES
 from lab.kube.schema import type_error
 from lab.kube.ssa import Types, compare
+from lab.kube.store import Store
 
 NODES = next(r for r in RESOURCES if r.group == "" and r.plural == "nodes")
 SERVICES = next(r for r in RESOURCES if r.group == "" and r.plural == "services")
@@ -76,3 +78,18 @@ def test_type_error_with_the_stored_object_finds_the_same_first_error() -> None:
         assert type_error(SERVICES, body, version="1.33", stored=stored) == full
     # a stored field the patch kept is not decoded again (it decoded when it was written)
     assert type_error(SERVICES, clone(stored), version="1.33", stored=stored) is None
+
+
+def test_a_writes_reply_reuses_its_commits_encoding_only_for_that_object() -> None:
+    store = Store()
+    cms = store.rt("", "configmaps")
+    first = store.writer.create(cms, "default", {"metadata": {"name": "a"}, "data": {"k": "v"}})
+    cached = store.encoded(first)
+    assert json.loads(cached) == first
+    assert store.encoded(first) is cached, "the commit's own bytes"
+    second = store.writer.create(cms, "default", {"metadata": {"name": "b"}})
+    assert store.encoded(first) is not cached, "an earlier object is encoded afresh"
+    assert json.loads(store.encoded(first)) == first
+    copy_of_second = clone(second)
+    assert json.loads(store.encoded(copy_of_second)) == second
+    assert store.encoded(copy_of_second) is not store.encoded(second)
