@@ -15,6 +15,10 @@ kubectl does not compute strategic merge patches from this document and falls ba
 compiled-in types for built-in kinds, which is what we want: our schemas carry no patch
 strategies, and a wrong merge key would silently corrupt lists.
 
+``/openapi/v2`` in JSON lists the version's upstream schema set (``lab.kube.schema``, the one
+writes are checked against) as its ``definitions``; in protobuf, kubectl's form, it has none
+(see the protobuf section below).
+
 Schemas (``components.schemas``) are there for ``kubectl explain``. They are derived at run time
 from the official Python client's models (field names, types and upstream descriptions), tagged
 with ``x-kubernetes-group-version-kind``, and reduced to the OpenAPI 3.0 keywords kubectl reads.
@@ -333,6 +337,56 @@ def v3_document(key: str, version: str = DEFAULT_VERSION) -> JSONDict | None:
     return loaded
 
 
+#: upstream's Swagger 2.0 shapes of the two types JSON Schema writes as ``oneOf``
+_V2_SCALARS: Final = {
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": {
+        "type": "string",
+        "format": "int-or-string",
+    },
+    "io.k8s.apimachinery.pkg.api.resource.Quantity": {"type": "string"},
+}
+
+
+def _as_swagger(node: Any) -> Any:
+    """A schema-set node (JSON Schema: ``$defs`` references, ``[type, "null"]``) as Swagger
+    2.0 writes it (``#/definitions/`` references, one type)."""
+    if isinstance(node, list):
+        return [_as_swagger(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: JSONDict = {}
+    for key, value in node.items():
+        if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/"):
+            out[key] = "#/definitions/" + value[len("#/$defs/") :]
+        elif key == "type" and isinstance(value, list):
+            kinds = [t for t in value if t != "null"]
+            if len(kinds) == 1:
+                out[key] = kinds[0]
+        else:
+            out[key] = _as_swagger(value)
+    return out
+
+
+def _v2_definitions(version: str) -> JSONDict:
+    """Every type of the version's upstream schema set (the one writes are checked against),
+    as kube-apiserver's ``/openapi/v2`` lists them: descriptions, group-version-kind and list
+    extensions included."""
+    from lab.kube.schema import definitions
+
+    try:
+        defs = definitions(version)
+    except OSError:  # pragma: no cover - the schema package is a dependency
+        return {}
+    out: JSONDict = {}
+    for name, node in defs.items():
+        converted = _as_swagger(node)
+        if name in _V2_SCALARS:
+            converted.pop("oneOf", None)
+            converted.update(_V2_SCALARS[name])
+        out[name] = converted
+    return out
+
+
 @cache
 def _v2_body(version: str) -> bytes:
     paths: JSONDict = {}
@@ -340,7 +394,12 @@ def _v2_body(version: str) -> bytes:
         for served in versions:
             for rt in in_group_version(group, served):
                 paths.update(_paths_for(rt, v2=True))
-    doc = {"swagger": "2.0", "info": _info(version), "paths": paths, "definitions": {}}
+    doc = {
+        "swagger": "2.0",
+        "info": _info(version),
+        "paths": paths,
+        "definitions": _v2_definitions(version),
+    }
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 

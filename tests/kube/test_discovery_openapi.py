@@ -107,6 +107,39 @@ def test_operation_ids_are_unique() -> None:
     assert len(seen) == len(set(seen))
 
 
+def test_v2_json_definitions_are_the_versions_upstream_types() -> None:
+    """``/openapi/v2`` lists every type of the schema set writes are checked against, in
+    Swagger 2.0's shape: one type per node, references inside the document."""
+    doc = v2_document()
+    defs = doc["definitions"]
+    node = defs["io.k8s.api.core.v1.Node"]
+    assert node["x-kubernetes-group-version-kind"] == [
+        {"group": "", "kind": "Node", "version": "v1"}
+    ]
+    assert node["type"] == "object"
+    assert "worker node" in node["description"]
+    taints = defs["io.k8s.api.core.v1.NodeSpec"]["properties"]["taints"]
+    assert taints["items"] == {"$ref": "#/definitions/io.k8s.api.core.v1.Taint"}
+    assert defs["io.k8s.apimachinery.pkg.util.intstr.IntOrString"]["format"] == "int-or-string"
+    refs: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            assert not isinstance(value.get("type"), list), value
+            assert "oneOf" not in value or "properties" in value, value
+            if isinstance(value.get("$ref"), str):
+                refs.append(value["$ref"])
+            for sub in value.values():
+                walk(sub)
+        elif isinstance(value, list):
+            for sub in value:
+                walk(sub)
+
+    walk(defs)
+    assert refs
+    assert {r.removeprefix("#/definitions/") for r in refs} <= set(defs)
+
+
 def test_v2_json_document() -> None:
     status, doc = get("/openapi/v2", "application/json")
     assert status == 200
