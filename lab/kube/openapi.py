@@ -19,10 +19,11 @@ strategies, and a wrong merge key would silently corrupt lists.
 writes are checked against) as its ``definitions``; in protobuf, kubectl's form, it has none
 (see the protobuf section below).
 
-Schemas (``components.schemas``) are there for ``kubectl explain``. They are derived at run time
-from the official Python client's models (field names, types and upstream descriptions), tagged
-with ``x-kubernetes-group-version-kind``, and reduced to the OpenAPI 3.0 keywords kubectl reads.
-When the client package is missing the documents simply have no schemas.
+Schemas (``components.schemas``, for ``kubectl explain``) are the version's upstream schema
+set (``lab.kube.schema``: the types, descriptions and extensions writes are checked against),
+each group version's kinds and every type they refer to, under upstream's names, converted to
+the OpenAPI 3.0 shape kube-apiserver writes (one type per node, ``allOf`` around a described
+reference).
 
 Neighbours: the operations come from ``resources.RESOURCES``; the router calls
 :func:`handle_openapi` for ``/openapi/...`` paths. Documents are built once per process on
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from functools import cache
 from typing import Any, Final
 
@@ -170,120 +170,101 @@ def _info(version: str) -> JSONDict:
 
 # ---- schemas for kubectl explain ------------------------------------------------------------
 
-_SCHEMA_PREFIX: Final = "io.k8s.lab."
 INT_OR_STRING: Final = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
-_INT_OR_STRING_SCHEMA: Final = {
-    "type": "string",
-    "format": "int-or-string",
-    "description": "An integer or a string (a port number or a port name, a count or a "
-    "percentage); JSON carries whichever was given.",
+#: upstream's shapes of the two types the schema set writes as JSON Schema ``oneOf``
+_SCALARS: Final = {
+    INT_OR_STRING: {"type": "string", "format": "int-or-string"},
+    "io.k8s.apimachinery.pkg.api.resource.Quantity": {"type": "string"},
 }
-_KEEP: Final = ("type", "format", "enum")
-_VERSION_PREFIX = re.compile(r"^(?:[A-Z][a-z]+)?V\d+(?:alpha\d+|beta\d+)?(?=[A-Z])")
+_DEFS_REF: Final = "#/$defs/"
 
 
-def _model_class(rt: ResourceType) -> Any:
-    """The official client's model for ``rt`` (``V1Service``, ``CoreV1Event``...), or None."""
-    try:
-        import kubernetes.client as models
-    except ImportError:  # pragma: no cover - the client is a project dependency
-        return None
-    label = (rt.group.split(".")[0] if rt.group else "core").capitalize()
-    version = rt.version.capitalize()
-    for name in (f"{label}{version}{rt.kind}", f"{version}{rt.kind}"):
-        cls = getattr(models, name, None)
-        if cls is not None and hasattr(cls, "model_json_schema"):
-            return cls
-    return None
-
-
-def _clean_description(text: str) -> str:
-    # Model docstrings end with the generator's "Attributes:" boilerplate.
-    return text.split("\n\nAttributes:", 1)[0].strip()
-
-
-def _convert(node: Any, rename: dict[str, str]) -> JSONDict:
-    """A JSON Schema (pydantic) node as the OpenAPI 3.0 subset kubectl understands."""
+def _as_openapi(node: Any, prefix: str) -> Any:
+    """A schema-set node (JSON Schema: ``#/$defs/`` references, ``[type, "null"]``) as an
+    OpenAPI document writes it: references under ``prefix``, one type per node, and (v3) a
+    reference with a description wrapped in ``allOf``, as kube-apiserver writes it (3.0
+    ignores a ``$ref``'s siblings)."""
+    if isinstance(node, list):
+        return [_as_openapi(item, prefix) for item in node]
     if not isinstance(node, dict):
-        return {}
+        return node
     out: JSONDict = {}
-    if "$ref" in node:
-        out["$ref"] = "#/components/schemas/" + rename[node["$ref"].rsplit("/", 1)[-1]]
-    elif "anyOf" in node:
-        options = [o for o in node["anyOf"] if o != {"type": "null"}]
-        types = {o.get("type") for o in options}
-        if len(options) == 1:
-            out = _convert(options[0], rename)
-        elif types == {"integer", "string"}:
-            out["$ref"] = "#/components/schemas/" + INT_OR_STRING
-    else:
-        out.update({k: node[k] for k in _KEEP if k in node})
-        if isinstance(node.get("properties"), dict):
-            out["properties"] = {
-                name: _convert(sub, rename) for name, sub in node["properties"].items()
-            }
-        if isinstance(node.get("items"), dict):
-            out["items"] = _convert(node["items"], rename)
-        if isinstance(node.get("additionalProperties"), dict):
-            out["additionalProperties"] = _convert(node["additionalProperties"], rename)
-        if isinstance(node.get("required"), list):
-            out["required"] = [str(r) for r in node["required"]]
-    description = node.get("description")
-    if isinstance(description, str) and description:
-        if "$ref" in out:  # siblings of $ref are ignored in 3.0; wrap like the real server
-            out = {"allOf": [out]}
-        out["description"] = _clean_description(description)
+    for key, value in node.items():
+        if key == "$ref" and isinstance(value, str) and value.startswith(_DEFS_REF):
+            out[key] = prefix + value[len(_DEFS_REF) :]
+        elif key == "type" and isinstance(value, list):
+            kinds = [t for t in value if t != "null"]
+            if len(kinds) == 1:
+                out[key] = kinds[0]
+        else:
+            out[key] = _as_openapi(value, prefix)
+    if prefix == V3_REF and "$ref" in out and len(out) > 1:
+        ref = out.pop("$ref")
+        out = {"allOf": [{"$ref": ref}], **out}
     return out
 
 
-def _schemas_for(group: str, version: str) -> JSONDict:
-    """``components.schemas`` for one group version: each kind and the types it refers to."""
-    raw: dict[str, Any] = {}
-    tops: dict[str, ResourceType] = {}
-    for rt in in_group_version(group, version):
-        cls = _model_class(rt)
-        if cls is None:
+def _converted(name: str, node: Any, prefix: str) -> JSONDict:
+    converted: JSONDict = _as_openapi(node, prefix)
+    if name in _SCALARS:
+        converted.pop("oneOf", None)
+        converted.update(_SCALARS[name])
+    return converted
+
+
+V2_REF: Final = "#/definitions/"
+V3_REF: Final = "#/components/schemas/"
+
+
+def _schemas_for(group: str, version: str, k8s_version: str) -> JSONDict:
+    """``components.schemas`` for one group version: each kind of it and every type those
+    refer to, from the version's upstream schema set (the one writes are checked against),
+    under upstream's names."""
+    from lab.kube.schema import definition_name, definitions
+
+    defs = definitions(k8s_version)
+    wanted = [definition_name(rt) for rt in in_group_version(group, version)]
+    seen: set[str] = set()
+    while wanted:
+        name = wanted.pop()
+        if name in seen or name not in defs:
             continue
-        schema = cls.model_json_schema(by_alias=True)
-        raw.update(schema.pop("$defs", {}))
-        raw[cls.__name__] = schema
-        tops[cls.__name__] = rt
-    rename: dict[str, str] = {}
-    taken: set[str] = set()
-    for name in sorted(raw):
-        short = _VERSION_PREFIX.sub("", name)
-        chosen = short if short not in taken else name
-        taken.add(chosen)
-        rename[name] = _SCHEMA_PREFIX + chosen
-    schemas: JSONDict = {}
-    for name, node in raw.items():
-        converted = _convert(node, rename)
-        top = tops.get(name)
-        if top is not None:
-            converted["x-kubernetes-group-version-kind"] = [
-                {"group": top.group, "version": top.version, "kind": top.kind}
-            ]
-        schemas[rename[name]] = converted
-    if raw:
-        schemas[INT_OR_STRING] = dict(_INT_OR_STRING_SCHEMA)
-    return dict(sorted(schemas.items()))
+        seen.add(name)
+        wanted.extend(_refs(defs[name]))
+    return {name: _converted(name, defs[name], V3_REF) for name in sorted(seen)}
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, list):
+        return [r for item in node for r in _refs(item)]
+    if not isinstance(node, dict):
+        return []
+    out = [r for value in node.values() for r in _refs(value)]
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_DEFS_REF):
+        out.append(ref[len(_DEFS_REF) :])
+    return out
 
 
 # Bump when the schema conversion changes: it is part of every document's hash.
-SCHEMA_REVISION: Final = "1"
+SCHEMA_REVISION: Final = "2"
 
 
 def _served_group_versions() -> dict[str, tuple[str, str]]:
     return {_gv_key(g, v): (g, v) for g, versions in groups().items() for v in versions}
 
 
-def _client_version() -> str:
-    try:
-        from importlib.metadata import version
+def _schema_set(version: str) -> str:
+    """Which schema set (package version and Kubernetes minor) the documents come from."""
+    from lab.kube.schema import schema_version
 
-        return version("kubernetes")
-    except Exception:  # pragma: no cover - metadata missing: schemas are absent too
-        return "none"
+    try:
+        from importlib.metadata import version as package_version
+
+        package = package_version("kubernetes-validate")
+    except Exception:  # pragma: no cover - metadata missing
+        package = "none"
+    return f"{package}/{schema_version(version)}"
 
 
 @cache
@@ -299,7 +280,7 @@ def v3_hash(key: str, version: str = DEFAULT_VERSION) -> str:
     for rt in in_group_version(group, served):
         paths.update(_paths_for(rt, v2=False))
     inputs = json.dumps(
-        [paths, _info(version), _client_version(), SCHEMA_REVISION], sort_keys=True
+        [paths, _info(version), _schema_set(version), SCHEMA_REVISION], sort_keys=True
     ).encode()
     return hashlib.sha512(inputs).hexdigest().upper()
 
@@ -314,7 +295,7 @@ def _v3_body(key: str, version: str) -> bytes:
         "openapi": "3.0.0",
         "info": _info(version),
         "paths": paths,
-        "components": {"schemas": _schemas_for(group, served)},
+        "components": {"schemas": _schemas_for(group, served, version)},
     }
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
@@ -337,54 +318,13 @@ def v3_document(key: str, version: str = DEFAULT_VERSION) -> JSONDict | None:
     return loaded
 
 
-#: upstream's Swagger 2.0 shapes of the two types JSON Schema writes as ``oneOf``
-_V2_SCALARS: Final = {
-    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": {
-        "type": "string",
-        "format": "int-or-string",
-    },
-    "io.k8s.apimachinery.pkg.api.resource.Quantity": {"type": "string"},
-}
-
-
-def _as_swagger(node: Any) -> Any:
-    """A schema-set node (JSON Schema: ``$defs`` references, ``[type, "null"]``) as Swagger
-    2.0 writes it (``#/definitions/`` references, one type)."""
-    if isinstance(node, list):
-        return [_as_swagger(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    out: JSONDict = {}
-    for key, value in node.items():
-        if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/"):
-            out[key] = "#/definitions/" + value[len("#/$defs/") :]
-        elif key == "type" and isinstance(value, list):
-            kinds = [t for t in value if t != "null"]
-            if len(kinds) == 1:
-                out[key] = kinds[0]
-        else:
-            out[key] = _as_swagger(value)
-    return out
-
-
 def _v2_definitions(version: str) -> JSONDict:
     """Every type of the version's upstream schema set (the one writes are checked against),
     as kube-apiserver's ``/openapi/v2`` lists them: descriptions, group-version-kind and list
     extensions included."""
     from lab.kube.schema import definitions
 
-    try:
-        defs = definitions(version)
-    except OSError:  # pragma: no cover - the schema package is a dependency
-        return {}
-    out: JSONDict = {}
-    for name, node in defs.items():
-        converted = _as_swagger(node)
-        if name in _V2_SCALARS:
-            converted.pop("oneOf", None)
-            converted.update(_V2_SCALARS[name])
-        out[name] = converted
-    return out
+    return {name: _converted(name, node, V2_REF) for name, node in definitions(version).items()}
 
 
 @cache

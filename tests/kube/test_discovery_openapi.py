@@ -86,7 +86,7 @@ def test_item_paths_follow_the_url_grammar() -> None:
     assert "/api/v1/namespaces/{namespace}/services/{name}/status" in doc["paths"]
     assert "/api/v1/nodes/{name}" in doc["paths"]
     assert "/api/v1/namespaces/{namespace}/nodes/{name}" not in doc["paths"]
-    service = doc["components"]["schemas"]["io.k8s.lab.Service"]
+    service = doc["components"]["schemas"]["io.k8s.api.core.v1.Service"]
     assert service["x-kubernetes-group-version-kind"] == [
         {"group": "", "version": "v1", "kind": "Service"}
     ]
@@ -234,16 +234,19 @@ def test_schemas_are_openapi_3_0_with_resolvable_refs(key: str) -> None:
     assert doc is not None
     schemas = doc["components"]["schemas"]
     assert schemas, key
-    allowed = {
+    allowed = {  # OpenAPI 3.0's schema keywords (no JSON Schema-only ones such as $defs)
         "type", "format", "enum", "properties", "items", "additionalProperties", "required",
-        "description", "allOf", "$ref",
-        "x-kubernetes-group-version-kind",
+        "description", "allOf", "oneOf", "anyOf", "not", "$ref", "default", "nullable",
+        "minimum", "maximum", "pattern", "minLength", "maxLength", "minItems", "maxItems",
+        "uniqueItems", "readOnly",
     }  # fmt: skip
     for name, schema in schemas.items():
         for keyword, value in _walk(schema):
             if keyword == "$ref":
                 assert value.removeprefix("#/components/schemas/") in schemas, (name, value)
-        assert set(schema) <= allowed, (name, set(schema) - allowed)
+        unknown = {k for k in schema if k not in allowed and not k.startswith("x-kubernetes-")}
+        assert not unknown, (name, unknown)
+        assert not isinstance(schema.get("type"), list), name
     tagged = {
         (g["group"], g["version"], g["kind"])
         for s in schemas.values()
@@ -261,21 +264,34 @@ def test_schema_details_kubectl_explain_reads() -> None:
     doc = v3_document("api/v1")
     assert doc is not None
     schemas = doc["components"]["schemas"]
-    port = schemas["io.k8s.lab.ServicePort"]
+    port = schemas["io.k8s.api.core.v1.ServicePort"]
     int_or_string = "#/components/schemas/io.k8s.apimachinery.pkg.util.intstr.IntOrString"
     assert port["properties"]["targetPort"]["allOf"] == [{"$ref": int_or_string}]
     assert schemas[int_or_string.rsplit("/", 1)[-1]]["format"] == "int-or-string"
     assert port["properties"]["port"]["type"] == "integer"
     assert "port" in port["required"]
-    spec = schemas["io.k8s.lab.Service"]["properties"]["spec"]
-    assert spec.get("$ref") == "#/components/schemas/io.k8s.lab.ServiceSpec" or spec["allOf"] == [
-        {"$ref": "#/components/schemas/io.k8s.lab.ServiceSpec"}
-    ]
-    described = schemas["io.k8s.lab.Service"]["description"]
+    spec = schemas["io.k8s.api.core.v1.Service"]["properties"]["spec"]
+    assert spec["allOf"] == [{"$ref": "#/components/schemas/io.k8s.api.core.v1.ServiceSpec"}]
+    assert spec["description"]
+    described = schemas["io.k8s.api.core.v1.Service"]["description"]
     assert described.startswith("Service is a named abstraction")
     assert "Attributes:" not in described
-    labels = schemas["io.k8s.lab.ObjectMeta"]["properties"]["labels"]
+    labels = schemas["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"]["labels"]
     assert labels["type"] == "object"
     assert labels["additionalProperties"] == {"type": "string"}
     event_kinds = [s for s in schemas if s.endswith(".Event")]
-    assert event_kinds == ["io.k8s.lab.Event"]
+    assert event_kinds == ["io.k8s.api.core.v1.Event"]
+    refs = {
+        r["$ref"].removeprefix("#/components/schemas/")
+        for r in _nodes(schemas)
+        if isinstance(r.get("$ref"), str)
+    }
+    assert refs <= set(schemas), "every reference resolves inside the document"
+
+
+def _nodes(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, dict):
+        return [value, *(n for sub in value.values() for n in _nodes(sub))]
+    if isinstance(value, list):
+        return [n for sub in value for n in _nodes(sub)]
+    return []
