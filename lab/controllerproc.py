@@ -190,7 +190,8 @@ def choose_command(
                 "kubernetes/cloud-provider-aws checkout (`make aws-cloud-controller-manager`) "
                 "and give its path"
             )
-        preset = upstream_preset(str(binary.resolve()))
+        # a brace in the path is the path's, not a placeholder
+        preset = upstream_preset(str(binary.resolve()).replace("{", "{{").replace("}", "}}"))
         command = ControllerCommand.parse(
             shlex.join(preset.template),
             ready_log=ready_log or None,
@@ -312,6 +313,24 @@ class ControllerProcess(ChildProcess):
             detach=detach,
             env=spec.environ(),
         )
+
+    @property
+    def health_url(self) -> str | None:
+        """Where the running controller answers health: ours ``<url>/healthz``; another build
+        its readiness URL (None when it is told ready by a log line)."""
+        command = self.spec.command
+        if command is None:
+            return f"{self._url}/healthz" if self._url else None
+        if command.ready_log is not None:
+            return None
+        return command.ready_url.format(**self._values)
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Ours: ``<url>/metrics``; another build's is its own business (None)."""
+        if self.spec.command is None and self._url:
+            return f"{self._url}/metrics"
+        return None
 
     @property
     def command(self) -> list[str]:

@@ -4,6 +4,7 @@ controller run as an external command against a sim lab."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -129,6 +130,12 @@ def test_choose_command_from_the_front_door_flags(tmp_path: Path) -> None:
     with pytest.raises(ControllerCommandError, match="no executable file"):
         choose_command(controller=f"upstream={binary}")
     binary.chmod(0o755)
+    braced = tmp_path / "acm-{v2}"
+    braced.write_text("#!/bin/sh\n", encoding="utf-8")
+    braced.chmod(0o755)
+    odd = choose_command(controller=f"upstream={braced}")
+    assert odd is not None
+    assert odd.render(dict.fromkeys(PLACEHOLDERS, "x"))[0] == str(braced)
     preset = choose_command(controller=f"upstream={binary}")
     assert preset is not None
     assert preset.name == "upstream"
@@ -186,3 +193,20 @@ def test_pytest_option_runs_the_build_and_skips_cases_needing_ours(tmp_path: Pat
     )
     assert bad.returncode == 4, bad.stdout + bad.stderr
     assert "no executable file at /nonexistent/acm" in bad.stderr
+
+
+def test_our_controller_leaves_no_kubeconfig_files_behind(lab: Lab, tmp_path: Path) -> None:
+    """The controller leaves with ``os._exit`` after SIGTERM (fast), but runs its exit
+    handlers first: the Kubernetes client's temporary copy of the kubeconfig's inline CA
+    (``certificate-authority-data``, a TLS lab's) is removed, not left in the temp dir."""
+    assert "certificate-authority-data" in lab.kubeconfig_path.read_text(encoding="utf-8")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    spec = dataclasses.replace(lab.controller_spec(), env={"TMPDIR": str(scratch)})
+    proc = ControllerProcess(spec).start()
+    try:
+        assert list(scratch.iterdir()), "the client wrote the CA out while running"
+    finally:
+        code = proc.stop()
+    assert code == 0
+    assert list(scratch.iterdir()) == []

@@ -7,12 +7,13 @@ The refusals themselves are tested where each control plane lives (``tests/aws``
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
 from lab.clock import ScaledClock
-from lab.component.bearer import bearer_ok, refusal
+from lab.component.bearer import TOKEN_ENV, bearer_ok, control_token, refusal
 from lab.compose import LabConfig, _make_provider
 
 
@@ -70,3 +71,35 @@ def test_a_lab_serves_its_api_with_tls_and_its_token_unless_told(tmp_path: Path)
 def test_insecure_api_is_the_sim_backends_only() -> None:
     with pytest.raises(ValueError, match=r"insecure_api .* kind cluster's API server"):
         LabConfig(backend="kind", insecure_api=True)
+
+
+def test_control_token_file_is_made_once_private_and_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    assert control_token(None) is None
+    path = tmp_path / "token"
+    got: list[str | None] = []
+    threads = [threading.Thread(target=lambda: got.append(control_token(path))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(got)) == 1, "components started together share one token"
+    assert got[0] is not None
+    assert len(got[0]) >= 32
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert control_token(path) == got[0], "a later start reads it"
+    monkeypatch.setenv(TOKEN_ENV, "from-env")
+    assert control_token(path) == "from-env"
+    monkeypatch.delenv(TOKEN_ENV)
+    loose = tmp_path / "loose"
+    loose.write_text("t0ken\n", encoding="utf-8")
+    loose.chmod(0o644)
+    with pytest.raises(OSError, match="chmod 600"):
+        control_token(loose)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError, match=r"symbolic link"):
+        control_token(link)
+    assert not (tmp_path / "elsewhere").exists(), "never written through a symlink"

@@ -462,17 +462,21 @@ def _moto_dispatcher() -> Any:
 
 #: protocols whose rules AWS requires ports for (names and numbers, as moto normalizes them)
 _PORTED_PROTOCOLS = frozenset({"tcp", "6", "udp", "17", "icmp", "1"})
+_ICMPV6 = frozenset({"icmpv6", "58"})
 
 
 def _allow_portless_rules() -> None:
-    """A rule for a protocol AWS takes without ports answers as on AWS, not with a 500.
+    """Rules for protocols AWS takes without ports answer as on AWS, not with a 500.
 
-    AWS allows every port for ``-1`` and for any protocol number other than tcp, udp, icmp
-    and icmpv6, and makes icmpv6's range optional (all types and codes); ``DescribeSecurity
-    Groups`` then shows the rule without ``FromPort``/``ToPort``. moto builds a rule's ports
-    with ``int()`` for every protocol but ``-1``, so such a rule (``IpProtocol=50`` with no
-    ports) raised a TypeError. Here it is built as moto builds a ``-1`` rule (ports unset)
-    and keeps its own protocol. Applied once per process, before moto serves a call.
+    AWS allows every port for ``-1`` (``all``) and for any protocol number other than tcp,
+    udp, icmp and icmpv6, whatever range is given, and makes icmpv6's range optional (all
+    types and codes); ``DescribeSecurityGroups`` then shows such a rule without
+    ``FromPort``/``ToPort``. moto builds a rule's ports with ``int()`` for every protocol but
+    ``-1``, so such a rule (``IpProtocol=50`` with no ports, ``all`` without ports) raised a
+    TypeError. Here: ``all`` is ``-1``; any other protocol but tcp/udp/icmp/icmpv6 is built as
+    moto builds a ``-1`` rule (ports dropped, as AWS ignores them) keeping its own protocol;
+    icmpv6 (``58`` too) keeps its range when both ends are given and is portless otherwise.
+    Applied once per process, before moto serves a call.
     """
     from moto.ec2.models.security_groups import SecurityGroupRule
 
@@ -491,17 +495,17 @@ def _allow_portless_rules() -> None:
         **kwargs: Any,
     ) -> None:
         protocol = str(ip_protocol).lower() if ip_protocol else ""
-        portless = (
-            protocol not in _PORTED_PROTOCOLS
-            and protocol not in ("-1", "all")
-            and from_port is None
-            and to_port is None
-        )
-        if not portless:
+        if protocol in ("-1", "all"):
+            original(self, ec2_backend, "-1", group_id, None, None, *args, **kwargs)
+            return
+        if protocol in _ICMPV6 and from_port is not None and to_port is not None:
+            original(self, ec2_backend, "icmpv6", group_id, from_port, to_port, *args, **kwargs)
+            return
+        if not protocol or protocol in _PORTED_PROTOCOLS:
             original(self, ec2_backend, ip_protocol, group_id, from_port, to_port, *args, **kwargs)
             return
         original(self, ec2_backend, "-1", group_id, None, None, *args, **kwargs)
-        self.ip_protocol = "icmpv6" if protocol == "58" else protocol
+        self.ip_protocol = "icmpv6" if protocol in _ICMPV6 else protocol
 
     init.ccm_lab_portless = True  # type: ignore[attr-defined]
     SecurityGroupRule.__init__ = init  # type: ignore[method-assign]

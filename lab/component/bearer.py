@@ -17,9 +17,11 @@ and the control clients. This module imports nothing else of the lab.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import os
 import secrets
+import time
 from pathlib import Path
 
 #: where a component started as a child process finds the lab's token
@@ -64,24 +66,47 @@ def token_from_env() -> str | None:
 
 def control_token(token_file: Path | None) -> str | None:
     """A standalone component's token (``--control-token-file``): :data:`TOKEN_ENV` when set;
-    else the token in ``token_file``, or a new one written there (mode 0600, created only if
-    absent) when the file does not exist or is empty; None without either (an open control
-    plane, which the component's log says). Raises ``OSError`` naming the file."""
+    else the token in ``token_file``; else a new one written there, created exclusively with
+    mode 0600 (never through a symlink), so two components started together on one file end
+    up with the same token; None without either (an open control plane, which the component
+    says). Raises ``OSError`` naming the problem: a token file others can read is refused."""
     given = token_from_env()
     if given is not None or token_file is None:
         return given
+    for _ in range(50):
+        existing = _read_token(token_file)
+        if existing:
+            return existing
+        if existing == "":  # an empty file (touched by hand, or a writer mid-way)
+            with contextlib.suppress(FileNotFoundError):
+                if token_file.stat().st_size == 0 and time.time() - token_file.stat().st_mtime > 1:
+                    token_file.unlink()
+            time.sleep(0.02)
+            continue
+        token = secrets.token_urlsafe(24)
+        try:
+            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            continue  # another component made it first: read its token
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(token + "\n")
+        return token
+    raise OSError(f"{token_file} stays empty; remove it and start again")
+
+
+def _read_token(token_file: Path) -> str | None:
+    """The file's token ("" while empty), or None when there is no file."""
     try:
-        text = token_file.read_text(encoding="utf-8").strip()
+        fd = os.open(token_file, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
-        text = ""
-    if text:
-        return text
-    token = secrets.token_urlsafe(24)
-    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(token + "\n")
-    os.chmod(token_file, 0o600)
-    return token
+        return None
+    with os.fdopen(fd, encoding="utf-8") as fh:
+        if os.fstat(fh.fileno()).st_mode & 0o077:
+            raise OSError(
+                f"{token_file} can be read by other users (mode "
+                f"{os.fstat(fh.fileno()).st_mode & 0o777:o}); `chmod 600 {token_file}` first"
+            )
+        return fh.read().strip()
 
 
 def auth_headers(token: str | None) -> dict[str, str]:

@@ -318,7 +318,7 @@ def type_error(
     if top is None:
         return None
     if stored is not None:
-        body = {k: v for k, v in body.items() if k not in stored or stored[k] != v}
+        body = {k: v for k, v in body.items() if k not in stored or not _same_json(stored[k], v)}
     return _Walk(defs).error(body, _root(name), rt.kind, [])
 
 
@@ -330,6 +330,20 @@ def definition_type_error(
     if defname not in defs:
         return None
     return _Walk(defs).error(body, _root(defname), struct, [])
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON documents: Python's ``==`` also says ``1 == True == 1.0``, which would let
+    a patch that changes only a value's JSON type past the type check."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_json(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
 
 
 def _smd_expected(gotype: str) -> str:

@@ -505,6 +505,32 @@ def test_portless_protocols_are_all_ports_as_on_aws(aws: AwsServer, world: World
     assert dup.value.response["Error"]["Code"] == "InvalidPermission.Duplicate"
     ec2.revoke_security_group_ingress(GroupId=world.nodes, IpPermissions=[esp])
     assert portless() == {("icmpv6", None, None)}
+    # ports given to a protocol that has none are ignored, as AWS ignores them: the rule is
+    # the same one, so revoking it without ports finds it
+    ec2.authorize_security_group_ingress(
+        GroupId=world.nodes,
+        IpPermissions=[{**esp, "FromPort": 1, "ToPort": 2}],
+    )
+    assert ("50", None, None) in portless()
+    ec2.revoke_security_group_ingress(GroupId=world.nodes, IpPermissions=[esp])
+    assert portless() == {("icmpv6", None, None)}
+    # 58 is icmpv6 with or without a range; `all` is -1; a half-given range is no crash
+    ranged = {"IpProtocol": "58", "FromPort": 2, "ToPort": 0, "Ipv6Ranges": [{"CidrIpv6": "::/0"}]}
+    ec2.authorize_security_group_ingress(GroupId=world.nodes, IpPermissions=[ranged])
+    ec2.revoke_security_group_ingress(
+        GroupId=world.nodes, IpPermissions=[{**ranged, "IpProtocol": "icmpv6"}]
+    )
+    everything = {"IpProtocol": "all", "IpRanges": [{"CidrIp": "10.9.0.0/16"}]}
+    ec2.authorize_security_group_ingress(GroupId=world.nodes, IpPermissions=[everything])
+    ec2.revoke_security_group_ingress(
+        GroupId=world.nodes, IpPermissions=[{**everything, "IpProtocol": "-1"}]
+    )
+    half = {"IpProtocol": "50", "FromPort": 5, "IpRanges": [{"CidrIp": "10.8.0.0/16"}]}
+    ec2.authorize_security_group_ingress(GroupId=world.nodes, IpPermissions=[half])
+    ec2.revoke_security_group_ingress(
+        GroupId=world.nodes, IpPermissions=[esp | {"IpRanges": half["IpRanges"]}]
+    )
+    assert portless() == {("icmpv6", None, None)}
     # tcp still needs its ports (the validation layer's answer, before moto)
     with pytest.raises(ClientError) as tcp:
         ec2.authorize_security_group_ingress(

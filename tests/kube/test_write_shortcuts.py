@@ -76,6 +76,14 @@ def test_type_error_with_the_stored_object_finds_the_same_first_error() -> None:
         full = type_error(SERVICES, body, version="1.33")
         assert full is not None
         assert type_error(SERVICES, body, version="1.33", stored=stored) == full
+    # a value whose JSON type changed is checked though Python calls it equal (1 == True)
+    deployments = next(r for r in RESOURCES if r.group == "apps" and r.plural == "deployments")
+    stored_d = {"metadata": {"name": "d"}, "spec": {"replicas": 1}}
+    for changed in (True, 1.5):
+        patched = {"metadata": {"name": "d"}, "spec": {"replicas": changed}}
+        full = type_error(deployments, patched, version="1.33")
+        assert full is not None
+        assert type_error(deployments, patched, version="1.33", stored=stored_d) == full
     # a stored field the patch kept is not decoded again (it decoded when it was written)
     assert type_error(SERVICES, clone(stored), version="1.33", stored=stored) is None
 
