@@ -12,14 +12,13 @@ cleanly (exit 0).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from lab.aws.app import DEFAULT_ACCOUNT
 from lab.aws.server import AwsServer
 from lab.clock import DEFAULT_SPEED
 from lab.component import serve_until_signal
-from lab.component.bearer import TOKEN_ENV, control_token
+from lab.component.bearer import add_control_token_file, cli_control_token
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -46,33 +45,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "1 = real time)",
     )
     parser.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
-    parser.add_argument(
-        "--control-token-file",
-        type=Path,
-        default=None,
-        help="the control plane's bearer token: read from this file, or generated and written "
-        f"there (0600) when it is absent; {TOKEN_ENV} in the environment wins. Without either "
-        "the control plane is open to anyone on the host",
-    )
+    add_control_token_file(parser, plane="the control plane")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        token = control_token(args.control_token_file)
-    except OSError as exc:
-        print(
-            f"--control-token-file {args.control_token_file}: {exc.strerror or exc}",
-            file=sys.stderr,
-        )
-        return 2
-    if token is None:
-        print(
-            f"warning: the control plane is open to anyone on this host (set {TOKEN_ENV} or "
-            "--control-token-file)",
-            file=sys.stderr,
-        )
+    token = cli_control_token(args.control_token_file, plane="the control plane")
     return serve_until_signal(
         lambda: AwsServer(
             args.region,

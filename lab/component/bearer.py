@@ -17,10 +17,12 @@ and the control clients. This module imports nothing else of the lab.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hmac
 import os
 import secrets
+import sys
 import time
 from pathlib import Path
 
@@ -92,6 +94,35 @@ def control_token(token_file: Path | None) -> str | None:
             fh.write(token + "\n")
         return token
     raise OSError(f"{token_file} stays empty; remove it and start again")
+
+
+def add_control_token_file(parser: argparse.ArgumentParser, *, plane: str) -> None:
+    """``--control-token-file`` for a component's CLI (``plane``: what the token guards)."""
+    parser.add_argument(
+        "--control-token-file",
+        type=Path,
+        default=None,
+        help=f"{plane}'s bearer token: read from this file, or generated and written there "
+        f"(0600) when it is absent; {TOKEN_ENV} in the environment wins. Without either "
+        f"{plane} is open to anyone on the host",
+    )
+
+
+def cli_control_token(token_file: Path | None, *, plane: str) -> str | None:
+    """:func:`control_token` for a CLI: a warning on stderr when ``plane`` stays open; a bad
+    token file is one line on stderr and exit status 2."""
+    try:
+        token = control_token(token_file)
+    except OSError as exc:
+        print(f"--control-token-file {token_file}: {exc.strerror or exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if token is None:
+        print(
+            f"warning: {plane} is open to anyone on this host (set {TOKEN_ENV} or "
+            "--control-token-file)",
+            file=sys.stderr,
+        )
+    return token
 
 
 def _read_token(token_file: Path) -> str | None:

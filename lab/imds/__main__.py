@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from lab.component import serve_until_signal
-from lab.component.bearer import TOKEN_ENV, control_token
+from lab.component.bearer import add_control_token_file, cli_control_token
 from lab.imds.server import ImdsServer
 
 
@@ -44,14 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--cache-ttl", type=float, default=0.2, help="instance cache seconds")
     parser.add_argument("--log-level", default="WARNING")
-    parser.add_argument(
-        "--control-token-file",
-        type=Path,
-        default=None,
-        help="the control plane's bearer token: read from this file, or generated and written "
-        f"there (0600) when it is absent; {TOKEN_ENV} in the environment wins. Without either "
-        "the control plane is open to anyone on the host",
-    )
+    add_control_token_file(parser, plane="the control plane")
     return parser
 
 
@@ -67,20 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--map={item!r}: expected IP=INSTANCE_ID", file=sys.stderr)
             return 2
         mapping[address] = instance
-    try:
-        token = control_token(args.control_token_file)
-    except OSError as exc:
-        print(
-            f"--control-token-file {args.control_token_file}: {exc.strerror or exc}",
-            file=sys.stderr,
-        )
-        return 2
-    if token is None:
-        print(
-            f"warning: the control plane is open to anyone on this host (set {TOKEN_ENV} or "
-            "--control-token-file)",
-            file=sys.stderr,
-        )
+    token = cli_control_token(args.control_token_file, plane="the control plane")
     return serve_until_signal(
         lambda: ImdsServer(
             args.aws_endpoint,

@@ -11,11 +11,9 @@ it is the API's token too).
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 from lab.component import serve_until_signal
-from lab.component.bearer import TOKEN_ENV, control_token
+from lab.component.bearer import add_control_token_file, cli_control_token
 from lab.kube.server import KubeServer
 from lab.kube.version import DEFAULT_K8S_VERSION
 
@@ -43,27 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         help="AlwaysAllow (default) or RBAC over the stored Roles and bindings",
     )
     parser.add_argument("--log-level", default="WARNING")
-    parser.add_argument(
-        "--control-token-file",
-        type=Path,
-        default=None,
-        help="the /_lab token (with --tls the API's too): read from this file, or generated and "
-        f"written there (0600) when it is absent; {TOKEN_ENV} in the environment wins. Without "
-        "either /_lab is open to anyone on the host",
-    )
+    add_control_token_file(parser, plane="/_lab")
     args = parser.parse_args(argv)
-    try:  # the lab's: /_lab needs it, and with --tls the API too
-        token = control_token(args.control_token_file)
-    except OSError as exc:
-        where = args.control_token_file
-        print(f"--control-token-file {where}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    if token is None:
-        print(
-            f"warning: /_lab is open to anyone on this host (set {TOKEN_ENV} or "
-            "--control-token-file)",
-            file=sys.stderr,
-        )
+    # the lab's token: /_lab needs it, and with --tls the API too
+    token = cli_control_token(args.control_token_file, plane="/_lab")
     return serve_until_signal(
         lambda: KubeServer(
             version=args.version,

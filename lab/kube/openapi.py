@@ -177,6 +177,8 @@ _SCALARS: Final = {
     "io.k8s.apimachinery.pkg.api.resource.Quantity": {"type": "string"},
 }
 _DEFS_REF: Final = "#/$defs/"
+V2_REF: Final = "#/definitions/"
+V3_REF: Final = "#/components/schemas/"
 
 
 def _as_openapi(node: Any, prefix: str) -> Any:
@@ -210,10 +212,6 @@ def _converted(name: str, node: Any, prefix: str) -> JSONDict:
         converted.pop("oneOf", None)
         converted.update(_SCALARS[name])
     return converted
-
-
-V2_REF: Final = "#/definitions/"
-V3_REF: Final = "#/components/schemas/"
 
 
 def _schemas_for(group: str, version: str, k8s_version: str) -> JSONDict:

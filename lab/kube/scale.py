@@ -17,6 +17,7 @@ from lab.kube import exceptions as E
 from lab.kube import patch as P
 from lab.kube.objects import clone
 from lab.kube.resources import ResourceType
+from lab.kube.schema import json_kind
 from lab.kube.store import Store
 from lab.kube.tables import format_label_selector
 
@@ -74,7 +75,7 @@ def _check_scale(rt: ResourceType, name: str, scale: Any) -> int:
     if not isinstance(replicas, int) or isinstance(replicas, bool):
         raise E.bad_request(
             'Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal '
-            f"{_json_kind(replicas)} into Go struct field ScaleSpec.spec.replicas of type int32"
+            f"{json_kind(replicas)} into Go struct field ScaleSpec.spec.replicas of type int32"
         )
     if replicas < 0:
         scale_rt = ResourceType("autoscaling", "v1", "Scale", "scale", "scale", namespaced=True)
@@ -89,20 +90,6 @@ def _check_scale(rt: ResourceType, name: str, scale: Any) -> int:
             f"the name of the object ({meta_name}) does not match the name on the URL ({name})"
         )
     return replicas
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, float):
-        return "number"
-    return "null"
 
 
 def update_scale(

@@ -144,7 +144,8 @@ def go_type(schema: Schema, defs: dict[str, Schema]) -> str:
     return "interface {}"
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """The JSON kind Go's decoder names in an unmarshal error (``cannot unmarshal <kind>``)."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
@@ -153,7 +154,7 @@ def _json_kind(value: Any) -> str:
         return "string"
     if isinstance(value, list):
         return "array"
-    return "object"
+    return "object" if isinstance(value, dict) else "null"
 
 
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
@@ -301,7 +302,7 @@ class _Walk:
         self, value: Any, gotype: str, struct: str, path: list[str], *, literal: str | None = None
     ) -> str:
         self.found = (list(path), gotype, value)
-        what = _json_kind(value) + (f" {literal}" if literal else "")
+        what = json_kind(value) + (f" {literal}" if literal else "")
         where = f"Go struct field {struct}.{'.'.join(path)}" if struct and path else "Go value"
         return f"json: cannot unmarshal {what} into {where} of type {gotype}"
 

@@ -24,7 +24,7 @@ from lab.kube.deletion import DeleteOptions
 from lab.kube.objects import rt_key
 from lab.kube.protobuf import PROTOBUF, ProtobufError, decode_object
 from lab.kube.resources import ResourceType
-from lab.kube.schema import definition_type_error
+from lab.kube.schema import definition_type_error, json_kind
 from lab.kube.selectors import parse_field_selector, parse_label_selector
 from lab.kube.store import Selection, Store
 from lab.kube.strategies import unknown_fields
@@ -347,7 +347,7 @@ def _delete_body(req: Request, version: str) -> dict[str, Any]:
     a 400 with the decoder's text)."""
     decoded = decode(req.body, yaml_ok=False)
     if not isinstance(decoded, dict):
-        what = "array" if isinstance(decoded, list) else _json_kind(decoded)
+        what = "array" if isinstance(decoded, list) else json_kind(decoded)
         raise E.bad_request(
             "couldn't get version/kind; json parse error: json: cannot unmarshal "
             f"{what} into Go value of type {_FIND_KIND}"
@@ -356,7 +356,7 @@ def _delete_body(req: Request, version: str) -> dict[str, Any]:
         if key in decoded and not isinstance(decoded[key], str):
             raise E.bad_request(
                 "couldn't get version/kind; json parse error: json: cannot unmarshal "
-                f"{_json_kind(decoded[key])} into Go struct field .{key} of type string"
+                f"{json_kind(decoded[key])} into Go struct field .{key} of type string"
             )
     av, kind = decoded.get("apiVersion") or "", decoded.get("kind") or ""
     if av and av not in _delete_options_versions():
@@ -378,18 +378,6 @@ def _delete_options_versions() -> set[str]:
     from lab.kube.resources import RESOURCES
 
     return {"meta.k8s.io/v1"} | {rt.api_version for rt in RESOURCES}
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else "null"
 
 
 def delete_options(
