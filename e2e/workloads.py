@@ -106,18 +106,32 @@ def endpoints_addresses(core: client.CoreV1Api, service: str, namespace: str) ->
 
 def barrier(lab: Lab, *, barrier_pod: str, service: str, namespace: str) -> None:
     """Flip ``barrier_pod``'s readiness and back, each time waiting for the EndpointSlice to
-    show it: every change made before this call has then been through the controllers."""
+    show it, and kube-proxy's view of it (its informer may trail the API): every change made
+    before this call has then been through the controllers and reached kube-proxy."""
     core = client.CoreV1Api(lab.api_client())
     ip = pod(core, barrier_pod, namespace).status.pod_ip
+    ports = core.read_namespaced_service(service, namespace).spec.ports or []
     kubelet = lab.dataplane.kubelet
+    proxy = lab.dataplane.kube_proxy
+
+    def proxy_sees(want: bool) -> bool:
+        return all(
+            any(
+                e.ip == ip and e.ready is want
+                for e in proxy.endpoints(namespace, service, p.name or "", p.protocol or "TCP")
+            )
+            for p in ports
+        )
+
     for want in (False, True):
         kubelet.set_ready(namespace, barrier_pod, want)
         wait_for(
             lambda want=want: (
                 slice_endpoints(lab, service, namespace).get(ip, {}).get("ready") is want
+                and proxy_sees(want)
             ),
             timeout=30,
-            what=f"the barrier {barrier_pod} ready={want} in the slice",
+            what=f"the barrier {barrier_pod} ready={want} in the slice and in kube-proxy's view",
         )
     kubelet.set_ready(namespace, barrier_pod, None)
 

@@ -71,6 +71,7 @@ from lab.controllerproc import (
     ControllerCommand,
     ControllerProcess,
     ControllerSpec,
+    controller_launcher,
     render_cloud_config,
 )
 from lab.dataplane.api import Api
@@ -158,6 +159,11 @@ class LabConfig:
     #: kubeconfig). By default it serves HTTPS with a fresh CA and requires the lab's token,
     #: both in the kubeconfig. The control planes (``/_lab/``) need the token either way.
     insecure_api: bool = False
+    #: how :meth:`Lab.start_controller` starts our controller: "fork" from this process's
+    #: fork server, which has imported it once (``lab.component.forkserver``: a start then
+    #: costs what the controller does, not its imports), or "exec" (``python -m controller``
+    #: afresh every time). Another build (``--controller-cmd``) is always exec'd.
+    controller_launch: str = "fork"
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -168,6 +174,10 @@ class LabConfig:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         KubeVersion.parse(self.k8s_version)  # raises ValueError naming the text
         check_speed(self.clock_speed)  # raises ValueError naming the value
+        if self.controller_launch not in ("fork", "exec"):
+            raise ValueError(
+                f"controller_launch must be fork or exec, got {self.controller_launch!r}"
+            )
         if self.feature_gates and self.backend != "sim":
             raise ValueError(
                 "feature_gates set the sim backend's data plane; on kind, set them in the "
@@ -663,10 +673,12 @@ class Lab:
                 raise ValueError(reason)
             command = self.controller_command
         self.stop_controller()
+        fork = command is None and self.config.controller_launch == "fork"
         self.controller = ControllerProcess(
             self.controller_spec(
                 legacy=legacy, args=args, imds=imds, cloud_config=cloud_config, command=command
-            )
+            ),
+            launcher=controller_launcher() if fork else None,
         )
         self.controller.start(wait_ready=wait_ready)
         return self.controller

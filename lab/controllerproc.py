@@ -16,7 +16,9 @@ under debugpy for ``invoke lab.debug``.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import functools
 import os
 import re
 import shlex
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Self
 
 from lab.component import ChildProcess, wait_until
+from lab.component.forkserver import ForkServer
 
 #: Credentials the lab's endpoints accept (moto's well-known dummies); never real ones.
 LAB_AWS_ENV: Mapping[str, str] = {
@@ -300,8 +303,15 @@ class ControllerProcess(ChildProcess):
     reads_ready_line = False
 
     def __init__(
-        self, spec: ControllerSpec, *, detach: bool = False, ready_timeout: float = 30.0
+        self,
+        spec: ControllerSpec,
+        *,
+        detach: bool = False,
+        ready_timeout: float = 30.0,
+        launcher: ForkServer | None = None,
     ) -> None:
+        if launcher is not None and spec.command is not None:
+            raise ValueError("launcher: only our own controller is forked from a server")
         self.spec = spec
         self._address_file = spec.log_path.with_suffix(".address")
         self._skip_ready = False
@@ -312,6 +322,7 @@ class ControllerProcess(ChildProcess):
             ready_timeout=ready_timeout,
             detach=detach,
             env=spec.environ(),
+            launcher=launcher,
         )
 
     @property
@@ -389,6 +400,22 @@ class ControllerProcess(ChildProcess):
             raise self._not_ready(f"{what} within {timeout:.0f}s")
         self._url = found[0]
         return found[0]
+
+
+#: What a fork server imports before it forks our controller (see ``controller/preload.py``).
+CONTROLLER_PRELOAD = ("controller.preload",)
+
+
+@functools.cache
+def controller_launcher() -> ForkServer:
+    """This process's fork server for our controller (started on first use, stopped at exit).
+
+    One per process, shared by every in-process :class:`~lab.compose.Lab`: the imports are paid
+    once however many labs a test session starts. The controllers it forks are their labs' to
+    stop; the server itself goes at interpreter exit or with this process."""
+    launcher = ForkServer(CONTROLLER_PRELOAD)
+    atexit.register(launcher.stop)
+    return launcher
 
 
 def health_ok(url: str) -> bool:

@@ -19,6 +19,7 @@ reason, never faked.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -110,6 +111,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with another build: ready when a log line matches this regex",
     )
     group.addoption(
+        "--controller-launch",
+        choices=("fork", "exec"),
+        default=os.environ.get("CCM_LAB_CONTROLLER_LAUNCH", "fork"),
+        help="our controller's starts: fork (default) from a server that imported it once, "
+        "or exec (python -m controller afresh each time, as lab.up does)",
+    )
+    group.addoption(
         "--controller-ready-url",
         default="",
         help="with another build: ready when this URL answers 200",
@@ -135,6 +143,9 @@ def use_controller_under_test(lab: Lab, config: pytest.Config) -> Lab:
     that needs ours. Every fixture that makes a lab calls it."""
     lab.controller_command = config.stash.get(CONTROLLER_COMMAND, None)
     lab.needs_our_controller = _skip_needing_ours
+    launch = config.getoption("--controller-launch", "fork")
+    if lab.config.controller_launch != launch:
+        lab.config = dataclasses.replace(lab.config, controller_launch=launch)
     return lab
 
 

@@ -1,0 +1,389 @@
+"""Start ``python -m <module>`` processes by forking a server that has already imported it.
+
+Role: a Python program that imports a lot (the controller: botocore, the Kubernetes client,
+prometheus_client) spends most of its start in ``import``; a harness that restarts it dozens of
+times (the e2e catalog starts our controller about fifty times) pays that every time. A
+:class:`ForkServer` is one helper process that imports the named modules once and then, per
+request, forks a child that runs ``<module>`` as ``__main__`` with the argv, environment, log
+file and working directory of the request, exactly as ``python -m <module> ...`` would from
+there on. :class:`ForkedProcess` is the caller's handle, shaped like the ``subprocess.Popen``
+methods :class:`~lab.component.child.ChildProcess` uses (``pid``, ``poll``, ``wait``,
+``returncode``), so a component chooses fork or exec without anything else changing.
+
+What differs from a fresh ``exec`` (how a caller notices; lab/README.md lists it): the child's
+parent is the server, not the caller (the caller learns the exit code from the server over the
+request's socket); modules imported before the fork saw the server's environment at import
+time, not the request's (the environment is replaced before ``<module>`` runs, which is what
+reads it); every child shares the server's string-hash seed (``PYTHONHASHSEED``), so set
+iteration orders repeat between runs; interpreter options (``-X``, ``-W``, ``PYTHON*``
+variables that act at start-up) are the server's. The child leads its own session, its stdin
+is ``/dev/null``, stdout and stderr append to the request's log file, ``random`` is re-seeded
+(CPython does that after every fork).
+
+The server is single-threaded (forking a threaded process is unsafe): one ``selectors`` loop
+accepts requests on a Unix socket in a private directory (0700), forks, answers
+``{"pid": N}``, reaps children and answers ``{"exit": code}`` on the same connection. It exits
+on SIGTERM or SIGINT, or when the process that started it is gone; children outlive it (they
+are their callers' to stop). Protocol: one JSON object per line, both ways.
+
+Neighbours: :mod:`lab.component.child` (``ChildProcess(..., launcher=...)``) and
+``lab.controllerproc`` (the controller's launcher). A bottom-layer module: nothing of the lab.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import importlib
+import json
+import os
+import runpy
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lab.component.base import tail
+from lab.component.processes import pid_alive
+
+READY_PREFIX = "ccm-lab forkserver ready at "
+#: a child's exit code when the server exited first (nobody reaped it for us to ask)
+UNKNOWN_EXIT = 255
+_REPO_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+# --- the server (runs in its own process: ``python -m lab.component.forkserver``) ------------
+
+
+def _child(request: Mapping[str, Any], started: int, inherited: Sequence[Any]) -> None:
+    """In the forked child: become ``python -m <module> <args>``; never returns."""
+    code = 1
+    try:
+        for obj in inherited:  # the server's selector and sockets are not the child's
+            obj.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.setsid()
+        os.close(started)  # the server answers the caller now
+        null = os.open(os.devnull, os.O_RDONLY)
+        out = os.open(request["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(null)
+        os.close(out)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        if request.get("cwd"):
+            os.chdir(request["cwd"])
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+        sys.argv = [request["module"], *request["args"]]
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None:
+            code = 0
+        elif isinstance(exc.code, int):
+            code = exc.code
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _send(conn: socket.socket, message: Mapping[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def serve(socket_path: str, preload: Sequence[str]) -> int:
+    """Import ``preload``, print the ready line, serve until told to stop."""
+    for name in preload:
+        importlib.import_module(name)
+    # What the preload made lives as long as every child: out of the collector's sight, a
+    # child's first full collection does not walk (and copy, page by page) the whole heap.
+    gc.collect()
+    gc.freeze()
+    parent = os.getppid()
+    stop = False
+
+    def on_signal(_signum: int, _frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path)
+    listener.listen(16)
+    print(READY_PREFIX + socket_path, flush=True)
+    waiting: dict[int, socket.socket] = {}  # child pid -> the connection that asked for it
+    buffers: dict[socket.socket, bytes] = {}
+    with selectors.DefaultSelector() as selector:
+        selector.register(listener, selectors.EVENT_READ)
+        while not stop and os.getppid() == parent:
+            for key, _ in selector.select(timeout=0.02):
+                if key.fileobj is listener:
+                    conn, _addr = listener.accept()
+                    buffers[conn] = b""
+                    selector.register(conn, selectors.EVENT_READ)
+                    continue
+                conn = key.fileobj  # type: ignore[assignment]
+                chunk = b""
+                with contextlib.suppress(OSError):
+                    chunk = conn.recv(1 << 20)
+                if not chunk:  # the caller let go of its handle (or never asked)
+                    selector.unregister(conn)
+                    buffers.pop(conn, None)
+                    conn.close()
+                    continue
+                buffers[conn] += chunk
+                if b"\n" not in buffers[conn]:
+                    continue
+                line = buffers.pop(conn).split(b"\n", 1)[0]
+                selector.unregister(conn)
+                try:
+                    request = json.loads(line)
+                    started_r, started_w = os.pipe()
+                    pid = os.fork()
+                except (ValueError, OSError) as exc:
+                    _send(conn, {"error": f"{type(exc).__name__}: {exc}"})
+                    conn.close()
+                    continue
+                if pid == 0:
+                    os.close(started_r)
+                    _child(
+                        request, started_w, [selector, listener, conn, *waiting.values(), *buffers]
+                    )
+                # answer once the child leads its own session, so the caller can signal its
+                # process group straight away
+                os.close(started_w)
+                os.read(started_r, 1)
+                os.close(started_r)
+                waiting[pid] = conn
+                _send(conn, {"pid": pid})
+            while True:  # reap every child that ended, answering whoever asked for it
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid == 0:
+                    break
+                asker = waiting.pop(pid, None)
+                if asker is not None:
+                    _send(asker, {"exit": os.waitstatus_to_exitcode(status)})
+                    asker.close()
+    listener.close()
+    for conn in waiting.values():
+        conn.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m lab.component.forkserver", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--socket", required=True, help="Unix socket path to listen on")
+    parser.add_argument(
+        "--preload", action="append", default=[], help="a module to import before serving"
+    )
+    args = parser.parse_args(argv)
+    return serve(args.socket, args.preload)
+
+
+# --- the caller's side ------------------------------------------------------------------------
+
+
+class ForkServerError(RuntimeError):
+    """The fork server could not be started or did not answer a request."""
+
+
+class ForkedProcess:
+    """A child the fork server started for us: the ``Popen`` methods ``ChildProcess`` uses."""
+
+    def __init__(self, conn: socket.socket, pid: int, argv: Sequence[str]) -> None:
+        self._conn = conn
+        self._buffer = b""
+        self.pid = pid
+        self.args = list(argv)
+        #: the exit code as ``Popen`` reports it (negative: killed by that signal);
+        #: :data:`UNKNOWN_EXIT` when the server exited before the child did
+        self.returncode: int | None = None
+        self._server_gone = False
+
+    def _read(self, timeout: float) -> None:
+        """Take the server's ``{"exit": code}`` if it comes within ``timeout`` seconds."""
+        if self.returncode is not None:
+            return
+        if self._server_gone:  # nobody will tell us: watch the pid instead
+            if not pid_alive(self.pid):
+                self.returncode = UNKNOWN_EXIT
+            else:
+                time.sleep(min(timeout, 0.02))
+            return
+        self._conn.settimeout(timeout)
+        try:
+            while b"\n" not in self._buffer:
+                chunk = self._conn.recv(4096)
+                if not chunk:
+                    self._server_gone = True
+                    self._conn.close()
+                    return
+                self._buffer += chunk
+        except (TimeoutError, BlockingIOError):
+            return
+        message = json.loads(self._buffer.split(b"\n", 1)[0])
+        self.returncode = int(message["exit"])
+        self._conn.close()
+
+    def poll(self) -> int | None:
+        self._read(0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            remaining = 0.5 if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            self._read(min(remaining, 0.5))
+        return self.returncode
+
+
+class ForkServer:
+    """One fork server process, started on first use (see the module docstring)."""
+
+    def __init__(self, preload: Sequence[str], *, ready_timeout: float = 30.0) -> None:
+        self.preload = tuple(preload)
+        self.ready_timeout = ready_timeout
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self._socket = ""
+        self._log: Path | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _ensure(self) -> str:
+        with self._lock:
+            if self.running:
+                return self._socket
+            self._close()
+            self._dir = tempfile.TemporaryDirectory(prefix="ccm-lab-forkserver-")
+            path = str(Path(self._dir.name) / "sock")
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, env.get("PYTHONPATH")) if p)
+            cmd = [sys.executable, "-m", "lab.component.forkserver", "--socket", path]
+            for name in self.preload:
+                cmd += ["--preload", name]
+            self._log = Path(self._dir.name) / "server.log"
+            with open(self._log, "ab") as errors:
+                proc = subprocess.Popen(
+                    cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, env=env
+                )
+            self._proc = proc
+            assert proc.stdout is not None
+            with selectors.DefaultSelector() as sel:
+                sel.register(proc.stdout, selectors.EVENT_READ)
+                if not sel.select(timeout=self.ready_timeout):
+                    errors_text = tail(self._log)
+                    self._close()
+                    raise ForkServerError(
+                        f"no ready line within {self.ready_timeout:.0f}s; its log:\n{errors_text}"
+                    )
+            line = proc.stdout.readline().decode(errors="replace").strip()
+            if not line.startswith(READY_PREFIX):
+                code = proc.wait(5)
+                errors_text = tail(self._log)
+                self._close()
+                raise ForkServerError(
+                    f"did not start (exit {code}; first line {line!r}); preload "
+                    f"{', '.join(self.preload)}; its log:\n{errors_text}"
+                )
+            proc.stdout.close()
+            self._socket = path
+            return path
+
+    def spawn(
+        self,
+        module: str,
+        args: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        log_path: Path,
+        cwd: Path | None = None,
+    ) -> ForkedProcess:
+        """Fork a child running ``python -m module args`` (see the module docstring)."""
+        path = self._ensure()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(self.ready_timeout)
+            conn.connect(path)
+            request = {
+                "module": module,
+                "args": list(args),
+                "env": dict(env),
+                "log_path": str(log_path),
+                "cwd": str(cwd) if cwd else "",
+            }
+            conn.sendall(json.dumps(request).encode() + b"\n")
+            buffer = b""
+            while b"\n" not in buffer:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    raise ForkServerError("the fork server closed the request unanswered")
+                buffer += chunk
+        except OSError as exc:
+            conn.close()
+            raise ForkServerError(f"the fork server did not answer: {exc}") from exc
+        line, rest = buffer.split(b"\n", 1)
+        answer = json.loads(line)
+        if "pid" not in answer:
+            conn.close()
+            raise ForkServerError(f"the fork server refused: {answer.get('error')}")
+        handle = ForkedProcess(conn, int(answer["pid"]), [sys.executable, "-m", module, *args])
+        handle._buffer = rest
+        return handle
+
+    def _close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        if proc is not None and proc.stdout is not None and not proc.stdout.closed:
+            proc.stdout.close()
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+    def stop(self) -> None:
+        """Stop the server (its children run on); idempotent."""
+        with self._lock:
+            self._close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
