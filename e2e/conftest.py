@@ -6,6 +6,13 @@ release, their fixed cases on the first fixed one. ``lab_at(version, feature_gat
 out a sim lab of that release with those data-plane gates (whole cluster: API server, kubelet
 and controller stand-ins), started for the test and stopped after it, and fails the test on any
 component's internal error, like the session ``lab`` fixture.
+
+Every catalog lab runs its clock at :data:`CATALOG_SPEED` lab seconds per real second (the
+session lab's speed is raised for each catalog test and put back after it): the scenarios'
+waits are lab time (health-check thresholds, node-monitor grace periods, drain windows), so
+this is what the catalog's wall time mostly depends on. The controller under test runs in real
+time, as it would against a real cluster; scenarios whose evidence compares its periods with
+lab time pass their own timing flags.
 """
 
 from __future__ import annotations
@@ -17,6 +24,24 @@ import pytest
 
 from lab.compose import Lab, LabConfig
 from lab.pytest_plugin import quiesce_session_lab, use_controller_under_test
+
+
+#: lab seconds per real second for the catalog's labs (the lab's default is 10)
+CATALOG_SPEED = 20.0
+
+
+@pytest.fixture(autouse=True)
+def catalog_clock(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The session lab at :data:`CATALOG_SPEED` for a catalog test that uses it."""
+    if "lab" not in request.fixturenames:
+        yield
+        return
+    lab: Lab = request.getfixturevalue("lab")
+    before = lab.set_clock_speed(CATALOG_SPEED)
+    try:
+        yield
+    finally:
+        lab.set_clock_speed(before)
 
 
 @pytest.fixture
@@ -40,6 +65,7 @@ def lab_at(request: pytest.FixtureRequest) -> Iterator[Callable[..., Lab]]:
                 nodes=3,
                 zones=("us-east-1a",),
                 feature_gates=feature_gates,
+                clock_speed=CATALOG_SPEED,
                 insecure_api=bool(request.config.getoption("--insecure-api")),
             )
         )

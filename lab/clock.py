@@ -78,14 +78,28 @@ class LabClock(Protocol):
 
 
 class ScaledClock:
-    """Lab time over ``time.monotonic``: ``now()`` advances ``speed`` lab seconds per second."""
+    """Lab time over ``time.monotonic``: ``now()`` advances ``speed`` lab seconds per second.
+
+    The speed may change while the lab runs; lab time stays continuous, and
+    :meth:`lab_time_of` converts a timestamp at the speed that held when it was written (the
+    clock keeps its recent speed changes), so a Lease renewed just before a change is not
+    suddenly older or younger than it is.
+    """
+
+    #: speed changes remembered for :meth:`lab_time_of` (older stamps use the oldest kept)
+    HISTORY = 64
+    #: the time sources (replaced by tests that need exact intervals)
+    _mono = staticmethod(time.monotonic)
+    _utcnow = staticmethod(lambda: datetime.now(UTC))
 
     def __init__(self, speed: float = DEFAULT_SPEED) -> None:
         self._lock = threading.Lock()
         self._speed = check_speed(speed)
         # lab time = base_lab + (monotonic - base_mono) * speed; rebased on speed changes
-        self._base_mono = time.monotonic()
+        self._base_mono = self._mono()
         self._base_lab = 0.0
+        # earlier segments, oldest first: (monotonic start, lab time at it, speed)
+        self._past: list[tuple[float, float, float]] = []
 
     @property
     def speed(self) -> float:
@@ -95,21 +109,31 @@ class ScaledClock:
     def speed(self, value: float) -> None:
         speed = check_speed(value)
         with self._lock:
-            mono = time.monotonic()
+            mono = self._mono()
+            self._past.append((self._base_mono, self._base_lab, self._speed))
+            del self._past[: -self.HISTORY]
             self._base_lab += (mono - self._base_mono) * self._speed
             self._base_mono = mono
             self._speed = speed
 
     def now(self) -> float:
         with self._lock:
-            return self._base_lab + (time.monotonic() - self._base_mono) * self._speed
+            return self._base_lab + (self._mono() - self._base_mono) * self._speed
 
     def wall(self) -> datetime:
-        return datetime.now(UTC)
+        return self._utcnow()
 
     def lab_time_of(self, stamp: datetime) -> float:
-        real_ago = (datetime.now(UTC) - stamp).total_seconds()
-        return self.now() - real_ago * self._speed
+        real_ago = (self._utcnow() - stamp).total_seconds()
+        with self._lock:
+            mono = self._mono() - real_ago
+            if mono >= self._base_mono or not self._past:
+                return self._base_lab + (mono - self._base_mono) * self._speed
+            for start, lab, speed in reversed(self._past):
+                if mono >= start:
+                    return lab + (mono - start) * speed
+            start, lab, speed = self._past[0]
+            return lab + (mono - start) * speed
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:

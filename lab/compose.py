@@ -683,6 +683,17 @@ class Lab:
         self.controller.start(wait_ready=wait_ready)
         return self.controller
 
+    def set_clock_speed(self, speed: float) -> float:
+        """Run the lab clock at ``speed`` lab seconds per real second from now on (every timed
+        stand-in and the ELB's health checks follow); returns the speed it had. Lab time stays
+        continuous and timestamps already written keep their lab age (``lab.clock``)."""
+        clock = self.clock
+        if not isinstance(clock, ScaledClock):
+            raise TypeError(f"the lab clock {clock!r} has no speed to set")
+        before = clock.speed
+        clock.speed = speed
+        return before
+
     def write_cloud_config(self, *, extra_global: Sequence[tuple[str, str]] = ()) -> Path:
         """Rewrite the cloud config (e.g. ``ElbSecurityGroup``); restart the controller after."""
         return self._write_cloud_config(extra_global)

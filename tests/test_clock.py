@@ -37,6 +37,34 @@ def test_scaled_wall_is_real_time_and_lab_time_of_scales_the_age() -> None:
     assert clock.now() - clock.lab_time_of(stamp) == pytest.approx(20, abs=0.5)
 
 
+def test_lab_time_of_a_stamp_uses_the_speed_that_held_when_it_was_written() -> None:
+    real = [100.0]  # monotonic seconds; the wall clock moves with it
+    epoch = datetime(2026, 1, 1, tzinfo=UTC)
+    clock = ScaledClock(speed=10)
+    clock._mono = lambda: real[0]  # type: ignore[method-assign]
+    clock._utcnow = lambda: epoch + timedelta(seconds=real[0])  # type: ignore[method-assign]
+    clock._base_mono = real[0]
+
+    def stamp_at(mono: float) -> datetime:
+        return epoch + timedelta(seconds=mono)
+
+    real[0] = 102.0  # 20 lab seconds at 10x
+    clock.speed = 100
+    real[0] = 103.0  # 100 more at 100x
+    assert clock.now() == pytest.approx(120)
+    # a stamp from the 10x stretch is as old as it was, plus the 100 lab seconds since
+    assert clock.now() - clock.lab_time_of(stamp_at(101.0)) == pytest.approx(110)
+    # one from the 100x stretch
+    assert clock.now() - clock.lab_time_of(stamp_at(102.5)) == pytest.approx(50)
+    clock.speed = 1
+    real[0] = 105.0
+    assert clock.now() == pytest.approx(122)
+    assert clock.now() - clock.lab_time_of(stamp_at(104.0)) == pytest.approx(1)
+    assert clock.now() - clock.lab_time_of(stamp_at(101.0)) == pytest.approx(112)
+    # before the clock existed: the oldest speed kept
+    assert clock.now() - clock.lab_time_of(stamp_at(99.0)) == pytest.approx(132)
+
+
 def test_manual_clock_moves_only_when_told() -> None:
     clock = ManualClock(start=5)
     assert isinstance(clock, LabClock)
