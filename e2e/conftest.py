@@ -25,7 +25,6 @@ import pytest
 from lab.compose import Lab, LabConfig
 from lab.pytest_plugin import quiesce_session_lab, use_controller_under_test
 
-
 #: lab seconds per real second for the catalog's labs (the lab's default is 10)
 CATALOG_SPEED = 20.0
 
