@@ -450,8 +450,14 @@ class ClassicLoadBalancers:
     def _remove_owned_groups(
         self, name: str, replaced: Sequence[str], spec: LoadBalancerSpec
     ) -> None:
-        """Groups dropped from the ELB that we own: revoke their references, delete them."""
+        """Groups dropped from the ELB: those we own lose every reference and are deleted;
+        for the others (the user's) the node rules that let them in are revoked
+        (upstream ``removeOwnedSecurityGroups``; see ``revoke_dropped_group_rules``)."""
         owned = self.groups.groups_to_delete(replaced, annotated=spec.annotated_security_groups)
+        for gid in sorted(set(replaced) - set(owned)):
+            self.groups.revoke_dropped_group_rules(
+                gid, may_revoke=self._may_revoke(gid, name=name, owned=False)
+            )
         for gid in owned:
             for ref in self.groups.groups_referencing(gid):
                 rules = sgrules.references_group(cast(Any, ref.get("IpPermissions", [])), gid)

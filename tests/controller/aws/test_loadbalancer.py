@@ -341,3 +341,72 @@ def test_proxy_protocol_policy_follows_the_annotation(
     lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
     assert "SetLoadBalancerPoliciesForBackendServer" in mutating(aws, mark)
     assert all(not p for p in backend_policies().values())
+
+
+def _user_group(aws: AwsServer, topo: Topology, name: str) -> str:
+    ec2 = aws.client("ec2")
+    return ec2.create_security_group(GroupName=name, Description="u", VpcId=topo.vpc)["GroupId"]
+
+
+def test_dropped_user_group_loses_the_node_rule_the_controller_added(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """Upstream ``removeOwnedSecurityGroups`` (cloud-provider-aws @ 63ec440c): a group
+    dropped from the ELB has the node rules that let it in revoked; before, ours left the
+    node group open to a group the user no longer attaches (a stale open rule)."""
+    ec2 = aws.client("ec2")
+    first, second = _user_group(aws, topo, "user-a"), _user_group(aws, topo, "user-b")
+    lb = make_cloud().load_balancer()
+    lb.ensure_load_balancer("kubernetes", service({A.A_SECURITY_GROUPS: first}), nodes(topo))
+    assert ("-1", first) in ingress(ec2, topo.nodes_group)
+    # a port-specific rule the user wrote themselves on the node group: never ours to revoke
+    ec2.authorize_security_group_ingress(
+        GroupId=topo.nodes_group,
+        IpPermissions=[
+            {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
+             "UserIdGroupPairs": [{"GroupId": first}]}
+        ],
+    )  # fmt: skip
+    lb.ensure_load_balancer("kubernetes", service({A.A_SECURITY_GROUPS: second}), nodes(topo))
+    assert elb_groups(aws) == [second]
+    rules = ingress(ec2, topo.nodes_group)
+    assert ("-1", first) not in rules  # the stale open rule is gone
+    assert ("-1", second) in rules
+    assert ("tcp", first) in rules  # the user's own rule stays
+    assert ("-1", topo.nodes_group) in rules  # node-to-node traffic untouched
+    # the user's groups themselves are never edited or deleted
+    for action in ("AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress"):
+        assert {first, second}.isdisjoint(e.params["GroupId"] for e in aws.trail.calls(action))
+    assert aws.trail.calls("DeleteSecurityGroup") == []
+
+
+def test_dropped_user_group_keeps_rules_on_untagged_groups_and_while_shared(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """Ownership as upstream decides it (only cluster-tagged groups are edited) plus ours:
+    a group another ELB still lists keeps its node rule."""
+    ec2 = aws.client("ec2")
+    user, other = _user_group(aws, topo, "user-a"), _user_group(aws, topo, "user-b")
+    untagged = _user_group(aws, topo, "bastion")
+    ec2.authorize_security_group_ingress(
+        GroupId=untagged,
+        IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": user}]}],
+    )
+    cloud = make_cloud()
+    lb = cloud.load_balancer()
+    lb.ensure_load_balancer("kubernetes", service({A.A_SECURITY_GROUPS: user}), nodes(topo))
+    peer = service(
+        {A.A_SECURITY_GROUPS: user}, name="api", uid="0" * 8 + "-1111-2222-3333-" + "4" * 12
+    )
+    lb.ensure_load_balancer("kubernetes", peer, nodes(topo))
+    lb.ensure_load_balancer("kubernetes", service({A.A_SECURITY_GROUPS: other}), nodes(topo))
+    assert ("-1", user) in ingress(ec2, topo.nodes_group)  # the peer ELB still needs it
+    assert ("-1", user) in ingress(ec2, untagged)
+    lb.ensure_load_balancer(
+        "kubernetes", replace(peer, annotations={A.A_SECURITY_GROUPS: other}), nodes(topo)
+    )
+    assert ("-1", user) not in ingress(ec2, topo.nodes_group)  # last user gone: revoked
+    assert ("-1", user) in ingress(ec2, untagged)  # not the cluster's: never edited
+    assert untagged not in {
+        e.params["GroupId"] for e in aws.trail.calls("RevokeSecurityGroupIngress")
+    }
