@@ -127,7 +127,7 @@ class ClassicLoadBalancers:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _spec(self, service: Service) -> LoadBalancerSpec:
+    def _spec(self, service: Service, *, ensuring: bool = False) -> LoadBalancerSpec:
         cfg = self.ctx.config
         shared = None
         if cfg.cluster_service_load_balancer_health_probe_mode == "Shared":
@@ -135,7 +135,7 @@ class ClassicLoadBalancers:
                 cfg.cluster_service_shared_load_balancer_health_probe_port,
                 cfg.cluster_service_shared_load_balancer_health_probe_path,
             )
-        return parse_service(service, shared_probe=shared)
+        return parse_service(service, shared_probe=shared, ensuring=ensuring)
 
     def describe(self, name: str) -> LoadBalancerDescriptionTypeDef | None:
         try:
@@ -194,7 +194,8 @@ class ClassicLoadBalancers:
     def ensure_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerStatus:
-        spec = self._spec(service)  # every validation error surfaces before any AWS call
+        # every validation error surfaces before any AWS call
+        spec = self._spec(service, ensuring=True)
         name = load_balancer_name(service)
         instances = self.instances.for_nodes(nodes, target_labels=spec.target_node_labels)
         subnet_ids = self.subnets.for_load_balancer(internal=spec.internal, annotated=spec.subnets)

@@ -210,6 +210,90 @@ def test_malformed_annotation_makes_zero_aws_calls(
     assert actions(aws, mark) == []
 
 
+@pytest.mark.parametrize(
+    ("change", "field", "value", "text"),
+    [
+        ({"session_affinity": "ClientIP"}, "spec.sessionAffinity", "ClientIP",
+         "unsupported load balancer affinity: ClientIP"),
+        ({"load_balancer_ip": "203.0.113.7"}, "spec.loadBalancerIP", "203.0.113.7",
+         "LoadBalancerIP cannot be specified for AWS ELB"),
+        ({"annotations": {A.A_SUBNETS: " , "}}, A.A_SUBNETS, " , ",
+         "unable to resolve empty subnet slice"),
+        ({"load_balancer_source_ranges": ("10.0.0.0/8", "")}, "spec.loadBalancerSourceRanges",
+         "10.0.0.0/8,", "an empty item"),
+        ({"annotations": {A.A_SOURCE_RANGES: "10.0.0.0/8,"}}, A.A_SOURCE_RANGES, "10.0.0.0/8,",
+         "an empty item"),
+        ({"annotations": {A.A_TYPE: "clb"},
+          "status_ingress": ({"hostname": "a-1.elb.us-east-1.amazonaws.com"},)},
+         A.A_TYPE, "clb", "after creation for Classic Load Balancer"),
+        ({"status_ingress": ({"hostname": "a-1.elb.us-east-1.amazonaws.com"},)},
+         A.A_TYPE, "", "after creation for Classic Load Balancer"),
+    ],
+)  # fmt: skip
+def test_refused_as_upstream_refuses_with_zero_aws_calls(
+    aws: AwsServer,
+    topo: Topology,
+    make_cloud: MakeCloud,
+    change: dict[str, Any],
+    field: str,
+    value: str,
+    text: str,
+) -> None:
+    """Upstream ``EnsureLoadBalancer`` refuses a session affinity other than None and a
+    ``loadBalancerIP``; ``GetLoadBalancerSourceRanges`` an empty item (trailing comma);
+    ``resolveSubnetNameOrIDs`` a blank subnets annotation; ``validateServiceAnnotations`` a
+    Service whose status names an NLB becoming a Classic ELB. Before, ours accepted each.
+    Refused before any AWS call, naming the field and value (the Warning event's text)."""
+    lb = make_cloud().load_balancer()
+    mark = aws.trail.last_seq
+    with pytest.raises(InvalidServiceConfig) as err:
+        lb.ensure_load_balancer("kubernetes", replace(service(), **change), nodes(topo))
+    assert (err.value.field, err.value.value) == (field, value)
+    assert text in str(err.value)
+    assert actions(aws, mark) == []
+
+
+def test_node_sync_still_registers_nodes_of_a_service_ensure_refuses(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """As upstream: only ``EnsureLoadBalancer`` checks session affinity and
+    ``loadBalancerIP``; ``UpdateLoadBalancer`` (a node sync) keeps the targets right."""
+    lb = make_cloud().load_balancer()
+    lb.ensure_load_balancer("kubernetes", service(), nodes(topo, "node-0"))
+    sticky = service(session_affinity="ClientIP", load_balancer_ip="203.0.113.7")
+    lb.update_load_balancer("kubernetes", sticky, nodes(topo))
+    desc = aws.client("elb").describe_load_balancers(LoadBalancerNames=[LB_NAME])
+    registered = {i["InstanceId"] for i in desc["LoadBalancerDescriptions"][0]["Instances"]}
+    assert registered == set(topo.instances.values())
+
+
+def test_service_reads_session_affinity_and_load_balancer_ip() -> None:
+    obj = {
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "type": "LoadBalancer",
+            "sessionAffinity": "ClientIP",
+            "loadBalancerIP": "1.2.3.4",
+        },
+    }
+    svc = Service.from_api(obj)
+    assert (svc.session_affinity, svc.load_balancer_ip) == ("ClientIP", "1.2.3.4")
+    plain = Service.from_api({"metadata": {"name": "web"}, "spec": {"type": "LoadBalancer"}})
+    assert (plain.session_affinity, plain.load_balancer_ip) == ("None", "")
+
+
+def test_classic_type_spellings_build_a_classic_elb(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """``clb`` / ``elb`` are a Classic ELB, as upstream (which takes any value but ``nlb``,
+    ``nlb-ip`` and ``external`` as Classic); before, ours refused them."""
+    lb = make_cloud().load_balancer()
+    for value in ("elb", "CLB"):
+        status = lb.ensure_load_balancer("kubernetes", service({A.A_TYPE: value}), nodes(topo))
+        assert status.ingress[0].hostname.endswith(".elb.amazonaws.com")
+    assert len(aws.trail.calls("CreateLoadBalancer", ok=True)) == 1
+
+
 def test_annotations_reach_aws(aws: AwsServer, topo: Topology, make_cloud: MakeCloud) -> None:
     lb = make_cloud().load_balancer()
     svc = service(
