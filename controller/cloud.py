@@ -159,6 +159,8 @@ class Service:
     finalizers: tuple[str, ...] = ()
     deleting: bool = False
     status_ingress: tuple[Mapping[str, str], ...] = ()
+    session_affinity: str = "None"
+    load_balancer_ip: str = ""
 
     @property
     def key(self) -> ServiceKey:
@@ -194,6 +196,8 @@ class Service:
             finalizers=tuple(meta.get("finalizers") or ()),
             deleting=bool(meta.get("deletionTimestamp")),
             status_ingress=tuple(lb_status.get("ingress") or ()),
+            session_affinity=spec.get("sessionAffinity") or "None",
+            load_balancer_ip=spec.get("loadBalancerIP") or "",
         )
 
 

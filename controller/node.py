@@ -247,7 +247,7 @@ class NodeController:
             return None
         addresses = _with_hostname(tuple(meta.node_addresses), node)
         provided = node.annotations.get(ANNOTATION_PROVIDED_NODE_IP)
-        if provided:
+        if provided is not None:
             try:
                 addresses = addresses_for_node_ip(addresses, provided)
             except NodeIPError as exc:

@@ -12,7 +12,9 @@
 from __future__ import annotations
 
 import copy
+import ipaddress
 import logging
+import re
 from collections.abc import Callable, Sequence
 
 from controller.cloud import Node, NodeAddress
@@ -70,23 +72,68 @@ class NodeIPError(ValueError):
     """The provided node IP is not among the cloud's addresses for the instance."""
 
 
+_IPV4_SLOPPY = re.compile(r"^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$")
+IP = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def parse_ip_sloppy(text: str) -> IP | None:
+    """Go's ``net.ParseIP`` as Kubernetes' ``ParseIPSloppy`` reads it: IPv4 octets may have
+    leading zeros (``010.1.1.1`` is 10.1.1.1), no IPv6 zone, an IPv4-mapped IPv6 address is
+    the IPv4 address (``net.IP.Equal`` compares them equal). ``None`` when not an IP."""
+    if "%" in text:
+        return None
+    try:
+        ip: IP = ipaddress.ip_address(text)
+    except ValueError:
+        match = _IPV4_SLOPPY.match(text)
+        if match is None or any(int(o) > 255 for o in match.groups()):
+            return None
+        ip = ipaddress.IPv4Address(".".join(str(int(o)) for o in match.groups()))
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def parse_node_ip_annotation(provided: str) -> list[IP]:
+    """Kubernetes ``ParseNodeIPAnnotation``: one IP, or an IPv4/IPv6 pair, comma separated,
+    each item exactly an IP (no spaces, no empty item)."""
+    ips: list[IP] = []
+    for item in provided.split(","):
+        ip = parse_ip_sloppy(item)
+        if ip is None:
+            raise NodeIPError(f'failed to parse node IP "{provided}": could not parse "{item}"')
+        ips.append(ip)
+    if len(ips) > 2 or (len(ips) == 2 and ips[0].version == ips[1].version):
+        raise NodeIPError(
+            f'failed to parse node IP "{provided}": must contain either a single IP or a '
+            "dual-stack pair of IPs"
+        )
+    if len(ips) == 2 and any(ip.is_unspecified for ip in ips):
+        raise NodeIPError(
+            f'failed to parse node IP "{provided}": dual-stack node IP cannot include '
+            "'0.0.0.0' or '::'"
+        )
+    return ips
+
+
 def addresses_for_node_ip(
     cloud_addresses: Sequence[NodeAddress], provided: str
 ) -> tuple[NodeAddress, ...]:
-    """Filter the cloud's addresses by the kubelet's ``--node-ip`` (one or two IPs)."""
-    ips = [p.strip() for p in provided.split(",") if p.strip()]
-    if not ips:
-        return tuple(cloud_addresses)
+    """Upstream ``GetNodeAddressesFromNodeIP``: filter the cloud's addresses by the kubelet's
+    ``--node-ip`` (one IP or a dual-stack pair), comparing addresses as IPs (IPv6 written
+    ``…:0:0:0:ba3d`` matches ``…::ba3d``). Matching addresses come first, as the cloud wrote
+    them; other addresses of a matched type are dropped."""
     chosen: list[NodeAddress] = []
-    for ip in ips:
-        matches = [a for a in cloud_addresses if a.address == ip]
+    matched_types: set[str] = set()
+    for ip in parse_node_ip_annotation(provided):
+        matches = [a for a in cloud_addresses if parse_ip_sloppy(a.address) == ip]
         if not matches:
             raise NodeIPError(
                 f"failed to get node address from cloud provider that matches ip: {ip}"
             )
-        chosen.extend(m for m in matches if m not in chosen)
-    matched_types = {a.type for a in chosen}
-    rest = [a for a in cloud_addresses if a.type not in matched_types and a not in chosen]
+        chosen.extend(matches)
+        matched_types.update(a.type for a in matches)
+    rest = [a for a in cloud_addresses if a.type not in matched_types]
     return (*chosen, *rest)
 
 

@@ -113,7 +113,7 @@ def new_cloud(
 ) -> AWSCloud:
     """Resolve identity and build the provider. Raises :class:`CloudInitError`."""
     legacy = legacy or LegacyFlags()
-    override = config.override_for("ec2imds", config.derived_region)
+    override = config.imds_override()
     endpoint = metadata_endpoint(override.url if override else "")
     region = config.derived_region
     if config.uses_dummy_self_instance:

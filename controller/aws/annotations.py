@@ -49,14 +49,19 @@ A_HC_TIMEOUT = PREFIX + "healthcheck-timeout"
 A_HC_INTERVAL = PREFIX + "healthcheck-interval"
 A_SUBNETS = PREFIX + "subnets"
 A_TARGET_NODE_LABELS = PREFIX + "target-node-labels"
+A_TARGET_GROUP_ATTRIBUTES = PREFIX + "target-group-attributes"
 A_SOURCE_RANGES = "service.beta.kubernetes.io/load-balancer-source-ranges"
 SPEC_SOURCE_RANGES = "spec.loadBalancerSourceRanges"
+SPEC_SESSION_AFFINITY = "spec.sessionAffinity"
+SPEC_LOAD_BALANCER_IP = "spec.loadBalancerIP"
 
 TRAFFIC_PORT = "traffic-port"
 _BACKEND_TO_FRONTEND = {"http": "https", "https": "https", "ssl": "ssl", "tcp": "ssl"}
 _HC_PROTOCOLS = ("TCP", "HTTP", "HTTPS", "SSL")
 _SG_ID = re.compile(r"^sg-[0-9A-Za-z]+$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9A-Za-z]+$")
+_CLASSIC_HOST = (".elb.amazonaws.com", ".elb.amazonaws.com.cn")
+_NLB_HOST = re.compile(r"\.elb\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$")
 _BOOL_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _BOOL_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 
@@ -184,7 +189,8 @@ def source_ranges(service: Service) -> tuple[str, ...]:
     for raw_item in items:
         item = raw_item.strip()
         if not item:
-            continue
+            # upstream GetLoadBalancerSourceRanges: an empty item (a trailing comma) fails
+            raise InvalidServiceConfig(field, raw, "an empty item is not a CIDR")
         try:
             net = ipaddress.ip_network(item, strict=False)
         except ValueError:
@@ -320,39 +326,119 @@ def build_health_check(
     )
 
 
-def check_type(service: Service) -> None:
-    """``aws-load-balancer-type``: absent is a Classic ELB; NLB and external are not ours.
+def _first_hostname(service: Service) -> str | None:
+    """Upstream looks at the first ingress only; ``None`` when the status has none."""
+    if not service.status_ingress:
+        return None
+    return str(service.status_ingress[0].get("hostname") or "")
 
-    Raises :class:`ImplementedElsewhere` for ``nlb``/``nlb-ip``/``external`` (this controller
-    only manages Classic ELBs) unless the Service already has a Classic ELB, in which case the
-    type change is refused like upstream's pre-flight validation.
+
+def load_balancer_kind(annotations: Mapping[str, str]) -> str:
+    """``classic``, ``nlb`` or ``external`` (another controller's) from the type annotation.
+
+    Upstream ``isNLB`` / ``isLBExternal``: exactly ``nlb``; exactly ``nlb-ip`` or
+    ``external``; anything else is Classic. Ours: absent, blank, ``clb`` or ``elb`` (any case)
+    are Classic and any other value is refused (DEVIATIONS.md).
     """
-    raw = service.annotations.get(A_TYPE)
-    if raw is None or raw.strip() == "":
-        return
-    value = raw.strip().lower()
-    if value not in ("nlb", "nlb-ip", "external"):
-        raise InvalidServiceConfig(A_TYPE, raw, "must be nlb, nlb-ip or external (absent: CLB)")
-    if any(
-        str(ing.get("hostname", "")).endswith(".elb.amazonaws.com")
-        for ing in service.status_ingress
-    ):
-        raise InvalidServiceConfig(
-            A_TYPE, raw, "the Service already has a Classic ELB; the type cannot change"
+    value = annotations.get(A_TYPE, "")
+    if value == "nlb":
+        return "nlb"
+    if value in ("nlb-ip", "external"):
+        return "external"
+    if value.strip().lower() in ("", "clb", "elb"):
+        return "classic"
+    raise InvalidServiceConfig(
+        A_TYPE, value, "must be nlb, nlb-ip or external (absent, clb or elb: Classic ELB)"
+    )
+
+
+def check_type(service: Service) -> None:
+    """``aws-load-balancer-type`` as upstream reads it, and upstream's type-switch guard.
+
+    Upstream ``isNLB`` / ``isLBExternal`` compare the exact value: ``nlb`` is an NLB,
+    ``nlb-ip`` and ``external`` belong to another controller, and every other value builds a
+    Classic ELB. We build a Classic ELB for an absent or blank value and for ``clb`` / ``elb``
+    (any case); other values are refused (DEVIATIONS.md). The NLB path is not ours yet: it
+    raises :class:`ImplementedElsewhere`.
+
+    The guard (upstream ``validateServiceAnnotations``): a Service whose status names a Classic
+    ELB cannot become an NLB (or another controller's), and one whose status names an NLB
+    cannot become a Classic ELB; both refused with upstream's text.
+    """
+    value = service.annotations.get(A_TYPE, "")
+    classic = load_balancer_kind(service.annotations) == "classic"
+    host = _first_hostname(service)
+    if host is not None:
+        host_classic = host.endswith(_CLASSIC_HOST)
+        if not classic and host_classic:
+            raise InvalidServiceConfig(
+                A_TYPE,
+                value,
+                f'cannot update Load Balancer Type annotation "{A_TYPE}" after creation for NLB',
+            )
+        if classic and _NLB_HOST.search(host):
+            raise InvalidServiceConfig(
+                A_TYPE,
+                value,
+                f'cannot update Load Balancer Type annotation "{A_TYPE}" after creation '
+                "for Classic Load Balancer",
+            )
+    if not classic:
+        raise ImplementedElsewhere(
+            f"{service.key}: {A_TYPE}={value} is handled by another controller"
         )
-    raise ImplementedElsewhere(f"{service.key}: {A_TYPE}={raw} is handled by another controller")
+
+
+def check_session_affinity(service: Service) -> None:
+    """Upstream ``EnsureLoadBalancer``: only ``None`` (ELB stickiness is HTTP-only)."""
+    if service.session_affinity not in ("", "None"):
+        raise InvalidServiceConfig(
+            SPEC_SESSION_AFFINITY,
+            service.session_affinity,
+            f"unsupported load balancer affinity: {service.session_affinity}",
+        )
+
+
+def check_load_balancer_ip(service: Service) -> None:
+    """Upstream ``EnsureLoadBalancer``: an ELB's address cannot be chosen."""
+    if service.load_balancer_ip:
+        raise InvalidServiceConfig(
+            SPEC_LOAD_BALANCER_IP,
+            service.load_balancer_ip,
+            "LoadBalancerIP cannot be specified for AWS ELB",
+        )
 
 
 def parse_service(
-    service: Service, *, shared_probe: tuple[int, str] | None = None
+    service: Service, *, shared_probe: tuple[int, str] | None = None, ensuring: bool = False
 ) -> LoadBalancerSpec:
     """Validate the Service and build its :class:`LoadBalancerSpec`.
+
+    ``ensuring``: also what upstream checks in ``EnsureLoadBalancer`` only, in its order
+    (session affinity before the ports, ``loadBalancerIP`` after them); a node sync
+    (``UpdateLoadBalancer``) keeps registering nodes for such a Service, as upstream's does.
 
     Raises :class:`InvalidServiceConfig` (field, value, reason) or :class:`ImplementedElsewhere`.
     """
     check_type(service)
     ann: Mapping[str, str] = service.annotations
+    if A_TARGET_GROUP_ATTRIBUTES in ann:
+        raise InvalidServiceConfig(
+            A_TARGET_GROUP_ATTRIBUTES,
+            ann[A_TARGET_GROUP_ATTRIBUTES],
+            "target group attributes annotation is only supported for NLB",
+        )
+    if ensuring:
+        check_session_affinity(service)
     listeners = build_listeners(service)
+    if ensuring:
+        check_load_balancer_ip(service)
+    subnets = id_list(A_SUBNETS, ann.get(A_SUBNETS, ""))
+    if A_SUBNETS in ann and not subnets:
+        # upstream resolveSubnetNameOrIDs: a present but blank annotation is an error
+        raise InvalidServiceConfig(
+            A_SUBNETS, ann[A_SUBNETS], "unable to resolve empty subnet slice"
+        )
     health = build_health_check(service, listeners, shared_probe=shared_probe)
     internal_raw = ann.get(A_INTERNAL, "")
     internal = internal_raw.strip() not in ("", "false")
@@ -417,7 +503,7 @@ def parse_service(
         if A_IDLE_TIMEOUT in ann
         else 60,
         cross_zone=parse_bool(A_CROSS_ZONE, ann[A_CROSS_ZONE]) if A_CROSS_ZONE in ann else False,
-        subnets=id_list(A_SUBNETS, ann.get(A_SUBNETS, "")),
+        subnets=subnets,
         target_node_labels=key_value_list(A_TARGET_NODE_LABELS, ann.get(A_TARGET_NODE_LABELS, "")),
     )
 

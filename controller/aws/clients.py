@@ -117,6 +117,23 @@ def _client_kwargs(config: CloudConfig, service: str, region: str) -> dict[str, 
     return kwargs
 
 
+def _with_signing_name(client: Any, config: CloudConfig, service: str, region: str) -> Any:
+    """Upstream ``WithSigV4SigningName``: an override's ``SigningName`` is the service name in
+    the SigV4 credential scope of every request the client signs (an endpoint that fronts a
+    service under another name). Without one, the SDK's own name is used."""
+    override = config.override_for(service, region)
+    if override is None or not override.signing_name:
+        return client
+    name = override.signing_name
+
+    def sign_as(request: Any, **_: Any) -> None:
+        request.context.setdefault("signing", {})["signing_name"] = name
+
+    hyphenized = client.meta.service_model.service_id.hyphenize()
+    client.meta.events.register(f"before-sign.{hyphenized}", sign_as)
+    return client
+
+
 _shared_lock = threading.Lock()
 
 
@@ -175,7 +192,8 @@ def _session(config: CloudConfig, region: str) -> boto3.Session:
 
     def create_client(service_name: str, **kwargs: Any) -> Any:
         kwargs.update({k: v for k, v in sts_kwargs.items() if k != "config"})
-        return base.client(service_name, **kwargs)  # type: ignore[call-overload]
+        client = base.client(service_name, **kwargs)  # type: ignore[call-overload]
+        return _with_signing_name(client, config, "sts", region)
 
     fetcher = AssumeRoleCredentialFetcher(
         client_creator=create_client,
@@ -193,9 +211,11 @@ def _session(config: CloudConfig, region: str) -> boto3.Session:
 
 def make_clients(config: CloudConfig, region: str) -> Clients:
     session = _session(config, region)
+    ec2 = session.client("ec2", **_client_kwargs(config, "ec2", region))
+    elb = session.client("elb", **_client_kwargs(config, "elb", region))
     return Clients(
-        ec2=session.client("ec2", **_client_kwargs(config, "ec2", region)),
-        elb=session.client("elb", **_client_kwargs(config, "elb", region)),
+        ec2=_with_signing_name(ec2, config, "ec2", region),
+        elb=_with_signing_name(elb, config, "elb", region),
         region=region,
     )
 

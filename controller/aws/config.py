@@ -87,12 +87,19 @@ class CloudConfig:
 
     @property
     def derived_region(self) -> str:
-        """``Region``, else the region derived from the legacy ``Zone`` (``us-east-1a`` -> ...)."""
-        if self.region:
-            return self.region
-        if self.zone:
-            return zone_to_region(self.zone)
-        return ""
+        """The region as upstream's ``CloudConfig.GetRegion`` reads the config: ``Region``
+        only; empty means "ask instance metadata". ``Zone`` never decides the region (upstream
+        parses it and uses it nowhere), so a ``Zone`` in another region than the instance's
+        does not send the clients to the wrong region."""
+        return self.region
+
+    def imds_override(self) -> ServiceOverride | None:
+        """Upstream ``GetIMDSEndpointOpts``: an ``ec2imds`` override applies whatever its
+        ``Region`` (the region may not be known before metadata answers); when several are
+        given the last one wins, as each of upstream's options overwrites the endpoint."""
+        names = _SERVICE_ALIASES["ec2imds"]
+        found = [ov for ov in self.service_overrides if ov.service.lower() in names]
+        return found[-1] if found else None
 
     @property
     def uses_dummy_self_instance(self) -> bool:

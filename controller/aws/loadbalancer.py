@@ -127,7 +127,7 @@ class ClassicLoadBalancers:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _spec(self, service: Service) -> LoadBalancerSpec:
+    def _spec(self, service: Service, *, ensuring: bool = False) -> LoadBalancerSpec:
         cfg = self.ctx.config
         shared = None
         if cfg.cluster_service_load_balancer_health_probe_mode == "Shared":
@@ -135,7 +135,7 @@ class ClassicLoadBalancers:
                 cfg.cluster_service_shared_load_balancer_health_probe_port,
                 cfg.cluster_service_shared_load_balancer_health_probe_path,
             )
-        return parse_service(service, shared_probe=shared)
+        return parse_service(service, shared_probe=shared, ensuring=ensuring)
 
     def describe(self, name: str) -> LoadBalancerDescriptionTypeDef | None:
         try:
@@ -194,7 +194,8 @@ class ClassicLoadBalancers:
     def ensure_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerStatus:
-        spec = self._spec(service)  # every validation error surfaces before any AWS call
+        # every validation error surfaces before any AWS call
+        spec = self._spec(service, ensuring=True)
         name = load_balancer_name(service)
         instances = self.instances.for_nodes(nodes, target_labels=spec.target_node_labels)
         subnet_ids = self.subnets.for_load_balancer(internal=spec.internal, annotated=spec.subnets)
@@ -450,8 +451,14 @@ class ClassicLoadBalancers:
     def _remove_owned_groups(
         self, name: str, replaced: Sequence[str], spec: LoadBalancerSpec
     ) -> None:
-        """Groups dropped from the ELB that we own: revoke their references, delete them."""
+        """Groups dropped from the ELB: those we own lose every reference and are deleted;
+        for the others (the user's) the node rules that let them in are revoked
+        (upstream ``removeOwnedSecurityGroups``; see ``revoke_dropped_group_rules``)."""
         owned = self.groups.groups_to_delete(replaced, annotated=spec.annotated_security_groups)
+        for gid in sorted(set(replaced) - set(owned)):
+            self.groups.revoke_dropped_group_rules(
+                gid, may_revoke=self._may_revoke(gid, name=name, owned=False)
+            )
         for gid in owned:
             for ref in self.groups.groups_referencing(gid):
                 rules = sgrules.references_group(cast(Any, ref.get("IpPermissions", [])), gid)

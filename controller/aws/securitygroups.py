@@ -320,6 +320,45 @@ class SecurityGroups:
         for gid in sorted(desired - set(actual)):
             self._add_lb_rule(gid, lb_group)
 
+    def revoke_dropped_group_rules(self, group_id: str, *, may_revoke: Callable[[], bool]) -> None:
+        """A group the user named was dropped from the ELB: revoke the node rules that let it in.
+
+        Upstream ``removeOwnedSecurityGroups`` revokes every rule that references the dropped
+        group on every cluster-tagged group. Ours revokes only the rule shape this controller
+        adds (all traffic from the group), only on cluster-tagged groups, never a group's rule
+        naming itself (a node group's node-to-node rule), and not while ``may_revoke`` says
+        another load balancer still lists the group. Port-specific rules and untagged groups
+        are the user's and are kept.
+        """
+        if self.ctx.config.disable_security_group_ingress:
+            return
+        allowed: bool | None = None
+        for ref in self.groups_referencing(group_id):
+            target = ref["GroupId"]
+            if target in (group_id, self.ctx.config.elb_security_group):
+                continue
+            if not self.ctx.tags.has_cluster_tag(tag_map(cast(Any, ref.get("Tags")))):
+                log.info("not revoking %s from untagged group %s", group_id, target)
+                continue
+            rules = [
+                r
+                for r in sgrules.references_group(cast(Any, ref.get("IpPermissions", [])), group_id)
+                if r.protocol == "-1"
+            ]
+            if not rules:
+                continue
+            if allowed is None:
+                allowed = may_revoke()
+            if not allowed:
+                return
+            log.info(
+                "revoking all traffic from dropped group %s on node group %s", group_id, target
+            )
+            self.ec2.revoke_security_group_ingress(
+                GroupId=target,
+                IpPermissions=cast("list[IpPermissionUnionTypeDef]", sgrules.regroup(rules)),
+            )
+
     # -- deletion ------------------------------------------------------------------------
 
     def groups_to_delete(self, lb_groups: Sequence[str], *, annotated: Iterable[str]) -> list[str]:

@@ -166,4 +166,27 @@ def test_addresses_for_node_ip_puts_match_first_and_drops_same_type() -> None:
         NodeAddress("Hostname", "h"),
     )
     with pytest.raises(NodeIPError, match=r"matches ip: 9\.9\.9\.9"):
-        addresses_for_node_ip(cloud, "10.0.0.1,9.9.9.9")
+        addresses_for_node_ip(cloud, "9.9.9.9")
+    # Kubernetes ParseNodeIPAnnotation: one IP or an IPv4/IPv6 pair, each item exactly an IP
+    for bad in ("10.0.0.1,10.0.0.2", "10.0.0.1,", " 10.0.0.2", "", "fe80::1%eth0", "0.0.0.0,::1"):
+        with pytest.raises(NodeIPError, match="failed to parse node IP"):
+            addresses_for_node_ip(cloud, bad)
+
+
+def test_provided_node_ip_is_compared_as_an_ip() -> None:
+    """The IPv6 form the kubelet wrote need not be the cloud's form; before, ours compared
+    text, so ``2600:1f14::ba3d`` did not match ``2600:1f14:0:0:0:0:0:ba3d``. IPv4 octets with
+    leading zeros and IPv4-mapped IPv6 compare as Go's ParseIPSloppy / net.IP.Equal do."""
+    cloud = (
+        NodeAddress("InternalIP", "10.0.0.1"),
+        NodeAddress("InternalIP", "2600:1f14:0:0:0:0:0:ba3d"),
+        NodeAddress("Hostname", "h"),
+    )
+    assert addresses_for_node_ip(cloud, "2600:1f14::BA3D") == (
+        NodeAddress("InternalIP", "2600:1f14:0:0:0:0:0:ba3d"),
+        NodeAddress("Hostname", "h"),
+    )
+    assert addresses_for_node_ip(cloud, "010.0.0.001")[0] == NodeAddress("InternalIP", "10.0.0.1")
+    assert addresses_for_node_ip(cloud, "::ffff:10.0.0.1")[0] == NodeAddress(
+        "InternalIP", "10.0.0.1"
+    )

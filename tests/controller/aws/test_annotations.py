@@ -247,6 +247,11 @@ _ports = st.lists(
     ranges=st.lists(st.text(max_size=20), max_size=3).map(tuple),
     etp=st.sampled_from(["Cluster", "Local"]),
     hcnp=st.integers(min_value=0, max_value=40000),
+    affinity=st.sampled_from(["None", "ClientIP", ""]),
+    lb_ip=st.sampled_from(["", "203.0.113.7"]),
+    host=st.sampled_from(
+        [None, "", "a-1.us-east-1.elb.amazonaws.com", "a-1.elb.us-east-1.amazonaws.com", "x.y"]
+    ),
 )
 def test_parse_never_raises_anything_else(
     ann: dict[str, str],
@@ -254,6 +259,9 @@ def test_parse_never_raises_anything_else(
     ranges: tuple[str, ...],
     etp: str,
     hcnp: int,
+    affinity: str,
+    lb_ip: str,
+    host: str | None,
 ) -> None:
     s = svc(
         ann,
@@ -261,10 +269,13 @@ def test_parse_never_raises_anything_else(
         load_balancer_source_ranges=ranges,
         external_traffic_policy=etp,
         health_check_node_port=hcnp,
+        session_affinity=affinity,
+        load_balancer_ip=lb_ip,
+        status_ingress=() if host is None else ({"hostname": host},),
     )
     error: Exception | None = None
     try:
-        spec = parse_service(s)
+        spec = parse_service(s, ensuring=True)
     except (InvalidServiceConfig, ImplementedElsewhere) as exc:
         error = exc
     if isinstance(error, InvalidServiceConfig):
@@ -275,3 +286,7 @@ def test_parse_never_raises_anything_else(
         assert spec.listeners
         assert all(1 <= x.load_balancer_port <= 65535 for x in spec.listeners)
         assert spec.health_check.timeout < spec.health_check.interval
+        # what upstream's EnsureLoadBalancer refuses never gets this far
+        assert affinity in ("None", "")
+        assert not lb_ip
+        assert host is None or not host.endswith(".elb.us-east-1.amazonaws.com")

@@ -109,6 +109,47 @@ def test_missing_cluster_id_is_a_clear_error(
             new_cloud(cfg)
 
 
+def _imds_override(url: str, region: str = "eu-west-3") -> str:
+    return (
+        f'\n[ServiceOverride "imds"]\nService = ec2imds\nRegion = {region}\nURL = {url}\n'
+        f"SigningRegion = {region}\n"
+    )
+
+
+def test_imds_override_is_used_when_region_is_unset(
+    aws: AwsServer, topo: Topology, closed_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upstream ``GetIMDSEndpointOpts``: the ``ec2imds`` override is the metadata endpoint
+    whatever its Region, so it is used exactly when ``Region`` is unset and the region must
+    come from metadata; before, ours looked it up by the (still unknown) region and fell back
+    to the default endpoint. The environment points at a closed port to prove it is unused."""
+    monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+    iid = topo.instances["node-0"]
+    with ImdsServer(aws.url, REGION, instance_id=iid, cache_ttl=0) as imds:
+        text = overrides_only(aws.url, topo).replace(f"Region = {REGION}\nVPC", "VPC")
+        text = text.replace(f"[Global]\nRegion = {REGION}\n", "[Global]\n")
+        cfg, _ = load_cloud_config(text + _imds_override(imds.url))
+        assert cfg.region == ""
+        cloud = new_cloud(cfg, metadata_timeout=2.0)
+    assert (cloud.self_instance_id, cloud.region) == (iid, REGION)
+
+
+def test_zone_does_not_decide_the_region_metadata_does(
+    aws: AwsServer, topo: Topology, closed_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upstream reads the region from ``Region`` or metadata, never from ``Zone``: off-cluster
+    with only a ``Zone`` in another region, the region is metadata's."""
+    monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+    with ImdsServer(aws.url, REGION, instance_id=topo.instances["node-0"]) as imds:
+        text = cloud_config_text(aws.url, topo).replace(
+            f"[Global]\nRegion = {REGION}\n", "[Global]\nZone = eu-west-1a\n"
+        )
+        cfg, _ = load_cloud_config(text + _imds_override(imds.url))
+        cloud = new_cloud(cfg, metadata_timeout=2.0)
+    assert cloud.self_instance_id == "master-dummy"
+    assert cloud.region == REGION
+
+
 @pytest.fixture
 def imds_v1_only() -> Iterator[str]:
     """A metadata server that refuses IMDSv2 tokens (405) and answers v1 GETs."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from controller.aws.config import CloudConfigError, load_cloud_config
@@ -83,9 +85,30 @@ def test_invalid_values_are_rejected_with_their_key(text: str, key: str) -> None
     assert err.value.key == key
 
 
-def test_zone_derives_region() -> None:
+def test_zone_never_decides_the_region() -> None:
+    """Upstream ``CloudConfig.GetRegion``: ``Region``, else instance metadata; ``Zone`` is
+    parsed and used nowhere. Before, ours took the region from ``Zone`` when ``Region`` was
+    unset (and so never asked metadata)."""
     cfg, _ = load_cloud_config("[Global]\nZone = eu-west-1b\n")
-    assert cfg.derived_region == "eu-west-1"
+    assert cfg.derived_region == ""  # ask instance metadata
+    cfg, _ = load_cloud_config("[Global]\nZone = eu-west-1b\nRegion = us-east-2\n")
+    assert cfg.derived_region == "us-east-2"
+
+
+def test_imds_override_applies_whatever_its_region() -> None:
+    """Upstream ``GetIMDSEndpointOpts`` ignores the override's Region (the region may come
+    from metadata itself); the last ``ec2imds`` override wins."""
+    overrides = "".join(
+        f'[ServiceOverride "{i}"]\nService = ec2imds\nRegion = {region}\n'
+        f"URL = http://127.0.0.1:{port}\nSigningRegion = {region}\n"
+        for i, (region, port) in enumerate((("us-west-2", 1), ("eu-west-1", 2)))
+    )
+    cfg, _ = load_cloud_config(overrides)
+    assert cfg.derived_region == ""
+    found = cfg.imds_override()
+    assert found is not None
+    assert found.url == "http://127.0.0.1:2"
+    assert load_cloud_config("[Global]\nRegion = us-east-1\n")[0].imds_override() is None
 
 
 def test_service_overrides_are_matched_by_any_service_name() -> None:
@@ -132,3 +155,55 @@ def test_malformed_lines_name_the_line() -> None:
     with pytest.raises(CloudConfigError) as err:
         load_cloud_config("[Global]\n= value\n")
     assert err.value.key == "line 2"
+
+
+class _Sent(Exception):
+    pass
+
+
+def test_signing_name_is_the_service_in_the_credential_scope(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Upstream ``WithSigV4SigningName``: the override's ``SigningName`` signs the requests of
+    the client it configures (EC2 and ELB here); before, ours parsed it and signed with the
+    SDK's own name. Real botocore signing; the request is stopped before it is sent."""
+    from controller.aws.clients import make_clients
+
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(var, "testing")
+    cfg, _ = load_cloud_config(
+        """
+        [Global]
+        Region = us-east-1
+        [ServiceOverride "1"]
+        Service = ec2
+        Region = us-east-1
+        URL = http://127.0.0.1:9
+        SigningRegion = us-east-1
+        SigningName = custom-ec2
+        [ServiceOverride "2"]
+        Service = elasticloadbalancing
+        Region = us-east-1
+        URL = http://127.0.0.1:9
+        SigningRegion = eu-west-1
+        """
+    )
+    clients = make_clients(cfg, "us-east-1")
+    scopes: list[str] = []
+
+    def capture(request: Any, **_: Any) -> None:
+        auth = request.headers["Authorization"]
+        auth = auth.decode() if isinstance(auth, bytes) else auth
+        scopes.append(auth.split("Credential=")[1].split(",")[0].split("/", 2)[2])
+        raise _Sent
+
+    for client in (clients.ec2, clients.elb):
+        client.meta.events.register("before-send", capture)
+    with pytest.raises(_Sent):
+        clients.ec2.describe_vpcs()
+    with pytest.raises(_Sent):
+        clients.elb.describe_load_balancers()
+    assert scopes == [
+        "us-east-1/custom-ec2/aws4_request",
+        "eu-west-1/elasticloadbalancing/aws4_request",  # no SigningName: the SDK's name
+    ]

@@ -210,6 +210,90 @@ def test_malformed_annotation_makes_zero_aws_calls(
     assert actions(aws, mark) == []
 
 
+@pytest.mark.parametrize(
+    ("change", "field", "value", "text"),
+    [
+        ({"session_affinity": "ClientIP"}, "spec.sessionAffinity", "ClientIP",
+         "unsupported load balancer affinity: ClientIP"),
+        ({"load_balancer_ip": "203.0.113.7"}, "spec.loadBalancerIP", "203.0.113.7",
+         "LoadBalancerIP cannot be specified for AWS ELB"),
+        ({"annotations": {A.A_SUBNETS: " , "}}, A.A_SUBNETS, " , ",
+         "unable to resolve empty subnet slice"),
+        ({"load_balancer_source_ranges": ("10.0.0.0/8", "")}, "spec.loadBalancerSourceRanges",
+         "10.0.0.0/8,", "an empty item"),
+        ({"annotations": {A.A_SOURCE_RANGES: "10.0.0.0/8,"}}, A.A_SOURCE_RANGES, "10.0.0.0/8,",
+         "an empty item"),
+        ({"annotations": {A.A_TYPE: "clb"},
+          "status_ingress": ({"hostname": "a-1.elb.us-east-1.amazonaws.com"},)},
+         A.A_TYPE, "clb", "after creation for Classic Load Balancer"),
+        ({"status_ingress": ({"hostname": "a-1.elb.us-east-1.amazonaws.com"},)},
+         A.A_TYPE, "", "after creation for Classic Load Balancer"),
+    ],
+)  # fmt: skip
+def test_refused_as_upstream_refuses_with_zero_aws_calls(
+    aws: AwsServer,
+    topo: Topology,
+    make_cloud: MakeCloud,
+    change: dict[str, Any],
+    field: str,
+    value: str,
+    text: str,
+) -> None:
+    """Upstream ``EnsureLoadBalancer`` refuses a session affinity other than None and a
+    ``loadBalancerIP``; ``GetLoadBalancerSourceRanges`` an empty item (trailing comma);
+    ``resolveSubnetNameOrIDs`` a blank subnets annotation; ``validateServiceAnnotations`` a
+    Service whose status names an NLB becoming a Classic ELB. Before, ours accepted each.
+    Refused before any AWS call, naming the field and value (the Warning event's text)."""
+    lb = make_cloud().load_balancer()
+    mark = aws.trail.last_seq
+    with pytest.raises(InvalidServiceConfig) as err:
+        lb.ensure_load_balancer("kubernetes", replace(service(), **change), nodes(topo))
+    assert (err.value.field, err.value.value) == (field, value)
+    assert text in str(err.value)
+    assert actions(aws, mark) == []
+
+
+def test_node_sync_still_registers_nodes_of_a_service_ensure_refuses(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """As upstream: only ``EnsureLoadBalancer`` checks session affinity and
+    ``loadBalancerIP``; ``UpdateLoadBalancer`` (a node sync) keeps the targets right."""
+    lb = make_cloud().load_balancer()
+    lb.ensure_load_balancer("kubernetes", service(), nodes(topo, "node-0"))
+    sticky = service(session_affinity="ClientIP", load_balancer_ip="203.0.113.7")
+    lb.update_load_balancer("kubernetes", sticky, nodes(topo))
+    desc = aws.client("elb").describe_load_balancers(LoadBalancerNames=[LB_NAME])
+    registered = {i["InstanceId"] for i in desc["LoadBalancerDescriptions"][0]["Instances"]}
+    assert registered == set(topo.instances.values())
+
+
+def test_service_reads_session_affinity_and_load_balancer_ip() -> None:
+    obj = {
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "type": "LoadBalancer",
+            "sessionAffinity": "ClientIP",
+            "loadBalancerIP": "1.2.3.4",
+        },
+    }
+    svc = Service.from_api(obj)
+    assert (svc.session_affinity, svc.load_balancer_ip) == ("ClientIP", "1.2.3.4")
+    plain = Service.from_api({"metadata": {"name": "web"}, "spec": {"type": "LoadBalancer"}})
+    assert (plain.session_affinity, plain.load_balancer_ip) == ("None", "")
+
+
+def test_classic_type_spellings_build_a_classic_elb(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """``clb`` / ``elb`` are a Classic ELB, as upstream (which takes any value but ``nlb``,
+    ``nlb-ip`` and ``external`` as Classic); before, ours refused them."""
+    lb = make_cloud().load_balancer()
+    for value in ("elb", "CLB"):
+        status = lb.ensure_load_balancer("kubernetes", service({A.A_TYPE: value}), nodes(topo))
+        assert status.ingress[0].hostname.endswith(".elb.amazonaws.com")
+    assert len(aws.trail.calls("CreateLoadBalancer", ok=True)) == 1
+
+
 def test_annotations_reach_aws(aws: AwsServer, topo: Topology, make_cloud: MakeCloud) -> None:
     lb = make_cloud().load_balancer()
     svc = service(
@@ -341,3 +425,72 @@ def test_proxy_protocol_policy_follows_the_annotation(
     lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
     assert "SetLoadBalancerPoliciesForBackendServer" in mutating(aws, mark)
     assert all(not p for p in backend_policies().values())
+
+
+def _user_group(aws: AwsServer, topo: Topology, name: str) -> str:
+    ec2 = aws.client("ec2")
+    return ec2.create_security_group(GroupName=name, Description="u", VpcId=topo.vpc)["GroupId"]
+
+
+def test_dropped_user_group_loses_the_node_rule_the_controller_added(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """Upstream ``removeOwnedSecurityGroups`` (cloud-provider-aws @ 63ec440c): a group
+    dropped from the ELB has the node rules that let it in revoked; before, ours left the
+    node group open to a group the user no longer attaches (a stale open rule)."""
+    ec2 = aws.client("ec2")
+    first, second = _user_group(aws, topo, "user-a"), _user_group(aws, topo, "user-b")
+    lb = make_cloud().load_balancer()
+    lb.ensure_load_balancer("kubernetes", service({A.A_SECURITY_GROUPS: first}), nodes(topo))
+    assert ("-1", first) in ingress(ec2, topo.nodes_group)
+    # a port-specific rule the user wrote themselves on the node group: never ours to revoke
+    ec2.authorize_security_group_ingress(
+        GroupId=topo.nodes_group,
+        IpPermissions=[
+            {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
+             "UserIdGroupPairs": [{"GroupId": first}]}
+        ],
+    )  # fmt: skip
+    lb.ensure_load_balancer("kubernetes", service({A.A_SECURITY_GROUPS: second}), nodes(topo))
+    assert elb_groups(aws) == [second]
+    rules = ingress(ec2, topo.nodes_group)
+    assert ("-1", first) not in rules  # the stale open rule is gone
+    assert ("-1", second) in rules
+    assert ("tcp", first) in rules  # the user's own rule stays
+    assert ("-1", topo.nodes_group) in rules  # node-to-node traffic untouched
+    # the user's groups themselves are never edited or deleted
+    for action in ("AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress"):
+        assert {first, second}.isdisjoint(e.params["GroupId"] for e in aws.trail.calls(action))
+    assert aws.trail.calls("DeleteSecurityGroup") == []
+
+
+def test_dropped_user_group_keeps_rules_on_untagged_groups_and_while_shared(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """Ownership as upstream decides it (only cluster-tagged groups are edited) plus ours:
+    a group another ELB still lists keeps its node rule."""
+    ec2 = aws.client("ec2")
+    user, other = _user_group(aws, topo, "user-a"), _user_group(aws, topo, "user-b")
+    untagged = _user_group(aws, topo, "bastion")
+    ec2.authorize_security_group_ingress(
+        GroupId=untagged,
+        IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": user}]}],
+    )
+    cloud = make_cloud()
+    lb = cloud.load_balancer()
+    lb.ensure_load_balancer("kubernetes", service({A.A_SECURITY_GROUPS: user}), nodes(topo))
+    peer = service(
+        {A.A_SECURITY_GROUPS: user}, name="api", uid="0" * 8 + "-1111-2222-3333-" + "4" * 12
+    )
+    lb.ensure_load_balancer("kubernetes", peer, nodes(topo))
+    lb.ensure_load_balancer("kubernetes", service({A.A_SECURITY_GROUPS: other}), nodes(topo))
+    assert ("-1", user) in ingress(ec2, topo.nodes_group)  # the peer ELB still needs it
+    assert ("-1", user) in ingress(ec2, untagged)
+    lb.ensure_load_balancer(
+        "kubernetes", replace(peer, annotations={A.A_SECURITY_GROUPS: other}), nodes(topo)
+    )
+    assert ("-1", user) not in ingress(ec2, topo.nodes_group)  # last user gone: revoked
+    assert ("-1", user) in ingress(ec2, untagged)  # not the cluster's: never edited
+    assert untagged not in {
+        e.params["GroupId"] for e in aws.trail.calls("RevokeSecurityGroupIngress")
+    }
