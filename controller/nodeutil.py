@@ -96,7 +96,10 @@ def parse_ip_sloppy(text: str) -> IP | None:
 
 def parse_node_ip_annotation(provided: str) -> list[IP]:
     """Kubernetes ``ParseNodeIPAnnotation``: one IP, or an IPv4/IPv6 pair, comma separated,
-    each item exactly an IP (no spaces, no empty item)."""
+    each item exactly an IP (no spaces, no empty item). Checked against
+    ``k8s.io/component-helpers/node/util/ips.go`` ``parseNodeIP`` (not sloppy: untrimmed
+    items, a parse failure is an error) with dual-stack allowed, as kubernetes/cloud-provider
+    @4666611 ``GetNodeAddressesFromNodeIP`` uses it (its list of IPs)."""
     ips: list[IP] = []
     for item in provided.split(","):
         ip = parse_ip_sloppy(item)
