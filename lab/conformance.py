@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Generator, Iterable, Sequence
@@ -378,3 +379,33 @@ def write_report(
     markdown.write_text(render_markdown(ordered, build=build, expect=expect), encoding="utf-8")
     junit.write_text(render_junit(ordered, build=build, expect=expect), encoding="utf-8")
     return markdown, junit
+
+
+def pytest_argv(
+    *,
+    expect: str,
+    modules: Sequence[str],
+    report_dir: Path,
+    controller_cmd: str = "",
+    controller: str = "",
+    ready_log: str = "",
+    ready_url: str = "",
+    workers: int = 0,
+) -> list[str]:
+    """The pytest command line ``invoke lab.report`` runs: ``modules`` (e2e test files) in
+    conformance mode for the given build, the report written to ``report_dir``."""
+    if expect not in EXPECTATIONS:
+        raise ValueError(f"--expect {expect!r}: choose {' or '.join(EXPECTATIONS)}")
+    argv = [sys.executable, "-m", "pytest", *modules, "--expect", expect]
+    argv += ["--conformance-report", str(report_dir), "-p", "no:cacheprovider", "-rxs"]
+    for flag, value in (
+        ("--controller-cmd", controller_cmd),
+        ("--controller", controller),
+        ("--controller-ready-log", ready_log),
+        ("--controller-ready-url", ready_url),
+    ):
+        if value:
+            argv += [flag, value]
+    if workers:
+        argv += ["-n", str(workers)]
+    return argv
