@@ -179,13 +179,12 @@ NOT_CONTROLLER_AGNOSTIC: dict[str, str] = {
     "provided-node-ip": "the symptom is judged from our controller's log line (the node "
     "address mismatch), retried; the Node's state alone does not tell it from a slow start",
     "imds-required": "judged from our controller's exit and its start-up log lines",
-    "node-name-private-dns": "the reproduce case waits for a SyncNodeFailed event a fixed build "
-    "never sends (a timeout, not an assertion, until the waits are reworked), and the lookup "
-    "error case reads our log",
+    "node-name-private-dns": "judged from SyncNodeFailed events for the lookup error; "
+    "upstream's cloud-node controller emits that reason on address patch errors, and whether "
+    "it does for a failed instance lookup is not yet checked; the lookup-error case reads our "
+    "log",
     "node-lifecycle": "the k8s-81636 cases count our log lines and need our node-monitor "
     "period to finish in seconds",
-    "transient-node-predicates": "the reproduce case's sync point waits for the legacy "
-    "deregistration itself, so a fixed build times out instead of failing an assertion",
     "k8s-109414": "a kubelet/endpoints bug of a Kubernetes release; no controller build changes it",
     "k8s-109718": "a kubelet/endpoints bug of a Kubernetes release; no controller build changes it",
     "k8s-110309": "a kubelet/kube-proxy bug of a Kubernetes release; no controller build "

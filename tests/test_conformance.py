@@ -196,6 +196,7 @@ def _verdicts(report: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # two pytest runs of their own (about a minute idle, more under load)
 def test_our_controller_as_an_external_build_in_both_expectations(tmp_path: Path) -> None:
     """Two scenarios, our controller run as the external command: with its fixed defaults
     every declared fixed case passes (``--expect fixed``); with ``--legacy-behavior
