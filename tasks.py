@@ -528,10 +528,86 @@ def repro(
         raise Exit(code=code)
 
 
+@task(
+    help={
+        "expect": "fixed: the build has every documented fix | reproduce: which documented "
+        "failures the build shows",
+        "scenarios": "comma-separated catalog ids (default: every scenario with "
+        "controller-agnostic cases)",
+        "out": "directory for conformance.md and conformance.xml (default .lab/conformance)",
+        "workers": "pytest-xdist workers (default 0: one process)",
+        **CONTROLLER_HELP,
+    }
+)
+def report(
+    c: Context,
+    expect: str = "",
+    scenarios: str = "",
+    out: str = ".lab/conformance",
+    workers: int = 0,
+    controller_cmd: str = "",
+    controller: str = "",
+    controller_ready_log: str = "",
+    controller_ready_url: str = "",
+) -> None:
+    """Run the catalog in conformance mode against a controller build; write Markdown + JUnit."""
+    import subprocess
+    from pathlib import Path
+
+    from e2e.catalog import CATALOG, NOT_CONTROLLER_AGNOSTIC, by_id
+    from lab.conformance import EXPECTATIONS, pytest_argv
+
+    if expect not in EXPECTATIONS:
+        raise Exit(f"error: --expect {expect!r}: choose {' or '.join(EXPECTATIONS)}", code=1)
+    command = _controller_command(
+        controller_cmd, controller, controller_ready_log, controller_ready_url
+    )
+    if command is None:
+        raise Exit(
+            "error: lab.report judges a controller build: give --controller-cmd TEMPLATE or "
+            "--controller upstream=PATH",
+            code=1,
+        )
+    chosen = _split(scenarios)
+    try:
+        picked = [by_id(s) for s in chosen] if chosen else list(CATALOG)
+    except KeyError as exc:
+        raise Exit(f"error: --scenarios {scenarios!r}: {exc.args[0]}", code=1) from None
+    for scenario in picked:
+        if chosen and scenario.id in NOT_CONTROLLER_AGNOSTIC:
+            raise Exit(
+                f"error: --scenarios {scenario.id}: no controller-agnostic case "
+                f"({NOT_CONTROLLER_AGNOSTIC[scenario.id]})",
+                code=1,
+            )
+    modules = [s.module for s in picked if s.id not in NOT_CONTROLLER_AGNOSTIC]
+    here = Path(__file__).resolve().parent
+    report_dir = Path(out).resolve()
+    argv = pytest_argv(
+        expect=expect,
+        modules=[str(here / m) for m in modules],
+        report_dir=report_dir,
+        controller_cmd=controller_cmd,
+        controller=controller,
+        ready_log=controller_ready_log,
+        ready_url=controller_ready_url,
+        workers=workers,
+    )
+    done = subprocess.run(argv, cwd=here, check=False)
+    markdown = report_dir / "conformance.md"
+    if markdown.exists():
+        print(markdown.read_text(encoding="utf-8"))
+        print(f"written: {markdown} and {report_dir / 'conformance.xml'}")
+    if done.returncode:
+        raise Exit(code=done.returncode)
+
+
 ns = Collection()
 ns.add_collection(Collection("check", check, lint, types, contracts))
 ns.add_task(fmt)
-lab_ns = Collection("lab", up, down, status, logs, trail, traffic, kubectl, env, debug, repro)
+lab_ns = Collection(
+    "lab", up, down, status, logs, trail, traffic, kubectl, env, debug, repro, report
+)
 lab_ns.add_collection(
     Collection("controller", controller_restart, controller_deploy, controller_undeploy)
 )

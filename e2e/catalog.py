@@ -3,11 +3,20 @@
 ``invoke lab.repro --list`` prints it, the README's catalog table mirrors it, and
 ``tests/test_catalog.py`` checks that every entry has its module ``e2e/test_<id>.py`` (dashes
 become underscores) and every module an entry.
+
+Conformance mode (``pytest e2e --controller-cmd ... --expect fixed|reproduce``): a case that
+judges any controller build from AWS, Kubernetes and traffic evidence alone is declared with
+:func:`conformance` (which failure, which expectation); a scenario with no such case says why
+in :data:`NOT_CONTROLLER_AGNOSTIC`. ``tests/test_catalog.py`` checks that every scenario does
+one or the other.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+import pytest
 
 
 @dataclass(frozen=True)
@@ -139,3 +148,48 @@ def by_id(scenario_id: str) -> Scenario:
             return scenario
     known = ", ".join(s.id for s in CATALOG)
     raise KeyError(f"no scenario {scenario_id!r}; the catalog has: {known}")
+
+
+def failure_ids() -> frozenset[str]:
+    """The documented failures: each scenario's id and the failure its legacy switch stands
+    for (``lb-walkthrough`` documents ``shared-elb-sg``, ``node-lifecycle`` ``k8s-81636``)."""
+    ids = {s.id for s in CATALOG}
+    ids |= {s.legacy_switch for s in CATALOG if s.legacy_switch}
+    return frozenset(ids)
+
+
+def conformance(*, failure: str, expect: Literal["fixed", "reproduce"]) -> pytest.MarkDecorator:
+    """Declare a case controller-agnostic: it checks the documented ``failure`` and passing
+    shows the build ``fixed`` or that it shows the failure (``reproduce``). Any flags of our
+    controller the case passes are dropped when another build runs in conformance mode, so
+    the case must judge from evidence any build leaves, never from our log lines, and its
+    verdict must not hang on our timing flags (they only make it faster)."""
+    if failure not in failure_ids():
+        raise ValueError(
+            f"conformance(failure={failure!r}): not a documented failure; the catalog has "
+            + ", ".join(sorted(failure_ids()))
+        )
+    if expect not in ("fixed", "reproduce"):
+        raise ValueError(f"conformance(expect={expect!r}): 'fixed' or 'reproduce'")
+    return pytest.mark.conformance(failure=failure, expect=expect)
+
+
+#: Scenarios without a controller-agnostic case, and why (conformance mode runs none of them).
+NOT_CONTROLLER_AGNOSTIC: dict[str, str] = {
+    "provided-node-ip": "the symptom is judged from our controller's log line (the node "
+    "address mismatch), retried; the Node's state alone does not tell it from a slow start",
+    "imds-required": "judged from our controller's exit and its start-up log lines",
+    "node-name-private-dns": "judged from SyncNodeFailed events for the lookup error; "
+    "upstream's cloud-node controller emits that reason on address patch errors, and whether "
+    "it does for a failed instance lookup is not yet checked; the lookup-error case reads our "
+    "log",
+    "node-lifecycle": "the k8s-81636 cases count our log lines and need our node-monitor "
+    "period to finish in seconds",
+    "k8s-109414": "a kubelet/endpoints bug of a Kubernetes release; no controller build changes it",
+    "k8s-109718": "a kubelet/endpoints bug of a Kubernetes release; no controller build changes it",
+    "k8s-110309": "a kubelet/kube-proxy bug of a Kubernetes release; no controller build "
+    "changes it",
+    "k8s-110195": "decided by kube-proxy's health check and the release's gates; the case "
+    "needs our fast node-lifecycle flags",
+    "debug-attach": "a capability of our controller (a Python debugger), not a failure",
+}

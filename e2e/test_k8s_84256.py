@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from e2e.catalog import conformance
 from e2e.support import (
     ANN,
     FINALIZER,
@@ -176,6 +177,7 @@ def _check_groups(ev: Evidence) -> None:
 ANNOTATIONS = pytest.mark.parametrize("annotation", ["security-groups", "extra-security-groups"])
 
 
+@conformance(failure="k8s-84256", expect="reproduce")
 @ANNOTATIONS
 def test_reproduce(lab: Lab, core_v1: Any, ec2: Any, elb: Any, annotation: str) -> None:
     ev = run_scenario(lab, core_v1, ec2, elb, legacy=True, annotation=annotation)
@@ -185,6 +187,7 @@ def test_reproduce(lab: Lab, core_v1: Any, ec2: Any, elb: Any, annotation: str) 
         assert_fixed(ev)
 
 
+@conformance(failure="k8s-84256", expect="fixed")
 @ANNOTATIONS
 def test_fixed(lab: Lab, core_v1: Any, ec2: Any, elb: Any, annotation: str) -> None:
     ev = run_scenario(lab, core_v1, ec2, elb, legacy=False, annotation=annotation)

@@ -38,6 +38,7 @@ from typing import Any
 
 import pytest
 
+from e2e.catalog import conformance
 from e2e.support import (
     ANN,
     FINALIZER,
@@ -689,6 +690,7 @@ def assert_fixed(ev: SharedEvidence) -> None:
     assert ev.other_traffic_after_first.answered_total == 60, "blog keeps answering"
 
 
+@conformance(failure="shared-elb-sg", expect="reproduce")
 def test_reproduce_shared_elb_sg(lab: Lab, core_v1: Any, ec2: Any, elb: Any) -> None:
     ev = run_shared(lab, core_v1, ec2, elb, legacy=True)
     assert ev.node_rules_with_both == ev.node_rules_before | {all_traffic_from(ev.shared)}
@@ -697,6 +699,7 @@ def test_reproduce_shared_elb_sg(lab: Lab, core_v1: Any, ec2: Any, elb: Any) -> 
         assert_fixed(ev)
 
 
+@conformance(failure="shared-elb-sg", expect="fixed")
 def test_fixed_shared_elb_sg(lab: Lab, core_v1: Any, ec2: Any, elb: Any) -> None:
     ev = run_shared(lab, core_v1, ec2, elb, legacy=False)
     assert_fixed(ev)

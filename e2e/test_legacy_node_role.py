@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from e2e.catalog import conformance
 from e2e.support import (
     create_service,
     elb_name,
@@ -107,6 +108,7 @@ def test_reproduce_exclusion_label_then_include(lab: Lab, core_v1: Any, elb: Any
     )
 
 
+@conformance(failure="legacy-node-role", expect="reproduce")
 def test_reproduce_legacy_master_label(lab: Lab, core_v1: Any, elb: Any) -> None:
     """1.20 control plane (master label, no exclusion label) with the legacy gate on."""
     node = single_node(lab, version="1.20")
@@ -118,6 +120,7 @@ def test_reproduce_legacy_master_label(lab: Lab, core_v1: Any, elb: Any) -> None
     assert_no_traffic(lab, name)
 
 
+@conformance(failure="legacy-node-role", expect="fixed")
 def test_fixed_gate_off_registers_the_master(lab: Lab, core_v1: Any, elb: Any) -> None:
     """The same 1.20 node with the gate off (the 1.21+ behaviour): registered."""
     single_node(lab, version="1.20")

@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from e2e.catalog import conformance
 from e2e.support import (
     ANN,
     create_service,
@@ -126,6 +127,7 @@ def assert_stable(ev: Evidence) -> None:
     assert ev.cp_instance in ev.registered, "the later node sync did run"
 
 
+@conformance(failure="transient-node-predicates", expect="reproduce")
 def test_reproduce_not_ready_node_dropped_at_once(lab: Lab, core_v1: Any, elb: Any) -> None:
     ev = run(lab, core_v1, elb, legacy=True)
     assert_cut(ev)
@@ -133,6 +135,7 @@ def test_reproduce_not_ready_node_dropped_at_once(lab: Lab, core_v1: Any, elb: A
         assert_stable(ev)
 
 
+@conformance(failure="transient-node-predicates", expect="fixed")
 def test_fixed_not_ready_node_stays(lab: Lab, core_v1: Any, elb: Any) -> None:
     ev = run(lab, core_v1, elb, legacy=False)
     assert_stable(ev)

@@ -291,7 +291,10 @@ class Lab:
         #: another controller build every ``start_controller`` runs instead of ours (pytest
         #: ``--controller-cmd``), and what to do with a call that needs ours (its flags)
         self.controller_command: ControllerCommand | None = None
-        self.needs_our_controller: Callable[[str], None] | None = None
+        self.needs_our_controller: Callable[[str], bool] | None = None
+        #: the AWS trail's last sequence number when the controller last started (what came
+        #: after is the controller's doing, or the test's)
+        self.controller_since_seq = 0
         #: the lab's secret (see ``LabState.token``): its control planes' bearer token
         self.token = secrets.token_urlsafe(24)
 
@@ -660,7 +663,9 @@ class Lab:
 
         With :attr:`controller_command` set (pytest ``--controller-cmd``), that build runs
         instead of ours; a call asking for our controller's flags (``legacy``, ``args``) is
-        handed to :attr:`needs_our_controller` (pytest skips the test) or refused."""
+        handed to :attr:`needs_our_controller`, which skips the test (pytest), says to run the
+        build without them (True: conformance mode, the build stands in for them), or else
+        the call is refused."""
         if command is None and self.controller_command is not None:
             if legacy or args:
                 flags = " ".join([*(f"--legacy-behavior {b}" for b in legacy), *args])
@@ -668,12 +673,13 @@ class Lab:
                     f"this case runs our controller with {flags}; the build under test "
                     f"({self.controller_command.name}) takes only its own flags"
                 )
-                if self.needs_our_controller is not None:
-                    self.needs_our_controller(reason)
-                raise ValueError(reason)
+                if self.needs_our_controller is None or not self.needs_our_controller(reason):
+                    raise ValueError(reason)
+                legacy, args = (), ()  # the build under test stands in for them
             command = self.controller_command
         self.stop_controller()
         fork = command is None and self.config.controller_launch == "fork"
+        self.controller_since_seq = self.aws.trail.last_seq
         self.controller = ControllerProcess(
             self.controller_spec(
                 legacy=legacy, args=args, imds=imds, cloud_config=cloud_config, command=command

@@ -6,7 +6,9 @@ by default it serves HTTPS and requires the lab's token, as ``invoke lab.up`` ru
 another controller build under test: ``--controller-cmd TEMPLATE`` or ``--controller
 upstream=PATH`` (with ``--controller-ready-log``/``--controller-ready-url``); then every
 ``lab.start_controller()`` runs that build, and a test that asks for our controller's own
-flags (``legacy=``, ``args=``) is skipped saying so.
+flags (``legacy=``, ``args=``) is skipped saying so. Conformance mode (``--expect
+fixed|reproduce``, ``--conformance-report DIR``) runs only the catalog's declared
+controller-agnostic cases and gives each a verdict for that build: :mod:`lab.conformance`.
 The session starts one :class:`lab.compose.Lab`; the function-scoped
 ``lab`` fixture hands it to a test freshly reset (AWS state and trail, Kubernetes objects,
 node registrations, metadata injections; the controller stopped). Tests start the controller
@@ -20,6 +22,7 @@ reason, never faked.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import subprocess
@@ -31,6 +34,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from lab.compose import Lab, LabConfig
+from lab.conformance import (
+    EXPECTATIONS,
+    MARKER_HELP,
+    ConformancePlugin,
+    Declaration,
+    DeclarationError,
+)
 from lab.controllerproc import (
     ControllerCommand,
     ControllerCommandError,
@@ -56,6 +66,8 @@ BACKENDS = ("sim", "kind", "existing")
 SESSION_LAB = pytest.StashKey[Lab]()
 #: The controller build under test (``--controller-cmd``/``--controller``); None: ours.
 CONTROLLER_COMMAND = pytest.StashKey[ControllerCommand | None]()
+#: conformance mode's plugin (``--expect``); absent otherwise
+CONFORMANCE = pytest.StashKey[ConformancePlugin]()
 
 
 def quiesce_session_lab(config: pytest.Config) -> None:
@@ -122,6 +134,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
         help="with another build: ready when this URL answers 200",
     )
+    group.addoption(
+        "--expect",
+        choices=EXPECTATIONS,
+        default=None,
+        help="conformance mode for the build under test: run only the catalog's "
+        "controller-agnostic cases of this expectation and give each a verdict",
+    )
+    group.addoption(
+        "--conformance-report",
+        default=None,
+        metavar="DIR",
+        help="with --expect: write DIR/conformance.md and DIR/conformance.xml (JUnit)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -136,20 +161,59 @@ def pytest_configure(config: pytest.Config) -> None:
     except ControllerCommandError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[CONTROLLER_COMMAND] = command
+    config.addinivalue_line("markers", MARKER_HELP)
+    expect = config.getoption("--expect", None)
+    report_dir = config.getoption("--conformance-report", None)
+    if expect is None:
+        if report_dir:
+            raise pytest.UsageError(
+                f"--conformance-report {report_dir!r}: reports a conformance run; give --expect "
+                f"{'|'.join(EXPECTATIONS)} too"
+            )
+        return
+    if command is None:
+        raise pytest.UsageError(
+            f"--expect {expect}: judges another controller build; give it with --controller-cmd "
+            "TEMPLATE or --controller upstream=PATH (our own: --controller-cmd "
+            "'python -m controller --kubeconfig {kubeconfig} --cloud-config {cloud_config} "
+            "--metrics-addr {metrics_addr}' plus the flags it should run with)"
+        )
+    plugin = ConformancePlugin(
+        expect=expect,
+        build=f"{command.name}: {' '.join(command.template)}",
+        report_dir=Path(report_dir) if report_dir else None,
+    )
+    config.stash[CONFORMANCE] = plugin
+    config.pluginmanager.register(plugin, "ccm-lab-conformance")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every conformance marker says which failure and which expectation (a usage error
+    naming the case otherwise), in every run, not only in conformance mode."""
+    for item in items:
+        try:
+            Declaration.of(item)
+        except DeclarationError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
 
 def use_controller_under_test(lab: Lab, config: pytest.Config) -> Lab:
     """Have ``lab`` run the session's controller build (if one was given) and skip a test
     that needs ours. Every fixture that makes a lab calls it."""
     lab.controller_command = config.stash.get(CONTROLLER_COMMAND, None)
-    lab.needs_our_controller = _skip_needing_ours
+    lab.needs_our_controller = functools.partial(_without_ours, config)
     launch = config.getoption("--controller-launch", "fork")
     if lab.config.controller_launch != launch:
         lab.config = dataclasses.replace(lab.config, controller_launch=launch)
     return lab
 
 
-def _skip_needing_ours(reason: str) -> None:
+def _without_ours(config: pytest.Config, reason: str) -> bool:
+    """A case asked for our controller's flags while another build runs: in conformance mode
+    a declared case runs the build without them (True); any other case is skipped."""
+    plugin = config.stash.get(CONFORMANCE, None)
+    if plugin is not None and plugin.stands_in(reason):
+        return True
     pytest.skip(f"--controller-cmd: {reason}")
 
 
