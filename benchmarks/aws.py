@@ -259,9 +259,9 @@ def bench_wsgi(rounds: int, per_round: int) -> dict[str, float]:
 
 def _bench_validator(app: Any, environs: list[dict[str, Any]]) -> float:
     """``RequestValidator.check`` alone on the parsed calls of the mix: us per call."""
-    from lab.aws.app import _read_body
     from lab.aws.fidelity import MotoView
     from lab.aws.protocol import parse_request
+    from lab.aws.protocol import read_body as _read_body
 
     lab = app.lab
     requests = [parse_request(e, _read_body(e), default_region="us-east-1") for e in environs]
