@@ -9,6 +9,7 @@ signer); an upstream that cannot be reached is a clear AWS error, recorded.
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import random
@@ -364,3 +365,36 @@ def test_cli_serves_with_the_token_from_the_environment(moto_url: str, tmp_path:
     assert [json.loads(line)["action"] for line in trail.read_text().splitlines()] == [
         "DescribeVpcs"
     ]
+
+
+def test_client_connections_are_kept_open_between_calls_and_closed_on_stop(
+    moto_url: str,
+) -> None:
+    proxy = AwsProxyServer(moto_url, credentials=("testing", "testing")).start()
+    connection = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=30)
+    chunked = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=30)
+    body = b"Action=DescribeVpcs&Version=2016-11-15"
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    try:
+        for _ in range(2):  # one connection, two answers (HTTP/1.1 keep-alive)
+            connection.request("POST", "/", body=body, headers=form)
+            reply = connection.getresponse()
+            assert reply.status == 200
+            assert b"<vpcSet>" in reply.read()
+            assert not reply.will_close
+        chunked.request("POST", "/", body=iter([body]), headers=form, encode_chunked=True)
+        refused = chunked.getresponse()
+        assert refused.status == 411
+        refused.read()
+        assert [e.action for e in proxy.trail.events()] == ["DescribeVpcs", "DescribeVpcs"]
+    finally:
+        proxy.stop()
+        chunked.close()
+
+    def once_more() -> None:
+        connection.request("POST", "/", body=body, headers=form)
+        connection.getresponse()
+
+    with pytest.raises((http.client.HTTPException, OSError)):
+        once_more()  # the stopped proxy closed the idle connection
+    connection.close()

@@ -7,8 +7,8 @@ Public API (see ``lab/aws/README.md``, "Recording proxy")::
         proxy.client("ec2"); proxy.control.add_fault(...); proxy.trail.calls("DescribeVpcs")
 
 Modules: ``app`` (the WSGI proxy and its state), ``upstream`` (forwarding, SigV4 re-signing,
-pooled connections), ``server`` (in-process component), ``process`` (child process),
-``__main__`` (the CLI, ``python -m lab.aws.proxy --upstream URL``).
+pooled connections), ``keepalive`` (its HTTP/1.1 server), ``server`` (in-process component),
+``process`` (child process), ``__main__`` (the CLI, ``python -m lab.aws.proxy --upstream URL``).
 """
 
 from __future__ import annotations

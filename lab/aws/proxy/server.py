@@ -12,7 +12,8 @@ boto3 clients (pointed at the proxy) and the control client, in the shape of
 
 ``credentials`` are what the proxy signs forwarded calls with (a botocore ``Credentials``, or
 ``(access_key, secret_key[, session_token])``); None forwards calls as their callers signed
-them. The lifecycle is :class:`lab.component.ServerComponent`'s.
+them. The lifecycle is :class:`lab.component.ServerComponent`'s; the HTTP server keeps client
+connections open between calls (:mod:`lab.aws.proxy.keepalive`).
 
 Neighbours: :mod:`lab.aws.proxy.__main__` is the CLI; the upstream side is
 :mod:`lab.aws.proxy.upstream`.
@@ -24,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from botocore.credentials import Credentials
-from werkzeug.serving import BaseWSGIServer
 
 from lab.aws.control_client import AwsControlClient
 from lab.aws.proxy.app import AwsProxy, ProxyApp, ProxySettings
-from lab.aws.server import make_client, make_wsgi_server
+from lab.aws.proxy.keepalive import KeepAliveServer
+from lab.aws.server import make_client
 from lab.aws.trail import Trail
 from lab.component import ServerComponent
 from lab.component.bearer import auth_headers
@@ -86,11 +87,11 @@ class AwsProxyServer(ServerComponent):
         self._proxy: AwsProxy | None = None
         self._clients: dict[tuple[str, int], Any] = {}
 
-    def _bind(self) -> BaseWSGIServer:
+    def _bind(self) -> KeepAliveServer:
         proxy = AwsProxy(self._settings, credentials=self.credentials)
         try:
-            server = make_wsgi_server(
-                ProxyApp(proxy, token=self.token), host=self.host, port=self.requested_port
+            server = KeepAliveServer(
+                (self.host, self.requested_port), ProxyApp(proxy, token=self.token)
             )
         except BaseException:
             proxy.close()
