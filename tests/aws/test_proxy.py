@@ -26,7 +26,8 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from lab.aws import AwsControlClient, AwsControlError
-from lab.aws.proxy import AwsProxyProcess, AwsProxyServer
+from lab.aws.proxy import AwsProxyProcess, AwsProxyServer, Upstream, UpstreamUnavailable
+from lab.aws.proxy.upstream import Scope, caller_scope
 from lab.aws.server import make_client
 from tests.aws.upstreams import HangUpServer, SigV4Upstream, closed_port, stock_moto
 
@@ -398,3 +399,26 @@ def test_client_connections_are_kept_open_between_calls_and_closed_on_stop(
     with pytest.raises((http.client.HTTPException, OSError)):
         once_more()  # the stopped proxy closed the idle connection
     connection.close()
+
+
+def test_the_scope_a_call_is_signed_for_and_the_aws_endpoint_it_goes_to() -> None:
+    header = {
+        "authorization": "AWS4-HMAC-SHA256 Credential=AKID/20260101/eu-west-1/"
+        "elasticloadbalancing/aws4_request, SignedHeaders=host, Signature=00"
+    }
+    assert caller_scope(header, {}, service="elb", region="us-east-1") == Scope(
+        "eu-west-1", "elasticloadbalancing"
+    )
+    presigned = {"X-Amz-Credential": "AKID/20260101/ap-south-1/ec2/aws4_request"}
+    assert caller_scope({}, presigned, service="ec2", region="us-east-1") == Scope(
+        "ap-south-1", "ec2"
+    )
+    sigv2 = caller_scope({}, {"AWSAccessKeyId": "AKID"}, service="elbv2", region="us-west-2")
+    assert sigv2 == Scope("us-west-2", "elasticloadbalancing")
+    assert caller_scope({}, {}, service="", region="us-east-1") is None
+    aws = Upstream("aws")
+    assert aws.base_for(Scope("eu-west-1", "elasticloadbalancing")) == (
+        "https://elasticloadbalancing.eu-west-1.amazonaws.com"
+    )
+    with pytest.raises(UpstreamUnavailable, match="names no service"):
+        aws.base_for(None)

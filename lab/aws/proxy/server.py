@@ -29,6 +29,7 @@ from botocore.credentials import Credentials
 from lab.aws.control_client import AwsControlClient
 from lab.aws.proxy.app import AwsProxy, ProxyApp, ProxySettings
 from lab.aws.proxy.keepalive import KeepAliveServer
+from lab.aws.proxy.upstream import Upstream
 from lab.aws.server import make_client
 from lab.aws.trail import Trail
 from lab.component import ServerComponent
@@ -82,8 +83,7 @@ class AwsProxyServer(ServerComponent):
             timeout=timeout,
             ca_file=ca_file,
         )
-        if upstream != "aws":  # a bad URL is refused here, naming it, before anything starts
-            AwsProxy(self._settings).close()
+        Upstream(upstream).close()  # a bad URL is refused here, naming it, before anything starts
         self._proxy: AwsProxy | None = None
         self._clients: dict[tuple[str, int], Any] = {}
 
