@@ -58,7 +58,8 @@ def _error(call: Any, *args: Any, **kwargs: Any) -> tuple[int, dict[str, str]]:
     with pytest.raises(ClientError) as caught:
         call(*args, **kwargs)
     response = caught.value.response
-    return response["ResponseMetadata"]["HTTPStatusCode"], dict(response["Error"])
+    error = {str(k): str(v) for k, v in response["Error"].items()}
+    return response["ResponseMetadata"]["HTTPStatusCode"], error
 
 
 def test_calls_are_forwarded_and_recorded_with_actions_and_errors(
@@ -92,7 +93,7 @@ def test_calls_are_forwarded_and_recorded_with_actions_and_errors(
 
 
 def test_upstream_error_codes_pass_through_unchanged(proxy: AwsProxyServer, moto_url: str) -> None:
-    cases = [
+    cases: list[tuple[str, str, dict[str, Any]]] = [
         ("ec2", "delete_security_group", {"GroupId": "sg-0123456789abcdef0"}),
         ("ec2", "describe_instances", {"InstanceIds": ["i-0123456789abcdef0"]}),
         ("elb", "describe_load_balancers", {"LoadBalancerNames": [_name("nolb")]}),
@@ -152,7 +153,7 @@ def test_fault_probability_is_seeded_and_bounded_by_count(proxy: AwsProxyServer)
             codes.append(exc.response["Error"]["Code"])
     assert set(codes) == {None, "RequestLimitExceeded"}
     outcomes = [code is not None for code in codes]
-    draws, expected = random.Random(7), []
+    draws, expected = random.Random(7), list[bool]()
     for _ in range(16):
         fire = sum(expected) < 3 and draws.random() < 0.5
         expected.append(fire)
@@ -422,3 +423,25 @@ def test_the_scope_a_call_is_signed_for_and_the_aws_endpoint_it_goes_to() -> Non
     )
     with pytest.raises(UpstreamUnavailable, match="names no service"):
         aws.base_for(None)
+
+
+def test_the_callers_session_token_never_reaches_the_upstream() -> None:
+    upstream = SigV4Upstream(Credentials("AKIDNOTOKEN", "no-token-secret")).start()
+    session = boto3.session.Session(
+        aws_access_key_id=CALLER_KEY,
+        aws_secret_access_key=CALLER_SECRET,
+        aws_session_token=CALLER_TOKEN,
+        region_name="us-east-1",
+    )
+    try:
+        with AwsProxyServer(upstream.url, credentials=("AKIDNOTOKEN", "no-token-secret")) as proxy:
+            ec2 = session.client(
+                "ec2", endpoint_url=proxy.url, config=Config(retries={"max_attempts": 0})
+            )
+            ec2.describe_vpcs()
+    finally:
+        upstream.stop()
+    (received,) = upstream.received
+    assert received.verdict == "ok"
+    assert "x-amz-security-token" not in received.headers
+    assert CALLER_TOKEN not in json.dumps(received.headers)
