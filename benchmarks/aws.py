@@ -10,15 +10,20 @@ Measures, in one run:
    * ``lab-bare``: the lab's app with fidelity off and the trail off,
    * ``lab-full``: fidelity on and trail on (the default),
    * ``lab-noval``: as lab-full with request validation switched off (``validation=False``);
-   and the ratio of each to the baseline (target: lab-full <= 1.15 x moto), and the cost of
-   request validation, lab-full vs lab-noval (target: <= +10%);
+   * ``proxy-moto``: the recording proxy (:mod:`lab.aws.proxy`: re-signing, faults consulted,
+     trail on) in front of the same stock moto as ``moto``;
+   * ``proxy-lab``: the recording proxy in front of a lab-full endpoint;
+   and the ratio of each to the baseline (target: lab-full <= 1.15 x moto), the cost of
+   request validation, lab-full vs lab-noval (target: <= +10%), and the proxy's overhead per
+   call, proxy-moto vs moto and proxy-lab vs lab-full (target: <= +10%);
 3. the same per-call cost in-process (WSGI calls, no sockets, no boto3), which isolates what
    the lab layer adds from network and client noise, validation on and off; and the
    validator alone (``RequestValidator.check`` on the parsed calls of the mix), us per call;
 4. sustained calls/second for ``DescribeSecurityGroups`` (one group by id) among 500 groups on
    ``lab-full`` (10,000 calls; ``--quick``: 1,000).
 
-Usage: ``.venv/bin/python benchmarks/aws.py [--quick]``. Prints a table; asserts nothing.
+Usage: ``.venv/bin/python benchmarks/aws.py [--quick] [--latency-only]``. Prints a table;
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lab.aws import AwsServer
 from lab.aws.fidelity import FidelityConfig
 from lab.aws.process import AwsProcess
+from lab.aws.proxy import AwsProxyProcess, AwsProxyServer
 from lab.aws.server import make_client
 
 
@@ -166,11 +172,15 @@ def bench_latency(rounds: int) -> dict[str, list[float]]:
     bare_lab = AwsLab(LabSettings(fidelity=FidelityConfig(enabled=False), trail_enabled=False))
     bare_server = make_wsgi_server(AwsApp(bare_lab), host="127.0.0.1", port=0)
     threading.Thread(target=bare_server.serve_forever, daemon=True).start()
+    proxy_moto = AwsProxyServer(raw.url, credentials=("testing", "testing")).start()
+    proxy_lab = AwsProxyServer(full.url, credentials=("testing", "testing")).start()
     targets = {
         "moto": raw.url,
         "lab-bare": f"http://127.0.0.1:{bare_server.port}",
         "lab-full": full.url,
         "lab-noval": noval.url,
+        "proxy-moto": proxy_moto.url,
+        "proxy-lab": proxy_lab.url,
     }
     mixes: dict[str, list[Callable[[], Any]]] = {}
     for name, url in targets.items():  # shared moto state: distinct names per target
@@ -186,12 +196,41 @@ def bench_latency(rounds: int) -> dict[str, list[float]]:
                 started = time.perf_counter()
                 call()
                 samples[name].append((time.perf_counter() - started) * 1000.0)
+    proxy_moto.stop()
+    proxy_lab.stop()
     raw.stop()
     full.stop()
     noval.stop()
     bare_server.shutdown()
     bare_server.server_close()
     return samples
+
+
+def bench_proxy_processes(rounds: int) -> dict[str, list[float]]:
+    """The call mix against an endpoint in a child process, directly and through the proxy in
+    a child process of its own (as a lab would run them): no GIL shared between the hops."""
+    upstream = AwsProcess(fidelity=False).start()
+    proxy = AwsProxyProcess(upstream.url, credentials=("testing", "testing")).start()
+    try:
+        targets = {"endpoint (process)": upstream.url, "proxy>endpoint (processes)": proxy.url}
+        mixes: dict[str, list[Callable[[], Any]]] = {}
+        for index, (name, url) in enumerate(targets.items()):
+            clients = _clients(url)
+            tag = f"p{index}"
+            mixes[name] = _mix(clients, _populate(clients, groups=50, tag=tag), tag)
+            for call in mixes[name]:
+                call()
+        samples: dict[str, list[float]] = {name: [] for name in targets}
+        for _ in range(rounds):
+            for name, mix in mixes.items():
+                for call in mix:
+                    started = time.perf_counter()
+                    call()
+                    samples[name].append((time.perf_counter() - started) * 1000.0)
+        return samples
+    finally:
+        proxy.stop()
+        upstream.stop()
 
 
 def bench_wsgi(rounds: int, per_round: int) -> dict[str, float]:
@@ -259,9 +298,9 @@ def bench_wsgi(rounds: int, per_round: int) -> dict[str, float]:
 
 def _bench_validator(app: Any, environs: list[dict[str, Any]]) -> float:
     """``RequestValidator.check`` alone on the parsed calls of the mix: us per call."""
-    from lab.aws.app import _read_body
     from lab.aws.fidelity import MotoView
     from lab.aws.protocol import parse_request
+    from lab.aws.protocol import read_body as _read_body
 
     lab = app.lab
     requests = [parse_request(e, _read_body(e), default_region="us-east-1") for e in environs]
@@ -298,39 +337,12 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="smaller run (~15 s)")
-    args = parser.parse_args()
-    rounds = 15 if args.quick else 60
-    calls = 1_000 if args.quick else 10_000
-
-    startup = bench_startup(3 if args.quick else 5)
-    samples = bench_latency(rounds)
-    wsgi = bench_wsgi(5 if args.quick else 15, 100)
-    rate, elapsed = bench_throughput(calls, 500)
-
-    from rich.console import Console
+def _print_latency(console: Any, samples: dict[str, list[float]], rounds: int) -> None:
+    """The call-mix table and the ratios to their baselines, with targets."""
     from rich.table import Table
 
-    console = Console()
-    table = Table(title="lab/aws endpoint benchmark" + (" (quick)" if args.quick else ""))
-    for column in ("measure", "value"):
-        table.add_column(column)
-    table.add_row(
-        "start-to-ready, first AwsServer in the process (thread, incl. warm-up)",
-        f"{startup['thread_first_s']:.3f} s",
-    )
-    table.add_row(
-        "start-to-ready, further AwsServers (median)", f"{startup['thread_median_s']:.3f} s"
-    )
-    table.add_row(
-        "start-to-ready, AwsProcess (child: interpreter, imports, warm-up)",
-        f"{startup['process_s']:.3f} s",
-    )
-    console.print(table)
-
     lat = Table(title=f"call-mix latency, {rounds} rounds x 9 calls (ms)")
+
     for column in ("endpoint", "mean", "median", "p95", "mean vs moto"):
         lat.add_column(column, justify="right")
     base = statistics.mean(samples["moto"])
@@ -354,6 +366,64 @@ def main() -> int:
         f"request validation (lab-full vs lab-noval, HTTP mix): {validation * 100:+.1f}% "
         "(target <= +10%)"
     )
+    pairs = (
+        ("proxy-moto", "moto"),
+        ("proxy-lab", "lab-full"),
+        ("proxy>endpoint (processes)", "endpoint (process)"),
+    )
+    for name, base_name in pairs:
+        if name not in samples:
+            continue
+        proxied, direct = samples[name], samples[base_name]
+        mean_ratio = statistics.mean(proxied) / statistics.mean(direct) - 1.0
+        median_ratio = statistics.median(proxied) / statistics.median(direct) - 1.0
+        extra = statistics.mean(proxied) - statistics.mean(direct)
+        console.print(
+            f"recording proxy overhead per call, {name} vs {base_name}: mean "
+            f"{mean_ratio * 100:+.1f}% ({extra:+.2f} ms), median {median_ratio * 100:+.1f}% "
+            "(target <= +10%)"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="smaller run (~15 s)")
+    parser.add_argument(
+        "--latency-only", action="store_true", help="only the call-mix latency (and ratios)"
+    )
+    args = parser.parse_args()
+    rounds = 15 if args.quick else 60
+    calls = 1_000 if args.quick else 10_000
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if args.latency_only:
+        _print_latency(console, bench_latency(rounds) | bench_proxy_processes(rounds), rounds)
+        return 0
+    startup = bench_startup(3 if args.quick else 5)
+    samples = bench_latency(rounds) | bench_proxy_processes(rounds)
+    wsgi = bench_wsgi(5 if args.quick else 15, 100)
+    rate, elapsed = bench_throughput(calls, 500)
+
+    table = Table(title="lab/aws endpoint benchmark" + (" (quick)" if args.quick else ""))
+    for column in ("measure", "value"):
+        table.add_column(column)
+    table.add_row(
+        "start-to-ready, first AwsServer in the process (thread, incl. warm-up)",
+        f"{startup['thread_first_s']:.3f} s",
+    )
+    table.add_row(
+        "start-to-ready, further AwsServers (median)", f"{startup['thread_median_s']:.3f} s"
+    )
+    table.add_row(
+        "start-to-ready, AwsProcess (child: interpreter, imports, warm-up)",
+        f"{startup['process_s']:.3f} s",
+    )
+    console.print(table)
+
+    _print_latency(console, samples, rounds)
     wsgi_table = Table(title="in-process cost per call, no sockets/boto3 (us, median of rounds)")
     for column in ("app", "us per call", "vs moto"):
         wsgi_table.add_column(column, justify="right")

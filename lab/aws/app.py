@@ -10,9 +10,9 @@ Role: one WSGI app serves three things on one port:
   rewrite the world. AWS calls stay SigV4-signed as on AWS and ``/latest/`` stays open, since
   real clients make those (:mod:`lab.component.bearer`);
 * everything else: AWS API calls. Each is parsed (:mod:`lab.aws.protocol`), offered to fault
-  injection (:mod:`lab.aws.faults`), then — under one lock — to the fidelity layer
-  (:mod:`lab.aws.fidelity`) and moto's ``DomainDispatcherApplication``, and finally recorded in
-  the trail (:mod:`lab.aws.trail`).
+  injection, then — under one lock — to the fidelity layer (:mod:`lab.aws.fidelity`) and moto's
+  ``DomainDispatcherApplication``, and finally recorded in the trail; faults and trail are the
+  :class:`lab.aws.calls.CallRecorder` the recording proxy (:mod:`lab.aws.proxy`) uses too.
 
 Design: AWS calls enter moto one at a time (:attr:`AwsLab.lock`). moto's backends are plain
 dicts without their own locking, and the fidelity checks ("is this group still referenced?")
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import logging
 import re
 import threading
@@ -38,8 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.aws.calls import CallRecorder
+from lab.aws.control import LabControlRoutes, unauthorized
 from lab.aws.exceptions import AwsError
-from lab.aws.faults import AwsFaults
 from lab.aws.fidelity import FidelityConfig, FidelityLayer, MotoView
 from lab.aws.protocol import (
     AwsRequest,
@@ -47,49 +47,19 @@ from lab.aws.protocol import (
     error_response,
     new_request_id,
     parse_request,
-    read_error,
+    read_body,
 )
-from lab.aws.trail import Trail, TrailEvent, TrailValue, summarize_params
 from lab.aws.validation import RequestValidator, services_with_action
 from lab.aws.validation import unroutable as validation_unroutable
 from lab.clock import DEFAULT_SPEED, ScaledClock
 from lab.component import InternalErrors
-from lab.component.bearer import CHALLENGE, bearer_ok, refusal
+from lab.component.bearer import bearer_ok, refusal
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ACCOUNT = "123456789012"
 StartResponse = Callable[..., Any]
 _READS = ("Describe", "List", "Get")
-
-_RESPONSE_IDS: dict[str, tuple[tuple[str, bytes, bytes], ...]] = {
-    # action: (summary key, opening tag, closing tag) of ids worth keeping from the response
-    "CreateSecurityGroup": (("GroupId", b"<groupId>", b"</groupId>"),),
-    "RunInstances": (("InstanceIds", b"<instanceId>", b"</instanceId>"),),
-    "CreateVpc": (("VpcId", b"<vpcId>", b"</vpcId>"),),
-    "CreateSubnet": (("SubnetId", b"<subnetId>", b"</subnetId>"),),
-    "CreateLoadBalancer": (
-        ("DNSName", b"<DNSName>", b"</DNSName>"),
-        ("LoadBalancerArn", b"<LoadBalancerArn>", b"</LoadBalancerArn>"),
-    ),
-    "CreateTargetGroup": (("TargetGroupArn", b"<TargetGroupArn>", b"</TargetGroupArn>"),),
-}
-
-
-def _response_ids(action: str, body: bytes) -> dict[str, TrailValue]:
-    out: dict[str, TrailValue] = {}
-    for key, opening, closing in _RESPONSE_IDS.get(action, ()):
-        values: list[str] = []
-        start = body.find(opening)
-        while start != -1:
-            end = body.find(closing, start)
-            if end == -1:
-                break
-            values.append(body[start + len(opening) : end].decode("utf-8", errors="replace"))
-            start = body.find(opening, end)
-        if values:
-            out[key] = values if key.endswith("s") else values[0]
-    return out
 
 
 @dataclass(frozen=True)
@@ -112,8 +82,12 @@ class AwsLab:
     def __init__(self, settings: LabSettings) -> None:
         self.settings = settings
         self.lock = threading.RLock()
-        self.trail = Trail(sink=settings.trail_path)
-        self.faults = AwsFaults()
+        self.calls = CallRecorder(
+            trail_path=settings.trail_path, trail_enabled=settings.trail_enabled
+        )
+        """Fault rules and the trail (shared with the recording proxy)."""
+        self.trail = self.calls.trail
+        self.faults = self.calls.faults
         self.fidelity = FidelityLayer(settings.fidelity, account=settings.account)
         self.validator = RequestValidator()
         """Answers malformed calls like AWS before moto sees them (:mod:`lab.aws.validation`)."""
@@ -149,8 +123,7 @@ class AwsLab:
         with self.lock:
             _reset_moto()
             self.generation += 1
-            self.trail.clear()
-            self.faults.clear()
+            self.calls.clear()
             self.fidelity.reset(self.settings.fidelity)
             self.validator.reset()
             self.elb_health.reset()
@@ -204,21 +177,33 @@ class AwsLab:
             self.fidelity.tick()
             self.elb_health.tick()
 
+    def health(self) -> dict[str, Any]:
+        """What ``GET /_lab/health`` answers (after applying due time-based behaviour)."""
+        self.advance()
+        return {
+            "status": "ok",
+            "region": self.settings.region,
+            "account": self.settings.account,
+            "seed": self.seed,
+            "uptime_s": round(time.time() - self.started, 3),
+            "trail_events": len(self.trail),
+            "faults": len(self.faults),
+            "internal_errors": self.internal_errors.peek(),
+        }
+
     def close(self) -> None:
         self.elb_health.stop_ticker()
-        self.trail.close()
+        self.calls.close()
 
 
 class AwsApp:
     """WSGI callable for one :class:`AwsLab` (see module docstring)."""
 
     def __init__(self, lab: AwsLab, *, token: str | None = None) -> None:
-        from lab.aws.control import ControlRoutes
-
         self.lab = lab
         #: the lab's bearer token, required on ``/_lab/`` and ``/moto-api/`` (None: open)
         self.token = token
-        self.control = ControlRoutes(lab)
+        self.control = LabControlRoutes(lab)
         self._apps: dict[tuple[str, str], Any] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -228,7 +213,7 @@ class AwsApp:
             authorization = environ.get("HTTP_AUTHORIZATION")
             if not bearer_ok(authorization, self.token):
                 what = "the AWS endpoint's " + ("/_lab/" if control else "/moto-api/")
-                return _unauthorized(refusal(what, authorization), environ, start_response)
+                return unauthorized(refusal(what, authorization), environ, start_response)
         if control:
             return self.control(environ, start_response)
         if path.startswith(("/moto-api", "/latest/")):
@@ -251,13 +236,19 @@ class AwsApp:
         lab = self.lab
         started_wall = time.time()
         started = time.perf_counter()
-        body = _read_body(environ)
+        body = read_body(environ)
         environ["HTTP_X_MOTO_ACCOUNT_ID"] = lab.settings.account
         request = parse_request(environ, body, default_region=lab.settings.region)
         config = lab.fidelity.config
         validating = config.enabled and config.validation
         unroutable: AwsError | None = None
-        if not request.service and request.action and validating and config.validate_action:
+        if (
+            not request.service
+            and request.action
+            and request.protocol == "query"
+            and validating
+            and config.validate_action
+        ):
             owners = services_with_action(request.action)
             if len(owners) == 1:  # e.g. a SigV2 call without Version
                 request = dataclasses.replace(request, service=owners[0], signed=True)
@@ -267,21 +258,12 @@ class AwsApp:
         if config.enabled and config.elb_fixes:
             _complete_elb_tags(environ, request, body)
         answered_by = "moto"
-        injected = False
-        firing = lab.faults.decide(
-            service=request.service,
-            action=request.action,
-            params=request.params,
-            user_agent=request.user_agent,
-        )
-        if firing:
-            injected = True
-            answered_by = f"fault:{firing.error.id if firing.error else firing.fired[-1]}"
-            if firing.latency_ms:
-                time.sleep(firing.latency_ms / 1000.0)
-        if firing.error is not None:
-            error = firing.error.injected_error()
-            response = error_response(request.service, error, request_id=new_request_id())
+        interception = lab.calls.intercept(request)
+        injected = interception.injected
+        if injected:
+            answered_by = interception.answered_by
+        if interception.response is not None:
+            response = interception.response
         elif request.signature_problem and validating and config.validate_signature:
             refusal = AwsError(
                 request.signature_problem,
@@ -300,15 +282,14 @@ class AwsApp:
             response, source = self._through_moto(environ, request)
             if source:
                 answered_by = source
-        if lab.settings.trail_enabled and request.action:
-            self._record(
-                request,
-                response,
-                started_wall=started_wall,
-                started=started,
-                injected=injected,
-                answered_by=answered_by,
-            )
+        lab.calls.record(
+            request,
+            response,
+            started_wall=started_wall,
+            started=started,
+            injected=injected,
+            answered_by=answered_by,
+        )
         return response
 
     def _through_moto(
@@ -355,44 +336,6 @@ class AwsApp:
         if app is None:
             app = self._apps[key] = self.lab.moto.get_application(environ)
         return app
-
-    def _record(
-        self,
-        request: AwsRequest,
-        response: WireResponse,
-        *,
-        started_wall: float,
-        started: float,
-        injected: bool,
-        answered_by: str,
-    ) -> None:
-        code: str | None = None
-        message: str | None = None
-        if response.status >= 400:
-            code, message = read_error(response.body)
-        trail = self.lab.trail
-        raw = {k: (v if len(v) <= 256 else v[:256] + "…") for k, v in request.params.items()}
-        trail.record(
-            TrailEvent(
-                seq=0,
-                time=started_wall,
-                service=request.service,
-                action=request.action,
-                region=request.region,
-                params=summarize_params(request.params),
-                status=response.status,
-                error_code=code,
-                error_message=message,
-                latency_ms=round((time.perf_counter() - started) * 1000.0, 3),
-                user_agent=request.user_agent,
-                source=request.source,
-                request_id=response.header("x-amzn-RequestId") or "",
-                injected=injected,
-                answered_by=answered_by,
-                response=_response_ids(request.action, response.body) if response.ok else {},
-                raw_params=raw,
-            )
-        )
 
 
 _TAG_KEY = re.compile(r"^Tags\.member\.(\d+)\.Key$")
@@ -527,34 +470,6 @@ def _reset_moto() -> None:
             backend.clear()
         instances.clear()
     reset_model_data()
-
-
-def _unauthorized(
-    message: str, environ: dict[str, Any], start_response: StartResponse
-) -> Iterable[bytes]:
-    """401 for a control request without the lab's token, in the control plane's JSON shape."""
-    method, path = environ.get("REQUEST_METHOD"), environ.get("PATH_INFO")
-    log.warning("refused %s %s: %s", method, path, message.split(":", 1)[0])
-    body = json.dumps({"error": message}).encode()
-    start_response(
-        "401 UNAUTHORIZED",
-        [
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(body))),
-            ("WWW-Authenticate", CHALLENGE),
-        ],
-    )
-    return [body]
-
-
-def _read_body(environ: dict[str, Any]) -> bytes:
-    try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        length = 0
-    body = environ["wsgi.input"].read(length) if length > 0 else b""
-    environ["wsgi.input"] = io.BytesIO(body)
-    return bytes(body)
 
 
 def _call_wsgi(app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> WireResponse:

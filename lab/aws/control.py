@@ -1,4 +1,4 @@
-"""The ``/_lab/`` control plane of the AWS endpoint (server side), JSON over HTTP.
+"""The ``/_lab/`` control plane of the AWS endpoint and the recording proxy, JSON over HTTP.
 
 Role: tests, ``invoke`` tasks and other processes steer the endpoint beside the AWS data plane:
 reset, seed, fidelity switches, fault rules, trail queries, health. Routes (all JSON unless
@@ -20,23 +20,29 @@ path                  method      effect
 ``/_lab/trail.jsonl`` GET         every event as JSON lines (``application/x-ndjson``)
 ====================  ==========  =====================================================
 
-Neighbours: mounted by :class:`lab.aws.app.AwsApp`; the typed client is
-:class:`lab.aws.control_client.AwsControlClient`.
+Design: :class:`CallControlRoutes` serves what every AWS-facing server of the lab has (health,
+reset, faults, trail) over a :class:`Controlled` target, so the moto endpoint
+(:class:`LabControlRoutes`, which adds seed and fidelity) and the recording proxy
+(:mod:`lab.aws.proxy`) share one implementation and one client.
+
+Neighbours: mounted by :class:`lab.aws.app.AwsApp` and :class:`lab.aws.proxy.app.ProxyApp`; the
+typed client is :class:`lab.aws.control_client.AwsControlClient`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
+from lab.aws.calls import CallRecorder
 from lab.aws.exceptions import AwsControlError
 from lab.aws.faults import AwsFaultRule
+from lab.component.bearer import CHALLENGE
 from lab.faults import InvalidFaultRule
 
 if TYPE_CHECKING:
@@ -72,11 +78,38 @@ def _flag(request: Request, name: str) -> bool | None:
     return _BOOL[raw.lower()]
 
 
-class ControlRoutes:
-    """WSGI handler for ``/_lab/*`` bound to one lab."""
+class Controlled(Protocol):
+    """What the shared control routes steer: a server's fault rules, trail and health."""
 
-    def __init__(self, lab: AwsLab) -> None:
-        self.lab = lab
+    @property
+    def calls(self) -> CallRecorder: ...
+
+    def health(self) -> dict[str, Any]:
+        """The ``/_lab/health`` answer."""
+        ...
+
+    def reset(self) -> None:
+        """What ``POST /_lab/reset`` does."""
+        ...
+
+
+class CallControlRoutes:
+    """WSGI handler for the ``/_lab/*`` routes every AWS-facing server has (see the module doc).
+
+    A subclass adds its own routes in :meth:`more` and names them in :attr:`extra_routes`.
+    """
+
+    common_routes = (
+        "/_lab/health",
+        "/_lab/reset",
+        "/_lab/faults",
+        "/_lab/trail",
+        "/_lab/trail.jsonl",
+    )
+    extra_routes: tuple[str, ...] = ()
+
+    def __init__(self, target: Controlled) -> None:
+        self.target = target
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -95,24 +128,83 @@ class ControlRoutes:
     def dispatch(self, request: Request) -> Response:
         path = request.path.rstrip("/")
         method = request.method
-        lab = self.lab
+        target = self.target
+        calls = target.calls
         if path == "/_lab/health" and method == "GET":
-            lab.advance()
-            return _json(
-                {
-                    "status": "ok",
-                    "region": lab.settings.region,
-                    "account": lab.settings.account,
-                    "seed": lab.seed,
-                    "uptime_s": round(time.time() - lab.started, 3),
-                    "trail_events": len(lab.trail),
-                    "faults": len(lab.faults),
-                    "internal_errors": lab.internal_errors.peek(),
-                }
-            )
+            return _json(target.health())
         if path == "/_lab/reset" and method == "POST":
-            lab.reset()
+            target.reset()
             return _json({"status": "ok"})
+        if path == "/_lab/faults":
+            if method == "GET":
+                return _json({"faults": [r.to_dict() for r in calls.faults.rules()]})
+            if method == "POST":
+                rule = calls.faults.add(AwsFaultRule.parse(_body(request)))
+                log.info("fault added %s", rule)
+                return _json(rule.to_dict(), 201)
+            if method == "DELETE":
+                calls.faults.clear()
+                return _json({"status": "ok"})
+        if path.startswith("/_lab/faults/") and method == "DELETE":
+            rule_id = path.rsplit("/", 1)[1]
+            if not calls.faults.remove(rule_id):
+                raise AwsControlError(f"fault: no rule with id {rule_id!r}", status=404)
+            return _json({"status": "ok"})
+        if path == "/_lab/trail":
+            if method == "GET":
+                return self._trail(request)
+            if method == "DELETE":
+                calls.trail.clear()
+                return _json({"status": "ok"})
+        if path == "/_lab/trail.jsonl" and method == "GET":
+            return Response(calls.trail.to_jsonl(), mimetype="application/x-ndjson")
+        answer = self.more(request, path, method)
+        if answer is not None:
+            return answer
+        known = self.common_routes[:2] + self.extra_routes + self.common_routes[2:]
+        if path in known or path.startswith("/_lab/faults/"):
+            raise AwsControlError(f"method {method} not allowed on {path}", status=405)
+        raise AwsControlError(f"no control route {path!r}; known: {list(known)}", status=404)
+
+    def more(self, request: Request, path: str, method: str) -> Response | None:
+        """A subclass's own routes (None: not one of them)."""
+        return None
+
+    def _trail(self, request: Request) -> Response:
+        since_raw = request.args.get("since_seq")
+        since: int | None = None
+        if since_raw is not None:
+            if not since_raw.lstrip("-").isdigit():
+                raise AwsControlError(
+                    f"query parameter 'since_seq' must be an integer, got {since_raw!r}"
+                )
+            since = int(since_raw)
+        trail = self.target.calls.trail
+        events = trail.calls(
+            request.args.get("action"),
+            service=request.args.get("service"),
+            error_code=request.args.get("error_code"),
+            injected=_flag(request, "injected"),
+            ok=_flag(request, "ok"),
+            since_seq=since,
+            params={
+                k[len("param.") :]: v for k, v in request.args.items() if k.startswith("param.")
+            },
+        )
+        return _json({"events": [e.to_dict() for e in events], "last_seq": trail.last_seq})
+
+
+class LabControlRoutes(CallControlRoutes):
+    """The moto endpoint's ``/_lab/``: the shared routes plus seed and fidelity switches."""
+
+    extra_routes = ("/_lab/seed", "/_lab/fidelity")
+
+    def __init__(self, lab: AwsLab) -> None:
+        super().__init__(lab)
+        self.lab = lab
+
+    def more(self, request: Request, path: str, method: str) -> Response | None:
+        lab = self.lab
         if path == "/_lab/seed" and method == "POST":
             seed = _body(request).get("seed")
             if not isinstance(seed, int) or isinstance(seed, bool):
@@ -127,60 +219,22 @@ class ControlRoutes:
                     lab.fidelity.config = lab.fidelity.config.updated(_body(request))
                     log.info("fidelity switches now %s", lab.fidelity.config)
                     return _json(lab.fidelity.config.to_dict())
-        if path == "/_lab/faults":
-            if method == "GET":
-                return _json({"faults": [r.to_dict() for r in lab.faults.rules()]})
-            if method == "POST":
-                rule = lab.faults.add(AwsFaultRule.parse(_body(request)))
-                log.info("fault added %s", rule)
-                return _json(rule.to_dict(), 201)
-            if method == "DELETE":
-                lab.faults.clear()
-                return _json({"status": "ok"})
-        if path.startswith("/_lab/faults/") and method == "DELETE":
-            rule_id = path.rsplit("/", 1)[1]
-            if not lab.faults.remove(rule_id):
-                raise AwsControlError(f"fault: no rule with id {rule_id!r}", status=404)
-            return _json({"status": "ok"})
-        if path == "/_lab/trail":
-            if method == "GET":
-                return self._trail(request)
-            if method == "DELETE":
-                lab.trail.clear()
-                return _json({"status": "ok"})
-        if path == "/_lab/trail.jsonl" and method == "GET":
-            return Response(lab.trail.to_jsonl(), mimetype="application/x-ndjson")
-        known = (
-            "/_lab/health",
-            "/_lab/reset",
-            "/_lab/seed",
-            "/_lab/fidelity",
-            "/_lab/faults",
-            "/_lab/trail",
-            "/_lab/trail.jsonl",
-        )
-        if path in known or path.startswith("/_lab/faults/"):
-            raise AwsControlError(f"method {method} not allowed on {path}", status=405)
-        raise AwsControlError(f"no control route {path!r}; known: {list(known)}", status=404)
+        return None
 
-    def _trail(self, request: Request) -> Response:
-        since_raw = request.args.get("since_seq")
-        since: int | None = None
-        if since_raw is not None:
-            if not since_raw.lstrip("-").isdigit():
-                raise AwsControlError(
-                    f"query parameter 'since_seq' must be an integer, got {since_raw!r}"
-                )
-            since = int(since_raw)
-        events = self.lab.trail.calls(
-            request.args.get("action"),
-            service=request.args.get("service"),
-            error_code=request.args.get("error_code"),
-            injected=_flag(request, "injected"),
-            ok=_flag(request, "ok"),
-            since_seq=since,
-            params={
-                k[len("param.") :]: v for k, v in request.args.items() if k.startswith("param.")
-            },
-        )
-        return _json({"events": [e.to_dict() for e in events], "last_seq": self.lab.trail.last_seq})
+
+def unauthorized(
+    message: str, environ: dict[str, Any], start_response: Callable[..., Any]
+) -> Iterable[bytes]:
+    """401 for a control request without the lab's token, in the control plane's JSON shape."""
+    method, path = environ.get("REQUEST_METHOD"), environ.get("PATH_INFO")
+    log.warning("refused %s %s: %s", method, path, message.split(":", 1)[0])
+    body = json.dumps({"error": message}).encode()
+    start_response(
+        "401 UNAUTHORIZED",
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            ("WWW-Authenticate", CHALLENGE),
+        ],
+    )
+    return [body]

@@ -37,6 +37,10 @@ class Health:
     trail_events: int
     faults: int
     internal_errors: list[str]
+    upstream: str | None = None
+    """The recording proxy's upstream URL (None: the lab's moto endpoint)."""
+    resigning: bool | None = None
+    """Whether the recording proxy signs forwarded calls with its own credentials."""
 
 
 class AwsControlClient:

@@ -1,4 +1,4 @@
-"""The AWS query protocol as the lab's middleware sees it: parse requests, write errors.
+"""The AWS query (and JSON) protocol as the lab's middleware sees it: parse requests, write errors.
 
 Role: EC2, Classic ELB, ELBv2 and STS all speak the AWS *query* protocol: a form-encoded POST
 body ``Action=...&Version=...&Param.1=...`` signed with SigV4, answered with XML. The middleware
@@ -10,14 +10,22 @@ the exact wire shape botocore parses into ``ClientError``:
 * ELB, ELBv2, STS: ``<ErrorResponse><Error><Type>Sender|Receiver</Type><Code/><Message/>
   </Error><RequestId/></ErrorResponse>``
 
+Services on the AWS *JSON* protocol (KMS, and most newer APIs) name the operation in the
+``X-Amz-Target`` header (``TrentService.Encrypt``) and send a JSON body; the recording proxy
+forwards them, so they are parsed too (the body's members flattened to ``Key.Sub`` /
+``List.1`` for the trail) and answered in their error shape, ``{"__type": code, "message":
+...}``.
+
 This module is the one place errors become bytes. It also reads the error code back out of
-moto's own error responses for the trail.
+moto's (or an upstream's) error responses for the trail.
 
 Neighbours: used by :mod:`lab.aws.app`; errors come from :mod:`lab.aws.exceptions`.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import uuid
 from collections.abc import Mapping
@@ -66,6 +74,8 @@ class AwsRequest:
     signature_problem: str = ""
     """What is wrong with a SigV4 ``Authorization`` header (empty when it is well formed or
     absent): AWS answers such a call ``IncompleteSignature``."""
+    protocol: str = "query"
+    """``query`` (form parameters, XML answers) or ``json`` (``X-Amz-Target``, JSON both ways)."""
 
 
 #: API version → service, for calls without a SigV4 signing scope (SigV2 or unsigned).
@@ -111,7 +121,13 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
     """
     pairs = parse_qsl(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
     content_type = str(environ.get("CONTENT_TYPE", ""))
-    if body and content_type.startswith("application/x-www-form-urlencoded"):
+    target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+    protocol = "query"
+    if target and content_type.startswith("application/x-amz-json"):
+        protocol = "json"
+        pairs += [("Action", target.rpartition(".")[2])]
+        pairs += flatten_json(body)
+    elif body and content_type.startswith("application/x-www-form-urlencoded"):
         pairs += parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True)
     params = dict(pairs)
     action = params.pop("Action", "")
@@ -135,7 +151,45 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
         source=source,
         signed=bool(service),
         signature_problem=problem,
+        protocol=protocol,
     )
+
+
+def flatten_json(body: bytes) -> list[tuple[str, str]]:
+    """A JSON-protocol body's members as flat ``(key, value)`` pairs: ``KeyId``,
+    ``Tags.1.TagKey``, ``EncryptionContext.team``; a body that is not a JSON object gives none."""
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError:
+        return []
+    out: list[tuple[str, str]] = []
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), item)
+        elif isinstance(value, list):
+            for index, item in enumerate(value, 1):
+                walk(f"{prefix}.{index}", item)
+        elif isinstance(value, bool):
+            out.append((prefix, "true" if value else "false"))
+        else:
+            out.append((prefix, "" if value is None else str(value)))
+
+    if isinstance(data, dict):
+        walk("", data)
+    return out
+
+
+def read_body(environ: dict[str, Any]) -> bytes:
+    """A WSGI request's body, read once and put back for whoever reads it next."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    body = environ["wsgi.input"].read(length) if length > 0 else b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    return bytes(body)
 
 
 def new_request_id() -> str:
@@ -179,8 +233,22 @@ class WireResponse:
         return WireResponse(self.status, headers, body)
 
 
-def error_response(service: str, error: AwsError, *, request_id: str) -> WireResponse:
-    """Serialize ``error`` in the wire shape of ``service`` (the only place errors are written)."""
+def error_response(
+    service: str, error: AwsError, *, request_id: str, protocol: str = "query"
+) -> WireResponse:
+    """Serialize ``error`` in the wire shape of ``service`` (the only place errors are written).
+
+    ``protocol="json"``: the JSON protocol's shape, ``{"__type": code, "message": ...}``.
+    """
+    if protocol == "json":
+        body = json.dumps({"__type": error.code, "message": error.message}).encode()
+        headers = [
+            ("Content-Type", "application/x-amz-json-1.1"),
+            ("Content-Length", str(len(body))),
+            ("x-amzn-RequestId", request_id),
+            ("x-amzn-ErrorType", error.code),
+        ]
+        return WireResponse(error.status, headers, body)
     code = escape(error.code)
     message = escape(error.message)
     if service == "ec2":
@@ -207,13 +275,30 @@ def error_response(service: str, error: AwsError, *, request_id: str) -> WireRes
 
 
 def read_error(body: bytes) -> tuple[str | None, str | None]:
-    """(code, message) of an AWS XML error body, or (None, None) when there is none."""
+    """(code, message) of an AWS XML or JSON error body, or (None, None) when there is none."""
+    if body.lstrip().startswith(b"{"):
+        return _read_json_error(body)
     code = _CODE_RE.search(body)
     if code is None:
         return None, None
     message = _MESSAGE_RE.search(body)
     text = message.group(1).decode("utf-8", errors="replace") if message else None
     return code.group(1).decode("utf-8", errors="replace"), text
+
+
+def _read_json_error(body: bytes) -> tuple[str | None, str | None]:
+    """A JSON-protocol error: ``__type`` (without a ``namespace#`` prefix) and ``message``."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    kind = data.get("__type") or data.get("code")
+    if not isinstance(kind, str) or not kind:
+        return None, None
+    message = data.get("message", data.get("Message"))
+    return kind.rpartition("#")[2], None if message is None else str(message)
 
 
 def indexed(params: Mapping[str, str], prefix: str) -> list[str]:

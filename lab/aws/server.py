@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -52,8 +53,11 @@ DUMMY_ACCESS_KEY = "testing"
 DUMMY_SECRET_KEY = "testing"
 
 
-def make_wsgi_server(app: AwsApp, *, host: str, port: int) -> BaseWSGIServer:
-    """A threaded werkzeug server for ``app`` whose request log goes to ``logging``."""
+def make_wsgi_server(
+    app: Callable[..., Iterable[bytes]], *, host: str, port: int
+) -> BaseWSGIServer:
+    """A threaded werkzeug server for a WSGI ``app`` (the endpoint's, the recording proxy's)
+    whose request log, secrets redacted, goes to ``logging``."""
     from moto.moto_server.werkzeug_app import MotoRequestHandler
 
     class _Handler(MotoRequestHandler):

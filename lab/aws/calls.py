@@ -1,0 +1,153 @@
+"""What every AWS-facing server of the lab does with a call: fault rules before, the trail after.
+
+Role: the lab's moto endpoint (:mod:`lab.aws.app`) and the recording proxy
+(:mod:`lab.aws.proxy`) answer AWS calls differently (moto in-process, or an upstream endpoint
+over HTTP) but treat them alike around that: the call is offered to the fault rules first
+(:meth:`CallRecorder.intercept`: an injected error answers it, injected latency delays it), and
+once answered it becomes one trail event (:meth:`CallRecorder.record`). Keeping both in one
+class is what makes ``lab.trail``, the fault tasks and the ``/_lab/`` routes
+(:mod:`lab.aws.control`) work the same in front of every backend.
+
+Design: the recorder sleeps injected latency itself (outside any lock the caller holds) so a
+slowed call does not stall others; the request arrives parsed and redacted
+(:func:`lab.aws.protocol.parse_request`), so nothing here sees a secret.
+
+Neighbours: rules from :mod:`lab.aws.faults`, events into :mod:`lab.aws.trail`, error bytes
+from :mod:`lab.aws.protocol`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.aws.faults import AwsFaults
+from lab.aws.protocol import AwsRequest, WireResponse, error_response, new_request_id, read_error
+from lab.aws.trail import Trail, TrailEvent, TrailValue, summarize_params
+
+_RESPONSE_IDS: dict[str, tuple[tuple[str, bytes, bytes], ...]] = {
+    # action: (summary key, opening tag, closing tag) of ids worth keeping from the response
+    "CreateSecurityGroup": (("GroupId", b"<groupId>", b"</groupId>"),),
+    "RunInstances": (("InstanceIds", b"<instanceId>", b"</instanceId>"),),
+    "CreateVpc": (("VpcId", b"<vpcId>", b"</vpcId>"),),
+    "CreateSubnet": (("SubnetId", b"<subnetId>", b"</subnetId>"),),
+    "CreateLoadBalancer": (
+        ("DNSName", b"<DNSName>", b"</DNSName>"),
+        ("LoadBalancerArn", b"<LoadBalancerArn>", b"</LoadBalancerArn>"),
+    ),
+    "CreateTargetGroup": (("TargetGroupArn", b"<TargetGroupArn>", b"</TargetGroupArn>"),),
+}
+_RAW_LIMIT = 256
+
+
+def response_ids(action: str, body: bytes) -> dict[str, TrailValue]:
+    """The ids a successful response of ``action`` created or returned (for the trail)."""
+    out: dict[str, TrailValue] = {}
+    for key, opening, closing in _RESPONSE_IDS.get(action, ()):
+        values: list[str] = []
+        start = body.find(opening)
+        while start != -1:
+            end = body.find(closing, start)
+            if end == -1:
+                break
+            values.append(body[start + len(opening) : end].decode("utf-8", errors="replace"))
+            start = body.find(opening, end)
+        if values:
+            out[key] = values if key.endswith("s") else values[0]
+    return out
+
+
+@dataclass(frozen=True)
+class Interception:
+    """What the fault rules did to one call before it goes on."""
+
+    injected: bool = False
+    """A rule fired (an error, added latency, or both)."""
+    answered_by: str = ""
+    """``fault:<id>`` of the rule that answered (or of the last latency rule that fired)."""
+    response: WireResponse | None = None
+    """The injected error answering the call; None when the call goes on."""
+
+
+class CallRecorder:
+    """The fault rules and the trail of one AWS-facing server (see the module docstring)."""
+
+    def __init__(self, *, trail_path: Path | None = None, trail_enabled: bool = True) -> None:
+        self.trail = Trail(sink=trail_path)
+        self.faults = AwsFaults()
+        self.trail_enabled = trail_enabled
+
+    def intercept(self, request: AwsRequest) -> Interception:
+        """Consult the fault rules; sleep the latency they add; the error that answers, if any."""
+        firing = self.faults.decide(
+            service=request.service,
+            action=request.action,
+            params=request.params,
+            user_agent=request.user_agent,
+        )
+        if not firing:
+            return Interception()
+        answered_by = f"fault:{firing.error.id if firing.error else firing.fired[-1]}"
+        if firing.latency_ms:
+            time.sleep(firing.latency_ms / 1000.0)
+        response = None
+        if firing.error is not None:
+            response = error_response(
+                request.service,
+                firing.error.injected_error(),
+                request_id=new_request_id(),
+                protocol=request.protocol,
+            )
+        return Interception(injected=True, answered_by=answered_by, response=response)
+
+    def record(
+        self,
+        request: AwsRequest,
+        response: WireResponse,
+        *,
+        started_wall: float,
+        started: float,
+        injected: bool,
+        answered_by: str,
+    ) -> None:
+        """One trail event for an answered call (none for a request without an action)."""
+        if not self.trail_enabled or not request.action:
+            return
+        code: str | None = None
+        message: str | None = None
+        if response.status >= 400:
+            code, message = read_error(response.body)
+        raw = {
+            k: (v if len(v) <= _RAW_LIMIT else v[:_RAW_LIMIT] + "…")
+            for k, v in request.params.items()
+        }
+        self.trail.record(
+            TrailEvent(
+                seq=0,
+                time=started_wall,
+                service=request.service,
+                action=request.action,
+                region=request.region,
+                params=summarize_params(request.params),
+                status=response.status,
+                error_code=code,
+                error_message=message,
+                latency_ms=round((time.perf_counter() - started) * 1000.0, 3),
+                user_agent=request.user_agent,
+                source=request.source,
+                request_id=response.header("x-amzn-RequestId") or "",
+                injected=injected,
+                answered_by=answered_by,
+                response=response_ids(request.action, response.body) if response.ok else {},
+                raw_params=raw,
+            )
+        )
+
+    def clear(self) -> None:
+        """Forget every event and rule."""
+        self.trail.clear()
+        self.faults.clear()
+
+    def close(self) -> None:
+        self.trail.close()

@@ -1,0 +1,250 @@
+"""The recording proxy's WSGI application: faults and trail in front of any AWS endpoint.
+
+Role: the lab's trail and fault injection, for any backend (the lab's moto endpoint, a stock
+moto, LocalStack, real AWS). One app serves, on one port:
+
+* ``/_lab/...``: the control plane, the same routes and client as the moto endpoint's
+  (:class:`lab.aws.control.CallControlRoutes`: health, reset, faults, trail), behind the lab's
+  token when it has one; ``/_lab/seed`` and ``/_lab/fidelity`` are the upstream's business and
+  are refused with a message saying so;
+* everything else goes to the upstream. An AWS call (query or JSON protocol) is parsed and
+  redacted (:func:`lab.aws.protocol.parse_request`), offered to the fault rules (an injected
+  error answers it without forwarding), forwarded and re-signed (:mod:`.upstream`), and recorded
+  in the trail with ``answered_by: "upstream:<host>"`` and the upstream's status and error
+  code, passed to the caller unchanged. An upstream that cannot be reached answers
+  ``ServiceUnavailable`` (503), one that breaks off ``InternalFailure`` (502), in the call's
+  own error shape, recorded with ``answered_by: "proxy:upstream-unreachable"`` /
+  ``"proxy:upstream-broken"``. Requests that are not AWS calls (no action) are forwarded and
+  not recorded.
+
+Design: the proxy holds no lock around a call: each is forwarded on its own pooled
+connection, and the trail orders events by completion. The state (:class:`AwsProxy`) is
+separate from the WSGI callable as :class:`lab.aws.app.AwsLab` is from ``AwsApp``.
+
+Neighbours: served by :mod:`lab.aws.proxy.server` (thread) and :mod:`lab.aws.proxy.__main__`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlsplit
+
+from werkzeug.wrappers import Request, Response
+
+from lab.aws.calls import CallRecorder
+from lab.aws.control import CallControlRoutes, unauthorized
+from lab.aws.exceptions import AwsControlError, AwsError
+from lab.aws.protocol import (
+    WireResponse,
+    error_response,
+    new_request_id,
+    parse_request,
+    read_body,
+)
+from lab.aws.proxy.upstream import Upstream, UpstreamUnavailable, caller_scope
+from lab.component import InternalErrors
+from lab.component.bearer import bearer_ok, refusal
+
+log = logging.getLogger(__name__)
+
+StartResponse = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    """What a proxy is started with."""
+
+    upstream: str
+    """Base URL of the endpoint calls go to, or ``aws`` (AWS's regional endpoints)."""
+    region: str = "us-east-1"
+    """Region of calls that carry no signing scope (trail, and re-signing a SigV2 call)."""
+    account: str = ""
+    """The upstream's account id if known (``/_lab/health`` reports it; nothing else uses it)."""
+    trail_path: Path | None = None
+    trail_enabled: bool = True
+    timeout: float = 60.0
+    """Seconds to connect to the upstream, and to wait for each read of its answer."""
+    ca_file: str | None = None
+    """CA bundle for an https upstream (default: the system's)."""
+
+
+class AwsProxy:
+    """The state of one proxy: settings, upstream, fault rules, trail, caught errors."""
+
+    def __init__(self, settings: ProxySettings, *, credentials: Any = None) -> None:
+        self.settings = settings
+        self.upstream = Upstream(
+            settings.upstream,
+            credentials=credentials,
+            timeout=settings.timeout,
+            ca_file=settings.ca_file,
+        )
+        self.calls = CallRecorder(
+            trail_path=settings.trail_path, trail_enabled=settings.trail_enabled
+        )
+        self.trail = self.calls.trail
+        self.faults = self.calls.faults
+        self.internal_errors = InternalErrors()
+        self.started = time.time()
+        parts = urlsplit(self.upstream.url)
+        self.upstream_name = parts.netloc or self.upstream.url
+        """How the trail names the upstream (``answered_by: "upstream:<this>"``)."""
+
+    @property
+    def resigning(self) -> bool:
+        return self.upstream.credentials is not None
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "region": self.settings.region,
+            "account": self.settings.account,
+            "seed": None,
+            "uptime_s": round(time.time() - self.started, 3),
+            "trail_events": len(self.trail),
+            "faults": len(self.faults),
+            "internal_errors": self.internal_errors.peek(),
+            "upstream": self.upstream.url,
+            "resigning": self.resigning,
+        }
+
+    def reset(self) -> None:
+        """Forget the trail, the fault rules and caught errors (the upstream is not touched)."""
+        self.calls.clear()
+        self.internal_errors.clear()
+        log.info("aws proxy reset (trail and faults; the upstream keeps its state)")
+
+    def close(self) -> None:
+        self.upstream.close()
+        self.calls.close()
+
+
+class ProxyControlRoutes(CallControlRoutes):
+    """The proxy's ``/_lab/``: the shared routes; seed and fidelity refused, naming the upstream."""
+
+    extra_routes = ("/_lab/seed", "/_lab/fidelity")
+
+    def __init__(self, proxy: AwsProxy) -> None:
+        super().__init__(proxy)
+        self.proxy = proxy
+
+    def more(self, request: Request, path: str, method: str) -> Response | None:
+        if path in self.extra_routes:
+            raise AwsControlError(
+                f"{path}: the recording proxy has no {path.rsplit('/', 1)[1]}; it belongs to "
+                f"the upstream ({self.proxy.upstream.url}), e.g. the lab's moto endpoint's own "
+                "/_lab/",
+                status=404,
+            )
+        return None
+
+
+class ProxyApp:
+    """WSGI callable for one :class:`AwsProxy` (see the module docstring)."""
+
+    def __init__(self, proxy: AwsProxy, *, token: str | None = None) -> None:
+        self.proxy = proxy
+        #: the lab's bearer token, required on ``/_lab/`` (None: open)
+        self.token = token
+        self.control = ProxyControlRoutes(proxy)
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO", ""))
+        if path.startswith("/_lab/") or path == "/_lab":
+            authorization = environ.get("HTTP_AUTHORIZATION")
+            if not bearer_ok(authorization, self.token):
+                what = "the AWS proxy's /_lab/"
+                return unauthorized(refusal(what, authorization), environ, start_response)
+            return self.control(environ, start_response)
+        try:
+            response = self.handle(environ)
+        except Exception as exc:  # a bug in the proxy, not in the caller: answer 500, keep it
+            log.exception("aws proxy internal error")
+            self.proxy.internal_errors.record(f"{type(exc).__name__}: {exc}")
+            response = error_response(
+                "ec2",
+                AwsError(f"ccm-lab proxy internal error: {exc}", code="InternalError", status=500),
+                request_id=new_request_id(),
+            )
+        start_response(response.status_line, response.headers)
+        return [response.body]
+
+    def handle(self, environ: dict[str, Any]) -> WireResponse:
+        proxy = self.proxy
+        started_wall = time.time()
+        started = time.perf_counter()
+        body = read_body(environ)
+        request = parse_request(environ, body, default_region=proxy.settings.region)
+        interception = proxy.calls.intercept(request) if request.action else None
+        injected = interception is not None and interception.injected
+        answered_by = f"upstream:{proxy.upstream_name}"
+        if interception is not None and interception.response is not None:
+            response = interception.response
+            answered_by = interception.answered_by
+        else:
+            headers = _headers(environ)
+            lowered = {k.lower(): v for k, v in headers}
+            query = dict(parse_qsl(str(environ.get("QUERY_STRING", "")), keep_blank_values=True))
+            scope = caller_scope(lowered, query, service=request.service, region=request.region)
+            try:
+                response = proxy.upstream.forward(
+                    str(environ.get("REQUEST_METHOD", "GET")),
+                    _target(environ),
+                    headers,
+                    body,
+                    scope=scope,
+                )
+            except UpstreamUnavailable as exc:
+                log.warning("%s %s: %s", request.service, request.action, exc.message)
+                error = AwsError(
+                    f"ccm-lab proxy: {exc.message}",
+                    code="InternalFailure" if exc.reached else "ServiceUnavailable",
+                    status=502 if exc.reached else 503,
+                )
+                response = error_response(
+                    request.service or "ec2",
+                    error,
+                    request_id=new_request_id(),
+                    protocol=request.protocol,
+                )
+                answered_by = (
+                    "proxy:upstream-broken" if exc.reached else "proxy:upstream-unreachable"
+                )
+            if injected and interception is not None and answered_by.startswith("upstream:"):
+                answered_by = f"{interception.answered_by} {answered_by}"
+        proxy.calls.record(
+            request,
+            response,
+            started_wall=started_wall,
+            started=started,
+            injected=injected,
+            answered_by=answered_by,
+        )
+        return response
+
+
+def _headers(environ: dict[str, Any]) -> list[tuple[str, str]]:
+    """The request's headers as the caller sent them (names in their usual spelling)."""
+    out: list[tuple[str, str]] = []
+    for key, value in environ.items():
+        if key.startswith("HTTP_"):
+            name = "-".join(part.capitalize() for part in key[5:].split("_"))
+            out.append((name, str(value)))
+    if environ.get("CONTENT_TYPE"):
+        out.append(("Content-Type", str(environ["CONTENT_TYPE"])))
+    return out
+
+
+def _target(environ: dict[str, Any]) -> str:
+    """Path and query as the caller sent them (werkzeug's raw URI when it has one)."""
+    raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    if isinstance(raw, str) and raw.startswith("/"):
+        return raw
+    path = quote(str(environ.get("PATH_INFO", "")) or "/", safe="/-_.~!$&'()*+,;=:@")
+    query = str(environ.get("QUERY_STRING", ""))
+    return path + (f"?{query}" if query else "")

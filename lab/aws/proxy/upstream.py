@@ -1,0 +1,332 @@
+"""Forwarding one AWS call to an upstream endpoint: re-signed for its host, over kept-alive HTTP.
+
+Role: the recording proxy (:mod:`lab.aws.proxy.app`) hands each AWS call here once the fault
+rules let it through. The call is rebuilt for the upstream (its base URL and path, hop-by-hop
+headers dropped, ``Host`` the upstream's) and, when the proxy has credentials, signed again
+with SigV4 by botocore's own signer (``botocore.auth.SigV4Auth``) for the upstream's host, in
+the region and under the signing name the caller's own signature was scoped to:
+
+* a caller signs for the proxy's host (``127.0.0.1:PORT``), which ``Host`` is part of, so an
+  upstream that checks signatures (real AWS) refuses the call unless it is signed again;
+* the caller's ``Authorization``, ``X-Amz-Date`` and ``X-Amz-Security-Token`` are dropped (the
+  token belongs to the caller's credentials, not the proxy's; sent with the proxy's key, AWS
+  refuses it); the proxy's own session token is added by the signer when it has one;
+* a presigned call (``X-Amz-Credential`` … in the query string) or a SigV2 call
+  (``AWSAccessKeyId``/``Signature`` in the query or form body) loses those parameters and is
+  signed in the ``Authorization`` header instead;
+* a call whose scope the proxy cannot tell (neither a SigV4 scope nor a known ``Version``) goes
+  on exactly as the caller signed it.
+
+Without credentials the proxy forwards every call as the caller signed it (enough for moto
+and LocalStack, which do not check signatures).
+
+Design: one small pool of ``http.client`` connections per upstream host, reused across calls
+(an idle connection the upstream closed is retried once on a fresh one); the standard library
+is enough, so no HTTP client dependency is added. Errors reaching the upstream raise
+:class:`UpstreamUnavailable`, which the proxy answers as an AWS error (503/502).
+
+Neighbours: used by :mod:`lab.aws.proxy.app`; the signer is botocore's.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import ssl
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from lab.aws.protocol import WireResponse
+
+log = logging.getLogger(__name__)
+
+#: Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus ``Host``,
+#: which the proxy sets to the upstream's, and ``Expect``, which it answers itself.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "expect",
+        "content-length",
+    }
+)
+#: Response headers the proxy's own HTTP server always writes (relayed, they would repeat).
+_SERVER_OWN = frozenset({"server", "date"})
+#: The caller's own signature, dropped before the proxy signs again.
+CALLER_AUTH_HEADERS = frozenset({"authorization", "x-amz-date", "x-amz-security-token"})
+PRESIGN_PARAMS = frozenset(
+    {
+        "X-Amz-Algorithm",
+        "X-Amz-Credential",
+        "X-Amz-Date",
+        "X-Amz-Expires",
+        "X-Amz-SignedHeaders",
+        "X-Amz-Signature",
+        "X-Amz-Security-Token",
+    }
+)
+SIGV2_PARAMS = frozenset(
+    {
+        "AWSAccessKeyId",
+        "Signature",
+        "SignatureMethod",
+        "SignatureVersion",
+        "SecurityToken",
+        "Timestamp",
+    }
+)
+#: Signing names of services whose lab name differs (both load balancer APIs sign alike).
+SIGNING_NAMES = {"elb": "elasticloadbalancing", "elbv2": "elasticloadbalancing"}
+#: ``--upstream aws``: each call goes to AWS's regional endpoint of its signing name.
+AWS_TEMPLATE = "https://{service}.{region}.amazonaws.com"
+
+
+class UpstreamUnavailable(Exception):
+    """The upstream could not be reached, or did not answer with HTTP."""
+
+    def __init__(self, message: str, *, reached: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reached = reached
+        """False: no connection (refused, DNS, connect timeout); True: it broke off or answered
+        something that is not HTTP."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a call is signed for: region and signing name (``ec2``, ``elasticloadbalancing``)."""
+
+    region: str
+    service: str
+
+
+def caller_scope(
+    headers: Mapping[str, str], params: Mapping[str, str], *, service: str, region: str
+) -> Scope | None:
+    """The scope to sign a call for: the caller's own SigV4 scope (header or presigned query),
+    else the lab's service (from ``Version``) in ``region``; None when neither is known."""
+    authorization = headers.get("authorization", "")
+    credential = ""
+    if authorization.startswith("AWS4-") and "Credential=" in authorization:
+        credential = authorization.split("Credential=", 1)[1].split(",", 1)[0].strip()
+    elif "X-Amz-Credential" in params:
+        credential = params["X-Amz-Credential"]
+    parts = credential.split("/")
+    if len(parts) == 5 and parts[2] and parts[3]:
+        return Scope(region=parts[2], service=parts[3])
+    if service:
+        return Scope(region=region, service=SIGNING_NAMES.get(service, service))
+    return None
+
+
+def _strip(text: str, names: Iterable[str]) -> tuple[str, bool]:
+    """A query string or form body without the parameters ``names`` (and whether any were)."""
+    drop = frozenset(names)
+    pairs = parse_qsl(text, keep_blank_values=True)
+    kept = [(k, v) for k, v in pairs if k not in drop]
+    if len(kept) == len(pairs):
+        return text, False
+    return urlencode(kept), True
+
+
+class Upstream:
+    """One upstream endpoint (or ``aws``: AWS's regional endpoints), its pooled connections and
+    the credentials calls are signed with (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        credentials: Credentials | None = None,
+        timeout: float = 60.0,
+        ca_file: str | None = None,
+        max_idle: int = 16,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.credentials = credentials
+        self.timeout = timeout
+        self.max_idle = max_idle
+        self._context = ssl.create_default_context(cafile=ca_file)
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = {}
+        if self.url != "aws":
+            parts = urlsplit(self.url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(
+                    f"upstream {url!r}: expected http(s)://host[:port][/path] or 'aws'"
+                )
+
+    def base_for(self, scope: Scope | None) -> str:
+        """The base URL a call with ``scope`` goes to."""
+        if self.url != "aws":
+            return self.url
+        if scope is None:
+            raise UpstreamUnavailable(
+                "upstream 'aws': the call names no service (no SigV4 scope, no known Version), "
+                "so there is no AWS endpoint to send it to",
+                reached=False,
+            )
+        return AWS_TEMPLATE.format(service=scope.service, region=scope.region)
+
+    def forward(
+        self,
+        method: str,
+        target: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        *,
+        scope: Scope | None,
+    ) -> WireResponse:
+        """Send one call (``target``: path and query as the caller sent them); its answer."""
+        base = urlsplit(self.base_for(scope))
+        path, _, query = target.partition("?")
+        end_to_end = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
+        if self.credentials is not None and scope is not None:
+            query, body, end_to_end = self._resign(
+                method, base, path, query, body, end_to_end, scope=scope, key=self.credentials
+            )
+        url_path = base.path.rstrip("/") + path + (f"?{query}" if query else "")
+        sent = [*end_to_end, ("Host", _host(base)), ("Content-Length", str(len(body)))]
+        return self._send(base.scheme, base.netloc, method, url_path, sent, body)
+
+    def _resign(
+        self,
+        method: str,
+        base: Any,
+        path: str,
+        query: str,
+        body: bytes,
+        headers: list[tuple[str, str]],
+        *,
+        scope: Scope,
+        key: Credentials,
+    ) -> tuple[str, bytes, list[tuple[str, str]]]:
+        query, _ = _strip(query, PRESIGN_PARAMS | SIGV2_PARAMS)
+        content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
+        if body and content_type.startswith("application/x-www-form-urlencoded"):
+            text, changed = _strip(body.decode("utf-8", errors="replace"), SIGV2_PARAMS)
+            if changed:
+                body = text.encode()
+        kept = [(k, v) for k, v in headers if k.lower() not in CALLER_AUTH_HEADERS]
+        url = f"{base.scheme}://{base.netloc}{base.path.rstrip('/')}{path}"
+        request = AWSRequest(
+            method=method,
+            url=url + (f"?{query}" if query else ""),
+            data=body,
+            headers={**dict(kept), "Host": _host(base)},
+        )
+        SigV4Auth(key, scope.service, scope.region).add_auth(request)
+        signed = [(k, v) for k, v in request.headers.items() if k.lower() != "host"]
+        return query, body, signed
+
+    # --- connections ------------------------------------------------------------------------
+
+    def _connection(self, scheme: str, netloc: str) -> tuple[http.client.HTTPConnection, bool]:
+        with self._lock:
+            idle = self._idle.get((scheme, netloc))
+            if idle:
+                return idle.pop(), True
+        if scheme == "https":
+            return (
+                http.client.HTTPSConnection(netloc, timeout=self.timeout, context=self._context),
+                False,
+            )
+        return http.client.HTTPConnection(netloc, timeout=self.timeout), False
+
+    def _give_back(self, scheme: str, netloc: str, connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            idle = self._idle.setdefault((scheme, netloc), [])
+            if len(idle) < self.max_idle:
+                idle.append(connection)
+                return
+        connection.close()
+
+    def _send(
+        self,
+        scheme: str,
+        netloc: str,
+        method: str,
+        url_path: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+    ) -> WireResponse:
+        where = f"{scheme}://{netloc}"
+        for _attempt in range(2):
+            connection, reused = self._connection(scheme, netloc)
+            sent = False
+            try:
+                connection.putrequest(method, url_path, skip_host=True, skip_accept_encoding=True)
+                for name, value in headers:
+                    connection.putheader(name, value)
+                connection.endheaders(body or None)
+                sent = True
+                reply = connection.getresponse()
+                data = reply.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                connection.close()
+                if reused:  # the upstream closed an idle connection: once more on a new one
+                    continue
+                raise UpstreamUnavailable(
+                    f"upstream {where} closed the connection without answering: {exc}",
+                    reached=True,
+                ) from exc
+            except TimeoutError as exc:
+                connection.close()
+                what = "did not answer within" if sent else "could not be reached within"
+                raise UpstreamUnavailable(
+                    f"upstream {where} {what} {self.timeout:g}s", reached=sent
+                ) from exc
+            except http.client.HTTPException as exc:
+                connection.close()
+                raise UpstreamUnavailable(
+                    f"upstream {where} did not answer with HTTP: {type(exc).__name__}: {exc}",
+                    reached=True,
+                ) from exc
+            except OSError as exc:
+                connection.close()
+                raise UpstreamUnavailable(
+                    f"upstream {where} unreachable: {exc.strerror or exc}", reached=sent
+                ) from exc
+            kept = [(k, v) for k, v in reply.getheaders() if k.lower() not in HOP_BY_HOP]
+            kept.append(("Content-Length", str(len(data))))
+            if reply.will_close:
+                connection.close()
+            else:
+                self._give_back(scheme, netloc, connection)
+            return WireResponse(reply.status, kept, data)
+        raise UpstreamUnavailable(  # pragma: no cover - both attempts hit closed connections
+            f"upstream {where} closed the connection twice", reached=True
+        )
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        with self._lock:
+            pools, self._idle = self._idle, {}
+        for idle in pools.values():
+            for connection in idle:
+                connection.close()
+
+
+def _host(base: Any) -> str:
+    """The ``Host`` header for a base URL: its host, with the port only when not the default."""
+    host = str(base.hostname)
+    if ":" in host:
+        host = f"[{host}]"
+    port = base.port
+    default = 443 if base.scheme == "https" else 80
+    return host if port is None or port == default else f"{host}:{port}"
