@@ -20,13 +20,17 @@ def test_scaled_clock_runs_speed_lab_seconds_per_real_second() -> None:
 
 
 def test_speed_change_keeps_lab_time_continuous() -> None:
+    real = [50.0]  # the monotonic source, moved by hand: no wall-clock timing in the test
     clock = ScaledClock(speed=100)
-    time.sleep(0.02)
+    clock._mono = lambda: real[0]  # type: ignore[method-assign]
+    clock._base_mono = real[0]
+    real[0] = 50.02
     before = clock.now()
+    assert before == pytest.approx(2.0)
     clock.speed = 1
-    after = clock.now()
-    assert after >= before
-    assert after - before < 1.0  # no jump by the old factor
+    assert clock.now() == pytest.approx(before)  # no jump by the old factor
+    real[0] = 51.02
+    assert clock.now() == pytest.approx(before + 1)  # one lab second per real second now
     assert clock.speed == 1.0
 
 
