@@ -147,8 +147,9 @@ class ChildProcess:
             self._ref = spawn_detached(self.command, log_path=log_path, env=env, stdout=stdout)
             return
         if self.launcher is not None:
+            # the caller's directory now, as an exec'd child would start in (not the server's)
             self._proc = self.launcher.spawn(
-                self.module, self.args, env=env, log_path=log_path, cwd=self.cwd
+                self.module, self.args, env=env, log_path=log_path, cwd=self.cwd or Path.cwd()
             )
             self._ref = ProcessRef.of(self._proc.pid) or ProcessRef(self._proc.pid, 0)
             return

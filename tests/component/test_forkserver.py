@@ -92,12 +92,19 @@ class WaitingProgram(ChildProcess):
         return "forked"
 
 
-def test_a_child_process_component_can_be_forked(server: ForkServer, tmp_path: Path) -> None:
+def test_a_child_process_component_can_be_forked(
+    server: ForkServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.spawn(PROGRAM, ["exit", "0"], env={}, log_path=tmp_path / "first.log").wait(10)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)  # after the server started elsewhere
     proc = WaitingProgram(["wait"], log_path=tmp_path / "w.log", launcher=server, env={})
     proc.start()
     assert proc.running
     assert proc.ready
     assert os.getpgid(proc.pid) == proc.pid
+    assert facts(tmp_path / "w.log")["cwd"] == str(work)  # the caller's now, as with exec
     assert proc.stop(timeout=5) == -signal.SIGTERM
     assert not proc.running
     failed = WaitingProgram(["exit", "4"], log_path=tmp_path / "e.log", launcher=server, env={})
