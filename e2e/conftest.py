@@ -17,6 +17,7 @@ lab time pass their own timing flags.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator
 
@@ -48,18 +49,27 @@ def lab_at(request: pytest.FixtureRequest) -> Iterator[Callable[..., Lab]]:
     if request.config.getoption("--backend") not in (None, "sim", "auto"):
         pytest.skip("release presets are the sim backend's; on kind use its pinned node images")
     used: list[Lab] = []
+    errors: dict[str, dict[str, list[str]]] = {}
     # moto's backends are process-global: the session lab's controller must not reconcile the
-    # AWS this lab seeds, nor an earlier lab's of this test; and no lab outlives its test (a
-    # lab left running keeps its data plane and health checks busy in the worker's process).
+    # AWS this lab seeds, nor an earlier lab's of this test, whose data plane and ELB health
+    # checks would also judge the same instance ids; so an earlier lab of the test is stopped
+    # (its evidence is taken by then) before the next starts, and none outlives its test.
     quiesce_session_lab(request.config)
+
+    numbers = itertools.count()
+
+    def stop(lab: Lab) -> None:
+        errors[lab.config.name] = lab.take_internal_errors()
+        lab.stop()
 
     def get(version: str, feature_gates: str = "") -> Lab:
         for earlier in used:
-            earlier.stop_controller(kill=True)
+            stop(earlier)
+        used.clear()
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         lab = Lab(
             LabConfig(
-                name=f"pytest-{worker}-{version.replace('.', '-')}-{len(used)}",
+                name=f"pytest-{worker}-{version.replace('.', '-')}-{next(numbers)}",
                 k8s_version=version,
                 nodes=3,
                 zones=("us-east-1a",),
@@ -77,9 +87,8 @@ def lab_at(request: pytest.FixtureRequest) -> Iterator[Callable[..., Lab]]:
     try:
         yield get
     finally:
-        errors = {lab.config.k8s_version: lab.take_internal_errors() for lab in used}
         for lab in used:
-            lab.stop()
+            stop(lab)
     failed = {v: e for v, e in errors.items() if e}
     if failed:
         pytest.fail(
