@@ -399,6 +399,7 @@ def _moto_dispatcher() -> Any:
     with _dispatcher_lock:
         if not _dispatcher:
             _allow_portless_rules()
+            _share_default_amis()
             _dispatcher.append(DomainDispatcherApplication(create_backend_app))
         return _dispatcher[0]
 
@@ -452,6 +453,71 @@ def _allow_portless_rules() -> None:
 
     init.ccm_lab_portless = True  # type: ignore[attr-defined]
     SecurityGroupRule.__init__ = init  # type: ignore[method-assign]
+
+
+#: the default AMI catalogue of each (account, region, catalogue settings), as first loaded
+_AMI_CATALOGUES: dict[tuple[str, str, str | None, bool], list[tuple[Any, Any]]] = {}
+
+
+def _share_default_amis() -> None:
+    """An EC2 region backend gets moto's default AMI catalogue as a copy of the first one.
+
+    moto builds its ~1,300 default AMIs afresh for every EC2 region backend, each with an
+    auto-created snapshot and two random ids: ~0.25-0.4 s, paid again on every lab reset (the
+    backends are dropped and rebuilt lazily). Here the first backend of an account and region
+    loads them as moto does; later ones get copies of those pristine AMIs and snapshots (their
+    mutable parts, launch and volume permissions and product codes, copied too; tags live in
+    the backend, and the catalogue has none), so a reset still undoes whatever a test did to
+    them. What a client sees is moto's catalogue, except that an AMI's snapshot id is the same
+    after a reset (as a public AMI's snapshot on AWS is), not a new random one.
+    Applied once per process, before moto serves a call.
+    """
+    import copy
+    import os
+
+    from moto import settings
+    from moto.ec2.models.amis import AmiBackend
+
+    original = AmiBackend._load_amis
+    if getattr(original, "ccm_lab_shared", False):
+        return
+
+    def load(self: Any) -> None:
+        key = (
+            self.account_id,
+            self.region_name,
+            os.environ.get("MOTO_AMIS_PATH"),
+            settings.ec2_load_default_amis(),
+        )
+        template = _AMI_CATALOGUES.get(key)
+        if template is None:
+            original(self)
+            if any(ami.id in self.tags for ami in self.amis.values()):
+                return  # a catalogue with tags: not shared (tags live in the backend)
+            _AMI_CATALOGUES[key] = [
+                (copy.copy(ami), copy.copy(ami.ebs_snapshot)) for ami in self.amis.values()
+            ]
+            return
+        for pristine_ami, pristine_snapshot in template:
+            snapshot = copy.copy(pristine_snapshot)
+            snapshot.ec2_backend = self
+            snapshot.create_volume_permission_groups = set(
+                pristine_snapshot.create_volume_permission_groups
+            )
+            snapshot.create_volume_permission_userids = set(
+                pristine_snapshot.create_volume_permission_userids
+            )
+            ami = copy.copy(pristine_ami)
+            ami.ec2_backend = self
+            ami.ebs_snapshot = snapshot
+            ami.launch_permissions = [dict(p) for p in pristine_ami.launch_permissions]
+            ami.product_codes = copy.copy(pristine_ami.product_codes)
+            self.snapshots[snapshot.id] = snapshot
+            self.amis[ami.id] = ami
+
+    load.ccm_lab_shared = True  # type: ignore[attr-defined]
+    load.__wrapped__ = original  # type: ignore[attr-defined]
+    AmiBackend._load_amis = load  # type: ignore[method-assign]
 
 
 def _reset_moto() -> None:
