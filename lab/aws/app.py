@@ -455,6 +455,14 @@ def _allow_portless_rules() -> None:
     SecurityGroupRule.__init__ = init  # type: ignore[method-assign]
 
 
+def _shallow_copy(obj: Any) -> Any:
+    """``copy.copy`` for a moto model, without its ``__reduce_ex__`` round trip (3x faster;
+    ``__new__`` still registers the copy with moto's instance tracker, as a constructor would)."""
+    twin = type(obj).__new__(type(obj))
+    twin.__dict__.update(obj.__dict__)
+    return twin
+
+
 #: the default AMI catalogue of each (account, region, catalogue settings), as first loaded
 _AMI_CATALOGUES: dict[tuple[str, str, str | None, bool], list[tuple[Any, Any]]] = {}
 
@@ -499,7 +507,7 @@ def _share_default_amis() -> None:
             ]
             return
         for pristine_ami, pristine_snapshot in template:
-            snapshot = copy.copy(pristine_snapshot)
+            snapshot = _shallow_copy(pristine_snapshot)
             snapshot.ec2_backend = self
             snapshot.create_volume_permission_groups = set(
                 pristine_snapshot.create_volume_permission_groups
@@ -507,7 +515,7 @@ def _share_default_amis() -> None:
             snapshot.create_volume_permission_userids = set(
                 pristine_snapshot.create_volume_permission_userids
             )
-            ami = copy.copy(pristine_ami)
+            ami = _shallow_copy(pristine_ami)
             ami.ec2_backend = self
             ami.ebs_snapshot = snapshot
             ami.launch_permissions = [dict(p) for p in pristine_ami.launch_permissions]
