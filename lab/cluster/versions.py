@@ -135,9 +135,30 @@ NODE_IMAGES: tuple[NodeImage, ...] = (
 #: "latest": the newest released node image (kind v0.32.0's default).
 LATEST = NODE_IMAGES[-1].version
 
+#: Older patch releases, pinned for the seed-004 scenarios' buggy and fixed clusters
+#: (``reference/termination-bugs.md`` §5, digests from the kind release notes; each with the kind
+#: release that built it): v1.22.9 has the kubelet and endpoint-controller bugs of
+#: kubernetes#109414/#109718, v1.22.13 their fixes. Chosen only when that exact patch is asked
+#: for; a bare ``1.22`` still means the image of :data:`NODE_IMAGES`.
+PATCH_IMAGES: tuple[NodeImage, ...] = (
+    _image(
+        "v1.22.9",
+        "8135260b959dfe320206eb36b3aeda9cffcb262f4b44cda6b33f7bb73f453105",
+        "v0.14.0",
+        pair_exactly=True,
+    ),
+    _image(
+        "v1.22.13",
+        "4904eda4d6e64b402169797805b8ec01f50133960ad6c19af45173a27eadf959",
+        "v0.15.0",
+        pair_exactly=True,
+    ),
+)
+
 
 def node_image(version: str | KubeVersion) -> NodeImage:
-    """The pinned node image for ``version``'s minor (a patch, if given, must match)."""
+    """The pinned node image for ``version``'s minor (a patch, if given, must match; the
+    patch-pinned :data:`PATCH_IMAGES` only by exact patch)."""
     wanted = KubeVersion.parse(version)
     for image in NODE_IMAGES:
         if image.version.minor_key == wanted.minor_key and wanted.patch in (
@@ -145,7 +166,10 @@ def node_image(version: str | KubeVersion) -> NodeImage:
             image.version.patch,
         ):
             return image
-    known = ", ".join(str(i.version) for i in NODE_IMAGES)
+    for image in PATCH_IMAGES:
+        if wanted.patch is not None and image.version == wanted:
+            return image
+    known = ", ".join(str(i.version) for i in (*NODE_IMAGES, *PATCH_IMAGES))
     raise ValueError(
         f"no pinned kindest/node image for kubernetes {wanted}; pinned: {known} "
         "(pass an explicit image to use another)"

@@ -2,7 +2,8 @@
 
 The fake ``kind`` (``tests/cluster/fakecli.py``) behaves like the release named by its
 ``kind version`` answer, from this table; a test of the lab's kind provider therefore fails where
-the real release would. Read from kubernetes-sigs/kind at v0.20.0, v0.22.0, v0.29.0, v0.32.0:
+the real release would. Read from kubernetes-sigs/kind at v0.14.0, v0.15.0 (the seed-004 clusters'
+1.22 patches), v0.20.0, v0.22.0, v0.29.0, v0.32.0:
 
 * ``pkg/cmd/kind/**``: the flags each command accepts (cobra/pflag: an unknown flag fails the
   command with ``ERROR: unknown flag: --x`` and exit status 1, ``cmd/kind/app/main.go``), the
@@ -20,7 +21,8 @@ the real release would. Read from kubernetes-sigs/kind at v0.20.0, v0.22.0, v0.2
   no ``apiVersion``; otherwise it is dropped), so kind's own ``node-ip`` survives.
 * ``pkg/internal/apis/config``: the ``kind.x-k8s.io/v1alpha4`` ``Cluster`` fields (strict
   decoding: an unknown field is an error), the cluster name pattern, roles, proxy modes
-  (``nftables`` absent at v0.22.0, accepted at v0.29.0).
+  (``nftables`` absent at v0.22.0, accepted at v0.29.0), ``networking.dnsSearch`` (absent at
+  v0.15.0, there at v0.20.0).
 * ``pkg/apis/config/defaults/image.go``: the default node image.
 """
 
@@ -55,6 +57,17 @@ NODE_FIELDS = frozenset(
         "extraPortMappings",
         "kubeadmConfigPatches",
         "kubeadmConfigPatchesJSON6902",
+    }
+)
+NETWORKING_FIELDS_V014 = frozenset(
+    {
+        "ipFamily",
+        "apiServerPort",
+        "apiServerAddress",
+        "podSubnet",
+        "serviceSubnet",
+        "disableDefaultCNI",
+        "kubeProxyMode",
     }
 )
 NETWORKING_FIELDS = frozenset(
@@ -122,6 +135,7 @@ class KindRelease:
     #: kubeadm_merge.go: extraArgs merged by name against v1beta4 documents
     merges_extra_args_by_name: bool
     proxy_modes: frozenset[str]
+    networking_fields: frozenset[str] = NETWORKING_FIELDS
     commands: Mapping[tuple[str, ...], Command] = dataclasses.field(
         default_factory=lambda: dict(_COMMANDS)
     )
@@ -150,6 +164,30 @@ _IMG = "kindest/node:{}@sha256:{}"
 RELEASES: dict[str, KindRelease] = {
     r.tag: r
     for r in (
+        KindRelease(
+            (0, 14, 0),
+            "1.18.2",
+            _IMG.format(
+                "v1.24.0", "0866296e693efe1fed79d5e6c7af8df71fc73ae45e3679af05342239cdc5bc8e"
+            ),
+            _OLD_ROOT,
+            "kubeadm.k8s.io/v1beta3",
+            False,
+            frozenset({"iptables", "ipvs", "none"}),
+            NETWORKING_FIELDS_V014,
+        ),
+        KindRelease(
+            (0, 15, 0),
+            "1.19",
+            _IMG.format(
+                "v1.25.0", "428aaa17ec82ccde0131cb2d1ca6547d13cf5fdabcc0bbecf749baa935387cbf"
+            ),
+            _OLD_ROOT,
+            "kubeadm.k8s.io/v1beta3",
+            False,
+            frozenset({"iptables", "ipvs", "none"}),
+            NETWORKING_FIELDS_V014,
+        ),
         KindRelease(
             (0, 20, 0),
             "1.20.4",
@@ -305,7 +343,7 @@ def check_config(release: KindRelease, doc: Any) -> None:
             f"unknown kind {doc.get('kind', '')} for apiVersion: {doc['apiVersion']}"
         )
     _strict(doc, CLUSTER_FIELDS)
-    _strict(doc.get("networking") or {}, NETWORKING_FIELDS)
+    _strict(doc.get("networking") or {}, release.networking_fields)
     nodes = doc.get("nodes") or [{"role": "control-plane"}]
     for node in nodes:
         _strict(node, NODE_FIELDS)

@@ -99,6 +99,9 @@ def test_provision_runs_exact_commands_and_reports_nodes(fake: FakeCLI, tmp_path
 # (kind release, Kubernetes version): the pairs the lab supports, one per kubeadm API form
 PAIRS = [
     ("kind v0.20.0 go1.20.4 linux/amd64", "1.22"),  # v1beta2, map
+    # the seed-004 clusters: a buggy and a fixed 1.22 patch, each with the kind that built it
+    ("kind v0.14.0 go1.18.2 linux/amd64", "1.22.9"),  # v1beta2, map
+    ("kind v0.15.0 go1.19 linux/amd64", "1.22.13"),  # v1beta2, map
     ("kind v0.22.0 go1.20.13 linux/amd64", "1.29"),  # v1beta3, map
     ("kind v0.29.0 go1.24.2 linux/amd64", "1.33"),  # v1beta3, map
     ("kind v0.32.0 go1.26.3 linux/amd64", "latest"),  # v1beta4, {name, value} list
@@ -335,6 +338,11 @@ def test_host_address_from_the_containers_when_the_network_reports_no_gateway(
     [
         ((0, 20, 0), "1.22", False, None),
         ((0, 29, 0), "1.22", False, r"only known to work with kind v0\.20\.0"),
+        ((0, 14, 0), "1.22.9", False, None),
+        ((0, 15, 0), "1.22.9", False, r"kind v0\.14\.0"),
+        ((0, 15, 0), "1.22.13", False, None),
+        ((0, 20, 0), "1.22.13", False, r"kind v0\.15\.0"),
+        ((0, 14, 0), "1.22", False, r"older"),
         ((0, 22, 0), "1.29", False, None),
         ((0, 32, 0), "1.29", False, None),
         ((0, 21, 0), "1.29", False, r"older"),

@@ -157,6 +157,15 @@ def test_nftables_proxy_mode_arrives_after_v0_22() -> None:
         kr.check_config(kr.RELEASES["v0.22.0"], doc)
 
 
+def test_dns_search_arrives_after_v0_15() -> None:
+    doc = {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4",
+           "networking": {"dnsSearch": []}}  # fmt: skip
+    kr.check_config(kr.RELEASES["v0.20.0"], doc)
+    for old in ("v0.14.0", "v0.15.0"):
+        with pytest.raises(kr.KindCLIError, match="dnsSearch"):
+            kr.check_config(kr.RELEASES[old], doc)
+
+
 # --- the kubelet's arguments after kind's patching --------------------------------------------
 
 
