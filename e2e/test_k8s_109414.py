@@ -19,8 +19,13 @@ Evidence: the Failed pod's Ready condition, its address in A's Endpoints and End
 the newcomer holding that address, and 300 requests through A's ELB (``lab.traffic``).
 
 Stand-ins on sim: the kubelet, the endpoint controllers, kube-proxy and host-local IPAM of the
-release under test (``lab/dataplane``); on kind the pinned kindest/node images would play
-them (termination-bugs.md §5; not run here).
+release under test (``lab/dataplane``).
+
+On any backend (``e2e/recipes.py``): recipes R1 and R3, what the endpoint controllers of a
+release publish for a Failed pod that kept Ready=True and for a second pod given its IP in
+another namespace, on fake nodes; on kind with the pinned v1.22.9 (buggy, kind v0.14.0) and
+v1.22.13 (fixed, kind v0.15.0) images of termination-bugs.md §5 (CI's seed-004 job; not run
+here, where no image registry answers).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from dataclasses import dataclass
 import pytest
 from kubernetes import client
 
+from e2e import recipes
 from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import (
     barrier,
@@ -43,11 +49,14 @@ from e2e.workloads import (
     wait_running,
 )
 from lab.compose import Lab
+from lab.dataplane.versions import endpoints_behaviour
 from lab.traffic import TrafficReport
 
-pytestmark = pytest.mark.standin("the kubelet and endpoint controllers of a given release")
+standin = pytest.mark.standin("the kubelet and endpoint controllers of a given release")
 
 BUGGY, FIXED = "1.22.8", "1.22.11"
+#: the kind clusters of the same releases (termination-bugs.md §5)
+KIND = {"buggy": "v1.22.9", "fixed": "v1.22.13"}
 A, B = "team-a", "team-b"
 
 
@@ -132,6 +141,7 @@ def assert_fixed(ev: Evidence) -> None:
     assert all(p.startswith(f"{A}/") for p in ev.traffic.answered), ev.traffic.answered
 
 
+@standin
 def test_reproduce_failed_pod_ip_reused_answers_for_another_service(
     lab_at: Callable[[str], Lab],
 ) -> None:
@@ -141,8 +151,76 @@ def test_reproduce_failed_pod_ip_reused_answers_for_another_service(
         assert_fixed(ev)
 
 
+@standin
 def test_fixed_terminal_pods_are_never_endpoints(lab_at: Callable[[str], Lab]) -> None:
     ev = run(lab_at(FIXED))
     assert_fixed(ev)
     with pytest.raises(AssertionError):
         assert_reproduced(ev)
+
+
+# --- on any backend: recipes R1 and R3 (termination-bugs.md §4) ------------------------------
+
+X = "10.244.77.10"  # the Failed pod's address, then the newcomer's
+
+
+@dataclass(frozen=True)
+class RecipeEvidence:
+    a: recipes.Listing  # lab-a/web, the Failed pod's Service
+    b: recipes.Listing  # lab-b/api, the newcomer's
+
+
+def run_recipe(lab: Lab) -> RecipeEvidence:
+    core = client.CoreV1Api(lab.api_client())
+    a, b = "r1-lab-a", "r1-lab-b"
+    with recipes.fake_node(lab, "fake-node-1") as node:
+        try:
+            for ns, svc, app, barrier_ip in ((a, "web", "web", "10.244.77.2"),
+                                             (b, "api", "api", "10.244.77.3")):  # fmt: skip
+                recipes.ensure_namespace(core, ns)
+                recipes.create_service(core, ns, svc, app)
+                recipes.create_pod(core, ns, f"barrier-{svc}", app=app, node=node, ip=barrier_ip)
+            recipes.create_pod(core, a, "web-1", app="web", node=node, ip=X)
+            recipes.barrier(lab, a, "web", pod="barrier-web", ip="10.244.77.2")
+            # R1: the state the 1.22.0-1.22.10 kubelet wrote for a rejected pod
+            recipes.set_pod_status(
+                core, a, "web-1", phase="Failed", ready=True, ip=X, reason="OutOfcpu",
+                message="Node didn't have enough resource: cpu",
+            )  # fmt: skip
+            # R3: another namespace's pod on the same node, given the same address
+            recipes.create_pod(core, b, "api-1", app="api", node=node, ip=X)
+            recipes.barrier(lab, a, "web", pod="barrier-web", ip="10.244.77.2")
+            recipes.barrier(lab, b, "api", pod="barrier-api", ip="10.244.77.3")
+            return RecipeEvidence(recipes.listing(lab, a, "web"), recipes.listing(lab, b, "api"))
+        finally:
+            for ns in (a, b):
+                recipes.force_delete_pods(core, ns)
+
+
+def assert_recipe_reproduced(ev: RecipeEvidence) -> None:
+    assert X in ev.a.ready, "the Failed pod with Ready=True is a ready address of web"
+    assert ev.a.slice.get(X) == {"ready": True, "serving": True, "terminating": False}, ev.a
+    assert X in ev.b.ready, "and the newcomer's: one address, a ready endpoint of both Services"
+
+
+def assert_recipe_fixed(ev: RecipeEvidence) -> None:
+    assert not ev.a.anywhere(X), f"a terminal pod is never published: {ev.a}"
+    assert X in ev.b.ready, "the address belongs to lab-b/api alone"
+
+
+@pytest.mark.parametrize("release", ["buggy", "fixed"])
+def test_recipe_failed_pod_published_and_its_ip_reused(
+    request: pytest.FixtureRequest, release: str
+) -> None:
+    lab = recipes.release_lab(request, BUGGY if release == "buggy" else FIXED)
+    fixed = endpoints_behaviour(lab.version).skip_terminal_pods
+    recipes.expect_release(request, lab, fixed, release=release, recipe="R1/R3", kind=KIND)
+    ev = run_recipe(lab)
+    if fixed:
+        assert_recipe_fixed(ev)
+        with pytest.raises(AssertionError):
+            assert_recipe_reproduced(ev)
+    else:
+        assert_recipe_reproduced(ev)
+        with pytest.raises(AssertionError):
+            assert_recipe_fixed(ev)

@@ -20,6 +20,11 @@ through the ELB (``lab.traffic``) after the dead node's instance is OutOfService
 
 Stand-ins on sim: kubelet graceful node shutdown, node lifecycle, endpoint controllers and
 kube-proxy of the release under test (``lab/dataplane``).
+
+On any backend (``e2e/recipes.py``): recipe R4, the killed pod's status and its node's
+``Ready=False`` written by hand on fake nodes, and what the endpoint controllers of the
+release publish; on kind with the pinned v1.22.9 (buggy) and v1.22.13 (fixed) images (CI's
+seed-004 job; not run here).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 import pytest
 from kubernetes import client
 
+from e2e import recipes
 from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import (
     barrier,
@@ -42,11 +48,14 @@ from e2e.workloads import (
     wait_running,
 )
 from lab.compose import Lab
+from lab.dataplane.versions import endpoints_behaviour
 from lab.traffic import TrafficReport
 
-pytestmark = pytest.mark.standin("graceful node shutdown by the kubelet of a given release")
+standin = pytest.mark.standin("graceful node shutdown by the kubelet of a given release")
 
 BUGGY, FIXED = "1.22.8", "1.22.11"
+#: the kind clusters of the same releases (termination-bugs.md §5)
+KIND = {"buggy": "v1.22.9", "fixed": "v1.22.13"}
 NS = "default"
 
 
@@ -126,6 +135,7 @@ def assert_fixed(ev: Evidence) -> None:
     assert dict(ev.traffic.answered) == {f"{NS}/web-up": 300}
 
 
+@standin
 def test_reproduce_shut_down_nodes_pod_stays_a_ready_endpoint(
     lab_at: Callable[[str], Lab],
 ) -> None:
@@ -135,8 +145,70 @@ def test_reproduce_shut_down_nodes_pod_stays_a_ready_endpoint(
         assert_fixed(ev)
 
 
+@standin
 def test_fixed_shut_down_nodes_pod_leaves_the_endpoints(lab_at: Callable[[str], Lab]) -> None:
     ev = run(lab_at(FIXED))
     assert_fixed(ev)
     with pytest.raises(AssertionError):
         assert_reproduced(ev)
+
+
+# --- on any backend: recipe R4 (termination-bugs.md §4) --------------------------------------
+
+Y = "10.244.78.10"  # the pod on the node that shuts down
+BARRIER = "10.244.78.2"
+
+
+def run_recipe(lab: Lab) -> recipes.Listing:
+    """The pod on fake-node-2 is killed by a graceful shutdown (the buggy kubelet's status:
+    Failed, Terminated, Ready left True) and the node reports Ready=False; the barrier pod is
+    on a healthy node (a pod updated on a not-ready node is marked not ready)."""
+    core = client.CoreV1Api(lab.api_client())
+    ns = "r4-lab-a"
+    with (
+        recipes.fake_node(lab, "fake-node-1") as healthy,
+        recipes.fake_node(lab, "fake-node-2") as going,
+    ):
+        try:
+            recipes.ensure_namespace(core, ns)
+            recipes.create_service(core, ns, "web", "web")
+            recipes.create_pod(core, ns, "barrier-web", app="web", node=healthy, ip=BARRIER)
+            recipes.create_pod(core, ns, "web-2", app="web", node=going, ip=Y)
+            recipes.barrier(lab, ns, "web", pod="barrier-web", ip=BARRIER)
+            assert Y in recipes.listing(lab, ns, "web").ready, "web-2 serving before shutdown"
+            recipes.set_pod_status(
+                core, ns, "web-2", phase="Failed", ready=True, ip=Y, reason="Terminated",
+                message="Pod was terminated in response to imminent node shutdown.",
+            )  # fmt: skip
+            recipes.set_node_ready(core, going, False)
+            recipes.barrier(lab, ns, "web", pod="barrier-web", ip=BARRIER)
+            return recipes.listing(lab, ns, "web")
+        finally:
+            recipes.force_delete_pods(core, ns)
+
+
+def assert_recipe_reproduced(seen: recipes.Listing) -> None:
+    # ready, or not ready if the node lifecycle controller marked it so: listed either way
+    assert Y in seen.ready | seen.not_ready, f"the shut-down pod is still listed: {seen}"
+    assert Y in seen.slice, seen
+
+
+def assert_recipe_fixed(seen: recipes.Listing) -> None:
+    assert not seen.anywhere(Y), f"a terminal pod is never published: {seen}"
+    assert BARRIER in seen.ready
+
+
+@pytest.mark.parametrize("release", ["buggy", "fixed"])
+def test_recipe_shut_down_nodes_pod_published(request: pytest.FixtureRequest, release: str) -> None:
+    lab = recipes.release_lab(request, BUGGY if release == "buggy" else FIXED)
+    fixed = endpoints_behaviour(lab.version).skip_terminal_pods
+    recipes.expect_release(request, lab, fixed, release=release, recipe="R4", kind=KIND)
+    seen = run_recipe(lab)
+    if fixed:
+        assert_recipe_fixed(seen)
+        with pytest.raises(AssertionError):
+            assert_recipe_reproduced(seen)
+    else:
+        assert_recipe_reproduced(seen)
+        with pytest.raises(AssertionError):
+            assert_recipe_fixed(seen)

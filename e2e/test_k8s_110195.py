@@ -40,10 +40,15 @@ node during the drain window, and requests through the ELB before and after the 
 
 Stand-ins on sim: kube-proxy of the release under test (its ``/healthz``), the pod lifecycle,
 and the lab's ELB health checks on the lab clock.
+
+On any backend (``e2e/recipes.py``): recipe R8, kube-proxy's ``/healthz`` on a worker before,
+while and after it carries the autoscaler's taint; on kind with the pinned v1.29.2 (buggy,
+kind v0.22.0) and v1.31.0 (fixed, kind v0.24.0) images (CI's seed-004 job; not run here).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -52,6 +57,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from e2e import recipes
 from e2e.support import (
     ANN,
     create_service,
@@ -63,11 +69,14 @@ from e2e.support import (
 )
 from e2e.workloads import create_pod, wait_pods_answer, wait_running
 from lab.compose import Lab
+from lab.dataplane.versions import kube_proxy_behaviour
 from lab.traffic import TrafficReport
 
-pytestmark = pytest.mark.standin("kube-proxy's /healthz of a given release and a node powered off")
+standin = pytest.mark.standin("kube-proxy's /healthz of a given release and a node powered off")
 
 BUGGY, FIXED = "1.29", "1.31"
+#: the kind clusters of the same releases (pinned node images)
+KIND = {"buggy": "v1.29.2", "fixed": "v1.31.0"}
 NS = "default"
 AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
 SHARED_PROBE = (("ClusterServiceLoadBalancerHealthProbeMode", "Shared"),)
@@ -189,6 +198,7 @@ def assert_fixed(ev: Evidence) -> None:
     assert dict(ev.after_removal.answered) == {f"{NS}/web-stays": ev.after_removal.requests}
 
 
+@standin
 def test_reproduce_draining_node_keeps_its_share_of_requests(
     lab_at: Callable[[str], Lab],
 ) -> None:
@@ -201,6 +211,7 @@ def test_reproduce_draining_node_keeps_its_share_of_requests(
         assert_fixed(ev)
 
 
+@standin
 def test_fixed_draining_node_taken_out_by_kube_proxy_healthz(
     lab_at: Callable[[str], Lab],
 ) -> None:
@@ -210,6 +221,7 @@ def test_fixed_draining_node_taken_out_by_kube_proxy_healthz(
         assert_reproduced(ev)
 
 
+@standin
 def test_fixed_release_with_a_tcp_health_check_still_sends_to_the_draining_node(
     lab_at: Callable[[str], Lab],
 ) -> None:
@@ -221,3 +233,86 @@ def test_fixed_release_with_a_tcp_health_check_still_sends_to_the_draining_node(
     assert_reproduced(ev)
     with pytest.raises(AssertionError):
         assert_fixed(ev)
+
+
+# --- on any backend: recipe R8 (termination-bugs.md §4) --------------------------------------
+
+
+@dataclass(frozen=True)
+class RecipeEvidence:
+    before: tuple[int, dict[str, Any]]
+    tainted: list[tuple[int, dict[str, Any]]]  # every answer while the taint was on
+    after: tuple[int, dict[str, Any]]
+
+
+def run_recipe(lab: Lab, *, drains: bool) -> RecipeEvidence:
+    """Taint a worker ``ToBeDeletedByClusterAutoscaler`` and read kube-proxy's ``/healthz``
+    there: a release that drains answers 503 within 30 s; one that does not is sampled for
+    5 s after kube-proxy could have seen the taint (on sim, once its informer shows it)."""
+    node = lab.workers[0].name
+    before = recipes.proxy_healthz(lab, node)
+    stamp = str(int(datetime.now(UTC).timestamp()))
+    recipes.set_taint(lab, node, AUTOSCALER_TAINT, stamp)
+    tainted: list[tuple[int, dict[str, Any]]] = []
+    try:
+        if drains:
+            wait_for(
+                lambda: tainted.append(recipes.proxy_healthz(lab, node)) or tainted[-1][0] == 503,
+                timeout=30,
+                what=f"kube-proxy's /healthz on {node} failing for the taint",
+            )
+        else:
+            if lab.has_kubelet_stand_in:
+                proxy = lab.dataplane.kube_proxy
+                wait_for(
+                    lambda: any(
+                        t.get("key") == AUTOSCALER_TAINT
+                        for t in (proxy.nodes.get("", node) or {}).get("spec", {}).get("taints")
+                        or []
+                    ),
+                    timeout=30,
+                    what="kube-proxy's informer to see the taint",
+                )
+            for _ in range(10):
+                tainted.append(recipes.proxy_healthz(lab, node))
+                time.sleep(0.5)
+    finally:
+        recipes.set_taint(lab, node, AUTOSCALER_TAINT, None)
+    after = wait_for(
+        lambda: (answer := recipes.proxy_healthz(lab, node))[0] == 200 and answer,
+        timeout=30,
+        what=f"kube-proxy's /healthz on {node} healthy again without the taint",
+    )
+    return RecipeEvidence(before, tainted, after)
+
+
+def assert_recipe_reproduced(ev: RecipeEvidence) -> None:
+    assert ev.before[0] == 200
+    assert ev.tainted, "no answer sampled while tainted"
+    assert all(status == 200 for status, _ in ev.tainted), ev.tainted
+    assert all("nodeEligible" not in body for _, body in ev.tainted), ev.tainted
+
+
+def assert_recipe_fixed(ev: RecipeEvidence) -> None:
+    assert (ev.before[0], ev.before[1].get("nodeEligible")) == (200, True), ev.before
+    status, body = ev.tainted[-1]
+    assert (status, body.get("nodeEligible")) == (503, False), ev.tainted
+    assert (ev.after[0], ev.after[1].get("nodeEligible")) == (200, True), ev.after
+
+
+@pytest.mark.parametrize("release", ["buggy", "fixed"])
+def test_recipe_kube_proxy_healthz_on_a_tainted_node(
+    request: pytest.FixtureRequest, release: str
+) -> None:
+    lab = recipes.release_lab(request, BUGGY if release == "buggy" else FIXED)
+    drains = kube_proxy_behaviour(lab.version).healthz_node_eligibility
+    recipes.expect_release(request, lab, drains, release=release, recipe="R8", kind=KIND)
+    ev = run_recipe(lab, drains=drains)
+    if drains:
+        assert_recipe_fixed(ev)
+        with pytest.raises(AssertionError):
+            assert_recipe_reproduced(ev)
+    else:
+        assert_recipe_reproduced(ev)
+        with pytest.raises(AssertionError):
+            assert_recipe_fixed(ev)

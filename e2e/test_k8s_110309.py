@@ -33,25 +33,38 @@ answers 503 from the deletion on, and the lab's ELB takes it out of service afte
 Stand-ins on sim: the kubelet (probes, SIGTERM, grace), the EndpointSlice controller and
 kube-proxy of the release under test (``lab/dataplane``), with the gate set on the data plane
 (``LabConfig.feature_gates``, ``invoke lab.up --feature-gates``).
+
+On a real kubelet (kind): recipe K1, the issue's own pod (an exec readiness probe on a file its
+SIGTERM trap removes, then 30 s of cleanup) deleted behind a Service, its Ready condition and
+slice ``serving`` sampled every second; on the pinned v1.22.9 (buggy) and v1.22.13 (fixed)
+images (CI's seed-004 job, which pulls the upstream e2e busybox image). The sim's kubelet
+stand-in runs no containers, so on sim this case skips and the stand-in cases above show it;
+not run here, where no image registry answers.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from kubernetes import client
 
+from e2e import recipes
 from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import barrier, create_pod, slice_endpoints, wait_pods_answer, wait_running
 from lab.compose import Lab
+from lab.dataplane.versions import kubelet_behaviour
 from lab.traffic import TrafficReport
 
-pytestmark = pytest.mark.standin("the kubelet's probes and kube-proxy of a given release")
+standin = pytest.mark.standin("the kubelet's probes and kube-proxy of a given release")
 
 BUGGY, FIXED = "1.22.8", "1.22.11"
 GATE = "ProxyTerminatingEndpoints=true"
+#: the kind clusters of the same releases (termination-bugs.md §5)
+KIND = {"buggy": "v1.22.9", "fixed": "v1.22.13"}
 NS = "default"
 DRAINS = {
     "sim.ccm-lab.io/shutdown-seconds": "120",
@@ -136,6 +149,7 @@ def assert_fixed(ev: Evidence) -> None:
     assert ev.traffic.answered.get(f"{NS}/drainer", 0) > 0, "the rolling node drains"
 
 
+@standin
 def test_reproduce_terminating_pod_stays_serving_and_refuses(
     lab_at: Callable[..., Lab],
 ) -> None:
@@ -145,6 +159,7 @@ def test_reproduce_terminating_pod_stays_serving_and_refuses(
         assert_fixed(ev)
 
 
+@standin
 def test_fixed_terminating_pod_turns_not_serving(lab_at: Callable[..., Lab]) -> None:
     ev = run(lab_at(FIXED, GATE))
     assert_fixed(ev)
@@ -152,6 +167,7 @@ def test_fixed_terminating_pod_turns_not_serving(lab_at: Callable[..., Lab]) -> 
         assert_reproduced(ev)
 
 
+@standin
 def test_without_the_fallback_gate_the_kubelet_fix_changes_no_traffic(
     lab_at: Callable[..., Lab],
 ) -> None:
@@ -164,3 +180,115 @@ def test_without_the_fallback_gate_the_kubelet_fix_changes_no_traffic(
         assert any("no local endpoint" in reason for _, reason in ev.traffic.dropped)
     assert buggy.slice[buggy.quitter_ip]["serving"] is True
     assert fixed.slice[fixed.quitter_ip]["serving"] is False
+
+
+# --- on a real kubelet: recipe K1 (termination-bugs.md §4) -----------------------------------
+
+#: upstream's e2e busybox (kubernetes test/utils/image/manifest.go), from registry.k8s.io
+BUSYBOX = "registry.k8s.io/e2e-test-images/busybox:1.36.1-1"
+K1_SCRIPT = (
+    "touch /tmp/ready; trap 'rm -f /tmp/ready; sleep 30; exit 0' TERM; while true; do sleep 1; done"
+)
+
+
+@dataclass(frozen=True)
+class K1Evidence:
+    #: (pod Ready, slice serving) once a second from the deletion on
+    samples: list[tuple[str, bool | None]]
+
+
+def run_k1(lab: Lab, *, wait_not_serving: bool) -> K1Evidence:
+    core = client.CoreV1Api(lab.api_client())
+    ns = "k1-lab-a"
+    recipes.ensure_namespace(core, ns)
+    try:
+        recipes.create_service(core, ns, "web", "web")
+        core.create_namespaced_pod(
+            ns,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "web-1", "labels": {"app": "web"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": BUSYBOX,
+                            "command": ["sh", "-c", K1_SCRIPT],
+                            "readinessProbe": {
+                                "exec": {"command": ["cat", "/tmp/ready"]},
+                                "periodSeconds": 2,
+                                "failureThreshold": 1,
+                            },
+                        }
+                    ],
+                },
+            },
+        )
+        running = wait_for(
+            lambda: (
+                (p := core.read_namespaced_pod("web-1", ns)).status.pod_ip
+                and _ready(p) == "True"
+                and p
+            ),
+            timeout=120,  # the image pull
+            what="the K1 pod running and ready",
+        )
+        ip = running.status.pod_ip
+        wait_for(
+            lambda: (recipes.listing(lab, ns, "web").slice.get(ip) or {}).get("serving") is True,
+            timeout=30,
+            what="the K1 pod serving in the slice",
+        )
+        core.delete_namespaced_pod("web-1", ns)
+        samples: list[tuple[str, bool | None]] = []
+        for _ in range(12):
+            time.sleep(1)
+            pod_now = core.read_namespaced_pod("web-1", ns)
+            serving = (recipes.listing(lab, ns, "web").slice.get(ip) or {}).get("serving")
+            samples.append((_ready(pod_now), serving))
+            if wait_not_serving and samples[-1] == ("False", False):
+                break
+        return K1Evidence(samples)
+    finally:
+        recipes.force_delete_pods(core, ns)
+
+
+def _ready(p: Any) -> str:
+    return next((c.status for c in (p.status.conditions or []) if c.type == "Ready"), "?")
+
+
+def assert_k1_reproduced(ev: K1Evidence) -> None:
+    assert len(ev.samples) >= 10, ev.samples
+    assert all(s == ("True", True) for s in ev.samples), (
+        f"Ready and serving until exit: {ev.samples}"
+    )
+
+
+def assert_k1_fixed(ev: K1Evidence) -> None:
+    assert ev.samples[-1] == ("False", False), f"not ready, not serving within 12 s: {ev.samples}"
+
+
+@pytest.mark.parametrize("release", ["buggy", "fixed"])
+def test_recipe_k1_terminating_pod_readiness_on_a_real_kubelet(
+    request: pytest.FixtureRequest, release: str
+) -> None:
+    if recipes.sim_backend(request):
+        pytest.skip(
+            "K1 needs a real kubelet running containers (kind); on the sim backend the "
+            "stand-in cases of this module show #110309"
+        )
+    lab: Lab = request.getfixturevalue("lab")
+    fixed = not kubelet_behaviour(lab.version).probes_stop_on_termination
+    recipes.expect_release(request, lab, fixed, release=release, recipe="K1", kind=KIND)
+    ev = run_k1(lab, wait_not_serving=fixed)
+    if fixed:
+        assert_k1_fixed(ev)
+        with pytest.raises(AssertionError):
+            assert_k1_reproduced(ev)
+    else:
+        assert_k1_reproduced(ev)
+        with pytest.raises(AssertionError):
+            assert_k1_fixed(ev)

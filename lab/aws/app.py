@@ -458,7 +458,8 @@ def _allow_portless_rules() -> None:
 def _shallow_copy(obj: Any) -> Any:
     """``copy.copy`` for a moto model, without its ``__reduce_ex__`` round trip (3x faster;
     ``__new__`` still registers the copy with moto's instance tracker, as a constructor would)."""
-    twin = type(obj).__new__(type(obj))
+    cls: Any = type(obj)
+    twin = cls.__new__(cls)
     twin.__dict__.update(obj.__dict__)
     return twin
 
