@@ -21,10 +21,10 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client
@@ -32,6 +32,8 @@ from kubernetes.client.rest import ApiException
 
 from e2e.support import wait_for
 from lab.compose import Lab
+
+E = TypeVar("E")
 
 FAKE_TAINT = "lab.example.com/fake"
 NUDGE = "lab.example.com/nudge"
@@ -74,6 +76,21 @@ def expect_release(
         f"this cluster runs kubernetes {lab.version}, not the {release} release of {recipe}; "
         f"that case runs on a cluster of {kind[release]} (`--k8s-version {kind[release]}`)"
     )
+
+
+def judge(
+    fixed: bool,
+    evidence: E,
+    *,
+    assert_fixed: Callable[[E], None],
+    assert_reproduced: Callable[[E], None],
+) -> None:
+    """The catalog's two-way judgement: the release's own assertions hold on its evidence and
+    the other release's fail on it."""
+    holds, fails = (assert_fixed, assert_reproduced) if fixed else (assert_reproduced, assert_fixed)
+    holds(evidence)
+    with pytest.raises(AssertionError):
+        fails(evidence)
 
 
 def _now() -> str:
