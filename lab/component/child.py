@@ -33,14 +33,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Self
 
 from lab.component.base import ComponentNotReady, ready_line, tail
-from lab.component.processes import ProcessRef, spawn_detached, terminate_ref, wait_exit
+from lab.component.processes import (
+    ProcessRef,
+    spawn_detached,
+    terminate_ref,
+    wait_exit,
+    with_repo_on_path,
+)
 
 if TYPE_CHECKING:  # the server's module runs as ``python -m``: not imported by the package
     from lab.component.forkserver import ForkedProcess, ForkServer
 
 log = logging.getLogger(__name__)
-
-_REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class ChildProcess:
@@ -97,9 +101,8 @@ class ChildProcess:
         return [self.python, *self.python_options, "-m", self.module, *self.args]
 
     def environ(self) -> dict[str, str]:
-        env = dict(os.environ if self.env is None else self.env)
+        env = with_repo_on_path(os.environ if self.env is None else self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, env.get("PYTHONPATH")) if p)
         return env
 
     @property

@@ -53,12 +53,11 @@ from pathlib import Path
 from typing import Any
 
 from lab.component.base import tail
-from lab.component.processes import pid_alive
+from lab.component.processes import pid_alive, with_repo_on_path
 
 READY_PREFIX = "ccm-lab forkserver ready at "
 #: a child's exit code when the server exited first (nobody reaped it for us to ask)
 UNKNOWN_EXIT = 255
-_REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 # --- the server (runs in its own process: ``python -m lab.component.forkserver``) ------------
@@ -290,8 +289,7 @@ class ForkServer:
             self._close()
             self._dir = tempfile.TemporaryDirectory(prefix="ccm-lab-forkserver-")
             path = str(Path(self._dir.name) / "sock")
-            env = dict(os.environ)
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, env.get("PYTHONPATH")) if p)
+            env = with_repo_on_path(os.environ)
             cmd = [sys.executable, "-m", "lab.component.forkserver", "--socket", path]
             for name in self.preload:
                 cmd += ["--preload", name]

@@ -24,6 +24,18 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+#: the checkout's root: put first on a child's ``PYTHONPATH`` so ``python -m lab...`` and
+#: ``python -m controller`` import this tree whatever the child's working directory
+REPO_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def with_repo_on_path(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``env`` whose ``PYTHONPATH`` starts with :data:`REPO_ROOT`."""
+    out = dict(env)
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, out.get("PYTHONPATH")) if p)
+    return out
+
+
 def _stat_fields(pid: int) -> list[str] | None:
     """``/proc/<pid>/stat`` fields after the command name (field 3 onwards), or None."""
     try:
