@@ -12,6 +12,7 @@ catalog's ``aws_needs`` skips with the reason where LocalStack lacks ELB or the 
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -75,6 +76,10 @@ def test_lab_up_on_localstack_records_calls_and_faults_reach_the_controller(
         host = standin.removeprefix("http://")
         assert {e.answered_by for e in mine} == {f"upstream:{host}"}
         assert labview.trail(name="ls", action="describeinstances", root=tmp_path, console=console)
+        doc = labview.status(name="ls", root=tmp_path)
+        assert doc["problems"] == []
+        labview.render_status(doc, console)
+        assert f"AWS: localstack at {standin}" in console.file.getvalue()  # type: ignore[attr-defined]
 
         rule = control.add_fault(
             action="DescribeInstances",
@@ -150,8 +155,16 @@ def test_bad_localstack_flags_are_one_line_and_change_nothing(
 
 
 def test_catalog_cases_skip_with_the_reason_localstack_lacks(standin: str, tmp_path: Path) -> None:
-    """The session lab starts on the stand-in (the reason comes from its health report); a
-    scenario needing ELB and the lab's ELB model is skipped naming what LocalStack lacks."""
+    """``pytest --aws localstack`` without ``--aws-endpoint`` where Docker answers: the session
+    lab starts a LocalStack container (the fake ``docker``; its published port is scripted to
+    be where the stand-in listens: no image runs here), a scenario needing ELB and the lab's
+    ELB model is skipped naming what that LocalStack's health report lacks, and the container
+    is removed when the session ends."""
+    from lab.aws.localstack_docker import IMAGE, LABEL
+    from tests.cluster.fakecli import FakeCLI
+
+    fake = FakeCLI(tmp_path / "fake")
+    fake.set(images=[IMAGE], publish_to=int(standin.rsplit(":", 1)[1]))
     done = subprocess.run(
         [
             sys.executable,
@@ -166,10 +179,9 @@ def test_catalog_cases_skip_with_the_reason_localstack_lacks(standin: str, tmp_p
             "e2e/test_k8s_84256.py",
             "--aws",
             "localstack",
-            "--aws-endpoint",
-            standin,
         ],
         cwd=REPO,
+        env={**os.environ, "PATH": f"{fake.bin}{os.pathsep}{os.environ['PATH']}"},
         capture_output=True,
         text=True,
         timeout=300,
@@ -183,3 +195,9 @@ def test_catalog_cases_skip_with_the_reason_localstack_lacks(standin: str, tmp_p
     assert all("a LocalStack Pro feature" in line for line in skips), skips
     assert all(standin in line for line in skips), "named from the running LocalStack's report"
     assert " passed" not in out.splitlines()[-1], out
+    runs = [c for c in fake.calls() if c[1:2] == ["run"]]
+    assert len(runs) == 1, fake.calls()
+    assert runs[0][-1] == IMAGE
+    assert any(arg.startswith(f"{LABEL}=pytest-") for arg in runs[0]), runs[0]
+    assert fake.state["containers"] == [], "the session's LocalStack container is removed"
+    assert _topology_instances(standin), "seeded there (a container's state goes with it)"
