@@ -336,6 +336,8 @@ def up(
         check_vpc_cidr_free(vpc_cidr)
     if chosen == "kind":
         timeout = max(timeout, 900.0)  # image pull and kubeadm take minutes
+    if aws == "localstack" and aws_endpoint is None:
+        timeout = max(timeout, 900.0)  # the first start pulls the LocalStack image
     shutil.rmtree(directory, ignore_errors=True)  # leftovers of a lab that is not up
     make_private_dir(directory)
     started = time.monotonic()
