@@ -288,6 +288,7 @@ def up(
     vpc_cidr: str | None = None,
     insecure_api: bool = False,
     aws_endpoint: str | None = None,
+    controller_image: str | None = None,
     root: Path | None = None,
     console: Console | None = None,
     timeout: float = 60.0,
@@ -295,10 +296,22 @@ def up(
     """Bring a lab up and return its state; prints progress and how to use it.
 
     Any failure (including Ctrl-C) takes down what was started: nothing is left behind.
-    ``command``: another controller build instead of ours (``--controller-cmd``).
+    ``command``: another controller build instead of ours (``--controller-cmd``);
+    ``controller_image``: a build's image run in-cluster on kind instead of a local process.
     """
     out = console or status_console()
     _check_command_flags(command, legacy, args)
+    if controller_image is not None:
+        _check_image_flags(
+            controller_image, command=command, legacy=legacy, args=args, controller=controller
+        )
+        if backend == "sim":
+            raise LabError(
+                f"--controller-image {controller_image}: an image runs in-cluster on kind's "
+                "nodes, and a sim lab's nodes run no containers; use --backend kind, or "
+                "--controller-cmd for a local build"
+            )
+        expose_to_nodes = True  # the pod reaches the AWS endpoint and IMDS on the gateway
     validate_up(
         name=name,
         nodes=nodes,
@@ -319,6 +332,12 @@ def up(
             f"`invoke lab.down --name {name}` removes it"
         )
     chosen = choose_backend(backend, out)
+    if controller_image is not None and chosen != "kind":
+        raise LabError(
+            f"--controller-image {controller_image}: an image runs in-cluster on kind, and no "
+            "Docker engine with kind answers here (the lab would be sim); start Docker and "
+            "install kind, or use --controller-cmd for a local build"
+        )
     if aws == "localstack":
         validate_aws(aws, aws_endpoint, backend=chosen)  # auto may have chosen kind
         check_localstack_reachable(aws_endpoint)
@@ -365,7 +384,14 @@ def up(
             timeout=timeout,
         )
         out.print(f"[green]✓[/] servers up in {time.monotonic() - started:.1f}s")
-        if controller:
+        if controller_image is not None:
+            state = _deploy_image(state, controller_image, root=root, console=out)
+            with out.status("waiting for the in-cluster controller to initialize every node"):
+                wait_nodes_initialized(state, timeout=timeout)
+            out.print(
+                f"[green]✓[/] nodes initialized ({time.monotonic() - started:.1f}s since start)"
+            )
+        elif controller:
             state = _replace_controller(
                 state, legacy=legacy, args=args, command=command, console=out
             )
@@ -582,6 +608,52 @@ def _controller_free(name: str, root: Path | None) -> LabState:
             f"{state.debug.process.pid}, attach at {state.debug.address}); end that session "
             "first (Ctrl-C in its terminal)"
         )
+    return state
+
+
+def _check_image_flags(
+    image: str,
+    *,
+    command: ControllerCommand | None,
+    legacy: Sequence[str],
+    args: Sequence[str],
+    controller: bool,
+) -> None:
+    """``--controller-image``: a reference Docker takes, and not with another choice of
+    controller (one line naming the clash)."""
+    from lab.incluster_image import check_image
+
+    try:
+        check_image(image)
+    except ValueError as exc:
+        raise LabError(str(exc)) from None
+    clash = (
+        f"--controller-cmd/--controller ({command.name})"
+        if command is not None
+        else "--legacy-behavior/--args (our controller's flags)"
+        if legacy or args
+        else "--no-controller"
+        if not controller
+        else None
+    )
+    if clash is not None:
+        raise LabError(
+            f"--controller-image {image} with {clash}: the image is the controller; drop one"
+        )
+
+
+def _deploy_image(state: LabState, image: str, *, root: Path | None, console: Console) -> LabState:
+    """Run ``image`` in-cluster (``lab.incluster_image``) and record it in the state."""
+    from lab.incluster_image import NAME, NAMESPACE, deploy_image_to_lab
+
+    with console.status(f"loading {image} into the nodes and deploying it"):
+        deploy_image_to_lab(state.name, image, root=root)
+    state = state.replace(controller_image=image)
+    write_state(state)
+    console.print(
+        f"[green]✓[/] controller image {escape(image)} runs as DaemonSet "
+        f"{NAMESPACE}/{NAME} on the control plane"
+    )
     return state
 
 

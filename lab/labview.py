@@ -293,6 +293,8 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
             f"[cyan]under the debugger[/] pid {dbg['process']['pid']} · attach at "
             f"{dbg['address']} · log {dbg['log']}"
         )
+    elif ctl is None and doc.get("controller_image"):
+        controller = f"in-cluster image {doc['controller_image']} (DaemonSet in kube-system)"
     elif ctl is None:
         controller = "[dim]not started[/] (`invoke lab.controller.restart` starts it)"
     elif not live["processes"].get("controller"):

@@ -118,6 +118,8 @@ class LabState:
     aws: str = "moto"
     aws_upstream: str | None = None
     localstack_container: str | None = None
+    #: kind: the controller build running in-cluster from this image (``--controller-image``)
+    controller_image: str | None = None
     version: int = FORMAT_VERSION
 
     def replace(self, **changes: Any) -> Self:
@@ -220,6 +222,7 @@ def _decode_state(data: Mapping[str, Any]) -> LabState:
         aws=str(data.get("aws", "moto")),
         aws_upstream=data.get("aws_upstream"),
         localstack_container=data.get("localstack_container"),
+        controller_image=data.get("controller_image"),
         daemon=None
         if dmn is None
         else DaemonState(_process(dmn["process"]), str(dmn["control_url"]), str(dmn["log"])),
