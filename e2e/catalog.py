@@ -170,10 +170,11 @@ AWS_NEEDS: dict[str, tuple[str, ...]] = {
 
 
 def scenario_of(module_file: str) -> Scenario | None:
-    """The scenario whose module is ``module_file`` (a file name or path), if any."""
-    name = module_file.replace("\\", "/").rsplit("/", 1)[-1]
+    """The scenario whose module is ``module_file`` (``e2e/test_<id>.py``, relative or an
+    absolute path ending so), if any."""
+    path = module_file.replace("\\", "/")
     for scenario in CATALOG:
-        if scenario.module.rsplit("/", 1)[-1] == name:
+        if path == scenario.module or path.endswith("/" + scenario.module):
             return scenario
     return None
 

@@ -48,3 +48,4 @@ def test_every_scenario_says_which_aws_features_it_needs() -> None:
         assert scenario_of(scenario.module) is scenario
         assert scenario_of("/somewhere/" + scenario.module) is scenario
     assert scenario_of("tests/test_catalog.py") is None
+    assert scenario_of("tests/test_imds_required.py") is None, "only the catalog's own modules"
