@@ -64,6 +64,7 @@ def test_lab_up_on_localstack_records_calls_and_faults_reach_the_controller(
         args=["--node-status-update-frequency", "1s"],  # the controller reads instances often
         root=tmp_path,
         console=console,
+        timeout=180,  # generous: under load a start takes several times its idle 10 s
     )
     try:
         assert (state.aws, state.aws_upstream) == ("localstack", standin)
@@ -96,7 +97,7 @@ def test_lab_up_on_localstack_records_calls_and_faults_reach_the_controller(
                 if e.injected and "ccm-lab-controller" in e.user_agent
             ]
 
-        (event,) = wait_for(hit, timeout=60, what="the fault answering the controller")
+        (event,) = wait_for(hit, timeout=120, what="the fault answering the controller")
         assert event.error_code == "RequestLimitExceeded"  # type: ignore[attr-defined]
         assert event.answered_by == f"fault:{rule.id}"  # type: ignore[attr-defined]
     finally:
