@@ -185,7 +185,13 @@ def fmt(c: Context) -> None:
     help={
         "name": "lab name (state under .lab/<name>/)",
         "backend": "auto (kind if Docker answers, else sim) | sim | kind",
-        "aws": "moto (the only one wired so far)",
+        "aws": "moto (default: the lab's own, with its fidelity layer) | localstack (behind the "
+        "lab's recording proxy; sim backend; scenarios needing ELB or the fidelity layer skip)",
+        "controller_image": "kind: run this controller image in-cluster (a DaemonSet on the "
+        "control plane, upstream's flags and RBAC; local images loaded with kind load) "
+        "instead of a local process",
+        "aws_endpoint": "localstack: the URL of a running LocalStack, e.g. http://127.0.0.1:4566 "
+        "(default: start localstack/localstack in Docker)",
         "nodes": "number of nodes, 1 to 20 (the first is the control plane)",
         "k8s_version": f"Kubernetes version the cluster behaves as (default {DEFAULT_K8S_VERSION})",
         "legacy_behavior": "comma-separated legacy behaviours for the controller",
@@ -221,6 +227,8 @@ def up(
     controller: str = "",
     controller_ready_log: str = "",
     controller_ready_url: str = "",
+    aws_endpoint: str = "",
+    controller_image: str = "",
 ) -> None:
     """Bring a lab up: AWS endpoint, metadata, cluster, controller."""
     from lab.labctl import up as lab_up
@@ -251,6 +259,8 @@ def up(
         feature_gates=feature_gates,
         vpc_cidr=vpc_cidr or None,
         insecure_api=insecure_api,
+        aws_endpoint=aws_endpoint or None,
+        controller_image=controller_image or None,
     )
 
 

@@ -9,6 +9,11 @@ judges any controller build from AWS, Kubernetes and traffic evidence alone is d
 :func:`conformance` (which failure, which expectation); a scenario with no such case says why
 in :data:`NOT_CONTROLLER_AGNOSTIC`. ``tests/test_catalog.py`` checks that every scenario does
 one or the other.
+
+Each scenario also says which of the lab's AWS features it needs (:data:`AWS_NEEDS`: an AWS
+API such as ``elb``, or the lab's ``fidelity`` layer or ``elb-model``, see
+``lab.aws.proxied.FEATURES``); ``e2e/conftest.py`` marks its cases ``aws_needs``, and on an
+endpoint that lacks one (``--aws localstack``) they are skipped with that reason.
 """
 
 from __future__ import annotations
@@ -140,6 +145,38 @@ CATALOG: tuple[Scenario, ...] = (
         "`invoke lab.debug` + a DAP client: breakpoint, evaluate, continue",
     ),
 )
+
+
+#: The lab's AWS features (``lab.aws.proxied.FEATURES``) each scenario's cases need; a case
+#: needing one the endpoint lacks is skipped with the reason (``aws_needs`` marker).
+#: ``elb-model``: the scenario reads ELB instance health or sends requests (``lab.traffic``).
+_LB = ("elb", "elb-model")
+AWS_NEEDS: dict[str, tuple[str, ...]] = {
+    "k8s-84926": (*_LB, "fidelity"),  # DependencyViolation, the ELB group order
+    "k8s-84256": _LB,
+    "provided-node-ip": _LB,  # the traffic consequence (no node to answer)
+    "legacy-node-role": _LB,
+    "imds-required": (),
+    "node-name-private-dns": _LB,  # the traffic consequence
+    "lb-walkthrough": _LB,
+    "node-lifecycle": _LB,
+    "transient-node-predicates": _LB,
+    "k8s-109414": _LB,
+    "k8s-109718": _LB,
+    "k8s-110309": _LB,
+    "k8s-110195": _LB,
+    "debug-attach": ("elb",),  # the breakpoint is in the Service sync
+}
+
+
+def scenario_of(module_file: str) -> Scenario | None:
+    """The scenario whose module is ``module_file`` (``e2e/test_<id>.py``, relative or an
+    absolute path ending so), if any."""
+    path = module_file.replace("\\", "/")
+    for scenario in CATALOG:
+        if path == scenario.module or path.endswith("/" + scenario.module):
+            return scenario
+    return None
 
 
 def by_id(scenario_id: str) -> Scenario:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from e2e.catalog import AWS_NEEDS, scenario_of
 from lab.compose import Lab, LabConfig
 from lab.pytest_plugin import quiesce_session_lab, use_controller_under_test
 
@@ -31,6 +32,15 @@ from lab.pytest_plugin import quiesce_session_lab, use_controller_under_test
 #: answering: a 2 s real node-monitor grace is too short for a starved worker), so the catalog
 #: runs at the lab's default of 10 until the stand-ins tolerate starvation.
 CATALOG_SPEED = 10.0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each catalog case carries its scenario's ``aws_needs`` (``e2e.catalog.AWS_NEEDS``), so
+    the lab fixtures skip it, saying why, on an AWS endpoint that lacks what it needs."""
+    for item in items:
+        scenario = scenario_of(str(item.path))
+        if scenario is not None and AWS_NEEDS.get(scenario.id):
+            item.add_marker(pytest.mark.aws_needs(*AWS_NEEDS[scenario.id]))
 
 
 @pytest.fixture(autouse=True)
@@ -51,6 +61,8 @@ def catalog_clock(request: pytest.FixtureRequest) -> Iterator[None]:
 def lab_at(request: pytest.FixtureRequest) -> Iterator[Callable[..., Lab]]:
     if request.config.getoption("--backend") not in (None, "sim", "auto"):
         pytest.skip("release presets are the sim backend's; on kind use its pinned node images")
+    if request.config.getoption("--aws") not in (None, "moto"):
+        pytest.skip("release presets run on the lab's own moto endpoint, not --aws localstack")
     used: list[Lab] = []
     errors: dict[str, dict[str, list[str]]] = {}
     # moto's backends are process-global: the session lab's controller must not reconcile the

@@ -50,8 +50,9 @@ from lab.aws.elbprobe import (
 )
 from lab.aws.elbview import ClassicInstance
 from lab.aws.gates import AwsGates
+from lab.aws.proxied import FEATURES, ProxiedAws
 from lab.aws.topology import NodeSpec as AwsNodeSpec
-from lab.aws.topology import Topology, TopologySpec, seed_topology
+from lab.aws.topology import Topology, TopologySpec, delete_topology, seed_topology
 from lab.clock import DEFAULT_SPEED, LabClock, ScaledClock, check_speed
 from lab.cluster.base import (
     Capabilities,
@@ -96,6 +97,7 @@ log = logging.getLogger(__name__)
 KUBELET_PORT = 10250
 
 BACKENDS = ("sim", "kind")
+AWS_BACKENDS = ("moto", "localstack")
 
 
 class LabNotReady(RuntimeError):
@@ -164,6 +166,12 @@ class LabConfig:
     #: costs what the controller does, not its imports), or "exec" (``python -m controller``
     #: afresh every time). Another build (``--controller-cmd``) is always exec'd.
     controller_launch: str = "fork"
+    #: the AWS endpoint: "moto" (the lab's own, with the fidelity layer and the ELB model) or
+    #: "localstack" (``aws_endpoint``, or a container started through Docker), reached through
+    #: the recording proxy (``lab.aws.proxied``) so the trail and faults work the same
+    aws: str = "moto"
+    #: localstack: the base URL of a running LocalStack; None starts one through Docker
+    aws_endpoint: str | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -184,6 +192,10 @@ class LabConfig:
                 "cluster's kubeadm config"
             )
         parse_feature_gates(self.feature_gates, self.k8s_version)  # ValueError naming the gate
+        if self.aws not in AWS_BACKENDS:
+            raise ValueError(f"aws must be one of {', '.join(AWS_BACKENDS)}, got {self.aws!r}")
+        if self.aws_endpoint is not None and self.aws != "localstack":
+            raise ValueError("aws_endpoint names a LocalStack: it needs aws='localstack'")
         if self.insecure_api and self.backend != "sim":
             raise ValueError(
                 "insecure_api opens the sim backend's API simulator; a kind cluster's API "
@@ -272,7 +284,9 @@ class Lab:
         self.clock: LabClock = ScaledClock(self.config.clock_speed)
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.state_dir = self.config.state_dir or Path()
-        self._aws: AwsServer | None = None
+        self._aws: AwsServer | ProxiedAws | None = None
+        #: the LocalStack container this lab started (``aws="localstack"`` without an endpoint)
+        self.localstack_container: str | None = None
         #: real health checks to the node containers (kind), run off the endpoint's lock
         self._network_answers: BackgroundAnswers | None = None
         #: why the host cannot reach the real nodes (kind on Docker Desktop), if it cannot
@@ -402,6 +416,9 @@ class Lab:
     def _start_aws(self) -> None:
         if self.config.expose_to_nodes:
             self._endpoint_host = self.cluster.host_address()
+        if self.config.aws == "localstack":
+            self._start_localstack()
+            return
         self._aws = AwsServer(
             region=self.config.region,
             seed=self.config.seed,
@@ -429,7 +446,7 @@ class Lab:
         IP), made off the endpoint's lock. Where the host cannot reach the node network
         (Docker Desktop on macOS or Windows: the containers' IPs live inside its VM), checks
         keep saying a running instance answers, and the log says so."""
-        if not self._real_nodes or not self.nodes:
+        if not self._real_nodes or not self.nodes or self.aws_lacks("elb-model"):
             return
         first = self.nodes[0]
         probe = ClassicInstance(first.instance_id, first.zone, first.private_ip, "running")
@@ -453,13 +470,57 @@ class Lab:
         )
         self.aws.lab.elb_health.set_node_answers(self._network_answers)
 
+    def _start_localstack(self) -> None:
+        """A LocalStack (the one named, or a container started now) behind the recording
+        proxy; what a previous lab of this cluster id left there is deleted first (LocalStack
+        keeps its state between runs)."""
+        from lab.aws.localstack import connect_localstack_at, lacks
+        from lab.aws.localstack_docker import start_localstack
+
+        if self.config.aws_endpoint is not None:
+            endpoint = connect_localstack_at(
+                self.config.aws_endpoint, self.config.region, timeout=5.0
+            )
+        else:
+            started = start_localstack(
+                self.config.name, region=self.config.region, docker=self.config.docker_binary
+            )
+            self.localstack_container = started.container
+            endpoint = started.endpoint
+        edition = f" ({endpoint.edition})" if endpoint.edition else ""
+        proxy = ProxiedAws(
+            endpoint.url,
+            lacks=lacks(endpoint),
+            describe=f"LocalStack {endpoint.version or ''}{edition} at {endpoint.url}",
+            region=self.config.region,
+            host=self._endpoint_host,
+            token=self.token,
+        )
+        self._aws = proxy
+        proxy.start()
+        removed = delete_topology(proxy.client("ec2"), self.config.cluster_id)
+        if removed:
+            log.info("deleted %d resources a previous lab left in %s", removed, proxy.describe)
+        proxy.control.clear_trail()
+
     def _stop_aws(self) -> None:
         if self._network_answers is not None:
             self._network_answers.close()
             self._network_answers = None
-        if self._aws is not None:
-            self._aws.stop()
-            self._aws = None
+        aws, self._aws = self._aws, None
+        if isinstance(aws, ProxiedAws) and self.localstack_container is None:
+            # a LocalStack the lab does not own keeps its state: leave none of ours there
+            try:
+                delete_topology(aws.client("ec2", max_attempts=3), self.config.cluster_id)
+            except Exception as exc:  # the lab still stops; the next start deletes it
+                log.warning("could not delete the lab's topology in %s: %s", aws.describe, exc)
+        if aws is not None:
+            aws.stop()
+        if self.localstack_container is not None:
+            from lab.aws.localstack_docker import stop_localstack
+
+            stop_localstack(self.localstack_container, docker=self.config.docker_binary)
+            self.localstack_container = None
 
     def _plan(self) -> list[NodeSpec]:
         """Names, roles, zones and IPs of the nodes (``lab.cluster.planner``). A backend that
@@ -480,7 +541,9 @@ class Lab:
         aws = self.aws
         ec2 = aws.client("ec2")
         ec2.describe_vpcs()  # moto builds a region's default VPC lazily: do it before seeding
-        aws.control.seed(self.config.seed)
+        if isinstance(aws, AwsServer):
+            aws.control.seed(self.config.seed)
+        # else: the upstream chooses the ids; the topology is found again by its tags
         spec = _topology_spec(
             self.config,
             [AwsNodeSpec(name=name, private_ip=ip, zone=zone) for name, _role, ip, zone in plan],
@@ -531,7 +594,7 @@ class Lab:
             raise RuntimeError(f"cluster nodes without an IP on the lab network: {missing}")
         if any(actual[n.name].ip != n.private_ip for n in self.nodes):
             before = {n.name: n.instance_id for n in self.nodes}
-            self.aws.control.reset()
+            self._reset_aws()
             self._seed_aws([(n.name, n.role, str(actual[n.name].ip), n.zone) for n in self.nodes])
             after = {n.name: n.instance_id for n in self.nodes}
             if after != before:
@@ -601,8 +664,15 @@ class Lab:
         """
         self.stop_controller(kill=True)
         aws = self.aws
-        aws.control.reset()
+        before = {n.name: n.instance_id for n in self.nodes}
+        self._reset_aws()
         self._seed_aws([(n.name, n.role, n.private_ip, n.zone) for n in self.nodes])
+        after = {n.name: n.instance_id for n in self.nodes}
+        if after != before:
+            raise RuntimeError(
+                f"re-seeding {self.describe_aws()} changed the instance ids ({before} -> "
+                f"{after}): the Nodes' providerIDs no longer name them; start the lab again"
+            )
         self.imds.control.reset()
         self.imds.control.set_default_instance(self.control_plane.instance_id)
         self.cluster.reset_objects()
@@ -717,10 +787,31 @@ class Lab:
         return self.cluster.capabilities()
 
     @property
-    def aws(self) -> AwsServer:
+    def aws(self) -> AwsServer | ProxiedAws:
+        """The lab's AWS endpoint: its moto (``AwsServer``), or the recording proxy in front
+        of a LocalStack (``ProxiedAws``); both hand out clients, ``control`` and ``trail``."""
         if self._aws is None:
             raise LabNotReady("the lab's AWS endpoint is not running (start the lab first)")
         return self._aws
+
+    def aws_lacks(self, *features: str) -> dict[str, str]:
+        """Which of the lab's AWS ``features`` (``lab.aws.proxied.FEATURES``) this lab's
+        endpoint does not have, each with the reason (empty on the lab's moto)."""
+        aws = self.aws
+        return aws.missing(features) if isinstance(aws, ProxiedAws) else {}
+
+    def describe_aws(self) -> str:
+        """The AWS endpoint in words (messages, skip reasons)."""
+        aws = self._aws
+        if isinstance(aws, ProxiedAws):
+            return aws.describe
+        return f"the lab's moto endpoint at {aws.url}" if aws is not None else "no AWS endpoint"
+
+    def _reset_aws(self) -> None:
+        """moto: wipe every resource. Another endpoint cannot be wiped: the proxy forgets its
+        trail and faults, and the next seeding finds the topology again by its tags (creating
+        only what is missing); what a test changed in the upstream beyond that stays."""
+        self.aws.control.reset()
 
     @property
     def imds(self) -> ImdsServer:
@@ -759,6 +850,9 @@ class Lab:
     def traffic(self) -> TrafficProbe:
         """Where requests to a LoadBalancer Service go, hop by hop: modelled through the sim's
         data plane, or (real kubelets: kind) really sent to the nodes (``lab.traffic``)."""
+        missing = self.aws_lacks("elb-model")
+        if missing:
+            raise LabNotReady(f"lab.traffic needs {FEATURES['elb-model']}: {missing['elb-model']}")
         gates = AwsGates(self.aws.lab, gate=Gate)
         if self._real_nodes:
             if self._nodes_unreachable is not None:
@@ -844,6 +938,9 @@ class Lab:
             vpc_id=topo.vpc_id if topo else None,
             node_security_group=topo.node_security_group.group_id if topo else None,
             nodes=node_states(self.nodes),
+            aws=self.config.aws,
+            aws_upstream=self.aws.upstream if isinstance(self.aws, ProxiedAws) else None,
+            localstack_container=self.localstack_container,
         )
 
 

@@ -187,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         help="kind: serve AWS and metadata on the nodes' gateway (for an in-cluster controller)",
     )
     parser.add_argument("--vpc-cidr", default=None, help="the VPC block (kind: its Docker network)")
+    parser.add_argument("--aws", choices=("moto", "localstack"), default="moto")
+    parser.add_argument(
+        "--aws-endpoint", default=None, help="localstack: its URL (default: start one in Docker)"
+    )
     parser.add_argument(
         "--insecure-api",
         action="store_true",
@@ -211,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         state_dir=args.state_dir.resolve(),
         vpc_cidr=args.vpc_cidr,
         insecure_api=args.insecure_api,
+        aws=args.aws,
+        aws_endpoint=args.aws_endpoint,
     )
     return serve(config)
 

@@ -477,24 +477,23 @@ def _loopback(url: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1")
 
 
-def deploy_to_lab(
-    name: str = "default",
-    *,
-    image: str = DEFAULT_IMAGE,
-    build: bool = True,
-    legacy: Sequence[str] = (),
-    root: Path | None = None,
-    runner: Runner | None = None,
-    kubectl: str = "kubectl",
-    wait_timeout: float | None = 180.0,
-    base_image: str | None = None,
-) -> list[Manifest]:
-    """Deploy the controller into the kind cluster of the lab ``name`` (``.lab/<name>``).
+@dataclasses.dataclass(frozen=True)
+class KindLabTarget:
+    """A running kind lab an in-cluster controller can be deployed into."""
 
-    Refuses, with the reason, when the lab is not on kind, when its local controller still
-    runs (two unelected controllers would fight over the same objects), or when its AWS
-    endpoint or IMDS listen on loopback only (pods could not reach them).
-    """
+    state: Any  # lab.state.LabState (imported lazily: lab.state sits above this module)
+    provider: Any  # lab.cluster.kind.KindProvider
+    kubeconfig: Path
+    host: str
+    """The nodes' gateway: where pods reach the lab's AWS endpoint and IMDS."""
+    aws_port: int
+    imds_port: int
+
+
+def kind_lab_target(name: str, *, root: Path | None, runner: Runner) -> KindLabTarget:
+    """The kind lab ``name``, checked for an in-cluster controller: on kind, no local
+    controller running (two unelected controllers would fight over the same objects), its AWS
+    endpoint and IMDS not on loopback only (pods could not reach them); LabError otherwise."""
     from lab.cluster.kind import KindProvider
     from lab.state import LabError, load_state
 
@@ -516,23 +515,51 @@ def deploy_to_lab(
             f"the lab's endpoints {local} listen on loopback only; pods reach the host at "
             "the nodes' gateway, so the AWS endpoint and IMDS must listen there (or 0.0.0.0)"
         )
-    run = runner or SubprocessRunner()
-    kubeconfig = Path(state.kubeconfig)
     provider = KindProvider(
-        f"{state.cluster_id}-{name}", state_dir=Path(state.directory) / "kind", runner=run
+        f"{state.cluster_id}-{name}", state_dir=Path(state.directory) / "kind", runner=runner
     )
     provider.nodes()  # records each node container's gateway on its (dedicated) network
     if not provider.gateways:
         raise LabError(f"no node container of kind cluster {provider.name!r} reports a gateway")
-    host = sorted(provider.gateways.values())[0]
-    aws_port = urllib.parse.urlsplit(aws_url).port or 80
-    imds_port = urllib.parse.urlsplit(imds_url).port or 80
+    return KindLabTarget(
+        state=state,
+        provider=provider,
+        kubeconfig=Path(state.kubeconfig),
+        host=sorted(provider.gateways.values())[0],
+        aws_port=urllib.parse.urlsplit(aws_url).port or 80,
+        imds_port=urllib.parse.urlsplit(imds_url).port or 80,
+    )
+
+
+def deploy_to_lab(
+    name: str = "default",
+    *,
+    image: str = DEFAULT_IMAGE,
+    build: bool = True,
+    legacy: Sequence[str] = (),
+    root: Path | None = None,
+    runner: Runner | None = None,
+    kubectl: str = "kubectl",
+    wait_timeout: float | None = 180.0,
+    base_image: str | None = None,
+) -> list[Manifest]:
+    """Deploy the controller into the kind cluster of the lab ``name`` (``.lab/<name>``).
+
+    Refuses, with the reason, when the lab is not on kind, when its local controller still
+    runs (two unelected controllers would fight over the same objects), or when its AWS
+    endpoint or IMDS listen on loopback only (pods could not reach them).
+    """
+    from lab.state import LabError
+
+    run = runner or SubprocessRunner()
+    target = kind_lab_target(name, root=root, runner=run)
+    provider, kubeconfig = target.provider, target.kubeconfig
     settings = lab_settings(
-        host=host,
-        aws_port=aws_port,
-        imds_port=imds_port,
-        region=state.region,
-        cluster_id=state.cluster_id,
+        host=target.host,
+        aws_port=target.aws_port,
+        imds_port=target.imds_port,
+        region=target.state.region,
+        cluster_id=target.state.cluster_id,
         image=image,
         legacy=tuple(legacy),
     )

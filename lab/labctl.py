@@ -92,6 +92,7 @@ def validate_up(
     feature_gates: str = "",
     vpc_cidr: str | None = None,
     insecure_api: bool = False,
+    aws_endpoint: str | None = None,
 ) -> None:
     """Raise :class:`LabError` for the first bad flag of ``lab.up``; changes nothing."""
     validate_name(name)
@@ -134,8 +135,7 @@ def validate_up(
             node_image(version)
         except ValueError as exc:
             raise LabError(f"--k8s-version {k8s_version} on kind: {exc}") from None
-    if aws != "moto":
-        raise LabError(f"--aws {aws!r}: only moto is wired into lab.up so far; use --aws moto")
+    validate_aws(aws, aws_endpoint, backend=backend)
     if feature_gates:
         if backend == "kind":
             raise LabError(
@@ -158,6 +158,51 @@ def validate_up(
         raise LabError(
             "--expose-to-nodes is for kind labs (pods reaching the host); a sim lab's nodes "
             "are not processes: drop the flag or use --backend kind"
+        )
+
+
+def validate_aws(aws: str, aws_endpoint: str | None, *, backend: str) -> None:
+    """``--aws`` / ``--aws-endpoint``: a known backend, an endpoint only for LocalStack and
+    only as a base URL; LocalStack on the sim backend (see the README's LocalStack section)."""
+    from lab.aws.localstack import LocalStackConfigError, check_endpoint_url
+
+    if aws not in ("moto", "localstack"):
+        raise LabError(f"--aws {aws!r}: choose moto (the default) or localstack")
+    if aws_endpoint is not None:
+        if aws != "localstack":
+            raise LabError(
+                f"--aws-endpoint {aws_endpoint!r} names a LocalStack; add --aws localstack "
+                "(the lab's moto endpoint is its own)"
+            )
+        try:
+            check_endpoint_url(aws_endpoint)
+        except LocalStackConfigError as exc:
+            raise LabError(str(exc)) from None
+    if aws == "localstack" and backend == "kind":
+        raise LabError(
+            "--aws localstack runs with --backend sim only so far: on kind, Docker chooses the "
+            "node IPs after the instances exist, and LocalStack cannot re-create them with the "
+            "same ids; use --backend sim"
+        )
+
+
+def check_localstack_reachable(aws_endpoint: str | None) -> None:
+    """``--aws localstack``: the named LocalStack answers its health check, or (none named)
+    a Docker engine answers to start one; otherwise one line saying which and what to do."""
+    from lab.aws.localstack import LocalStackUnavailable, connect_localstack_at
+    from lab.aws.localstack_docker import IMAGE, docker_unavailable
+
+    if aws_endpoint is not None:
+        try:
+            connect_localstack_at(aws_endpoint, timeout=3.0)
+        except LocalStackUnavailable as exc:
+            raise LabError(f"--aws-endpoint {aws_endpoint}: {exc}") from None
+        return
+    why = docker_unavailable()
+    if why is not None:
+        raise LabError(
+            f"--aws localstack without --aws-endpoint starts {IMAGE} with Docker, and {why}; "
+            "give a running LocalStack with --aws-endpoint URL, or start Docker"
         )
 
 
@@ -242,6 +287,8 @@ def up(
     feature_gates: str = "",
     vpc_cidr: str | None = None,
     insecure_api: bool = False,
+    aws_endpoint: str | None = None,
+    controller_image: str | None = None,
     root: Path | None = None,
     console: Console | None = None,
     timeout: float = 60.0,
@@ -249,10 +296,22 @@ def up(
     """Bring a lab up and return its state; prints progress and how to use it.
 
     Any failure (including Ctrl-C) takes down what was started: nothing is left behind.
-    ``command``: another controller build instead of ours (``--controller-cmd``).
+    ``command``: another controller build instead of ours (``--controller-cmd``);
+    ``controller_image``: a build's image run in-cluster on kind instead of a local process.
     """
     out = console or status_console()
     _check_command_flags(command, legacy, args)
+    if controller_image is not None:
+        _check_image_flags(
+            controller_image, command=command, legacy=legacy, args=args, controller=controller
+        )
+        if backend == "sim":
+            raise LabError(
+                f"--controller-image {controller_image}: an image runs in-cluster on kind's "
+                "nodes, and a sim lab's nodes run no containers; use --backend kind, or "
+                "--controller-cmd for a local build"
+            )
+        expose_to_nodes = True  # the pod reaches the AWS endpoint and IMDS on the gateway
     validate_up(
         name=name,
         nodes=nodes,
@@ -264,6 +323,7 @@ def up(
         feature_gates=feature_gates,
         vpc_cidr=vpc_cidr,
         insecure_api=insecure_api,
+        aws_endpoint=aws_endpoint,
     )
     directory = lab_dir(name, root)
     if read_state(directory) is not None:
@@ -272,6 +332,15 @@ def up(
             f"`invoke lab.down --name {name}` removes it"
         )
     chosen = choose_backend(backend, out)
+    if controller_image is not None and chosen != "kind":
+        raise LabError(
+            f"--controller-image {controller_image}: an image runs in-cluster on kind, and no "
+            "Docker engine with kind answers here (the lab would be sim); start Docker and "
+            "install kind, or use --controller-cmd for a local build"
+        )
+    if aws == "localstack":
+        validate_aws(aws, aws_endpoint, backend=chosen)  # auto may have chosen kind
+        check_localstack_reachable(aws_endpoint)
     if chosen == "kind" and feature_gates:
         raise LabError(
             f"--feature-gates {feature_gates!r}: a Docker engine answers, so this lab would be "
@@ -286,6 +355,8 @@ def up(
         check_vpc_cidr_free(vpc_cidr)
     if chosen == "kind":
         timeout = max(timeout, 900.0)  # image pull and kubeadm take minutes
+    if aws == "localstack" and aws_endpoint is None:
+        timeout = max(timeout, 900.0)  # the first start pulls the LocalStack image
     shutil.rmtree(directory, ignore_errors=True)  # leftovers of a lab that is not up
     make_private_dir(directory)
     started = time.monotonic()
@@ -306,12 +377,21 @@ def up(
                 *(["--expose-to-nodes"] if expose_to_nodes else []),
                 *(["--vpc-cidr", vpc_cidr] if vpc_cidr else []),
                 *(["--insecure-api"] if insecure_api else []),
+                *(["--aws", aws] if aws != "moto" else []),
+                *(["--aws-endpoint", aws_endpoint] if aws_endpoint else []),
             ],
             console=out,
             timeout=timeout,
         )
         out.print(f"[green]✓[/] servers up in {time.monotonic() - started:.1f}s")
-        if controller:
+        if controller_image is not None:
+            state = _deploy_image(state, controller_image, root=root, console=out)
+            with out.status("waiting for the in-cluster controller to initialize every node"):
+                wait_nodes_initialized(state, timeout=timeout)
+            out.print(
+                f"[green]✓[/] nodes initialized ({time.monotonic() - started:.1f}s since start)"
+            )
+        elif controller:
             state = _replace_controller(
                 state, legacy=legacy, args=args, command=command, console=out
             )
@@ -451,6 +531,10 @@ def down(
         _stop_processes(state)
         if state.backend == "kind" and not daemon_was_alive:
             _delete_orphaned_cluster(state)
+        if state.localstack_container and not daemon_was_alive:
+            from lab.aws.localstack_docker import stop_localstack
+
+            stop_localstack(state.localstack_container)
     alive = [f"{label} (pid {ref.pid})" for label, ref in state.processes() if ref.alive()]
     still_open = _wait_ports_closed([url for _, url in owned_endpoints(state)])
     leftovers = alive + [f"a listener on {url}" for url in still_open]
@@ -524,6 +608,52 @@ def _controller_free(name: str, root: Path | None) -> LabState:
             f"{state.debug.process.pid}, attach at {state.debug.address}); end that session "
             "first (Ctrl-C in its terminal)"
         )
+    return state
+
+
+def _check_image_flags(
+    image: str,
+    *,
+    command: ControllerCommand | None,
+    legacy: Sequence[str],
+    args: Sequence[str],
+    controller: bool,
+) -> None:
+    """``--controller-image``: a reference Docker takes, and not with another choice of
+    controller (one line naming the clash)."""
+    from lab.incluster_image import check_image
+
+    try:
+        check_image(image)
+    except ValueError as exc:
+        raise LabError(str(exc)) from None
+    clash = (
+        f"--controller-cmd/--controller ({command.name})"
+        if command is not None
+        else "--legacy-behavior/--args (our controller's flags)"
+        if legacy or args
+        else "--no-controller"
+        if not controller
+        else None
+    )
+    if clash is not None:
+        raise LabError(
+            f"--controller-image {image} with {clash}: the image is the controller; drop one"
+        )
+
+
+def _deploy_image(state: LabState, image: str, *, root: Path | None, console: Console) -> LabState:
+    """Run ``image`` in-cluster (``lab.incluster_image``) and record it in the state."""
+    from lab.incluster_image import NAME, NAMESPACE, deploy_image_to_lab
+
+    with console.status(f"loading {image} into the nodes and deploying it"):
+        deploy_image_to_lab(state.name, image, root=root)
+    state = state.replace(controller_image=image)
+    write_state(state)
+    console.print(
+        f"[green]✓[/] controller image {escape(image)} runs as DaemonSet "
+        f"{NAMESPACE}/{NAME} on the control plane"
+    )
     return state
 
 

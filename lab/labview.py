@@ -278,11 +278,23 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
         f"[bold]lab {doc['name']}[/] · backend {doc['backend']} · Kubernetes "
         f"{doc['k8s_version']} · region {doc['region']} · cluster {doc['cluster_id']}"
     )
+    if doc.get("aws", "moto") != "moto":
+        out.print(
+            f"AWS: {doc['aws']} at {doc.get('aws_upstream')}"
+            + (
+                f" (container {str(doc['localstack_container'])[:12]})"
+                if doc.get("localstack_container")
+                else ""
+            )
+            + f", through the lab's recording proxy {doc['aws_endpoint']}"
+        )
     if dbg and live["debug_alive"]:
         controller = (
             f"[cyan]under the debugger[/] pid {dbg['process']['pid']} · attach at "
             f"{dbg['address']} · log {dbg['log']}"
         )
+    elif ctl is None and doc.get("controller_image"):
+        controller = f"in-cluster image {doc['controller_image']} (DaemonSet in kube-system)"
     elif ctl is None:
         controller = "[dim]not started[/] (`invoke lab.controller.restart` starts it)"
     elif not live["processes"].get("controller"):

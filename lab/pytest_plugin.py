@@ -1,6 +1,9 @@
 """The lab as pytest fixtures: one lab per session (per xdist worker), reset between tests.
 
-Options: ``--backend sim|kind|existing`` (default ``sim``), ``--aws moto|localstack``,
+Options: ``--backend sim|kind|existing`` (default ``sim``), ``--aws moto|localstack``
+(``--aws-endpoint URL``: a running LocalStack; without it one is started through Docker, and
+without Docker the lab fixtures skip saying so; a case marked ``aws_needs("elb", ...)`` is
+skipped with the reason where the endpoint lacks a feature, ``lab.aws.proxied.FEATURES``),
 ``--k8s-version``, ``--insecure-api`` (sim: the simulator over plain HTTP without a token;
 by default it serves HTTPS and requires the lab's token, as ``invoke lab.up`` runs it), and
 another controller build under test: ``--controller-cmd TEMPLATE`` or ``--controller
@@ -91,7 +94,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--aws",
         choices=("moto", "localstack"),
         default=os.environ.get("CCM_LAB_AWS", "moto"),
-        help="AWS endpoint for lab fixtures (default: moto with the fidelity layer)",
+        help="AWS endpoint for lab fixtures (default: moto with the fidelity layer; "
+        "localstack: behind the lab's recording proxy)",
+    )
+    group.addoption(
+        "--aws-endpoint",
+        default=os.environ.get("CCM_LAB_AWS_ENDPOINT") or None,
+        help="--aws localstack: the URL of a running LocalStack (default: start one in Docker)",
     )
     group.addoption(
         "--insecure-api",
@@ -162,6 +171,12 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[CONTROLLER_COMMAND] = command
     config.addinivalue_line("markers", MARKER_HELP)
+    config.addinivalue_line(
+        "markers",
+        "aws_needs(*features): needs these of the lab's AWS features (lab.aws.proxied.FEATURES: "
+        "elb, elbv2, fidelity, elb-model); skipped with the reason where the endpoint lacks one",
+    )
+    _check_aws_options(config)
     expect = config.getoption("--expect", None)
     report_dir = config.getoption("--conformance-report", None)
     if expect is None:
@@ -187,14 +202,40 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(plugin, "ccm-lab-conformance")
 
 
+def _check_aws_options(config: pytest.Config) -> None:
+    """``--aws`` / ``--aws-endpoint`` usage errors, before any lab starts."""
+    from lab.aws.localstack import LocalStackConfigError, check_endpoint_url
+
+    endpoint = config.getoption("--aws-endpoint", None)
+    if endpoint is None:
+        return
+    if config.getoption("--aws", "moto") != "localstack":
+        raise pytest.UsageError(
+            f"--aws-endpoint {endpoint!r} names a LocalStack; add --aws localstack"
+        )
+    try:
+        check_endpoint_url(endpoint)
+    except LocalStackConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every conformance marker says which failure and which expectation (a usage error
     naming the case otherwise), in every run, not only in conformance mode."""
+    from lab.aws.proxied import unknown_features
+
     for item in items:
         try:
             Declaration.of(item)
         except DeclarationError as exc:
             raise pytest.UsageError(str(exc)) from None
+        for marker in item.iter_markers("aws_needs"):
+            bad = unknown_features(tuple(marker.args))
+            if bad or not marker.args:
+                raise pytest.UsageError(
+                    f"{item.nodeid}: aws_needs{marker.args!r}: name features of "
+                    "lab.aws.proxied.FEATURES (elb, elbv2, fidelity, elb-model)"
+                )
 
 
 def use_controller_under_test(lab: Lab, config: pytest.Config) -> Lab:
@@ -243,7 +284,16 @@ def _skip_unsupported(config: pytest.Config) -> None:
     if backend == "existing":
         pytest.skip("--backend existing is not wired into the fixtures yet")
     if aws == "localstack":
-        pytest.skip("--aws localstack is not wired into the lab fixtures yet")
+        if backend == "kind":
+            pytest.skip("--aws localstack runs with --backend sim only so far (see the README)")
+        if config.getoption("--aws-endpoint") is None:
+            from lab.aws.localstack_docker import IMAGE, docker_unavailable
+
+            why = docker_unavailable()
+            if why is not None:
+                pytest.skip(
+                    f"--aws localstack without --aws-endpoint starts {IMAGE} with Docker, and {why}"
+                )
 
 
 @pytest.fixture(scope="session")
@@ -255,6 +305,8 @@ def lab_config(request: pytest.FixtureRequest) -> LabConfig:
         k8s_version=request.config.getoption("--k8s-version"),
         backend=request.config.getoption("--backend"),
         insecure_api=bool(request.config.getoption("--insecure-api")),
+        aws=request.config.getoption("--aws"),
+        aws_endpoint=request.config.getoption("--aws-endpoint"),
     )
 
 
@@ -268,6 +320,25 @@ def lab_session(request: pytest.FixtureRequest, lab_config: LabConfig) -> Iterat
         yield lab
     finally:
         lab.stop()
+
+
+@pytest.fixture(autouse=True)
+def _aws_needs(request: pytest.FixtureRequest) -> None:
+    """A case marked ``aws_needs(...)`` is skipped, with the reason, where the session lab's
+    AWS endpoint lacks one of those features (``--aws localstack``); before any other fixture
+    starts something for it."""
+    needed = tuple(
+        name for marker in request.node.iter_markers("aws_needs") for name in marker.args
+    )
+    if not needed or request.config.getoption("--aws", "moto") == "moto":
+        return
+    session: Lab = request.getfixturevalue("lab_session")
+    missing = session.aws_lacks(*needed)
+    if missing:
+        from lab.aws.proxied import FEATURES
+
+        name, why = next(iter(missing.items()))
+        pytest.skip(f"needs {FEATURES[name]} ({name}): {why}")
 
 
 @pytest.fixture

@@ -112,6 +112,14 @@ class LabState:
     daemon: DaemonState | None = None
     controller: ControllerState | None = None
     debug: DebugState | None = None
+    #: the AWS backend (``moto`` or ``localstack``); with LocalStack, ``aws_endpoint`` is the
+    #: recording proxy in front of ``aws_upstream``, and ``localstack_container`` the Docker
+    #: container the lab started for it (None: one the user runs)
+    aws: str = "moto"
+    aws_upstream: str | None = None
+    localstack_container: str | None = None
+    #: kind: the controller build running in-cluster from this image (``--controller-image``)
+    controller_image: str | None = None
     version: int = FORMAT_VERSION
 
     def replace(self, **changes: Any) -> Self:
@@ -211,6 +219,10 @@ def _decode_state(data: Mapping[str, Any]) -> LabState:
         token=data.get("token"),
         vpc_id=data.get("vpc_id"),
         node_security_group=data.get("node_security_group"),
+        aws=str(data.get("aws", "moto")),
+        aws_upstream=data.get("aws_upstream"),
+        localstack_container=data.get("localstack_container"),
+        controller_image=data.get("controller_image"),
         daemon=None
         if dmn is None
         else DaemonState(_process(dmn["process"]), str(dmn["control_url"]), str(dmn["log"])),

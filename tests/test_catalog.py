@@ -35,3 +35,17 @@ def test_legacy_switches_exist_in_the_controller() -> None:
 def test_unknown_ids_name_the_catalog() -> None:
     with pytest.raises(KeyError, match="k8s-84926"):
         by_id("nope")
+
+
+def test_every_scenario_says_which_aws_features_it_needs() -> None:
+    from e2e.catalog import AWS_NEEDS, scenario_of
+    from lab.aws.proxied import FEATURES
+
+    assert set(AWS_NEEDS) == {s.id for s in CATALOG}
+    for scenario_id, needed in AWS_NEEDS.items():
+        assert set(needed) <= set(FEATURES), (scenario_id, needed)
+    for scenario in CATALOG:
+        assert scenario_of(scenario.module) is scenario
+        assert scenario_of("/somewhere/" + scenario.module) is scenario
+    assert scenario_of("tests/test_catalog.py") is None
+    assert scenario_of("tests/test_imds_required.py") is None, "only the catalog's own modules"

@@ -10,7 +10,11 @@ unhealthy LocalStack raises ``LocalStackUnavailable`` naming the URL, the enviro
 produced it and what to do. Required services are checked against the health report; ELB and
 ELBv2 are Pro-only (``shared/docs/reference/peers.md`` §6), so the message says so.
 
-The lab never starts LocalStack itself: it needs Docker (and, since 2026-03, an auth token).
+``--aws-endpoint URL`` names a LocalStack directly (:func:`check_endpoint_url`, then
+:func:`connect_localstack_at`): an explicit flag wins over the environment. Where none is
+named, the lab can start one through Docker (:mod:`lab.aws.localstack_docker`; since
+2026-03-23 the image needs an auth token). :func:`lacks` says which of the lab's AWS features
+(:data:`lab.aws.proxied.FEATURES`) a LocalStack does not have, from its health report.
 
 Neighbours: ``lab.aws.server`` (the moto default; both give the pytest plugin a URL, a
 region and clients), ``lab.aws.topology`` and ``lab.imds`` (work against either URL).
@@ -97,7 +101,11 @@ def localstack_url(localstack_host: str | None = None, *, service: str = "ec2") 
     return str(url).rstrip("/")
 
 
-def probe(url: str, *, timeout: float = 0.5) -> dict[str, Any]:
+#: what to do when no LocalStack answers at a URL the environment chose
+ENV_HINT = "start one with `localstack start -d` or point AWS_ENDPOINT_URL / LOCALSTACK_HOST at it"
+
+
+def probe(url: str, *, timeout: float = 0.5, hint: str | None = None) -> dict[str, Any]:
     """GET ``<url>/_localstack/health`` or raise ``LocalStackUnavailable`` (short timeout)."""
     context = None
     if url.startswith("https:"):  # LocalStack's certificate is self-issued
@@ -117,9 +125,8 @@ def probe(url: str, *, timeout: float = 0.5) -> dict[str, Any]:
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise LocalStackUnavailable(
-            f"no LocalStack answers at {url} ({reason}); start one with `localstack start -d` "
-            f"or point AWS_ENDPOINT_URL / LOCALSTACK_HOST at it "
-            f"(environment: {localstack_env() or 'none'})"
+            f"no LocalStack answers at {url} ({reason}); "
+            + (hint or f"{ENV_HINT} (environment: {localstack_env() or 'none'})")
         ) from None
     try:
         health = json.loads(body)
@@ -141,7 +148,24 @@ def connect_localstack(
 ) -> LocalStackEndpoint:
     """Resolve, probe and check LocalStack; return its endpoint or raise a clear error."""
     url = localstack_url(localstack_host)
-    health = probe(url, timeout=timeout)
+    return connect_localstack_at(
+        url, region, required_services=required_services, timeout=timeout, hint=None
+    )
+
+
+def connect_localstack_at(
+    url: str,
+    region: str = "us-east-1",
+    *,
+    required_services: Sequence[str] = ("ec2",),
+    timeout: float = 0.5,
+    hint: str | None = "is LocalStack running there (`localstack start -d`)?",
+) -> LocalStackEndpoint:
+    """Probe and check the LocalStack at ``url`` (no environment lookup); its endpoint or a
+    clear :class:`LocalStackUnavailable` (``hint``: what to do when nothing answers; None:
+    the environment's variables)."""
+    url = url.rstrip("/")
+    health = probe(url, timeout=timeout, hint=hint)
     services = {str(k): str(v) for k, v in health["services"].items()}
     for service in required_services:
         state = services.get(service)
@@ -160,3 +184,50 @@ def connect_localstack(
     )
     log.info("localstack %s (%s) at %s", endpoint.version, endpoint.edition, url)
     return endpoint
+
+
+def check_endpoint_url(url: str, *, flag: str = "--aws-endpoint") -> str:
+    """``url`` as the base URL of an AWS endpoint (``http(s)://host[:port]``, nothing after the
+    authority but an optional ``/``), or :class:`LocalStackConfigError` naming ``flag``."""
+    from urllib.parse import urlsplit
+
+    fix = "give the endpoint's base URL, e.g. http://127.0.0.1:4566"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise LocalStackConfigError(f"{flag} {url!r}: {exc}; {fix}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise LocalStackConfigError(f"{flag} {url!r}: not an http(s) URL with a host; {fix}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+        raise LocalStackConfigError(
+            f"{flag} {url!r}: only scheme, host and port are used (no path, query or user); {fix}"
+        )
+    if port == 0:
+        raise LocalStackConfigError(f"{flag} {url!r}: port 0 is not a port to connect to; {fix}")
+    return url.rstrip("/")
+
+
+def lacks(endpoint: LocalStackEndpoint) -> dict[str, str]:
+    """The lab's AWS features (:data:`lab.aws.proxied.FEATURES`) this LocalStack does not
+    have, each with the reason: an API its health report does not list as usable (ELB and
+    ELBv2 are LocalStack Pro features), and what only the lab's moto endpoint has."""
+    from lab.aws.proxied import MOTO_ONLY
+
+    found: dict[str, str] = {}
+    for service in ("elb", "elbv2"):
+        state = endpoint.services.get(service)
+        if state not in USABLE_STATES:
+            found[service] = (
+                f"LocalStack {endpoint.edition or ''} at {endpoint.url} does not serve "
+                f"{_PRO_ONLY[service]} (state {state!r}; a LocalStack Pro feature)"
+            ).replace("LocalStack  at", "LocalStack at")
+    for feature in MOTO_ONLY:
+        found[feature] = (
+            "LocalStack's EC2 is moto without the lab's layer (it inherits moto's gaps, e.g. no "
+            "DependencyViolation on deleting a referenced group)"
+            if feature == "fidelity"
+            else "LocalStack is not the lab's moto endpoint, which models ELB health checks "
+            "and security-group evaluation"
+        )
+    return found

@@ -259,9 +259,11 @@ if argv[:2] == ["network", "rm"]:
     save(); sys.exit(0)
 if argv[:1] == ["ps"]:
     filters = label_filters(argv)
-    print("\\n".join(c["Name"].lstrip("/") for c in state.get("containers", [])
+    quiet = "--quiet" in argv or "-q" in argv
+    print("\\n".join((c.get("Id", "")[:12] if quiet and c.get("Id") else c["Name"].lstrip("/"))
+                    for c in state.get("containers", [])
                     if labels_match(c, filters))); sys.exit(0)
-if argv[:1] == ["inspect"]:
+if argv[:1] == ["inspect"] and "--format" not in argv:
     wanted = [a for a in argv[1:] if not a.startswith("-")]
     found = [c for c in state.get("containers", []) if c["Name"].lstrip("/") in wanted]
     print(json.dumps(found))
@@ -269,6 +271,93 @@ if argv[:1] == ["inspect"]:
         fail("Error: No such object: " + next(w for w in wanted
              if w not in {c["Name"].lstrip("/") for c in found}))
     sys.exit(0)
+if argv[:1] == ["run"]:
+    # docker run --detach [--rm] [--name N] [--label K=V]... [--publish 127.0.0.1::PORT]
+    # [--env NAME]... IMAGE: as the real CLI, an image that is not local is pulled, and with no
+    # registry reachable that fails (exit 125); the host port is the one the test scripted as
+    # where the container's port is served (state["publish_to"]), else a free one
+    args = argv[1:]
+    takes = ("--name", "--label", "--publish", "-p", "--env", "-e")
+    image, i = None, 0
+    while i < len(args):
+        if args[i] in takes:
+            i += 2; continue
+        if args[i].startswith("-"):
+            i += 1; continue
+        image = args[i]; break
+    if image is None:
+        fail('"docker run" requires at least 1 argument.', 125)
+    if image not in state.get("images", []):
+        sys.stderr.write("Unable to find image '%s' locally\\n" % image)
+        fail('docker: Error response from daemon: Get "https://registry-1.docker.io/v2/": '
+             "dial tcp: lookup registry-1.docker.io: no such host.", 125)
+    name = opt(args, "--name") or "container-%d" % len(state.get("containers", []))
+    if any(c["Name"].lstrip("/") == name for c in state.get("containers", [])):
+        fail('docker: Error response from daemon: Conflict. The container name "/%s" is '
+             'already in use.' % name, 125)
+    labels = dict(a.split("=", 1) for a in
+                  (args[i + 1] for i, x in enumerate(args) if x == "--label"))
+    cid = "%064x" % (abs(hash((name, len(state.get("containers", []))))) + 1)
+    publish = opt(args, "--publish") or opt(args, "-p")
+    ports = {}
+    if publish:
+        host_ip, _, rest = publish.rpartition(":")
+        host_ip = host_ip.rstrip(":") or "0.0.0.0"
+        ports[rest + "/tcp"] = "%s:%s" % (host_ip, state.get("publish_to", 49153))
+    exits = state.get("exit_on_start")
+    state.setdefault("containers", []).append({
+        "Id": cid, "Name": "/" + name, "Image": image,
+        "Config": {"Labels": labels, "Image": image},
+        "NetworkSettings": {"Networks": {}}, "_ports": ports,
+        "_env": [args[i + 1] for i, x in enumerate(args) if x in ("--env", "-e")],
+        "State": {"Running": not exits}, "_log": exits or "Ready.",
+        "_rm": "--rm" in args})
+    if exits and "--rm" in args:  # an --rm container that exits is gone with its log
+        state["containers"].pop()
+    save(); print(cid); sys.exit(0)
+def find(ref):
+    for c in state.get("containers", []):
+        if ref in (c.get("Id"), c["Name"].lstrip("/")) or (len(ref) >= 12 and
+                                                       str(c.get("Id", "")).startswith(ref)):
+            return c
+    return None
+if argv[:1] == ["port"]:
+    c = find(argv[1])
+    if c is None:
+        fail("Error response from daemon: No such container: " + argv[1])
+    want = argv[2] if len(argv) > 2 else None
+    if not c.get("State", {}).get("Running", True):  # a stopped container publishes nothing
+        fail("Error: No public port '%s' published for %s" % (want, argv[1]))
+    for port, host in c.get("_ports", {}).items():
+        if want is None or want == port:
+            print(host if want else "%s -> %s" % (port, host))
+    if want and want not in c.get("_ports", {}):
+        fail("Error: No public port '%s' published for %s" % (want, argv[1]))
+    sys.exit(0)
+if argv[:1] == ["logs"]:
+    c = find(argv[-1])
+    if c is None:
+        fail("Error response from daemon: No such container: " + argv[-1])
+    print(c.get("_log", "")); sys.exit(0)
+if argv[:1] == ["rm"]:
+    refs = [a for a in argv[1:] if not a.startswith("-")]
+    for ref in refs:
+        c = find(ref)
+        if c is None:
+            fail("Error response from daemon: No such container: " + ref)
+        if c.get("State", {}).get("Running") and "--force" not in argv and "-f" not in argv:
+            fail("Error response from daemon: You cannot remove a running container")
+        state["containers"].remove(c)
+        print(ref)
+    save(); sys.exit(0)
+if argv[:1] == ["inspect"] and "--format" in argv:
+    ref = argv[-1]
+    c = find(ref)
+    if c is None:
+        print(""); fail("Error: No such object: " + ref)
+    if argv[argv.index("--format") + 1] != "{{.State.Running}}":
+        fail("fake docker: inspect format not modelled", 2)
+    print("true" if c.get("State", {}).get("Running", True) else "false"); sys.exit(0)
 if argv[:1] == ["save"]:
     args = argv[1:]
     if "--platform" in args and state.get("docker_cli", "20.10") < "28":
