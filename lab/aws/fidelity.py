@@ -49,9 +49,14 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     listener reports one; AWS has a policy only on TLS/HTTPS listeners (a controller that, like
     upstream, modifies a TCP listener reporting a policy would do so on every sync). A new
     network load balancer lacks the ``access_logs.s3.enabled`` attribute (``false`` on AWS; an
-    upstream-style attribute sync then modifies on every create). ``RegisterTargets`` accepts
+    upstream-style attribute sync then modifies on every create). A network load balancer's
+    ``DNSName`` has the Classic form ``<name>-1.<region>.elb.amazonaws.com`` in moto; AWS
+    names NLBs ``<name>-<hex>.elb.<region>.amazonaws.com``, the form that tells a Service's
+    status an NLB from a Classic ELB (upstream's type-switch guard). ``RegisterTargets`` accepts
     instance ids that do not exist; AWS answers ``InvalidTarget`` (stopped instances are
-    already refused by moto).
+    already refused by moto). A TCP/UDP/TLS target group lacks the ``proxy_protocol_v2.enabled``
+    (``false``) and ``preserve_client_ip.enabled`` (``true`` for instance targets) attributes,
+    so the target-group-attributes annotation has nothing to compare with.
 12. ``AddTags`` / ``CreateLoadBalancer`` with a tag without ``Value`` (optional in the model)
     raise ``KeyError`` in moto (500); :mod:`lab.aws.app` adds the empty value AWS stores
     (``elb_fixes``).
@@ -67,6 +72,7 @@ Neighbours: called by :mod:`lab.aws.app` under its request lock; instance timing
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 import time
@@ -468,6 +474,24 @@ class FidelityLayer:
             for lb in list(view.elbv2.load_balancers.values()):
                 if lb.name == request.params.get("Name") and lb.type == "network":
                     lb.attrs.setdefault("access_logs.s3.enabled", "false")
+                    old = str(lb.dns_name)
+                    if old.endswith(".elb.amazonaws.com"):
+                        suffix = hashlib.sha1(str(lb.arn).encode(), usedforsecurity=False)
+                        lb.dns_name = (
+                            f"{lb.name}-{suffix.hexdigest()[:16]}.elb.{request.region}"
+                            ".amazonaws.com"
+                        )
+                        return response.with_body(
+                            response.body.replace(old.encode(), lb.dns_name.encode())
+                        )
+        elif request.action == "CreateTargetGroup":
+            for tg in list(view.elbv2.target_groups.values()):
+                if tg.name == request.params.get("Name") and tg.protocol in _NLB_PROTOCOLS:
+                    tg.attributes.setdefault("proxy_protocol_v2.enabled", "false")
+                    preserve = tg.target_type == "instance" or tg.protocol in ("UDP", "TCP_UDP")
+                    tg.attributes.setdefault(
+                        "preserve_client_ip.enabled", "true" if preserve else "false"
+                    )
         elif request.action in ("CreateListener", "ModifyListener"):
             for lb in list(view.elbv2.load_balancers.values()):
                 for listener in list(lb.listeners.values()):
@@ -522,6 +546,7 @@ class FidelityLayer:
         return response
 
 
+_NLB_PROTOCOLS = ("TCP", "UDP", "TCP_UDP", "TLS")
 _PROTOCOL = re.compile(rb"<Protocol>([A-Z_]+)</Protocol>")
 _SSL_POLICY = re.compile(rb"<SslPolicy>[^<]*</SslPolicy>")
 

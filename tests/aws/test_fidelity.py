@@ -6,6 +6,7 @@ moto 5.2.5 and the restored AWS behaviour; see ``lab/aws/fidelity.py`` for the l
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import pytest
@@ -467,3 +468,33 @@ def test_elbv2_register_targets_refuses_unknown_instances(aws: AwsServer, fixed:
     assert err.value.response["Error"]["Code"] == "InvalidTarget"
     assert "'i-0123456789abcdef0'" in err.value.response["Error"]["Message"]
     assert elbv2.describe_target_health(TargetGroupArn=tg)["TargetHealthDescriptions"] == []
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_elbv2_nlb_dns_name_has_the_nlb_form(aws: AwsServer, fixed: bool) -> None:
+    aws.control.set_fidelity(elbv2_fixes=fixed)
+    elbv2 = aws.client("elbv2")
+    lb, _ = _nlb(aws)
+    [described] = elbv2.describe_load_balancers(LoadBalancerArns=[lb])["LoadBalancers"]
+    created = aws.trail.calls("CreateLoadBalancer")[0]
+    assert created.error_code in (None, "")
+    if fixed:  # AWS: <name>-<hex>.elb.<region>.amazonaws.com
+        assert re.fullmatch(
+            r"nlb-[0-9a-f]{16}\.elb\.us-east-1\.amazonaws\.com", described["DNSName"]
+        )
+    else:  # stock moto: the Classic ELB form, which reads as a Classic ELB in a Service status
+        assert described["DNSName"] == "nlb-1.us-east-1.elb.amazonaws.com"
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_elbv2_tcp_target_group_reports_nlb_attributes(aws: AwsServer, fixed: bool) -> None:
+    aws.control.set_fidelity(elbv2_fixes=fixed)
+    _, tg = _nlb(aws)
+    attrs = aws.client("elbv2").describe_target_group_attributes(TargetGroupArn=tg)
+    found = {a["Key"]: a["Value"] for a in attrs["Attributes"]}
+    if fixed:  # AWS: both present on a TCP target group of instances
+        assert found["proxy_protocol_v2.enabled"] == "false"
+        assert found["preserve_client_ip.enabled"] == "true"
+    else:
+        assert "proxy_protocol_v2.enabled" not in found
+        assert "preserve_client_ip.enabled" not in found
