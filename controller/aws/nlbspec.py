@@ -271,51 +271,47 @@ def build_mappings(service: Service, health: NLBHealthCheck) -> tuple[PortMappin
 
 def target_group_attributes(service: Service) -> tuple[tuple[str, str], ...]:
     """Current upstream ``validateServiceAnnotationTargetGroupAttributes``: only
-    ``preserve_client_ip.enabled`` and ``proxy_protocol_v2.enabled``, each ``true`` or
-    ``false``; client IP preservation cannot be disabled for UDP."""
+    ``preserve_client_ip.enabled`` and ``proxy_protocol_v2.enabled``, each exactly ``true`` or
+    ``false``; client IP preservation cannot be disabled for UDP (or TCP_UDP) ports. Items are
+    read as upstream's ``getKeyValuePropertiesFromAnnotation`` reads them (a repeated key: the
+    last wins; values are not trimmed)."""
     ann = service.annotations
     if A_TARGET_GROUP_ATTRIBUTES not in ann:
         return ()
     raw = ann[A_TARGET_GROUP_ATTRIBUTES]
-    out: dict[str, str] = {}
-    for item in (x.strip() for x in raw.strip().split(",")):
-        parts = item.split("=")
-        key = parts[0]
-        if not key:
-            continue
-        value = parts[1] if len(parts) > 1 else ""
-        if key in out:
-            raise InvalidServiceConfig(
-                A_TARGET_GROUP_ATTRIBUTES, raw, f"{_TG_ATTR_ERR}: {key!r} is set twice"
-            )
+    items: dict[str, str] = {}
+    for item in raw.strip().split(","):
+        parts = item.strip().split("=")
+        if parts[0]:
+            items[parts[0]] = parts[1] if len(parts) > 1 else ""
+    udp = any(p.protocol in ("UDP", "TCP_UDP") for p in service.ports)
+    for key, value in items.items():
         if not value:
             raise InvalidServiceConfig(
                 A_TARGET_GROUP_ATTRIBUTES,
                 raw,
-                f"{_TG_ATTR_ERR}: attribute value is empty for {key!r}",
+                f'{_TG_ATTR_ERR}: attribute value is empty for "{key}"',
             )
         if key not in _TG_ATTRIBUTES:
             raise InvalidServiceConfig(
                 A_TARGET_GROUP_ATTRIBUTES,
                 raw,
-                f"{_TG_ATTR_ERR}: the attribute {key!r} is not supported by the controller "
+                f'{_TG_ATTR_ERR}: the attribute "{key}" is not supported by the controller '
                 "or is invalid",
             )
         if value not in ("true", "false"):
             raise InvalidServiceConfig(
                 A_TARGET_GROUP_ATTRIBUTES,
                 raw,
-                f"{_TG_ATTR_ERR}: invalid attribute value for {key!r}: {value}",
+                f'{_TG_ATTR_ERR}: invalid attribute value for "{key}": {value}',
             )
-        udp = any(p.protocol == "UDP" for p in service.ports)
         if key == TG_PRESERVE_CLIENT_IP and value == "false" and udp:
             raise InvalidServiceConfig(
                 A_TARGET_GROUP_ATTRIBUTES,
                 raw,
                 f"{_TG_ATTR_ERR}: client IP preservation can't be disabled for UDP ports",
             )
-        out[key] = value
-    return tuple(out.items())
+    return tuple(items.items())
 
 
 def _bool(ann: Mapping[str, str], name: str) -> bool:
