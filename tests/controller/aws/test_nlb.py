@@ -61,7 +61,7 @@ def ours(aws: AwsServer, group_id: str) -> set[tuple[str, int, int, str, str]]:
 
 
 def target_groups(aws: AwsServer) -> list[dict[str, Any]]:
-    return list(aws.client("elbv2").describe_target_groups()["TargetGroups"])
+    return [dict(g) for g in aws.client("elbv2").describe_target_groups()["TargetGroups"]]
 
 
 def registered(aws: AwsServer, tg_arn: str) -> set[tuple[str, int]]:

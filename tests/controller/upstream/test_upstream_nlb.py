@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.aws.annotations import A_TYPE
+from controller.aws.annotations import A_TARGET_GROUP_ATTRIBUTES, A_TYPE
 from controller.aws.nlbspec import (
-    A_TARGET_GROUP_ATTRIBUTES,
     NLBHealthCheck,
     PortMapping,
     build_health_check,
