@@ -7,7 +7,7 @@ moto 5.2.5 and the restored AWS behaviour; see ``lab/aws/fidelity.py`` for the l
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -458,7 +458,7 @@ def test_elbv2_register_targets_refuses_unknown_instances(aws: AwsServer, fixed:
     elbv2 = aws.client("elbv2")
     _, tg = _nlb(aws)
     known = b.instance(aws.client("ec2"))
-    targets = [{"Id": known, "Port": 30080}, {"Id": "i-0123456789abcdef0", "Port": 30080}]
+    targets: Any = [{"Id": known, "Port": 30080}, {"Id": "i-0123456789abcdef0", "Port": 30080}]
     if not fixed:  # stock moto registers an instance that does not exist
         elbv2.register_targets(TargetGroupArn=tg, Targets=targets)
         assert len(elbv2.describe_target_health(TargetGroupArn=tg)["TargetHealthDescriptions"]) == 2
