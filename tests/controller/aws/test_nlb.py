@@ -382,3 +382,34 @@ def test_unknown_node_instance_is_not_registered(
         aws.client("elbv2").register_targets(
             TargetGroupArn=tg["TargetGroupArn"], Targets=[{"Id": "i-0123456789abcdef0"}]
         )
+
+
+def test_http_checked_and_logged_nlb_is_steady_on_the_second_sync(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """Upstream modifies an HTTP-checked target group on every sync (its path compared with its
+    own empty request); ours compares with the target group (DEVIATIONS.md)."""
+    aws.client("s3").create_bucket(Bucket="nlb-logs")  # type: ignore[call-overload]
+    svc = service(
+        {
+            PREFIX + "access-log-enabled": "true",
+            PREFIX + "access-log-s3-bucket-name": "nlb-logs",
+            PREFIX + "access-log-s3-bucket-prefix": "web",
+        },
+        external_traffic_policy="Local",
+        health_check_node_port=31999,
+    )
+    lb = make_cloud().load_balancer()
+    lb.ensure_load_balancer("kubernetes", svc, nodes(topo))
+    attrs = {
+        a["Key"]: a["Value"]
+        for a in aws.client("elbv2").describe_load_balancer_attributes(
+            LoadBalancerArn=the_lb(aws)["LoadBalancerArn"]
+        )["Attributes"]
+    }
+    assert attrs["access_logs.s3.enabled"] == "true"
+    assert (attrs["access_logs.s3.bucket"], attrs["access_logs.s3.prefix"]) == ("nlb-logs", "web")
+    since = aws.trail.events()[-1].seq
+    lb.ensure_load_balancer("kubernetes", svc, nodes(topo))
+    lb.update_load_balancer("kubernetes", svc, nodes(topo))
+    assert mutating(aws, since) == []
