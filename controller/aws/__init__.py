@@ -23,7 +23,7 @@ from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from controller.aws.annotations import load_balancer_kind
+from controller.aws.annotations import load_balancer_kind, status_kind
 from controller.aws.clients import CallObserver, Clients, make_clients, observe_calls
 from controller.aws.config import CloudConfig, CloudConfigError, load_cloud_config
 from controller.aws.context import AWSContext
@@ -60,7 +60,10 @@ class LoadBalancers:
     path by its ``aws-load-balancer-type`` annotation, as upstream's ``isNLB`` branches.
 
     Reads and deletion never fail on a malformed type value (it is read as Classic, which is
-    what upstream does with every value but ``nlb``); ensure and update refuse it."""
+    what upstream does with every value but ``nlb``); ensure and update refuse it. Deletion
+    follows the Service's status when it names a load balancer: a Service whose type
+    annotation was changed after creation (which ensure refuses) still has its NLB, or its
+    Classic ELB, deleted; upstream goes by the annotation and leaks it."""
 
     def __init__(self, classic: ClassicLoadBalancers, nlb: NetworkLoadBalancers) -> None:
         self.classic = classic
@@ -96,7 +99,12 @@ class LoadBalancers:
         self._for(service, strict=True).update_load_balancer(cluster_name, service, nodes)
 
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
-        self._for(service, strict=False).ensure_load_balancer_deleted(cluster_name, service)
+        kind = status_kind(service)
+        if kind is None:
+            path = self._for(service, strict=False)
+        else:
+            path = self.nlb if kind == "nlb" else self.classic
+        path.ensure_load_balancer_deleted(cluster_name, service)
 
 
 class AWSCloud:

@@ -333,6 +333,19 @@ def _first_hostname(service: Service) -> str | None:
     return str(service.status_ingress[0].get("hostname") or "")
 
 
+def status_kind(service: Service) -> str | None:
+    """``classic`` or ``nlb`` when the Service's status names a load balancer of that form
+    (``*.elb.amazonaws.com`` / ``*.elb.<region>.amazonaws.com``), else ``None``."""
+    host = _first_hostname(service)
+    if not host:
+        return None
+    if host.endswith(_CLASSIC_HOST):
+        return "classic"
+    if _NLB_HOST.search(host):
+        return "nlb"
+    return None
+
+
 def load_balancer_kind(annotations: Mapping[str, str]) -> str:
     """``classic``, ``nlb`` or ``external`` (another controller's) from the type annotation.
 

@@ -413,3 +413,21 @@ def test_http_checked_and_logged_nlb_is_steady_on_the_second_sync(
     lb.ensure_load_balancer("kubernetes", svc, nodes(topo))
     lb.update_load_balancer("kubernetes", svc, nodes(topo))
     assert mutating(aws, since) == []
+
+
+def test_delete_follows_the_status_when_the_type_annotation_was_removed(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """Ensure refuses NLB -> Classic (upstream's guard); deletion still finds the NLB by the
+    status hostname (upstream goes by the annotation, looks for a Classic ELB and leaks it)."""
+    lb = make_cloud().load_balancer()
+    status = lb.ensure_load_balancer("kubernetes", service(), nodes(topo))
+    switched = replace(
+        service(), annotations={}, status_ingress=({"hostname": status.ingress[0].hostname},)
+    )
+    with pytest.raises(InvalidServiceConfig, match="after creation for Classic Load Balancer"):
+        lb.ensure_load_balancer("kubernetes", switched, nodes(topo))
+    lb.ensure_load_balancer_deleted("kubernetes", switched)
+    assert aws.client("elbv2").describe_load_balancers()["LoadBalancers"] == []
+    assert target_groups(aws) == []
+    assert ours(aws, topo.nodes_group) == set()
