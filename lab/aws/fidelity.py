@@ -44,6 +44,9 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     the security groups (:mod:`lab.aws.sgeval`) and answers with AWS's ``State``,
     ``ReasonCode`` and ``Description``, connection draining included
     (``elb_health_checks``).
+12. ``AddTags`` / ``CreateLoadBalancer`` with a tag without ``Value`` (optional in the model)
+    raise ``KeyError`` in moto (500); :mod:`lab.aws.app` adds the empty value AWS stores
+    (``elb_fixes``).
 13. ELBv2 (``elbv2_fixes``), the calls the NLB path makes: ``CreateListener`` gives every
     listener moto's default ``SslPolicy`` (``ELBSecurityPolicy-2016-08``), so a TCP or UDP
     listener reports one; AWS has a policy only on TLS/HTTPS listeners (a controller that, like
@@ -57,9 +60,6 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     already refused by moto). A TCP/UDP/TLS target group lacks the ``proxy_protocol_v2.enabled``
     (``false``) and ``preserve_client_ip.enabled`` (``true`` for instance targets) attributes,
     so the target-group-attributes annotation has nothing to compare with.
-12. ``AddTags`` / ``CreateLoadBalancer`` with a tag without ``Value`` (optional in the model)
-    raise ``KeyError`` in moto (500); :mod:`lab.aws.app` adds the empty value AWS stores
-    (``elb_fixes``).
 
 Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends with
 ``.elb.amazonaws.com``; ``ApplySecurityGroupsToLoadBalancer`` replaces the set in the given
