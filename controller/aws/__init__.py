@@ -8,7 +8,8 @@ returns an :class:`AWSCloud` implementing ``controller.cloud.Cloud``.
 
 Layout, by capability: ``config`` (cloud config), ``annotations`` (Service validation),
 ``sgrules`` (rule arithmetic), ``securitygroups``, ``subnets``, ``loadbalancer`` (Classic ELB),
-``instances`` (InstancesV2), ``metadata`` (IMDS), ``clients``, ``tags``, ``context``.
+``nlbspec`` / ``nlbrules`` / ``nlb`` (Network Load Balancers), ``instances`` (InstancesV2),
+``metadata`` (IMDS), ``clients``, ``tags``, ``context``.
 Start-up failures raise :class:`CloudInitError` with a message saying what was tried and what to
 do; nothing here knows whether it talks to AWS or to a lab.
 """
@@ -17,20 +18,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from controller.aws.annotations import load_balancer_kind, status_kind
 from controller.aws.clients import CallObserver, Clients, make_clients, observe_calls
 from controller.aws.config import CloudConfig, CloudConfigError, load_cloud_config
 from controller.aws.context import AWSContext
 from controller.aws.instances import AWSInstances, InstanceCache
 from controller.aws.loadbalancer import ClassicLoadBalancers
 from controller.aws.metadata import MetadataError, fetch_self_identity, metadata_endpoint
+from controller.aws.nlb import NetworkLoadBalancers
 from controller.aws.securitygroups import SecurityGroups
 from controller.aws.subnets import Subnets
 from controller.aws.tags import ClusterTags, find_cluster_ids, tag_map
+from controller.cloud import InvalidServiceConfig, LoadBalancerStatus, Node, Service
 from controller.legacy import LegacyFlags
 
 __all__ = [
@@ -51,16 +55,70 @@ class CloudInitError(Exception):
     """The AWS provider cannot start (no metadata, no self instance, no cluster id)."""
 
 
+class LoadBalancers:
+    """``controller.cloud.LoadBalancer`` for AWS: each Service to the Classic ELB or the NLB
+    path by its ``aws-load-balancer-type`` annotation, as upstream's ``isNLB`` branches.
+
+    Reads and deletion never fail on a malformed type value (it is read as Classic, which is
+    what upstream does with every value but ``nlb``); ensure and update refuse it. Deletion
+    follows the Service's status when it names a load balancer: a Service whose type
+    annotation was changed after creation (which ensure refuses) still has its NLB, or its
+    Classic ELB, deleted; upstream goes by the annotation and leaks it."""
+
+    def __init__(self, classic: ClassicLoadBalancers, nlb: NetworkLoadBalancers) -> None:
+        self.classic = classic
+        self.nlb = nlb
+
+    def _for(
+        self, service: Service, *, strict: bool
+    ) -> ClassicLoadBalancers | NetworkLoadBalancers:
+        try:
+            kind = load_balancer_kind(service.annotations)
+        except InvalidServiceConfig:
+            if strict:
+                raise
+            kind = "classic"
+        return self.nlb if kind == "nlb" else self.classic
+
+    def get_load_balancer_name(self, cluster_name: str, service: Service) -> str:
+        return self._for(service, strict=False).get_load_balancer_name(cluster_name, service)
+
+    def get_load_balancer(
+        self, cluster_name: str, service: Service
+    ) -> tuple[LoadBalancerStatus | None, bool]:
+        return self._for(service, strict=False).get_load_balancer(cluster_name, service)
+
+    def ensure_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> LoadBalancerStatus:
+        return self._for(service, strict=True).ensure_load_balancer(cluster_name, service, nodes)
+
+    def update_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> None:
+        self._for(service, strict=True).update_load_balancer(cluster_name, service, nodes)
+
+    def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
+        kind = status_kind(service)
+        if kind is None:
+            path = self._for(service, strict=False)
+        else:
+            path = self.nlb if kind == "nlb" else self.classic
+        path.ensure_load_balancer_deleted(cluster_name, service)
+
+
 class AWSCloud:
-    """``controller.cloud.Cloud`` for AWS: Classic ELB load balancers and InstancesV2."""
+    """``controller.cloud.Cloud`` for AWS: Classic ELBs, NLBs and InstancesV2."""
 
     def __init__(self, ctx: AWSContext, *, self_instance_id: str) -> None:
         self.context = ctx
         self.self_instance_id = self_instance_id
         groups = SecurityGroups(ctx)
         self._instances = AWSInstances(ctx)
-        self._lb = ClassicLoadBalancers(
-            ctx, instances=InstanceCache(ctx), subnets=Subnets(ctx), groups=groups
+        instances, subnets = InstanceCache(ctx), Subnets(ctx)
+        classic = ClassicLoadBalancers(ctx, instances=instances, subnets=subnets, groups=groups)
+        self._lb = LoadBalancers(
+            classic, NetworkLoadBalancers(ctx, instances=instances, subnets=subnets, groups=groups)
         )
 
     @property
@@ -79,7 +137,7 @@ class AWSCloud:
     def vpc_id(self) -> str:
         return self.context.vpc_id
 
-    def load_balancer(self) -> ClassicLoadBalancers:
+    def load_balancer(self) -> LoadBalancers:
         return self._lb
 
     def instances_v2(self) -> AWSInstances:
@@ -87,8 +145,9 @@ class AWSCloud:
 
     def set_call_observer(self, observer: CallObserver | None) -> None:
         """Report every AWS request (each retry attempt included) to ``observer``:
-        ``observe_cloud_call(service="ec2"|"elb", action=..., outcome=..., seconds=...)`` with
-        outcome ``"success"``, the AWS error code, or ``"RequestError"`` (no answer)."""
+        ``observe_cloud_call(service="ec2"|"elb"|"elbv2", action=..., outcome=...,
+        seconds=...)`` with outcome ``"success"``, the AWS error code, or ``"RequestError"``
+        (no answer)."""
         observe_calls(self.context.clients, observer)
 
 

@@ -333,6 +333,19 @@ def _first_hostname(service: Service) -> str | None:
     return str(service.status_ingress[0].get("hostname") or "")
 
 
+def status_kind(service: Service) -> str | None:
+    """``classic`` or ``nlb`` when the Service's status names a load balancer of that form
+    (``*.elb.amazonaws.com`` / ``*.elb.<region>.amazonaws.com``), else ``None``."""
+    host = _first_hostname(service)
+    if not host:
+        return None
+    if host.endswith(_CLASSIC_HOST):
+        return "classic"
+    if _NLB_HOST.search(host):
+        return "nlb"
+    return None
+
+
 def load_balancer_kind(annotations: Mapping[str, str]) -> str:
     """``classic``, ``nlb`` or ``external`` (another controller's) from the type annotation.
 
@@ -352,21 +365,22 @@ def load_balancer_kind(annotations: Mapping[str, str]) -> str:
     )
 
 
-def check_type(service: Service) -> None:
-    """``aws-load-balancer-type`` as upstream reads it, and upstream's type-switch guard.
+def type_guard(service: Service) -> str:
+    """``aws-load-balancer-type`` as upstream reads it, and upstream's type-switch guard;
+    returns the kind (``classic``, ``nlb`` or ``external``).
 
     Upstream ``isNLB`` / ``isLBExternal`` compare the exact value: ``nlb`` is an NLB,
     ``nlb-ip`` and ``external`` belong to another controller, and every other value builds a
     Classic ELB. We build a Classic ELB for an absent or blank value and for ``clb`` / ``elb``
-    (any case); other values are refused (DEVIATIONS.md). The NLB path is not ours yet: it
-    raises :class:`ImplementedElsewhere`.
+    (any case); other values are refused (DEVIATIONS.md).
 
     The guard (upstream ``validateServiceAnnotations``): a Service whose status names a Classic
     ELB cannot become an NLB (or another controller's), and one whose status names an NLB
     cannot become a Classic ELB; both refused with upstream's text.
     """
     value = service.annotations.get(A_TYPE, "")
-    classic = load_balancer_kind(service.annotations) == "classic"
+    kind = load_balancer_kind(service.annotations)
+    classic = kind == "classic"
     host = _first_hostname(service)
     if host is not None:
         host_classic = host.endswith(_CLASSIC_HOST)
@@ -383,10 +397,43 @@ def check_type(service: Service) -> None:
                 f'cannot update Load Balancer Type annotation "{A_TYPE}" after creation '
                 "for Classic Load Balancer",
             )
-    if not classic:
-        raise ImplementedElsewhere(
-            f"{service.key}: {A_TYPE}={value} is handled by another controller"
+    return kind
+
+
+def check_type(service: Service) -> None:
+    """The Classic ELB path's view of :func:`type_guard`: anything but a Classic ELB is
+    :class:`ImplementedElsewhere` (the NLB path, :mod:`controller.aws.nlbspec`, or another
+    controller)."""
+    if type_guard(service) != "classic":
+        value = service.annotations.get(A_TYPE, "")
+        raise ImplementedElsewhere(f"{service.key}: {A_TYPE}={value} is not a Classic ELB")
+
+
+def additional_tags(annotations: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """``additional-resource-tags``, validated: AWS's key and value limits, no reserved keys."""
+    raw = annotations.get(A_ADDITIONAL_TAGS, "")
+    tags = key_value_list(A_ADDITIONAL_TAGS, raw)
+    for key, value in tags:
+        if key.lower().startswith("aws:") or len(key) > 128 or len(value) > 256:
+            raise InvalidServiceConfig(
+                A_ADDITIONAL_TAGS,
+                raw,
+                f"tag {key!r}: keys must not start with aws: and fit 128/256 characters",
+            )
+        if key.startswith("kubernetes.io/cluster/") or key == "kubernetes.io/service-name":
+            raise InvalidServiceConfig(A_ADDITIONAL_TAGS, raw, f"tag {key!r} is reserved")
+    return tags
+
+
+def subnets_annotation(annotations: Mapping[str, str]) -> tuple[str, ...]:
+    """``aws-load-balancer-subnets``: ids or names; present but blank is an error."""
+    subnets = id_list(A_SUBNETS, annotations.get(A_SUBNETS, ""))
+    if A_SUBNETS in annotations and not subnets:
+        # upstream resolveSubnetNameOrIDs: a present but blank annotation is an error
+        raise InvalidServiceConfig(
+            A_SUBNETS, annotations[A_SUBNETS], "unable to resolve empty subnet slice"
         )
+    return subnets
 
 
 def check_session_affinity(service: Service) -> None:
@@ -433,30 +480,14 @@ def parse_service(
     listeners = build_listeners(service)
     if ensuring:
         check_load_balancer_ip(service)
-    subnets = id_list(A_SUBNETS, ann.get(A_SUBNETS, ""))
-    if A_SUBNETS in ann and not subnets:
-        # upstream resolveSubnetNameOrIDs: a present but blank annotation is an error
-        raise InvalidServiceConfig(
-            A_SUBNETS, ann[A_SUBNETS], "unable to resolve empty subnet slice"
-        )
+    subnets = subnets_annotation(ann)
     health = build_health_check(service, listeners, shared_probe=shared_probe)
     internal_raw = ann.get(A_INTERNAL, "")
     internal = internal_raw.strip() not in ("", "false")
     proxy = ann.get(A_PROXY_PROTOCOL)
     if proxy is not None and proxy.strip() not in ("", "*"):
         raise InvalidServiceConfig(A_PROXY_PROTOCOL, proxy, "the only supported value is '*'")
-    tags = key_value_list(A_ADDITIONAL_TAGS, ann.get(A_ADDITIONAL_TAGS, ""))
-    for key, value in tags:
-        if key.lower().startswith("aws:") or len(key) > 128 or len(value) > 256:
-            raise InvalidServiceConfig(
-                A_ADDITIONAL_TAGS,
-                ann[A_ADDITIONAL_TAGS],
-                f"tag {key!r}: keys must not start with aws: and fit 128/256 characters",
-            )
-        if key.startswith("kubernetes.io/cluster/") or key == "kubernetes.io/service-name":
-            raise InvalidServiceConfig(
-                A_ADDITIONAL_TAGS, ann[A_ADDITIONAL_TAGS], f"tag {key!r} is reserved"
-            )
+    tags = additional_tags(ann)
     emit: int | None = None
     if A_ACCESS_LOG_EMIT_INTERVAL in ann:
         emit = parse_int(

@@ -38,6 +38,7 @@ from controller.cloud import CloudError, RetryAfter
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
     from mypy_boto3_elb import ElasticLoadBalancingClient
+    from mypy_boto3_elbv2 import ElasticLoadBalancingv2Client
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,13 @@ class Clients:
     ec2: EC2Client
     elb: ElasticLoadBalancingClient
     region: str
+    elbv2: ElasticLoadBalancingv2Client | None = None  # NLBs; None only in hand-built tests
+
+    @property
+    def nlb(self) -> ElasticLoadBalancingv2Client:
+        if self.elbv2 is None:
+            raise CloudError("no ELBv2 client configured")
+        return self.elbv2
 
 
 def _client_kwargs(config: CloudConfig, service: str, region: str) -> dict[str, Any]:
@@ -142,7 +150,7 @@ _shared_lock = threading.Lock()
 _preloaded: dict[str, tuple[object, Any]] = {}
 
 
-def preload_models(services: Sequence[str] = ("ec2", "elb")) -> None:
+def preload_models(services: Sequence[str] = ("ec2", "elb", "elbv2")) -> None:
     """Parse what creating these clients reads (service models, endpoint rules, partitions)
     into a loader later sessions reuse. For ``controller.preload``: a launcher that forks an
     interpreter which imported the controller already saves the parse (a third of a second
@@ -213,10 +221,12 @@ def make_clients(config: CloudConfig, region: str) -> Clients:
     session = _session(config, region)
     ec2 = session.client("ec2", **_client_kwargs(config, "ec2", region))
     elb = session.client("elb", **_client_kwargs(config, "elb", region))
+    elbv2 = session.client("elbv2", **_client_kwargs(config, "elbv2", region))
     return Clients(
         ec2=_with_signing_name(ec2, config, "ec2", region),
         elb=_with_signing_name(elb, config, "elb", region),
         region=region,
+        elbv2=_with_signing_name(elbv2, config, "elbv2", region),
     )
 
 
@@ -303,7 +313,10 @@ def observe_calls(
 
     Idempotent: calling it again swaps the observer without registering handlers twice.
     """
-    for service, client in (("ec2", clients.ec2), ("elb", clients.elb)):
+    pairs: list[tuple[str, Any]] = [("ec2", clients.ec2), ("elb", clients.elb)]
+    if clients.elbv2 is not None:
+        pairs.append(("elbv2", clients.elbv2))
+    for service, client in pairs:
         hooks = getattr(client, _HOOKS_ATTR, None)
         if isinstance(hooks, _CallHooks):
             hooks.observer = observer

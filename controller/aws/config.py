@@ -123,7 +123,14 @@ class CloudConfig:
 _SERVICE_ALIASES: dict[str, set[str]] = {
     "ec2": {"ec2"},
     "elb": {"elasticloadbalancing", "elastic load balancing", "elb"},
-    "elbv2": {"elasticloadbalancingv2", "elastic load balancing v2", "elbv2"},
+    # SDK v1's ELBv2 endpoint id is "elasticloadbalancing", the same as Classic ELB's: one
+    # override serves both (as upstream resolves it)
+    "elbv2": {
+        "elasticloadbalancing",
+        "elasticloadbalancingv2",
+        "elastic load balancing v2",
+        "elbv2",
+    },
     "sts": {"sts"},
     "kms": {"kms"},
     "ec2imds": {"ec2imds", "ec2metadata"},

@@ -47,6 +47,19 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
 12. ``AddTags`` / ``CreateLoadBalancer`` with a tag without ``Value`` (optional in the model)
     raise ``KeyError`` in moto (500); :mod:`lab.aws.app` adds the empty value AWS stores
     (``elb_fixes``).
+13. ELBv2 (``elbv2_fixes``), the calls the NLB path makes: ``CreateListener`` gives every
+    listener moto's default ``SslPolicy`` (``ELBSecurityPolicy-2016-08``), so a TCP or UDP
+    listener reports one; AWS has a policy only on TLS/HTTPS listeners (a controller that, like
+    upstream, modifies a TCP listener reporting a policy would do so on every sync). A new
+    network load balancer lacks the ``access_logs.s3.enabled`` attribute (``false`` on AWS; an
+    upstream-style attribute sync then modifies on every create). A network load balancer's
+    ``DNSName`` has the Classic form ``<name>-1.<region>.elb.amazonaws.com`` in moto; AWS
+    names NLBs ``<name>-<hex>.elb.<region>.amazonaws.com``, the form that tells a Service's
+    status an NLB from a Classic ELB (upstream's type-switch guard). ``RegisterTargets`` accepts
+    instance ids that do not exist; AWS answers ``InvalidTarget`` (stopped instances are
+    already refused by moto). A TCP/UDP/TLS target group lacks the ``proxy_protocol_v2.enabled``
+    (``false``) and ``preserve_client_ip.enabled`` (``true`` for instance targets) attributes,
+    so the target-group-attributes annotation has nothing to compare with.
 
 Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends with
 ``.elb.amazonaws.com``; ``ApplySecurityGroupsToLoadBalancer`` replaces the set in the given
@@ -59,6 +72,7 @@ Neighbours: called by :mod:`lab.aws.app` under its request lock; instance timing
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 import time
@@ -111,6 +125,9 @@ class FidelityConfig:
     elb_fixes: bool = True
     """Classic ELB API fixes: default health check and attributes, register/deregister
     results, unknown instances refused (gaps 5-8)."""
+    elbv2_fixes: bool = True
+    """ELBv2 API fixes: no ``SslPolicy`` on TCP/UDP listeners, ``access_logs.s3.enabled``
+    on new network load balancers, unknown instances refused by ``RegisterTargets`` (gap 13)."""
     elb_health_checks: bool = True
     """Classic ELB health checks and connection draining (:mod:`lab.aws.elbhealth`):
     ``DescribeInstanceHealth`` answers from thresholds counted on the lab clock (gap 11);
@@ -155,7 +172,7 @@ class FidelityConfig:
 
 
 def _validate(name: str, value: Any) -> None:
-    bools = {"enabled", "sg_dependency_violation", "elb_fixes", "elb_health_checks"}
+    bools = {"enabled", "sg_dependency_violation", "elb_fixes", "elbv2_fixes", "elb_health_checks"}
     bools |= set(VALIDATION_SWITCHES)
     seconds = {
         "elb_sg_release_s",
@@ -305,7 +322,31 @@ class FidelityLayer:
             and cfg.elb_fixes
         ):
             return self._check_register(request), context
+        elif request.service == "elbv2" and request.action == "RegisterTargets" and cfg.elbv2_fixes:
+            return self._check_register_targets(request), context
         return None, context
+
+    def _check_register_targets(self, request: AwsRequest) -> AwsError | None:
+        view = self._views(request.region)
+        group = view.elbv2.target_groups.get(request.params.get("TargetGroupArn", ""))
+        if group is None or getattr(group, "target_type", "instance") != "instance":
+            return None  # moto answers TargetGroupNotFound itself; ip targets are not ids
+        known = {i.id for i in view.ec2.all_instances() if i.state != "terminated"}
+        wanted = [
+            value
+            for key, value in request.params.items()
+            if key.startswith("Targets.member.") and key.endswith(".Id")
+        ]
+        unknown = [i for i in wanted if i not in known]
+        if not unknown:
+            return None
+        return AwsError(
+            "The following targets are not valid instances: "
+            + ", ".join(f"'{i}'" for i in unknown),
+            code="InvalidTarget",
+            status=400,
+            source="fidelity:elbv2_register",
+        )
 
     def _check_register(self, request: AwsRequest) -> AwsError | None:
         view = self._views(request.region)
@@ -413,12 +454,52 @@ class FidelityLayer:
                 (self._clock() + cfg.elb_sg_release_s, request.region, name, context["groups"])
             )
             return response
+        if request.service == "elbv2":
+            if cfg.elbv2_fixes:
+                return self._elbv2_fixes(request, response)
+            return response
         if request.service != "elb":
             return response
         if action == "DescribeLoadBalancers" and cfg.elb_sg_order != "creation":
             return self._reorder_groups(response)
         if cfg.elb_fixes:
             return self._elb_fixes(request, response)
+        return response
+
+    def _elbv2_fixes(self, request: AwsRequest, response: WireResponse) -> WireResponse:
+        """Backend state as AWS keeps it (the answers of later calls follow from it), and the
+        answer of the fixed call itself."""
+        view = self._views(request.region)
+        if request.action == "CreateLoadBalancer":
+            for lb in list(view.elbv2.load_balancers.values()):
+                if lb.name == request.params.get("Name") and lb.type == "network":
+                    lb.attrs.setdefault("access_logs.s3.enabled", "false")
+                    old = str(lb.dns_name)
+                    if old.endswith(".elb.amazonaws.com"):
+                        suffix = hashlib.sha1(str(lb.arn).encode(), usedforsecurity=False)
+                        lb.dns_name = (
+                            f"{lb.name}-{suffix.hexdigest()[:16]}.elb.{request.region}"
+                            ".amazonaws.com"
+                        )
+                        return response.with_body(
+                            response.body.replace(old.encode(), lb.dns_name.encode())
+                        )
+        elif request.action == "CreateTargetGroup":
+            for tg in list(view.elbv2.target_groups.values()):
+                if tg.name == request.params.get("Name") and tg.protocol in _NLB_PROTOCOLS:
+                    tg.attributes.setdefault("proxy_protocol_v2.enabled", "false")
+                    preserve = tg.target_type == "instance" or tg.protocol in ("UDP", "TCP_UDP")
+                    tg.attributes.setdefault(
+                        "preserve_client_ip.enabled", "true" if preserve else "false"
+                    )
+        elif request.action in ("CreateListener", "ModifyListener"):
+            for lb in list(view.elbv2.load_balancers.values()):
+                for listener in list(lb.listeners.values()):
+                    if listener.protocol not in ("HTTPS", "TLS"):
+                        listener.ssl_policy = None
+            proto = _PROTOCOL.search(response.body)
+            if proto is not None and proto.group(1) not in (b"HTTPS", b"TLS"):
+                return response.with_body(_SSL_POLICY.sub(b"", response.body))
         return response
 
     def _reorder_groups(self, response: WireResponse) -> WireResponse:
@@ -463,6 +544,11 @@ class FidelityLayer:
             lb.instance_sparse_ids = list(dict.fromkeys(lb.instance_sparse_ids))
             return response.with_body(_instances_result(action, lb.instance_sparse_ids, response))
         return response
+
+
+_NLB_PROTOCOLS = ("TCP", "UDP", "TCP_UDP", "TLS")
+_PROTOCOL = re.compile(rb"<Protocol>([A-Z_]+)</Protocol>")
+_SSL_POLICY = re.compile(rb"<SslPolicy>[^<]*</SslPolicy>")
 
 
 def _instances_result(action: str, instance_ids: list[str], response: WireResponse) -> bytes:

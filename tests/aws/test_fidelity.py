@@ -6,7 +6,8 @@ moto 5.2.5 and the restored AWS behaviour; see ``lab/aws/fidelity.py`` for the l
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -405,3 +406,95 @@ def test_registering_an_unknown_instance_is_refused(aws: AwsServer, enabled: boo
         assert real not in err.value.response["Error"]["Message"]
     else:
         elb.register_instances_with_load_balancer(LoadBalancerName="lb", Instances=instances)
+
+
+# -- ELBv2 (gap 13): what the NLB path of the controller hits --------------------------------
+
+
+def _nlb(aws: AwsServer) -> tuple[str, str]:
+    """A network load balancer and an instance target group in the default VPC."""
+    ec2, elbv2 = aws.client("ec2"), aws.client("elbv2")
+    lb = elbv2.create_load_balancer(Name="nlb", Subnets=[b.first_subnet(ec2)], Type="network")
+    tg = elbv2.create_target_group(
+        Name="tg", Protocol="TCP", Port=30080, VpcId=b.default_vpc(ec2), TargetType="instance"
+    )
+    return lb["LoadBalancers"][0]["LoadBalancerArn"], tg["TargetGroups"][0]["TargetGroupArn"]
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_elbv2_tcp_listener_has_no_ssl_policy(aws: AwsServer, fixed: bool) -> None:
+    aws.control.set_fidelity(elbv2_fixes=fixed)
+    elbv2 = aws.client("elbv2")
+    lb, tg = _nlb(aws)
+    created = elbv2.create_listener(
+        LoadBalancerArn=lb,
+        Port=80,
+        Protocol="TCP",
+        DefaultActions=[{"Type": "forward", "TargetGroupArn": tg}],
+    )["Listeners"][0]
+    [described] = elbv2.describe_listeners(LoadBalancerArn=lb)["Listeners"]
+    if fixed:  # AWS: a policy only on TLS / HTTPS listeners
+        assert "SslPolicy" not in created
+        assert "SslPolicy" not in described
+    else:  # stock moto: its default policy on every listener
+        assert created["SslPolicy"] == described["SslPolicy"] == "ELBSecurityPolicy-2016-08"
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_elbv2_new_nlb_reports_access_logs_disabled(aws: AwsServer, fixed: bool) -> None:
+    aws.control.set_fidelity(elbv2_fixes=fixed)
+    lb, _ = _nlb(aws)
+    attrs = aws.client("elbv2").describe_load_balancer_attributes(LoadBalancerArn=lb)
+    found = {a["Key"]: a["Value"] for a in attrs["Attributes"]}
+    if fixed:
+        assert found["access_logs.s3.enabled"] == "false"
+    else:
+        assert "access_logs.s3.enabled" not in found
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_elbv2_register_targets_refuses_unknown_instances(aws: AwsServer, fixed: bool) -> None:
+    aws.control.set_fidelity(elbv2_fixes=fixed)
+    elbv2 = aws.client("elbv2")
+    _, tg = _nlb(aws)
+    known = b.instance(aws.client("ec2"))
+    targets: Any = [{"Id": known, "Port": 30080}, {"Id": "i-0123456789abcdef0", "Port": 30080}]
+    if not fixed:  # stock moto registers an instance that does not exist
+        elbv2.register_targets(TargetGroupArn=tg, Targets=targets)
+        assert len(elbv2.describe_target_health(TargetGroupArn=tg)["TargetHealthDescriptions"]) == 2
+        return
+    with pytest.raises(ClientError) as err:
+        elbv2.register_targets(TargetGroupArn=tg, Targets=targets)
+    assert err.value.response["Error"]["Code"] == "InvalidTarget"
+    assert "'i-0123456789abcdef0'" in err.value.response["Error"]["Message"]
+    assert elbv2.describe_target_health(TargetGroupArn=tg)["TargetHealthDescriptions"] == []
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_elbv2_nlb_dns_name_has_the_nlb_form(aws: AwsServer, fixed: bool) -> None:
+    aws.control.set_fidelity(elbv2_fixes=fixed)
+    elbv2 = aws.client("elbv2")
+    lb, _ = _nlb(aws)
+    [described] = elbv2.describe_load_balancers(LoadBalancerArns=[lb])["LoadBalancers"]
+    created = aws.trail.calls("CreateLoadBalancer")[0]
+    assert created.error_code in (None, "")
+    if fixed:  # AWS: <name>-<hex>.elb.<region>.amazonaws.com
+        assert re.fullmatch(
+            r"nlb-[0-9a-f]{16}\.elb\.us-east-1\.amazonaws\.com", described["DNSName"]
+        )
+    else:  # stock moto: the Classic ELB form, which reads as a Classic ELB in a Service status
+        assert described["DNSName"] == "nlb-1.us-east-1.elb.amazonaws.com"
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_elbv2_tcp_target_group_reports_nlb_attributes(aws: AwsServer, fixed: bool) -> None:
+    aws.control.set_fidelity(elbv2_fixes=fixed)
+    _, tg = _nlb(aws)
+    attrs = aws.client("elbv2").describe_target_group_attributes(TargetGroupArn=tg)
+    found = {a["Key"]: a["Value"] for a in attrs["Attributes"]}
+    if fixed:  # AWS: both present on a TCP target group of instances
+        assert found["proxy_protocol_v2.enabled"] == "false"
+        assert found["preserve_client_ip.enabled"] == "true"
+    else:
+        assert "proxy_protocol_v2.enabled" not in found
+        assert "preserve_client_ip.enabled" not in found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 import controller.aws.annotations as A
 from controller.aws.annotations import Listener, parse_service
+from controller.aws.nlbspec import A_EIP_ALLOCATIONS, parse_nlb_service, target_group_name
 from controller.cloud import ImplementedElsewhere, InvalidServiceConfig, Service, ServicePort
 
 
@@ -290,3 +292,61 @@ def test_parse_never_raises_anything_else(
         assert affinity in ("None", "")
         assert not lb_ip
         assert host is None or not host.endswith(".elb.us-east-1.amazonaws.com")
+
+
+NLB_KEYS = [*ALL_KEYS, A_EIP_ALLOCATIONS]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    ann=st.dictionaries(st.sampled_from(NLB_KEYS), _values, max_size=8),
+    ports=_ports,
+    ranges=st.lists(st.text(max_size=20), max_size=3).map(tuple),
+    etp=st.sampled_from(["Cluster", "Local"]),
+    hcnp=st.integers(min_value=0, max_value=40000),
+    shared=st.sampled_from([None, (10256, "/healthz")]),
+)
+def test_parse_nlb_never_raises_anything_else(
+    ann: dict[str, str],
+    ports: tuple[ServicePort, ...],
+    ranges: tuple[str, ...],
+    etp: str,
+    hcnp: int,
+    shared: tuple[int, str] | None,
+) -> None:
+    """Whatever the annotations, the NLB validation answers with a spec AWS can take or an
+    :class:`InvalidServiceConfig` naming an annotation or spec field (so invalid input never
+    reaches AWS)."""
+    s = svc(
+        {**ann, A.A_TYPE: "nlb"},
+        ports=ports,
+        load_balancer_source_ranges=ranges,
+        external_traffic_policy=etp,
+        health_check_node_port=hcnp,
+    )
+    error: InvalidServiceConfig | None = None
+    try:
+        spec = parse_nlb_service(s, shared_probe=shared, ensuring=True)
+    except InvalidServiceConfig as exc:
+        error = exc
+    if error is not None:
+        assert error.field in NLB_KEYS or error.field.startswith("spec.")
+        return
+    assert spec.mappings
+    for m in spec.mappings:
+        assert 1 <= m.frontend_port <= 65535
+        assert m.frontend_protocol in ("TCP", "UDP", "TLS")
+        assert m.traffic_protocol in ("TCP", "UDP", "TLS")
+        hc = m.health_check
+        assert hc.protocol in ("TCP", "HTTP", "HTTPS")
+        assert hc.port == "traffic-port" or 1 <= int(hc.port) <= 65535
+        assert 5 <= hc.interval <= 300
+        assert 2 <= hc.healthy_threshold <= 10
+        assert 2 <= hc.unhealthy_threshold <= 10
+        assert (hc.path == "") == (hc.protocol == "TCP")
+        name = target_group_name("lab", s.namespace, s.name, m)
+        assert re.fullmatch(r"k8s-[A-Za-z0-9]{0,8}-[A-Za-z0-9]{0,8}-[0-9a-f]{10}", name)
+        assert len(name) <= 32
+    assert A.A_EXTRA_SECURITY_GROUPS not in ann
+    assert all(v in ("true", "false") for _, v in spec.target_group_attributes)
+    assert len({m.frontend_protocol in ("TCP", "TLS") for m in spec.mappings}) == 1

@@ -25,7 +25,8 @@ from controller.aws.annotations import (
 )
 from controller.aws.config import zone_to_region
 from controller.aws.instances import InvalidProviderID, parse_provider_id
-from controller.cloud import ImplementedElsewhere, InvalidServiceConfig, Service, ServicePort
+from controller.aws.nlbspec import parse_nlb_service
+from controller.cloud import InvalidServiceConfig, Service, ServicePort
 from tests.controller.upstream.aws_tables import (
     AZ_TO_REGION,
     BUILD_LISTENER,
@@ -194,25 +195,17 @@ def test_validate_service_annotations(
     annotations: dict[str, str], hostname: str | None, error: str
 ) -> None:
     """TestValidateServiceAnnotations through our whole pre-flight validation (our Service
-    has a TCP port with a node port, so only the annotations decide). A case that passes
-    upstream's validation and is an NLB ends in ImplementedElsewhere here (our NLB path is not
-    built yet); the four whose error is NLB-only (extra security groups on an NLB) are not
-    applicable for the same reason, and are asserted to be handed elsewhere."""
+    has a TCP port with a node port, so only the annotations decide): a Classic ELB's through
+    ``parse_service``, an NLB's through ``parse_nlb_service``."""
     ingress = () if hostname is None else ({"hostname": hostname},)
     service = _svc(annotations, status_ingress=ingress)
-    nlb_only = error.startswith("BYO extra security group")
-    if error and not nlb_only:
+    parse = parse_nlb_service if load_balancer_kind(annotations) == "nlb" else parse_service
+    if error:
         with pytest.raises(InvalidServiceConfig) as err:
-            parse_service(service, ensuring=True)
+            parse(service, ensuring=True)
         assert error in str(err.value)
         return
-    try:
-        parse_service(service, ensuring=True)
-    except ImplementedElsewhere:
-        assert annotations.get(A_TYPE) == "nlb"
-    else:
-        assert load_balancer_kind(annotations) == "classic"
-        assert not nlb_only
+    parse(service, ensuring=True)
 
 
 @pytest.mark.parametrize(

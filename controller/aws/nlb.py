@@ -1,0 +1,528 @@
+"""Network Load Balancers for Services annotated ``aws-load-balancer-type: nlb``.
+
+Neighbours: :mod:`controller.aws.nlbspec` validates the Service first;
+:mod:`controller.aws.nlbrules` computes the node security-group rules;
+:class:`controller.aws.subnets.Subnets` and :class:`controller.aws.instances.InstanceCache` are
+shared with the Classic ELB path (:mod:`controller.aws.loadbalancer`);
+:class:`controller.aws.LoadBalancers` routes each Service to one of the two.
+
+Design: the AWS call order follows upstream v1.33.0 (``aws.go`` ``EnsureLoadBalancer`` NLB
+branch, ``aws_loadbalancer.go`` ``ensureLoadBalancerv2``, ``ensureTargetGroup``,
+``updateInstanceSecurityGroupsForNLB``, ``EnsureLoadBalancerDeleted``) so the lab's trail can
+be compared with it (``controller/aws/README.md`` lists the sequences). The differences, each
+in ``controller/DEVIATIONS.md``: all input is validated before the first call; an existing
+target group's health check is compared field by field (upstream compares the path with its own
+empty request and so modifies an HTTP-checked group on every sync); a sync that changed nothing
+does not describe the load balancer again; deletion revokes the node rules first and also when
+the load balancer is already gone (upstream returns early and leaks them, kubernetes#81610).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from botocore.exceptions import ClientError
+
+from controller.aws import nlbrules
+from controller.aws.clients import aws_errors, error_code
+from controller.aws.context import AWSContext
+from controller.aws.instances import InstanceCache
+from controller.aws.loadbalancer import LoadBalancerNotFound
+from controller.aws.nlbspec import (
+    A_EIP_ALLOCATIONS,
+    NLBSpec,
+    PortMapping,
+    parse_nlb_service,
+    target_group_name,
+)
+from controller.aws.securitygroups import SecurityGroups, find_group_for_instance
+from controller.aws.subnets import Subnets
+from controller.aws.tags import SERVICE_NAME_TAG, tag_list
+from controller.cloud import (
+    CloudError,
+    InvalidServiceConfig,
+    LoadBalancerIngress,
+    LoadBalancerStatus,
+    Node,
+    Service,
+    load_balancer_name,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2.type_defs import InstanceTypeDef, IpPermissionUnionTypeDef
+    from mypy_boto3_elbv2.type_defs import (
+        ListenerTypeDef,
+        LoadBalancerTypeDef,
+        TargetGroupTypeDef,
+    )
+
+log = logging.getLogger(__name__)
+
+CHUNK = 100  # upstream defaultRegisterTargetsChunkSize / defaultDeregisterTargetsChunkSize
+A_CROSS_ZONE_ATTR = "load_balancing.cross_zone.enabled"
+A_ACCESS_ENABLED_ATTR = "access_logs.s3.enabled"
+A_ACCESS_BUCKET_ATTR = "access_logs.s3.bucket"
+A_ACCESS_PREFIX_ATTR = "access_logs.s3.prefix"
+
+
+def status_of(lb: LoadBalancerTypeDef) -> LoadBalancerStatus:
+    """Upstream ``v2toStatus``: the DNS name, only while ``active`` or ``provisioning``."""
+    dns = lb.get("DNSName", "")
+    state = lb.get("State", {}).get("Code", "")
+    if dns and state in ("active", "provisioning"):
+        return LoadBalancerStatus((LoadBalancerIngress(hostname=dns),))
+    return LoadBalancerStatus()
+
+
+def desired_lb_attributes(spec: NLBSpec, current: dict[str, str]) -> list[dict[str, str]]:
+    """Upstream ``reconcileLBAttributes``: cross-zone and access logs; the bucket and prefix
+    only while access logs are on (ELBv2 refuses an empty bucket)."""
+    want = {
+        A_CROSS_ZONE_ATTR: "true" if spec.cross_zone else "false",
+        A_ACCESS_ENABLED_ATTR: "true" if spec.access_log_enabled else "false",
+    }
+    if spec.access_log_enabled:
+        want[A_ACCESS_BUCKET_ATTR] = spec.access_log_bucket
+        want[A_ACCESS_PREFIX_ATTR] = spec.access_log_prefix
+    return [{"Key": k, "Value": v} for k, v in want.items() if current.get(k) != v]
+
+
+class NetworkLoadBalancers:
+    """``controller.cloud.LoadBalancer`` on ELBv2 network load balancers (instance targets)."""
+
+    def __init__(
+        self, ctx: AWSContext, *, instances: InstanceCache, subnets: Subnets, groups: SecurityGroups
+    ) -> None:
+        self.ctx = ctx
+        self.elbv2 = ctx.clients.nlb
+        self.instances = instances
+        self.subnets = subnets
+        self.groups = groups
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _spec(self, service: Service, *, ensuring: bool = False) -> NLBSpec:
+        cfg = self.ctx.config
+        shared = None
+        if cfg.cluster_service_load_balancer_health_probe_mode == "Shared":
+            shared = (
+                cfg.cluster_service_shared_load_balancer_health_probe_port,
+                cfg.cluster_service_shared_load_balancer_health_probe_path,
+            )
+        return parse_nlb_service(service, shared_probe=shared, ensuring=ensuring)
+
+    def describe(self, name: str) -> LoadBalancerTypeDef | None:
+        """Upstream ``describeLoadBalancerv2``: the network load balancer named ``name``."""
+        try:
+            resp = self.elbv2.describe_load_balancers(Names=[name])
+        except ClientError as exc:
+            if error_code(exc) == "LoadBalancerNotFound":
+                return None
+            raise
+        for lb in resp.get("LoadBalancers", []):
+            if lb.get("Type") == "network":
+                return lb
+        raise CloudError(f"NLB '{name}' could not be found (another type has the name)")
+
+    def _tags(self, service: Service, spec: NLBSpec) -> dict[str, str]:
+        return self.ctx.tags.owned_tags([*spec.additional_tags, (SERVICE_NAME_TAG, service.key)])
+
+    # -- contract ------------------------------------------------------------------------
+
+    def get_load_balancer_name(self, cluster_name: str, service: Service) -> str:
+        return load_balancer_name(service)
+
+    @aws_errors
+    def get_load_balancer(
+        self, cluster_name: str, service: Service
+    ) -> tuple[LoadBalancerStatus | None, bool]:
+        lb = self.describe(load_balancer_name(service))
+        if lb is None:
+            return None, False
+        return status_of(lb), True
+
+    @aws_errors
+    def ensure_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> LoadBalancerStatus:
+        spec = self._spec(service, ensuring=True)  # every validation error before any call
+        return self._ensure(service, spec, nodes)
+
+    @aws_errors
+    def update_load_balancer(
+        self, cluster_name: str, service: Service, nodes: Sequence[Node]
+    ) -> None:
+        """Upstream: describe, then the whole ``EnsureLoadBalancer``."""
+        spec = self._spec(service)
+        name = load_balancer_name(service)
+        lb = self.describe(name)
+        if lb is None:
+            raise LoadBalancerNotFound(f"Load balancer not found: {name} ({service.key})")
+        self._ensure(service, spec, nodes, described=lb)
+
+    @aws_errors
+    def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
+        name = load_balancer_name(service)
+        lb = self.describe(name)
+        # FIXED (kubernetes#57568, #81610): our node rules go first, and also when the load
+        # balancer is already gone; upstream revokes last and returns early when it is gone.
+        self._update_node_rules(name, [], subnet_cidrs=[], client_cidrs=[], mappings=())
+        if lb is None:
+            log.info("load balancer already deleted: %s (%s)", name, service.key)
+            return
+        arn = lb["LoadBalancerArn"]
+        groups = self.elbv2.describe_target_groups(LoadBalancerArn=arn).get("TargetGroups", [])
+        self.elbv2.delete_load_balancer(LoadBalancerArn=arn)
+        log.info("deleted load balancer %s (%s)", name, service.key)
+        for tg in groups:
+            self.elbv2.delete_target_group(TargetGroupArn=tg["TargetGroupArn"])
+
+    # -- ensure --------------------------------------------------------------------------
+
+    def _ensure(
+        self,
+        service: Service,
+        spec: NLBSpec,
+        nodes: Sequence[Node],
+        *,
+        described: LoadBalancerTypeDef | None = None,
+    ) -> LoadBalancerStatus:
+        name = load_balancer_name(service)
+        instances = self.instances.for_nodes(nodes, target_labels=spec.target_node_labels)
+        instance_ids = sorted({i.get("InstanceId", "") for i in instances})
+        subnet_ids = self.subnets.for_load_balancer(internal=spec.internal, annotated=spec.subnets)
+        if spec.eip_allocations and len(spec.eip_allocations) != len(subnet_ids):
+            raise InvalidServiceConfig(
+                A_EIP_ALLOCATIONS,
+                ",".join(spec.eip_allocations),
+                f"Must have same number of EIP AllocationIDs ({len(spec.eip_allocations)}) "
+                f"and SubnetIDs ({len(subnet_ids)})",
+            )
+        lb = described if described is not None else self.describe(name)
+        tags = self._tags(service, spec)
+        if lb is None:
+            lb = self._create(name, service, spec, subnet_ids, tags, instance_ids)
+        else:
+            lb = self._reconcile(lb, service, spec, tags, instance_ids)
+        if spec.target_group_attributes:
+            self._reconcile_target_group_attributes(lb["LoadBalancerArn"], spec)
+        ensured = [z.get("SubnetId", "") for z in lb.get("AvailabilityZones", [])]
+        if not ensured:
+            raise CloudError(f"did not find ensured subnets on LB {name}")
+        subnet_cidrs = self._subnet_cidrs(ensured)
+        self._update_node_rules(
+            name,
+            instances,
+            subnet_cidrs=subnet_cidrs,
+            client_cidrs=list(spec.source_ranges),
+            mappings=spec.mappings,
+        )
+        return status_of(lb)
+
+    def _create(
+        self,
+        name: str,
+        service: Service,
+        spec: NLBSpec,
+        subnet_ids: Sequence[str],
+        tags: dict[str, str],
+        instance_ids: Sequence[str],
+    ) -> LoadBalancerTypeDef:
+        mappings: list[dict[str, str]] = []
+        for i, sid in enumerate(subnet_ids):
+            m = {"SubnetId": sid}
+            if spec.eip_allocations:
+                m["AllocationId"] = spec.eip_allocations[i]
+            mappings.append(m)
+        kwargs: dict[str, Any] = {
+            "Name": name,
+            "Type": "network",
+            "SubnetMappings": mappings,
+            "Tags": tag_list(tags),
+        }
+        if spec.internal:
+            kwargs["Scheme"] = "internal"
+        log.info("creating network load balancer %s for %s", name, service.key)
+        lb = self.elbv2.create_load_balancer(**kwargs)["LoadBalancers"][0]
+        for mapping in spec.mappings:
+            self._create_listener(lb, mapping, service, tags, instance_ids)
+        self._reconcile_lb_attributes(lb["LoadBalancerArn"], spec)
+        return lb
+
+    def _create_listener(
+        self,
+        lb: LoadBalancerTypeDef,
+        mapping: PortMapping,
+        service: Service,
+        tags: dict[str, str],
+        instance_ids: Sequence[str],
+    ) -> None:
+        tg = self._create_target_group(lb["VpcId"], mapping, service, tags, instance_ids)
+        kwargs: dict[str, Any] = {
+            "LoadBalancerArn": lb["LoadBalancerArn"],
+            "Port": mapping.frontend_port,
+            "Protocol": mapping.frontend_protocol,
+            "DefaultActions": [{"Type": "forward", "TargetGroupArn": tg["TargetGroupArn"]}],
+            "Tags": tag_list(tags),
+        }
+        kwargs.update(_tls_fields(mapping))
+        self.elbv2.create_listener(**kwargs)
+
+    def _create_target_group(
+        self,
+        vpc_id: str,
+        mapping: PortMapping,
+        service: Service,
+        tags: dict[str, str],
+        instance_ids: Sequence[str],
+    ) -> TargetGroupTypeDef:
+        hc = mapping.health_check
+        name = target_group_name(self.ctx.tags.cluster_id, service.namespace, service.name, mapping)
+        kwargs: dict[str, Any] = {
+            "Name": name,
+            "VpcId": vpc_id,
+            "Port": mapping.traffic_port,
+            "Protocol": mapping.traffic_protocol,
+            "TargetType": "instance",
+            "HealthCheckIntervalSeconds": hc.interval,
+            "HealthCheckPort": hc.port,
+            "HealthCheckProtocol": hc.protocol,
+            "HealthyThresholdCount": hc.healthy_threshold,
+            "UnhealthyThresholdCount": hc.unhealthy_threshold,
+            "Tags": tag_list(tags),
+        }
+        if hc.protocol != "TCP":
+            kwargs["HealthCheckPath"] = hc.path
+        log.info("creating target group %s for %s", name, service.key)
+        tg = self.elbv2.create_target_group(**kwargs)["TargetGroups"][0]
+        self._sync_targets(tg["TargetGroupArn"], mapping.traffic_port, instance_ids, actual=[])
+        return tg
+
+    def _reconcile(
+        self,
+        lb: LoadBalancerTypeDef,
+        service: Service,
+        spec: NLBSpec,
+        tags: dict[str, str],
+        instance_ids: Sequence[str],
+    ) -> LoadBalancerTypeDef:
+        arn = lb["LoadBalancerArn"]
+        listeners = self.elbv2.describe_listeners(LoadBalancerArn=arn).get("Listeners", [])
+        actual: dict[tuple[int, str], ListenerTypeDef] = {
+            (int(x.get("Port", 0)), str(x.get("Protocol", ""))): x for x in listeners
+        }
+        groups = self.elbv2.describe_target_groups(LoadBalancerArn=arn).get("TargetGroups", [])
+        by_node_port = {int(g.get("Port", 0)): g for g in groups}
+        for mapping in spec.mappings:
+            listener = actual.get((mapping.frontend_port, mapping.frontend_protocol))
+            if listener is None:
+                self._create_listener(lb, mapping, service, tags, instance_ids)
+                continue
+            self._reconcile_listener(
+                lb, listener, by_node_port, mapping, service, tags, instance_ids
+            )
+        wanted = {(m.frontend_port, m.frontend_protocol) for m in spec.mappings}
+        for key, listener in sorted(actual.items()):
+            if key not in wanted:
+                self.elbv2.delete_listener(ListenerArn=listener["ListenerArn"])
+                self.elbv2.delete_target_group(
+                    TargetGroupArn=listener["DefaultActions"][0]["TargetGroupArn"]
+                )
+        self._reconcile_lb_attributes(arn, spec)
+        return lb  # subnets and DNS name cannot change on an NLB: no second describe
+
+    def _reconcile_listener(
+        self,
+        lb: LoadBalancerTypeDef,
+        listener: ListenerTypeDef,
+        by_node_port: dict[int, TargetGroupTypeDef],
+        mapping: PortMapping,
+        service: Service,
+        tags: dict[str, str],
+        instance_ids: Sequence[str],
+    ) -> None:
+        modify = False
+        certs = listener.get("Certificates", [])
+        if mapping.frontend_protocol == "TLS":
+            modify = listener.get("SslPolicy", "") != mapping.ssl_policy or (
+                not certs or certs[0].get("CertificateArn") != mapping.ssl_certificate_arn
+            )
+        elif mapping.frontend_protocol == "TCP":
+            modify = bool(listener.get("SslPolicy")) or bool(certs)
+        hc = mapping.health_check
+        tg = by_node_port.get(mapping.traffic_port)
+        recreate = (
+            tg is None
+            or tg.get("Protocol") != mapping.traffic_protocol
+            or str(tg.get("HealthCheckProtocol", "")).upper() != hc.protocol.upper()
+            or tg.get("HealthCheckIntervalSeconds") != hc.interval
+        )
+        if recreate or tg is None:
+            tg = self._create_target_group(lb["VpcId"], mapping, service, tags, instance_ids)
+            modify = True
+        if modify:
+            kwargs: dict[str, Any] = {
+                "ListenerArn": listener["ListenerArn"],
+                "Port": mapping.frontend_port,
+                "Protocol": mapping.frontend_protocol,
+                "DefaultActions": [{"Type": "forward", "TargetGroupArn": tg["TargetGroupArn"]}],
+            }
+            kwargs.update(_tls_fields(mapping))
+            self.elbv2.modify_listener(**kwargs)
+        if recreate:
+            self.elbv2.delete_target_group(
+                TargetGroupArn=listener["DefaultActions"][0]["TargetGroupArn"]
+            )
+            return
+        self._reconcile_target_group(tg, mapping, instance_ids)
+
+    def _reconcile_target_group(
+        self, tg: TargetGroupTypeDef, mapping: PortMapping, instance_ids: Sequence[str]
+    ) -> None:
+        arn = tg["TargetGroupArn"]
+        health = self.elbv2.describe_target_health(TargetGroupArn=arn)
+        actual = [
+            d["Target"]
+            for d in health.get("TargetHealthDescriptions", [])
+            if d.get("TargetHealth", {}).get("Reason") != "Target.DeregistrationInProgress"
+        ]
+        self._sync_targets(arn, mapping.traffic_port, instance_ids, actual=actual)
+        hc = mapping.health_check
+        change: dict[str, Any] = {}
+        if tg.get("HealthCheckPort") != hc.port:
+            change["HealthCheckPort"] = hc.port
+        if (
+            tg.get("HealthyThresholdCount") != hc.healthy_threshold
+            or tg.get("UnhealthyThresholdCount") != hc.unhealthy_threshold
+        ):
+            change["HealthyThresholdCount"] = hc.healthy_threshold
+            change["UnhealthyThresholdCount"] = hc.unhealthy_threshold
+        if hc.protocol != "TCP" and tg.get("HealthCheckPath") != hc.path:
+            change["HealthCheckPath"] = hc.path
+        if change:
+            self.elbv2.modify_target_group(TargetGroupArn=arn, **change)
+
+    def _sync_targets(
+        self, arn: str, port: int, instance_ids: Sequence[str], *, actual: Sequence[Any]
+    ) -> None:
+        """Upstream ``ensureTargetGroupTargets``: (id, port) set difference, chunks of 100."""
+        want = {(i, port) for i in instance_ids}
+        have = {(str(t.get("Id", "")), int(t.get("Port", 0))) for t in actual}
+        register = sorted(want - have)
+        deregister = sorted(have - want)
+        for i in range(0, len(register), CHUNK):
+            self.elbv2.register_targets(
+                TargetGroupArn=arn,
+                Targets=[{"Id": t, "Port": p} for t, p in register[i : i + CHUNK]],
+            )
+        for i in range(0, len(deregister), CHUNK):
+            self.elbv2.deregister_targets(
+                TargetGroupArn=arn,
+                Targets=[{"Id": t, "Port": p} for t, p in deregister[i : i + CHUNK]],
+            )
+
+    def _reconcile_lb_attributes(self, arn: str, spec: NLBSpec) -> None:
+        resp = self.elbv2.describe_load_balancer_attributes(LoadBalancerArn=arn)
+        current = {a.get("Key", ""): a.get("Value", "") for a in resp.get("Attributes", [])}
+        change = desired_lb_attributes(spec, current)
+        if change:
+            self.elbv2.modify_load_balancer_attributes(
+                LoadBalancerArn=arn, Attributes=cast(Any, change)
+            )
+
+    def _reconcile_target_group_attributes(self, lb_arn: str, spec: NLBSpec) -> None:
+        """Current upstream ``reconcileTargetGroupsAttributes``: annotated values that differ
+        from what AWS reports; attributes AWS does not report are skipped."""
+        groups = self.elbv2.describe_target_groups(LoadBalancerArn=lb_arn).get("TargetGroups", [])
+        for tg in groups:
+            arn = tg["TargetGroupArn"]
+            resp = self.elbv2.describe_target_group_attributes(TargetGroupArn=arn)
+            current = {a.get("Key", ""): a.get("Value", "") for a in resp.get("Attributes", [])}
+            change = [
+                {"Key": k, "Value": v}
+                for k, v in spec.target_group_attributes
+                if k in current and current[k] != v
+            ]
+            if change:
+                self.elbv2.modify_target_group_attributes(
+                    TargetGroupArn=arn, Attributes=cast(Any, change)
+                )
+
+    def _subnet_cidrs(self, subnet_ids: Sequence[str]) -> list[str]:
+        """Upstream ``getSubnetCidrs``: the CIDRs the health checks come from."""
+        resp = self.ctx.clients.ec2.describe_subnets(SubnetIds=list(subnet_ids))
+        subnets = resp.get("Subnets", [])
+        if len(subnets) != len(subnet_ids):
+            raise CloudError(f"error querying Subnet for ELB, got {len(subnets)} for {subnet_ids}")
+        return sorted(s.get("CidrBlock", "") for s in subnets)
+
+    # -- node security groups -----------------------------------------------------------
+
+    def _update_node_rules(
+        self,
+        lb_name: str,
+        instances: Sequence[InstanceTypeDef],
+        *,
+        subnet_cidrs: Sequence[str],
+        client_cidrs: Sequence[str],
+        mappings: Sequence[PortMapping],
+    ) -> None:
+        """Upstream ``updateInstanceSecurityGroupsForNLB`` (no instances: revoke all ours)."""
+        if self.ctx.config.disable_security_group_ingress:
+            return
+        cluster = self.groups.cluster_groups()
+        desired: set[str] = set()
+        for inst in instances:
+            gid = find_group_for_instance(inst, cluster)
+            if gid is None:
+                log.warning("ignoring instance without security group: %s", inst.get("InstanceId"))
+                continue
+            desired.add(gid)
+        groups: dict[str, Any] = dict(cluster)
+        untagged = sorted(desired - set(cluster))
+        if untagged:
+            for g in self.groups.describe(group_ids=untagged):
+                groups[g["GroupId"]] = g
+        client_ports = {m.traffic_port for m in mappings}
+        protocol = "udp" if any(m.traffic_protocol == "UDP" for m in mappings) else "tcp"
+        check_ports: set[int] = set()
+        for m in mappings:
+            check_ports |= nlbrules.health_ports([m.traffic_port], m.health_check.port)
+        for gid in sorted(groups):
+            plan = nlbrules.plan_group(
+                groups[gid].get("IpPermissions", []),
+                lb_name=lb_name,
+                serves_targets=gid in desired,
+                client_protocol=protocol,
+                client_ports=client_ports,
+                client_cidrs=client_cidrs,
+                check_ports=check_ports,
+                subnet_cidrs=subnet_cidrs,
+            )
+            if plan.revoke:
+                log.info("revoking %d NLB rule(s) of %s on %s", len(plan.revoke), lb_name, gid)
+                self.ctx.clients.ec2.revoke_security_group_ingress(
+                    GroupId=gid,
+                    IpPermissions=cast(
+                        "list[IpPermissionUnionTypeDef]", nlbrules.to_permissions(plan.revoke)
+                    ),
+                )
+            if plan.grant:
+                log.info("authorizing %d NLB rule(s) of %s on %s", len(plan.grant), lb_name, gid)
+                self.ctx.clients.ec2.authorize_security_group_ingress(
+                    GroupId=gid,
+                    IpPermissions=cast(
+                        "list[IpPermissionUnionTypeDef]", nlbrules.to_permissions(plan.grant)
+                    ),
+                )
+
+
+def _tls_fields(mapping: PortMapping) -> dict[str, Any]:
+    if mapping.frontend_protocol != "TLS":
+        return {}
+    out: dict[str, Any] = {"Certificates": [{"CertificateArn": mapping.ssl_certificate_arn}]}
+    if mapping.ssl_policy:
+        out["SslPolicy"] = mapping.ssl_policy
+    return out
