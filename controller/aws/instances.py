@@ -27,6 +27,7 @@ from botocore.exceptions import ClientError
 from controller.aws.clients import aws_errors, error_code
 from controller.aws.context import AWSContext
 from controller.aws.tags import tag_map
+from controller.aws.topology import TopologyManager, topology_labels
 from controller.cloud import (
     CloudError,
     InstanceID,
@@ -125,6 +126,11 @@ class AWSInstances:
         self.ctx = ctx
         self.ec2 = ctx.clients.ec2
         self._zone_ids: dict[str, str] = {}
+        self.topology = TopologyManager(
+            self.ec2,
+            pattern=ctx.config.supported_topology_instance_type_pattern,
+            clock=ctx.clock,
+        )
 
     # -- lookup --------------------------------------------------------------------------
 
@@ -206,9 +212,19 @@ class AWSInstances:
         zone_id = self.zone_id(zone)
         if zone_id and ZONE_ID_LABEL not in node.labels:
             labels[ZONE_ID_LABEL] = zone_id
+        instance_type = inst.get("InstanceType", "")
+        labels.update(
+            topology_labels(
+                self.topology,
+                instance_type=instance_type,
+                region=self.ctx.region,
+                instance_id=inst.get("InstanceId", ""),
+                existing=node.labels,
+            )
+        )
         return InstanceMetadata(
             provider_id=build_provider_id(zone, inst.get("InstanceId", "")),
-            instance_type=inst.get("InstanceType", ""),
+            instance_type=instance_type,
             node_addresses=node_addresses(inst, self.ctx.config.node_ip_families),
             zone=zone,
             region=self.ctx.region,

@@ -307,6 +307,13 @@ class AwsApp:
             if error is not None:
                 response = error_response(request.service, error, request_id=new_request_id())
                 return response, error.source
+            own = lab.fidelity.answer(request)
+            if isinstance(own, AwsError):
+                response = error_response(request.service, own, request_id=new_request_id())
+                return response, own.source
+            if own is not None:
+                lab.validator.observe(own.body)
+                return own, "fidelity:instance_topology"
             error, context = lab.fidelity.before(request)
             if error is not None:
                 response = error_response(request.service, error, request_id=new_request_id())
