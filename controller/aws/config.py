@@ -83,6 +83,7 @@ class CloudConfig:
     cluster_service_load_balancer_health_probe_mode: str = ""
     cluster_service_shared_load_balancer_health_probe_port: int = 10256
     cluster_service_shared_load_balancer_health_probe_path: str = "/healthz"
+    supported_topology_instance_type_pattern: str = ""
     service_overrides: tuple[ServiceOverride, ...] = field(default=())
 
     @property
@@ -229,7 +230,6 @@ _GLOBAL_STR = {
 }
 _GLOBAL_KNOWN_IGNORED = {
     "disablestrictzonecheck",
-    "supportedtopologyinstancetypepattern",
     "nlbsecuritygroupmode",
 }
 _OVERRIDE_KEYS = {"service", "region", "url", "signingregion", "signingmethod", "signingname"}
@@ -322,6 +322,18 @@ def _read_global(
                     source=source,
                 )
             values["cluster_service_shared_load_balancer_health_probe_port"] = port
+        elif key == "supportedtopologyinstancetypepattern":
+            raw = _last(key, vals, warnings, source)
+            try:
+                re.compile(raw)
+            except re.error as exc:
+                raise CloudConfigError(
+                    "SupportedTopologyInstanceTypePattern",
+                    raw,
+                    f"not a regular expression: {exc}",
+                    source=source,
+                ) from None
+            values["supported_topology_instance_type_pattern"] = raw
         elif key in _GLOBAL_KNOWN_IGNORED:
             warnings.append(
                 f"{source}: [Global] {key} is not supported by this controller; ignored"

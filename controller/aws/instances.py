@@ -27,6 +27,7 @@ from botocore.exceptions import ClientError
 from controller.aws.clients import aws_errors, error_code
 from controller.aws.context import AWSContext
 from controller.aws.tags import tag_map
+from controller.aws.topology import TopologyManager, topology_labels
 from controller.cloud import (
     CloudError,
     InstanceID,
@@ -38,7 +39,7 @@ from controller.cloud import (
 )
 
 if TYPE_CHECKING:
-    from mypy_boto3_ec2.type_defs import InstanceTypeDef
+    from mypy_boto3_ec2.type_defs import InstanceTypeDef, NetworkInterfaceTypeDef
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,40 @@ def node_addresses(instance: InstanceTypeDef, families: Sequence[str]) -> tuple[
     return tuple(out)
 
 
+FARGATE_PREFIX = "fargate-"
+
+
+def fargate_eni_address(instance_id: str) -> str:
+    """Upstream's Fargate variant: ``fargate-<ip>`` names its ENI's private IP directly,
+    ``fargate-ip-10-0-55-27.<domain>`` through the ``ip-…`` host name's dashes."""
+    endpoint = instance_id.removeprefix(FARGATE_PREFIX)
+    if endpoint.startswith("ip-"):
+        endpoint = endpoint.removeprefix("ip-").split(".")[0].replace("-", ".")
+    return endpoint
+
+
+def fargate_addresses(
+    eni: NetworkInterfaceTypeDef, families: Sequence[str]
+) -> tuple[NodeAddress, ...]:
+    """Upstream ``getNodeAddressesForFargateNode`` per family: the ENI's IP (its first IPv6
+    for ``ipv6``) as InternalIP, then its private DNS name as InternalDNS when it has one."""
+    out: list[NodeAddress] = []
+    dns = eni.get("PrivateDnsName", "")
+    for family in families:
+        if family == "ipv4":
+            ip = eni.get("PrivateIpAddress", "")
+        else:
+            v6 = eni.get("Ipv6Addresses", [])
+            if not v6:
+                log.error("no Ipv6Addresses associated with the eni")
+                continue
+            ip = v6[0].get("Ipv6Address", "")
+        out.append(NodeAddress("InternalIP", ip))
+        if dns:
+            out.append(NodeAddress("InternalDNS", dns))
+    return tuple(out)
+
+
 class AWSInstances:
     """``controller.cloud.InstancesV2`` on EC2."""
 
@@ -125,6 +160,11 @@ class AWSInstances:
         self.ctx = ctx
         self.ec2 = ctx.clients.ec2
         self._zone_ids: dict[str, str] = {}
+        self.topology = TopologyManager(
+            self.ec2,
+            pattern=ctx.config.supported_topology_instance_type_pattern,
+            clock=ctx.clock,
+        )
 
     # -- lookup --------------------------------------------------------------------------
 
@@ -181,10 +221,65 @@ class AWSInstances:
             return self._by_id(rbn)
         return self._by_private_dns(node.name)
 
+    # -- Fargate (upstream's variant) ------------------------------------------------------
+
+    @staticmethod
+    def fargate_id(node: Node) -> str | None:
+        """The ``fargate-…`` id of the node's providerID, or ``None`` for any other node."""
+        if not node.provider_id:
+            return None
+        try:
+            iid = parse_provider_id(node.provider_id)
+        except InvalidProviderID:
+            return None
+        return iid if iid.startswith(FARGATE_PREFIX) else None
+
+    def fargate_eni(self, instance_id: str) -> NetworkInterfaceTypeDef | None:
+        """Upstream ``DescribeNetworkInterfaces`` of the Fargate variant: the attached ENI in
+        our VPC with the node's private IP; ``None`` when there is none."""
+        resp = self.ec2.describe_network_interfaces(
+            Filters=[
+                {"Name": "attachment.status", "Values": ["attached"]},
+                {"Name": "vpc-id", "Values": [self.ctx.vpc_id]},
+                {"Name": "private-ip-address", "Values": [fargate_eni_address(instance_id)]},
+            ]
+        )
+        enis = resp.get("NetworkInterfaces", [])
+        if not enis:
+            return None
+        if len(enis) != 1:
+            ids = [e.get("NetworkInterfaceId", "") for e in enis]
+            raise CloudError(f"multiple interfaces found with the address of {instance_id}: {ids}")
+        return enis[0]
+
+    def _fargate_metadata(self, node: Node, instance_id: str) -> InstanceMetadata:
+        eni = self.fargate_eni(instance_id)
+        if eni is None:
+            raise InstanceNotFound(
+                f"no attached network interface in {self.ctx.vpc_id} for Fargate node {node.name}"
+            )
+        zone = eni.get("AvailabilityZone", "")
+        labels: dict[str, str] = {}
+        zone_id = self.zone_id(zone)
+        if zone_id and ZONE_ID_LABEL not in node.labels:
+            labels[ZONE_ID_LABEL] = zone_id
+        # upstream asks for the topology with an empty instance type, which it never sends
+        return InstanceMetadata(
+            provider_id=ProviderID(node.provider_id),
+            instance_type="",
+            node_addresses=fargate_addresses(eni, self.ctx.config.node_ip_families),
+            zone=zone,
+            region=self.ctx.region,
+            additional_labels=labels,
+        )
+
     # -- InstancesV2 ---------------------------------------------------------------------
 
     @aws_errors
     def instance_exists(self, node: Node) -> bool:
+        fargate = self.fargate_id(node)
+        if fargate is not None:
+            return self.fargate_eni(fargate) is not None
         inst = self.find(node)
         if inst is None:
             return False
@@ -193,11 +288,19 @@ class AWSInstances:
 
     @aws_errors
     def instance_shutdown(self, node: Node) -> bool:
+        fargate = self.fargate_id(node)
+        if fargate is not None:
+            # upstream's Fargate variant answers "shut down" whenever the ENI exists
+            # (TestInstanceShutdownByProviderIDForFargate); kept as upstream behaves
+            return self.fargate_eni(fargate) is not None
         inst = self.find(node)
         return inst is not None and inst.get("State", {}).get("Name") == "stopped"
 
     @aws_errors
     def instance_metadata(self, node: Node) -> InstanceMetadata:
+        fargate = self.fargate_id(node)
+        if fargate is not None:
+            return self._fargate_metadata(node, fargate)
         inst = self.find(node, for_metadata=True)
         if inst is None:
             raise InstanceNotFound(f"instance for node {node.name} does not exist")
@@ -206,9 +309,19 @@ class AWSInstances:
         zone_id = self.zone_id(zone)
         if zone_id and ZONE_ID_LABEL not in node.labels:
             labels[ZONE_ID_LABEL] = zone_id
+        instance_type = inst.get("InstanceType", "")
+        labels.update(
+            topology_labels(
+                self.topology,
+                instance_type=instance_type,
+                region=self.ctx.region,
+                instance_id=inst.get("InstanceId", ""),
+                existing=node.labels,
+            )
+        )
         return InstanceMetadata(
             provider_id=build_provider_id(zone, inst.get("InstanceId", "")),
-            instance_type=inst.get("InstanceType", ""),
+            instance_type=instance_type,
             node_addresses=node_addresses(inst, self.ctx.config.node_ip_families),
             zone=zone,
             region=self.ctx.region,

@@ -307,6 +307,13 @@ class AwsApp:
             if error is not None:
                 response = error_response(request.service, error, request_id=new_request_id())
                 return response, error.source
+            own = lab.fidelity.answer(request)
+            if isinstance(own, AwsError):
+                response = error_response(request.service, own, request_id=new_request_id())
+                return response, own.source
+            if own is not None:
+                lab.validator.observe(own.body)
+                return own, "fidelity:instance_topology"
             error, context = lab.fidelity.before(request)
             if error is not None:
                 response = error_response(request.service, error, request_id=new_request_id())
@@ -399,6 +406,7 @@ def _moto_dispatcher() -> Any:
     with _dispatcher_lock:
         if not _dispatcher:
             _allow_portless_rules()
+            _eni_attachment_status_filter()
             _share_default_amis()
             _dispatcher.append(DomainDispatcherApplication(create_backend_app))
         return _dispatcher[0]
@@ -453,6 +461,30 @@ def _allow_portless_rules() -> None:
 
     init.ccm_lab_portless = True  # type: ignore[attr-defined]
     SecurityGroupRule.__init__ = init  # type: ignore[method-assign]
+
+
+def _eni_attachment_status_filter() -> None:
+    """``DescribeNetworkInterfaces`` with the documented filter ``attachment.status`` answers
+    as on AWS instead of moto's 500 ("The filter 'attachment.status' ... has not been
+    implemented"): an attached ENI is ``attached``, an unattached one has no attachment and
+    matches no value. moto attaches and detaches at once, so ``attaching``/``detaching`` never
+    occur. Upstream's Fargate variant looks a ``fargate-`` node's ENI up by this filter.
+    Applied once per process, before moto serves a call.
+    """
+    from moto.ec2.models.elastic_network_interfaces import NetworkInterface
+
+    original = NetworkInterface.get_filter_value
+    if getattr(original, "ccm_lab_attachment_status", False):
+        return
+
+    def get_filter_value(self: Any, filter_name: str, method_name: str | None = None) -> Any:
+        if filter_name == "attachment.status":
+            return "attached" if self.attachment_id and self.instance is not None else None
+        return original(self, filter_name, method_name)
+
+    get_filter_value.ccm_lab_attachment_status = True  # type: ignore[attr-defined]
+    get_filter_value.moto_original = original  # type: ignore[attr-defined]
+    NetworkInterface.get_filter_value = get_filter_value  # type: ignore[method-assign]
 
 
 def _shallow_copy(obj: Any) -> Any:

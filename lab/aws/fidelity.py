@@ -60,6 +60,8 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     already refused by moto). A TCP/UDP/TLS target group lacks the ``proxy_protocol_v2.enabled``
     (``false``) and ``preserve_client_ip.enabled`` (``true`` for instance targets) attributes,
     so the target-group-attributes annotation has nothing to compare with.
+14. ``DescribeInstanceTopology`` is not implemented in moto (500); the lab answers it from
+    moto's instances (:mod:`lab.aws.instance_topology`, ``instance_topology``).
 
 Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends with
 ``.elb.amazonaws.com``; ``ApplySecurityGroupsToLoadBalancer`` replaces the set in the given
@@ -80,9 +82,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
+from lab.aws import instance_topology
 from lab.aws.exceptions import AwsControlError, AwsError, DependencyViolation
 from lab.aws.lifecycle import InstanceLifecycle
-from lab.aws.protocol import AwsRequest, WireResponse
+from lab.aws.protocol import AwsRequest, WireResponse, new_request_id
 
 SgOrder = Literal["creation", "reversed", "shuffle"]
 SG_ORDERS: tuple[str, ...] = ("creation", "reversed", "shuffle")
@@ -122,6 +125,9 @@ class FidelityConfig:
     instance_describe_lag_s: float = 0.0
     """Seconds a new instance is missing from ``DescribeInstances``/``DescribeInstanceStatus``
     (EC2 eventual consistency, kubernetes#81636)."""
+    instance_topology: bool = True
+    """``DescribeInstanceTopology`` answered from moto's instances
+    (:mod:`lab.aws.instance_topology`); ``False`` = moto's answer (500, not implemented)."""
     elb_fixes: bool = True
     """Classic ELB API fixes: default health check and attributes, register/deregister
     results, unknown instances refused (gaps 5-8)."""
@@ -172,7 +178,14 @@ class FidelityConfig:
 
 
 def _validate(name: str, value: Any) -> None:
-    bools = {"enabled", "sg_dependency_violation", "elb_fixes", "elbv2_fixes", "elb_health_checks"}
+    bools = {
+        "enabled",
+        "sg_dependency_violation",
+        "elb_fixes",
+        "elbv2_fixes",
+        "elb_health_checks",
+        "instance_topology",
+    }
     bools |= set(VALIDATION_SWITCHES)
     seconds = {
         "elb_sg_release_s",
@@ -297,6 +310,28 @@ class FidelityLayer:
 
     def _views(self, region: str) -> MotoView:
         return MotoView(self._account, region)
+
+    # --- instead of moto ----------------------------------------------------------------------
+
+    def answer(self, request: AwsRequest) -> WireResponse | AwsError | None:
+        """The lab's own answer to a call moto does not implement (or None: ask moto)."""
+        cfg = self._config
+        if not (cfg.enabled and cfg.instance_topology):
+            return None
+        if request.service != "ec2" or request.action != "DescribeInstanceTopology":
+            return None
+        view = self._views(request.region)
+        zone_ids = {z.name: z.zone_id for z in view.ec2.describe_availability_zones()}
+        body = instance_topology.describe(view.ec2, self._account, request.params, zone_ids)
+        if isinstance(body, AwsError):
+            return body
+        request_id = new_request_id()
+        xml = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<DescribeInstanceTopologyResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+            f"<requestId>{request_id}</requestId>{body}</DescribeInstanceTopologyResponse>"
+        )
+        return WireResponse(200, [("Content-Type", "text/xml;charset=UTF-8")], xml.encode())
 
     # --- before moto ------------------------------------------------------------------------
 

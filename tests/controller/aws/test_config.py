@@ -77,6 +77,10 @@ def test_invalid_boolean_names_key_and_value() -> None:
             "ClusterServiceLoadBalancerHealthProbeMode",
         ),
         ("[Global]\nKubernetesClusterTag = a\nKubernetesClusterID = b\n", "KubernetesClusterID"),
+        (
+            "[Global]\nSupportedTopologyInstanceTypePattern = ^(p|trn\n",
+            "SupportedTopologyInstanceTypePattern",
+        ),
     ],
 )
 def test_invalid_values_are_rejected_with_their_key(text: str, key: str) -> None:
@@ -207,3 +211,11 @@ def test_signing_name_is_the_service_in_the_credential_scope(
         "us-east-1/custom-ec2/aws4_request",
         "eu-west-1/elasticloadbalancing/aws4_request",  # no SigningName: the SDK's name
     ]
+
+
+def test_supported_topology_pattern_is_read() -> None:
+    """Upstream's ``[Global] SupportedTopologyInstanceTypePattern`` (was ignored with a
+    warning); an invalid expression is refused (upstream's ``MustCompile`` panics)."""
+    cfg, warnings = load_cloud_config("[Global]\nSupportedTopologyInstanceTypePattern = t3.large\n")
+    assert warnings == []
+    assert cfg.supported_topology_instance_type_pattern == "t3.large"
