@@ -56,7 +56,7 @@ def test_find_subnets_keeps_ours_and_untagged_drops_other_clusters(
     untagged = subnet("10.20.20.0/24", "us-east-1c", {})
     other = subnet("10.20.21.0/24", "us-east-1d", {CLUSTER_TAG_PREFIX + "other": "owned"})
     legacy_other = subnet("10.20.22.0/24", "us-east-1e", {LEGACY_CLUSTER_TAG: "other"})
-    subnets = make_cloud().load_balancer().subnets
+    subnets = make_cloud().load_balancer().classic.subnets
     chosen = subnets.for_load_balancer(internal=True, annotated=[])
     assert untagged in chosen
     assert legacy_other in chosen
