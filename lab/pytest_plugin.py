@@ -1,6 +1,8 @@
 """The lab as pytest fixtures: one lab per session (per xdist worker), reset between tests.
 
-Options: ``--backend sim|kind|existing`` (default ``sim``), ``--aws moto|localstack``,
+Options: ``--backend sim|kind|existing`` (default ``sim``; ``existing`` attaches to the cluster
+``--kubeconfig PATH`` names: its own nodes, no stand-in of ours, nothing created or deleted in
+it by the lab; tests marked ``standin`` or ``owncluster`` skip there), ``--aws moto|localstack``,
 ``--k8s-version``, ``--insecure-api`` (sim: the simulator over plain HTTP without a token;
 by default it serves HTTPS and requires the lab's token, as ``invoke lab.up`` runs it), and
 another controller build under test: ``--controller-cmd TEMPLATE`` or ``--controller
@@ -88,6 +90,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="cluster backend for lab fixtures (default: sim, the embedded API simulator)",
     )
     group.addoption(
+        "--kubeconfig",
+        default=os.environ.get("CCM_LAB_KUBECONFIG", ""),
+        help="with --backend existing: the kubeconfig of the cluster the lab attaches to",
+    )
+    group.addoption(
         "--aws",
         choices=("moto", "localstack"),
         default=os.environ.get("CCM_LAB_AWS", "moto"),
@@ -162,6 +169,23 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[CONTROLLER_COMMAND] = command
     config.addinivalue_line("markers", MARKER_HELP)
+    backend = config.getoption("--backend", "sim")
+    kubeconfig = config.getoption("--kubeconfig", "")
+    if kubeconfig and backend != "existing":
+        raise pytest.UsageError(
+            f"--kubeconfig {kubeconfig!r}: names the cluster of --backend existing; add "
+            f"--backend existing, or drop --kubeconfig (--backend {backend} makes its own cluster)"
+        )
+    if backend == "existing":
+        if not kubeconfig:
+            raise pytest.UsageError(
+                "--backend existing: give --kubeconfig PATH naming the cluster to attach to"
+            )
+        if not Path(kubeconfig).expanduser().is_file():
+            raise pytest.UsageError(
+                f"--kubeconfig {kubeconfig!r}: no such file; give the path of the cluster's "
+                "kubeconfig"
+            )
     expect = config.getoption("--expect", None)
     report_dir = config.getoption("--conformance-report", None)
     if expect is None:
@@ -240,8 +264,6 @@ def _skip_unsupported(config: pytest.Config) -> None:
             pytest.skip("--backend kind needs a Docker engine; `docker info` does not answer here")
         if shutil.which("kind") is None:
             pytest.skip("--backend kind needs the kind CLI on PATH")
-    if backend == "existing":
-        pytest.skip("--backend existing is not wired into the fixtures yet")
     if aws == "localstack":
         pytest.skip("--aws localstack is not wired into the lab fixtures yet")
 
@@ -250,10 +272,13 @@ def _skip_unsupported(config: pytest.Config) -> None:
 def lab_config(request: pytest.FixtureRequest) -> LabConfig:
     """Override in a conftest to shape the session's lab (nodes, version, zones...)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    backend = request.config.getoption("--backend")
+    kubeconfig = request.config.getoption("--kubeconfig", "")
     return LabConfig(
         name=f"pytest-{worker}",
         k8s_version=request.config.getoption("--k8s-version"),
-        backend=request.config.getoption("--backend"),
+        backend=backend,
+        kubeconfig=Path(kubeconfig).expanduser().resolve() if backend == "existing" else None,
         insecure_api=bool(request.config.getoption("--insecure-api")),
     )
 
@@ -277,6 +302,10 @@ def lab(request: pytest.FixtureRequest, lab_session: Lab) -> Iterator[Lab]:
     if marker is not None and not lab_session.has_kubelet_stand_in:
         why = marker.args[0] if marker.args else "it drives the kubelet stand-in"
         pytest.skip(f"needs the sim backend's kubelet stand-in: {why}")
+    marker = request.node.get_closest_marker("owncluster")
+    if marker is not None and lab_session.config.backend == "existing":
+        why = marker.args[0] if marker.args else "it runs workloads on the lab's own nodes"
+        pytest.skip(f"needs a cluster the lab made (sim or kind), not --backend existing: {why}")
     if not lab_session.fresh:
         lab_session.reset()
     lab_session.fresh = False

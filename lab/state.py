@@ -112,6 +112,9 @@ class LabState:
     daemon: DaemonState | None = None
     controller: ControllerState | None = None
     debug: DebugState | None = None
+    #: backend existing: what the lab changed in a cluster it did not create (it creates
+    #: nothing there and ``lab.down`` deletes nothing there), one line each
+    cluster_changes: tuple[str, ...] = ()
     version: int = FORMAT_VERSION
 
     def replace(self, **changes: Any) -> Self:
@@ -211,6 +214,7 @@ def _decode_state(data: Mapping[str, Any]) -> LabState:
         token=data.get("token"),
         vpc_id=data.get("vpc_id"),
         node_security_group=data.get("node_security_group"),
+        cluster_changes=_strs(data.get("cluster_changes", [])),
         daemon=None
         if dmn is None
         else DaemonState(_process(dmn["process"]), str(dmn["control_url"]), str(dmn["log"])),
