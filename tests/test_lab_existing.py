@@ -208,9 +208,7 @@ def test_an_api_server_that_does_not_answer_is_refused_before_anything_starts(
     kubeconfig = _kubeconfig_to(tmp_path / "kc", server)
     root = tmp_path / "labs"
     with pytest.raises(labctl.LabError) as caught:
-        labctl.up(
-            name="ex", backend="existing", kubeconfig=kubeconfig, root=root, console=_quiet()
-        )
+        labctl.up(name="ex", backend="existing", kubeconfig=kubeconfig, root=root, console=_quiet())
     message = str(caught.value)
     assert message.startswith(f"--kubeconfig {str(kubeconfig)!r}: its API server {server} ")
     assert "does not answer" in message
