@@ -169,23 +169,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[CONTROLLER_COMMAND] = command
     config.addinivalue_line("markers", MARKER_HELP)
-    backend = config.getoption("--backend", "sim")
-    kubeconfig = config.getoption("--kubeconfig", "")
-    if kubeconfig and backend != "existing":
-        raise pytest.UsageError(
-            f"--kubeconfig {kubeconfig!r}: names the cluster of --backend existing; add "
-            f"--backend existing, or drop --kubeconfig (--backend {backend} makes its own cluster)"
-        )
-    if backend == "existing":
-        if not kubeconfig:
-            raise pytest.UsageError(
-                "--backend existing: give --kubeconfig PATH naming the cluster to attach to"
-            )
-        if not Path(kubeconfig).expanduser().is_file():
-            raise pytest.UsageError(
-                f"--kubeconfig {kubeconfig!r}: no such file; give the path of the cluster's "
-                "kubeconfig"
-            )
+    check_backend_options(
+        config.getoption("--backend", "sim"), config.getoption("--kubeconfig", "")
+    )
     expect = config.getoption("--expect", None)
     report_dir = config.getoption("--conformance-report", None)
     if expect is None:
@@ -209,6 +195,26 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[CONFORMANCE] = plugin
     config.pluginmanager.register(plugin, "ccm-lab-conformance")
+
+
+def check_backend_options(backend: str, kubeconfig: str) -> None:
+    """``--backend existing`` goes with ``--kubeconfig PATH`` (a file), and only it: a usage
+    error naming the flag and the value otherwise."""
+    if kubeconfig and backend != "existing":
+        raise pytest.UsageError(
+            f"--kubeconfig {kubeconfig!r}: names the cluster of --backend existing; add "
+            f"--backend existing, or drop --kubeconfig (--backend {backend} makes its own cluster)"
+        )
+    if backend != "existing":
+        return
+    if not kubeconfig:
+        raise pytest.UsageError(
+            "--backend existing: give --kubeconfig PATH naming the cluster to attach to"
+        )
+    if not Path(kubeconfig).expanduser().is_file():
+        raise pytest.UsageError(
+            f"--kubeconfig {kubeconfig!r}: no such file; give the path of the cluster's kubeconfig"
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import io
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -222,3 +224,84 @@ def test_lab_config_takes_a_kubeconfig_only_with_backend_existing(tmp_path: Path
     with pytest.raises(ValueError, match="kubeconfig names the cluster of backend 'existing'"):
         LabConfig(backend="existing")
     assert LabConfig(backend="existing", kubeconfig=tmp_path / "kc").cluster_name == "ccm-lab"
+
+
+INNER = """
+import pytest
+
+
+def test_the_nodes_are_the_clusters(lab, core_v1):
+    names = sorted(n.metadata.name for n in core_v1.list_node().items)
+    assert names == ["their-cp", "their-worker"]
+    assert sorted(n.name for n in lab.nodes) == names
+    assert lab.cluster.kind == "existing"
+    assert not lab.has_kubelet_stand_in
+
+
+@pytest.mark.standin("it stops a kubelet's heartbeats")
+def test_needs_the_stand_in(lab):
+    raise AssertionError("ran without the stand-in")
+
+
+@pytest.mark.owncluster("its pods run on the lab's nodes")
+def test_needs_the_labs_nodes(lab):
+    raise AssertionError("ran on an existing cluster")
+"""
+
+
+@pytest.mark.slow
+def test_fixtures_attach_and_skip_what_needs_our_stand_ins(
+    their_cluster: SimProvider, tmp_path: Path
+) -> None:
+    repo = Path(__file__).resolve().parents[1]
+    inner = tmp_path / "test_inner.py"
+    inner.write_text(INNER, encoding="utf-8")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "lab.pytest_plugin",
+            "-c",
+            str(repo / "pyproject.toml"),
+            "--rootdir",
+            str(tmp_path),
+            str(inner),
+            "--backend",
+            "existing",
+            "--kubeconfig",
+            str(their_cluster.kubeconfig()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed, 2 skipped" in done.stdout, done.stdout
+    assert "needs the sim backend's kubelet stand-in: it stops a kubelet's heartbeats" in (
+        done.stdout
+    )
+    assert (
+        "needs a cluster the lab made (sim or kind), not --backend existing: its pods run on "
+        "the lab's nodes" in done.stdout
+    )
+
+
+def test_pytest_options_name_the_flag(tmp_path: Path) -> None:
+    from lab.pytest_plugin import check_backend_options
+
+    with pytest.raises(pytest.UsageError, match=r"^--kubeconfig 'kc': names the cluster of"):
+        check_backend_options("sim", "kc")
+    with pytest.raises(pytest.UsageError, match=r"^--backend existing: give --kubeconfig PATH"):
+        check_backend_options("existing", "")
+    with pytest.raises(pytest.UsageError, match=r"^--kubeconfig '.*nope': no such file"):
+        check_backend_options("existing", str(tmp_path / "nope"))
+    (tmp_path / "kc").write_text("{}", encoding="utf-8")
+    check_backend_options("existing", str(tmp_path / "kc"))
+    check_backend_options("sim", "")
