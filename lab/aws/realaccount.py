@@ -8,9 +8,11 @@ callers: :func:`account_client` installs it on the boto3 client itself (a botoco
 ``before-parameter-build`` hook), so every call through that client passes it:
 
 * ``Describe*``/``Get*``/``List*`` pass (reading changes nothing);
-* a ``Create*``/``Run*`` call gets the run tag added to its ``TagSpecifications`` (a create call
-  that cannot tag at creation is refused), and the parents it names (``VpcId``, ``SubnetId``,
-  ``GroupId``...) must carry the tag: the lab adds nothing to somebody else's VPC;
+* a call that creates (``Create*``, ``Run*``, ``Allocate*``...) gets the run tag added to its
+  ``TagSpecifications``; one that cannot tag at creation is refused unless it only adds a part
+  to resources of the run (``CreateRoute`` in its route table); and the parents it names
+  (``VpcId``, ``SubnetId``, ``GroupId``...) must carry the tag: the lab adds nothing to
+  somebody else's VPC;
 * any other call (modify, attach, authorize, delete, tag) is allowed only when every resource id
   it names carries this run's tag (asked of EC2 with ``DescribeTags``); one that names none
   (an account-wide setting) is refused.
@@ -66,6 +68,7 @@ IMAGE_NAME = "amzn2-ami-hvm-*-x86_64-gp2"
 _RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{3,40}$")
 _RESOURCE_ID = re.compile(r"^[a-z]+(-[a-z]+)?-[0-9a-f]{8,17}$")
 _READ_ONLY = ("Describe", "Get", "List")
+_CREATING = ("Create", "Run", "Allocate", "Copy", "Import", "Request", "Purchase")
 #: create calls and the resource type their ``TagSpecifications`` take
 _CREATES = {
     "CreateVpc": "vpc",
@@ -171,18 +174,20 @@ class RunGuard:
         op: str = model.name
         if op.startswith(_READ_ONLY):
             return
-        if op in ("CreateTags", "DeleteTags"):
+        tagging = op in ("CreateTags", "DeleteTags")
+        if tagging:
             ids = [str(r) for r in params.get("Resources") or []]
         else:
             ids = self._named_ids(params)
-        if op in _CREATES:
-            self._tag_at_creation(op, params)
-        elif op.startswith(("Create", "Run")) and "TagSpecifications" not in params:
-            if not ids:
+        if not tagging and op.startswith(_CREATING):
+            if op in _CREATES or params.get("TagSpecifications"):
+                self._tag_at_creation(op, params)
+            elif not ids:
                 raise GuardRefused(
                     f"{op}: the lab cannot tag what this call creates with {RUN_TAG}, so it "
                     "does not make the call"
                 )
+            # else: a part of resources of the run (CreateRoute in its route table)
         elif not ids:
             raise GuardRefused(
                 f"{op}: names no resource of this run (an account-wide change?); the lab only "
@@ -197,9 +202,11 @@ class RunGuard:
         self.allowed.append((op, tuple(ids)))
 
     def _tag_at_creation(self, op: str, params: dict[str, Any]) -> None:
-        wanted = _CREATES[op]
+        """The run tag into every ``TagSpecifications`` entry (one for the call's own resource
+        type added where the lab knows it)."""
         specs = params.setdefault("TagSpecifications", [])
-        if not any(s.get("ResourceType") == wanted for s in specs):
+        wanted = _CREATES.get(op)
+        if wanted is not None and not any(s.get("ResourceType") == wanted for s in specs):
             specs.append({"ResourceType": wanted, "Tags": []})
         for spec in specs:
             tags = spec.setdefault("Tags", [])

@@ -38,7 +38,9 @@ REGION = "eu-west-1"
 @pytest.fixture(scope="module")
 def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AwsProcess]:
     """moto in its own process: the "account" (its state is not this process's moto)."""
-    aws = AwsProcess(region=REGION, log_path=tmp_path_factory.mktemp("account") / "aws.log")
+    aws = AwsProcess(
+        region=REGION, log_path=tmp_path_factory.mktemp("account") / "aws.log", ready_timeout=120
+    )
     aws.start()
     try:
         yield aws
@@ -236,22 +238,32 @@ def test_the_guard_refuses_changes_to_what_the_run_did_not_create(account: AwsPr
             Resources=[vpc], Tags=[{"Key": RUN_TAG, "Value": "guard-run"}]
         ),
         "EnableEbsEncryptionByDefault": ec2.enable_ebs_encryption_by_default,
+        "AllocateAddress": lambda: ec2.allocate_address(Domain="vpc"),
     }
     for op, call in refused.items():
         with pytest.raises(GuardRefused, match=f"^{op}") as caught:
             call()
         message = str(caught.value)
-        if op != "EnableEbsEncryptionByDefault":
+        if op == "EnableEbsEncryptionByDefault":
+            assert "account-wide" in message
+        elif op == "AllocateAddress":
+            assert f"cannot tag what this call creates with {RUN_TAG}" in message
+        else:
             assert vpc in message or group in message
             assert f"not tagged {RUN_TAG}=guard-run" in message
-        else:
-            assert "account-wide" in message
     assert _world(outside) == before
 
     # what the run creates carries its tag, and only then may the run change it
     mine = ec2.create_vpc(CidrBlock="10.6.0.0/16")["Vpc"]["VpcId"]
     assert _world(outside)["vpc", mine] == {RUN_TAG: "guard-run"}
     ec2.modify_vpc_attribute(VpcId=mine, EnableDnsHostnames={"Value": True})
+    # a create call outside the lab's list: tagged when it can be, then the run may release it
+    address = ec2.allocate_address(
+        Domain="vpc", TagSpecifications=[{"ResourceType": "elastic-ip", "Tags": []}]
+    )["AllocationId"]
+    (described,) = outside.describe_addresses(AllocationIds=[address])["Addresses"]
+    assert {t["Key"]: t["Value"] for t in described["Tags"]} == {RUN_TAG: "guard-run"}
+    ec2.release_address(AllocationId=address)
     # teardown takes only a guarded client of the same run
     with pytest.raises(RealAwsError, match="needs a client made by account_client"):
         teardown(outside, "guard-run")
