@@ -13,7 +13,9 @@ failed start leaves nothing behind:
 4. ``start-imds``: the instance metadata service whose default instance is the control plane's,
    so the controller's "own instance" is that node, as on a real control plane;
 5. ``provision-cluster``: the cluster provider (``lab.cluster``: sim, kind, existing) creates the
-   cluster with every node's name, IP and ``aws:///<zone>/<instance-id>`` providerID;
+   cluster with every node's name, IP and ``aws:///<zone>/<instance-id>`` providerID (an
+   existing cluster is only checked to answer: its nodes, read in ``seed-aws``, are what it
+   has, and the lab creates and deletes nothing in it);
 6. ``align-instances``: where the backend assigns node IPs itself (Docker on kind), the
    instances are seeded again with the IPs the nodes got (the seeded id generator gives them the
    same ids) and providerIDs still empty are set;
@@ -525,9 +527,7 @@ class Lab:
                     f"node {info.name} has InternalIP {info.ip}, outside the lab's zone subnets "
                     f"({blocks}); give --vpc-cidr a block whose first /20s hold the nodes"
                 )
-            role = info.role
-            if index == 0:
-                role = Role.CONTROL_PLANE
+            role = Role.CONTROL_PLANE if index == 0 else info.role
             plan.append(NodeSpec(role=role, name=info.name, ip=str(info.ip), zone=zone))
         return plan
 

@@ -612,7 +612,7 @@ def down(
             "nothing in it and deleted nothing"
         )
         for change in state.cluster_changes:
-            out.print(f"  changed: {escape(change)}")
+            out.print(f"  - {escape(change)}")
     out.print(f"[green]✓[/] lab {name!r} is down (no process, port or state left)")
 
 
