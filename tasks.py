@@ -184,14 +184,21 @@ def fmt(c: Context) -> None:
     default=True,
     help={
         "name": "lab name (state under .lab/<name>/)",
-        "backend": "auto (kind if Docker answers, else sim) | sim | kind",
+        "backend": "auto (kind if Docker answers, else sim) | sim | kind | existing "
+        "(attach to --kubeconfig's cluster)",
+        "kubeconfig": "with --backend existing: the kubeconfig of the cluster to attach to "
+        "(the lab creates and deletes nothing in it)",
         "aws": "moto (default: the lab's own, with its fidelity layer) | localstack (behind the "
-        "lab's recording proxy; sim backend; scenarios needing ELB or the fidelity layer skip)",
+        "lab's recording proxy; sim backend; scenarios needing ELB or the fidelity layer skip) | "
+        "real (your AWS account: needs --i-accept-aws-charges; every resource tagged "
+        "ccm-lab/run-id)",
+        "aws_endpoint": "localstack: the URL of a running LocalStack, e.g. http://127.0.0.1:4566 "
+        "(default: start localstack/localstack in Docker)",
+        "i_accept_aws_charges": "with --aws real: go ahead and create billable resources",
+        "dry_run": "with --aws real: print what would be created and change nothing",
         "controller_image": "kind: run this controller image in-cluster (a DaemonSet on the "
         "control plane, upstream's flags and RBAC; local images loaded with kind load) "
         "instead of a local process",
-        "aws_endpoint": "localstack: the URL of a running LocalStack, e.g. http://127.0.0.1:4566 "
-        "(default: start localstack/localstack in Docker)",
         "nodes": "number of nodes, 1 to 20 (the first is the control plane)",
         "k8s_version": f"Kubernetes version the cluster behaves as (default {DEFAULT_K8S_VERSION})",
         "legacy_behavior": "comma-separated legacy behaviours for the controller",
@@ -229,9 +236,26 @@ def up(
     controller_ready_url: str = "",
     aws_endpoint: str = "",
     controller_image: str = "",
+    kubeconfig: str = "",
+    i_accept_aws_charges: bool = False,
+    dry_run: bool = False,
 ) -> None:
     """Bring a lab up: AWS endpoint, metadata, cluster, controller."""
+    from pathlib import Path
+
     from lab.labctl import up as lab_up
+    from lab.labctl import up_real_aws
+
+    if aws == "real":
+        _run(
+            up_real_aws,
+            name=name,
+            nodes=nodes,
+            accept_aws_charges=i_accept_aws_charges,
+            dry_run=dry_run,
+            vpc_cidr=vpc_cidr or None,
+        )
+        return
 
     legacy, extra = _controller_flags(legacy_behavior, args)
     command = _controller_command(
@@ -261,15 +285,24 @@ def up(
         insecure_api=insecure_api,
         aws_endpoint=aws_endpoint or None,
         controller_image=controller_image or None,
+        kubeconfig=Path(kubeconfig).expanduser() if kubeconfig else None,
+        accept_aws_charges=i_accept_aws_charges,
+        dry_run=dry_run,
     )
 
 
-@task(help={"name": "lab name"})
-def down(c: Context, name: str = "default") -> None:
-    """Stop a lab and remove its state; fails, keeping the logs, if anything is left behind."""
+@task(
+    help={
+        "name": "lab name",
+        "dry_run": "an --aws real lab: list what carries its run's tag and remove nothing",
+    }
+)
+def down(c: Context, name: str = "default", dry_run: bool = False) -> None:
+    """Stop a lab and remove its state; fails, keeping the logs, if anything is left behind.
+    An --aws real lab: removes what carries its run's tag and lists it."""
     from lab.labctl import down as lab_down
 
-    _run(lab_down, name=name)
+    _run(lab_down, name=name, dry_run=dry_run)
 
 
 @task(help={"name": "lab name", "json": "print state.json plus live health as JSON"})

@@ -67,6 +67,10 @@ from e2e.workloads import create_pod, decided_traffic, wait_running
 from lab.compose import Lab
 from lab.traffic import PathVerdict, TrafficReport
 
+pytestmark = pytest.mark.owncluster(
+    "the Service's pod and node-to-node traffic run on the lab's nodes"
+)
+
 SG_RETRY = ("--sg-delete-retry", "0.2s,2s")
 #: node-to-node traffic the self rule carries, e.g. the API server to a kubelet
 KUBELET_PORT = 10250

@@ -66,6 +66,10 @@ from e2e.workloads import create_pod, decided_traffic, wait_running
 from lab.compose import Lab
 from lab.traffic import TrafficReport
 
+pytestmark = pytest.mark.owncluster(
+    "the Service's pod and the traffic through its ELB run on the lab's nodes"
+)
+
 SG_RETRY = ("--sg-delete-retry", "0.2s,2s")
 EVERYWHERE = "0.0.0.0/0"
 

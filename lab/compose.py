@@ -13,7 +13,9 @@ failed start leaves nothing behind:
 4. ``start-imds``: the instance metadata service whose default instance is the control plane's,
    so the controller's "own instance" is that node, as on a real control plane;
 5. ``provision-cluster``: the cluster provider (``lab.cluster``: sim, kind, existing) creates the
-   cluster with every node's name, IP and ``aws:///<zone>/<instance-id>`` providerID;
+   cluster with every node's name, IP and ``aws:///<zone>/<instance-id>`` providerID (an
+   existing cluster is only checked to answer: its nodes, read in ``seed-aws``, are what it
+   has, and the lab creates and deletes nothing in it);
 6. ``align-instances``: where the backend assigns node IPs itself (Docker on kind), the
    instances are seeded again with the IPs the nodes got (the seeded id generator gives them the
    same ids) and providerIDs still empty are set;
@@ -133,8 +135,11 @@ class LabConfig:
     seed: int = 1
     #: register nodes with ``provider-id`` (as the kind configs do); False = name lookup only
     provider_ids: bool = True
-    #: "sim" (API simulator + kubelet stand-in) or "kind" (real kind through its CLI)
+    #: "sim" (API simulator + kubelet stand-in), "kind" (real kind through its CLI) or
+    #: "existing" (the cluster ``kubeconfig`` names: its own nodes, nothing of ours in it)
     backend: str = "sim"
+    #: existing: the kubeconfig of the cluster to attach to
+    kubeconfig: Path | None = None
     kind_binary: str = "kind"
     docker_binary: str = "docker"
     #: kind only: the AWS endpoint and metadata service listen on the nodes' Docker gateway
@@ -178,8 +183,15 @@ class LabConfig:
             raise ValueError(f"nodes must be at least 1, got {self.nodes}")
         if not self.zones:
             raise ValueError("zones must not be empty")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.backend not in (*BACKENDS, "existing"):
+            raise ValueError(
+                f"backend must be one of {', '.join(BACKENDS)}, existing; got {self.backend!r}"
+            )
+        if (self.backend == "existing") != (self.kubeconfig is not None):
+            raise ValueError(
+                "kubeconfig names the cluster of backend 'existing' and only that backend's; "
+                f"got backend={self.backend!r}, kubeconfig={self.kubeconfig!r}"
+            )
         KubeVersion.parse(self.k8s_version)  # raises ValueError naming the text
         check_speed(self.clock_speed)  # raises ValueError naming the value
         if self.controller_launch not in ("fork", "exec"):
@@ -206,7 +218,9 @@ class LabConfig:
     def cluster_name(self) -> str:
         """The cluster's name (and its nodes' name prefix). kind clusters share the host's
         Docker engine, so each lab's is its own; the simulator's is the cluster id."""
-        return self.cluster_id if self.backend == "sim" else f"{self.cluster_id}-{self.name}"
+        if self.backend in ("sim", "existing"):
+            return self.cluster_id
+        return f"{self.cluster_id}-{self.name}"
 
 
 def _topology_spec(cfg: LabConfig, nodes: Sequence[AwsNodeSpec]) -> TopologySpec:
@@ -239,6 +253,11 @@ def _make_provider(
                 "seed": cfg.seed,
                 "feature_gates": parse_feature_gates(cfg.feature_gates, cfg.k8s_version),
             },
+        )
+    if cfg.backend == "existing":
+        assert cfg.kubeconfig is not None  # LabConfig checks it
+        return make_provider(
+            "existing", name=cfg.cluster_name, state_dir=state_dir, kubeconfig=cfg.kubeconfig
         )
     # The nodes join a Docker network whose subnet is the first zone's VPC subnet, container
     # IPs from its upper half (clear of the addresses AWS reserves), so each kubelet's
@@ -297,6 +316,9 @@ class Lab:
         self._endpoint_host = "127.0.0.1"
         self.topology: Topology | None = None
         self.nodes: list[LabNode] = []
+        #: what the lab changed in a cluster it did not create (backend existing), one line
+        #: each: it creates nothing there, and ``stop()`` deletes nothing there
+        self.cluster_changes: list[str] = []
         self.controller: ControllerProcess | None = None
         self._run: StepRun[Lab] | None = None
         self._controller_runs = 0
@@ -524,12 +546,51 @@ class Lab:
 
     def _plan(self) -> list[NodeSpec]:
         """Names, roles, zones and IPs of the nodes (``lab.cluster.planner``). A backend that
-        assigns IPs itself puts every node on one network: the first zone's subnet."""
+        assigns IPs itself puts every node on one network: the first zone's subnet. An
+        existing cluster's nodes are what it has (:meth:`_existing_plan`)."""
+        if self.config.backend == "existing":
+            return self._existing_plan()
         cidrs = _topology_spec(self.config, ()).subnet_cidrs()
         zones = self.config.zones[:1] if self.capabilities.assigns_node_ips else self.config.zones
         return plan_nodes(
             self._wanted_spec(), subnets=[(z, cidrs[z]) for z in zones], first_host=10
         )
+
+    def _existing_plan(self) -> list[NodeSpec]:
+        """An existing cluster's nodes, each in the zone whose subnet holds its InternalIP.
+        The VPC is ``vpc_cidr`` or else the /16 holding the first node's address; a cluster
+        without a control-plane node has its first node stand for one (the metadata service's
+        default instance)."""
+        infos = sorted(
+            self.cluster.nodes(), key=lambda n: (n.role is not Role.CONTROL_PLANE, n.name)
+        )
+        if not infos:
+            raise RuntimeError(
+                "the existing cluster has no nodes; the lab seeds one instance per node"
+            )
+        without_ip = [str(n.name) for n in infos if not n.ip]
+        if without_ip:
+            raise RuntimeError(f"existing cluster nodes without an InternalIP: {without_ip}")
+        if self.config.vpc_cidr is None:
+            block = ipaddress.ip_network(f"{infos[0].ip}/16", strict=False)
+            self.config = dataclasses.replace(self.config, vpc_cidr=str(block))
+        cidrs = {
+            zone: ipaddress.ip_network(cidr)
+            for zone, cidr in _topology_spec(self.config, ()).subnet_cidrs().items()
+        }
+        plan = []
+        for index, info in enumerate(infos):
+            address = ipaddress.ip_address(str(info.ip))
+            zone = next((z for z, block in cidrs.items() if address in block), None)
+            if zone is None:
+                blocks = ", ".join(f"{z} {b}" for z, b in cidrs.items())
+                raise RuntimeError(
+                    f"node {info.name} has InternalIP {info.ip}, outside the lab's zone subnets "
+                    f"({blocks}); give --vpc-cidr a block whose first /20s hold the nodes"
+                )
+            role = Role.CONTROL_PLANE if index == 0 else info.role
+            plan.append(NodeSpec(role=role, name=info.name, ip=str(info.ip), zone=zone))
+        return plan
 
     def _seed_planned(self) -> None:
         self._seed_aws([(str(n.name), n.role, str(n.ip), str(n.zone)) for n in self._plan()])
@@ -606,9 +667,28 @@ class Lab:
         from kubernetes import client
 
         core: Any = client.CoreV1Api(self.api_client())
+        existing = self.config.backend == "existing"
         for node in self.nodes:
-            if not core.read_node(node.name).spec.provider_id:
+            current = core.read_node(node.name).spec.provider_id
+            if not current:
                 core.patch_node(node.name, {"spec": {"providerID": node.provider_id}})
+                if existing:  # immutable once set: said, since nothing can take it back
+                    self.cluster_changes.append(
+                        f"node {node.name}: spec.providerID set to {node.provider_id} "
+                        "(immutable once set)"
+                    )
+            elif existing and current != node.provider_id:
+                log.warning(
+                    "node %s keeps its providerID %s, not the lab's instance %s: the "
+                    "controller will not find it in the lab's AWS",
+                    node.name,
+                    current,
+                    node.instance_id,
+                )
+                self.cluster_changes.append(
+                    f"node {node.name}: keeps spec.providerID {current} (not a lab instance; "
+                    "the controller will not find it)"
+                )
 
     def _finish(self) -> None:
         self._write_cloud_config()
@@ -941,6 +1021,7 @@ class Lab:
             aws=self.config.aws,
             aws_upstream=self.aws.upstream if isinstance(self.aws, ProxiedAws) else None,
             localstack_container=self.localstack_container,
+            cluster_changes=tuple(self.cluster_changes),
         )
 
 

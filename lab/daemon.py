@@ -178,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k8s-version", default=DEFAULT_K8S_VERSION)
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--cluster-id", default="ccm-lab")
-    parser.add_argument("--backend", choices=("sim", "kind"), default="sim")
+    parser.add_argument("--backend", choices=("sim", "kind", "existing"), default="sim")
+    parser.add_argument(
+        "--kubeconfig", type=Path, default=None, help="existing: the cluster to attach to"
+    )
     parser.add_argument("--clock-speed", type=float, default=DEFAULT_SPEED)
     parser.add_argument("--feature-gates", default="", help="sim: the data plane's gates")
     parser.add_argument(
@@ -209,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         zones=(f"{args.region}a", f"{args.region}b"),
         cluster_id=args.cluster_id,
         backend=args.backend,
+        kubeconfig=args.kubeconfig.resolve() if args.kubeconfig else None,
         clock_speed=args.clock_speed,
         feature_gates=args.feature_gates,
         expose_to_nodes=args.expose_to_nodes,

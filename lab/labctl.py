@@ -56,12 +56,16 @@ from lab.state import (
     load_state,
     make_private_dir,
     read_state,
+    write_private,
     write_state,
 )
 
 __all__ = ["LabError", "load_state"]
 
 MAX_NODES = 20
+AWS_CHOICES = ("moto", "localstack", "real")
+#: a real-account run's record in the lab directory (``lab.down`` removes by its run id)
+REAL_RUN_FILE = "aws-run.json"
 #: Kubernetes minors the simulator's stand-ins have version facts for
 SIM_MINORS = range(20, 38)
 UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -93,9 +97,26 @@ def validate_up(
     vpc_cidr: str | None = None,
     insecure_api: bool = False,
     aws_endpoint: str | None = None,
+    kubeconfig: Path | None = None,
+    accept_aws_charges: bool = False,
+    dry_run: bool = False,
 ) -> None:
     """Raise :class:`LabError` for the first bad flag of ``lab.up``; changes nothing."""
     validate_name(name)
+    validate_existing(
+        backend=backend,
+        kubeconfig=kubeconfig,
+        feature_gates=feature_gates,
+        insecure_api=insecure_api,
+        expose_to_nodes=expose_to_nodes,
+    )
+    validate_aws(
+        aws=aws,
+        backend=backend,
+        aws_endpoint=aws_endpoint,
+        accept_charges=accept_aws_charges,
+        dry_run=dry_run,
+    )
     if vpc_cidr is not None:
         validate_vpc_cidr(vpc_cidr)
     try:
@@ -119,11 +140,8 @@ def validate_up(
             f"1.22.8 (default {DEFAULT_K8S_VERSION})"
         ) from None
     if backend not in ("auto", *BACKENDS, "existing"):
-        raise LabError(f"--backend {backend!r}: choose one of auto, {', '.join(BACKENDS)}")
-    if backend == "existing":
         raise LabError(
-            "--backend existing: attaching to an existing cluster is not wired into lab.up yet; "
-            "use --backend sim or kind"
+            f"--backend {backend!r}: choose one of auto, {', '.join(BACKENDS)}, existing"
         )
     if version.major != 1 or version.minor not in SIM_MINORS:
         raise LabError(
@@ -135,7 +153,6 @@ def validate_up(
             node_image(version)
         except ValueError as exc:
             raise LabError(f"--k8s-version {k8s_version} on kind: {exc}") from None
-    validate_aws(aws, aws_endpoint, backend=backend)
     if feature_gates:
         if backend == "kind":
             raise LabError(
@@ -161,13 +178,71 @@ def validate_up(
         )
 
 
-def validate_aws(aws: str, aws_endpoint: str | None, *, backend: str) -> None:
-    """``--aws`` / ``--aws-endpoint``: a known backend, an endpoint only for LocalStack and
-    only as a base URL; LocalStack on the sim backend (see the README's LocalStack section)."""
+def validate_existing(
+    *,
+    backend: str,
+    kubeconfig: Path | None,
+    feature_gates: str = "",
+    insecure_api: bool = False,
+    expose_to_nodes: bool = False,
+) -> None:
+    """``--backend existing --kubeconfig PATH``: the flags that go together, and a kubeconfig
+    that can be read and names an API server (whether it answers: :func:`check_reachable`)."""
+    if kubeconfig is not None and backend != "existing":
+        raise LabError(
+            f"--kubeconfig {str(kubeconfig)!r}: names the cluster of --backend existing; add "
+            f"--backend existing, or drop --kubeconfig (--backend {backend} makes its own cluster)"
+        )
+    if backend != "existing":
+        return
+    if kubeconfig is None:
+        raise LabError("--backend existing: give --kubeconfig PATH naming the cluster to attach to")
+    if not kubeconfig.is_file():
+        raise LabError(
+            f"--kubeconfig {str(kubeconfig)!r}: no such file; give the path of the cluster's "
+            "kubeconfig (e.g. ~/.kube/config)"
+        )
+    try:
+        kubeconfig.read_bytes()
+    except OSError as exc:
+        raise LabError(
+            f"--kubeconfig {str(kubeconfig)!r}: cannot be read ({exc.strerror}); fix its "
+            "permissions or give another path"
+        ) from None
+    from lab.kubeclient import kubeconfig_server
+
+    if kubeconfig_server(kubeconfig) is None:
+        raise LabError(
+            f"--kubeconfig {str(kubeconfig)!r}: names no API server (no current context with a "
+            "cluster server); give a kubeconfig kubectl can use"
+        )
+    for flag, given in (
+        ("--feature-gates", bool(feature_gates)),
+        ("--insecure-api", insecure_api),
+        ("--expose-to-nodes", expose_to_nodes),
+    ):
+        if given:
+            raise LabError(
+                f"{flag}: shapes a cluster the lab makes (sim or kind); an existing cluster is "
+                f"as its owner set it up: drop {flag} with --backend existing"
+            )
+
+
+def validate_aws(
+    *,
+    aws: str,
+    backend: str,
+    aws_endpoint: str | None = None,
+    accept_charges: bool = False,
+    dry_run: bool = False,
+) -> None:
+    """``--aws``: moto (the lab's endpoint), localstack (``--aws-endpoint`` as a base URL, or
+    one started through Docker; the sim backend only, see the README's LocalStack section) or
+    real (an explicit, guarded opt-in)."""
     from lab.aws.localstack import LocalStackConfigError, check_endpoint_url
 
-    if aws not in ("moto", "localstack"):
-        raise LabError(f"--aws {aws!r}: choose moto (the default) or localstack")
+    if aws not in AWS_CHOICES:
+        raise LabError(f"--aws {aws!r}: choose one of {', '.join(AWS_CHOICES)} (moto is the default)")
     if aws_endpoint is not None:
         if aws != "localstack":
             raise LabError(
@@ -184,6 +259,53 @@ def validate_aws(aws: str, aws_endpoint: str | None, *, backend: str) -> None:
             "node IPs after the instances exist, and LocalStack cannot re-create them with the "
             "same ids; use --backend sim"
         )
+    if aws != "real":
+        for flag, given in (("--i-accept-aws-charges", accept_charges), ("--dry-run", dry_run)):
+            if given:
+                raise LabError(
+                    f"{flag}: belongs to --aws real (a real AWS account); --aws {aws} charges "
+                    f"nothing and has no plan to print: drop {flag}"
+                )
+        return
+    if not accept_charges:
+        raise LabError(
+            "--aws real: creates billable resources (a VPC and an instance per node) in the AWS "
+            "account of your credentials; add --i-accept-aws-charges to go ahead (with "
+            "--dry-run to print the plan only)"
+        )
+    if backend != "auto":
+        raise LabError(
+            f"--aws real --backend {backend}: with a real account lab.up creates the run's AWS "
+            "world only (a cluster and controller against it are not wired yet): drop --backend"
+        )
+
+
+def check_reachable(kubeconfig: Path, *, timeout: float = 5.0) -> str:
+    """The API server ``kubeconfig`` names answers a version request; its version. Else a
+    :class:`LabError` naming the flag, the server and what happened."""
+    from lab.kubeclient import kubeconfig_server, new_api_client
+
+    server = kubeconfig_server(kubeconfig)
+    try:
+        api = new_api_client(kubeconfig)
+    except Exception as exc:  # the client's own config errors: bad certificates, no user...
+        raise LabError(
+            f"--kubeconfig {str(kubeconfig)!r}: the Kubernetes client cannot use it ({exc}); "
+            "give a kubeconfig kubectl can use"
+        ) from None
+    try:
+        from kubernetes import client
+
+        info = client.VersionApi(api).get_code(_request_timeout=timeout)
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LabError(
+            f"--kubeconfig {str(kubeconfig)!r}: its API server {server} does not answer "
+            f"({reason[:200]}); start the cluster or fix the kubeconfig"
+        ) from None
+    finally:
+        api.close()
+    return str(info.git_version)
 
 
 def check_localstack_reachable(aws_endpoint: str | None) -> None:
@@ -289,6 +411,9 @@ def up(
     insecure_api: bool = False,
     aws_endpoint: str | None = None,
     controller_image: str | None = None,
+    kubeconfig: Path | None = None,
+    accept_aws_charges: bool = False,
+    dry_run: bool = False,
     root: Path | None = None,
     console: Console | None = None,
     timeout: float = 60.0,
@@ -324,13 +449,23 @@ def up(
         vpc_cidr=vpc_cidr,
         insecure_api=insecure_api,
         aws_endpoint=aws_endpoint,
+        kubeconfig=kubeconfig,
+        accept_aws_charges=accept_aws_charges,
+        dry_run=dry_run,
     )
+    if aws == "real":
+        raise LabError(
+            "--aws real: lab.up's real-account path is up_real_aws (invoke lab.up --aws real)"
+        )
     directory = lab_dir(name, root)
-    if read_state(directory) is not None:
+    if read_state(directory) is not None or (directory / REAL_RUN_FILE).exists():
         raise LabError(
             f"lab {name!r} is already up; `invoke lab.status --name {name}` shows it, "
             f"`invoke lab.down --name {name}` removes it"
         )
+    if kubeconfig is not None:
+        version = check_reachable(kubeconfig)
+        out.print(f"backend: [bold]existing[/] ({escape(str(kubeconfig))}, Kubernetes {version})")
     chosen = choose_backend(backend, out)
     if controller_image is not None and chosen != "kind":
         raise LabError(
@@ -339,7 +474,13 @@ def up(
             "install kind, or use --controller-cmd for a local build"
         )
     if aws == "localstack":
-        validate_aws(aws, aws_endpoint, backend=chosen)  # auto may have chosen kind
+        validate_aws(  # auto may have chosen kind
+            aws=aws,
+            backend=chosen,
+            aws_endpoint=aws_endpoint,
+            accept_charges=accept_aws_charges,
+            dry_run=dry_run,
+        )
         check_localstack_reachable(aws_endpoint)
     if chosen == "kind" and feature_gates:
         raise LabError(
@@ -379,6 +520,7 @@ def up(
                 *(["--insecure-api"] if insecure_api else []),
                 *(["--aws", aws] if aws != "moto" else []),
                 *(["--aws-endpoint", aws_endpoint] if aws_endpoint else []),
+                *(["--kubeconfig", str(kubeconfig.resolve())] if kubeconfig else []),
             ],
             console=out,
             timeout=timeout,
@@ -514,12 +656,28 @@ def usage_text(state: LabState) -> str:
 
 
 def down(
-    *, name: str = "default", root: Path | None = None, console: Console | None = None
+    *,
+    name: str = "default",
+    dry_run: bool = False,
+    root: Path | None = None,
+    console: Console | None = None,
 ) -> None:
-    """Stop every process of the lab, verify nothing is left, then remove ``.lab/<name>``."""
+    """Stop every process of the lab, verify nothing is left, then remove ``.lab/<name>``.
+
+    A real-account lab (``--aws real``): remove what carries its run's tag and list it
+    (``dry_run``: list only). An existing cluster keeps everything: the lab created nothing
+    in it."""
     out = console or status_console()
     validate_name(name)
     directory = lab_dir(name, root)
+    if (directory / REAL_RUN_FILE).exists() and read_state(directory) is None:
+        _down_real(directory, name, dry_run=dry_run, out=out)
+        return
+    if dry_run:
+        raise LabError(
+            f"--dry-run: lists what lab.down would remove from a real AWS account; lab {name!r} "
+            "is not an --aws real lab (a moto lab leaves nothing behind): drop --dry-run"
+        )
     state = read_state(directory)
     if state is None:
         if directory.exists():
@@ -544,6 +702,13 @@ def down(
             f"{directory}; stop them by hand, then run `invoke lab.down` again"
         )
     shutil.rmtree(directory, ignore_errors=True)
+    if state.backend == "existing":
+        out.print(
+            f"the existing cluster ({state.kube_endpoint}) keeps every object: the lab created "
+            "nothing in it and deleted nothing"
+        )
+        for change in state.cluster_changes:
+            out.print(f"  - {escape(change)}")
     out.print(f"[green]✓[/] lab {name!r} is down (no process, port or state left)")
 
 
@@ -945,3 +1110,124 @@ def debug_controller(
             if after.daemon is not None and after.daemon.process.alive():
                 _replace_controller(after, legacy=restore_legacy, args=restore_args, console=out)
     return code
+
+
+# --- a real AWS account (--aws real) -----------------------------------------------------------
+
+
+def up_real_aws(
+    *,
+    name: str = "default",
+    nodes: int = 2,
+    accept_aws_charges: bool = False,
+    dry_run: bool = False,
+    vpc_cidr: str | None = None,
+    root: Path | None = None,
+    console: Console | None = None,
+) -> list[str]:
+    """``lab.up --aws real``: create the lab's EC2 world (VPC, subnets, internet gateway, route
+    table, node security group, one instance per node) in the account of boto3's usual
+    credential chain, every resource tagged with a new run id (``lab.aws.realaccount``), and
+    write the controller's cloud config (region and cluster id, no endpoint overrides).
+    ``dry_run``: print the plan and change nothing. Returns the plan or what was created."""
+    from lab.aws import realaccount
+
+    out = console or status_console()
+    validate_name(name)
+    validate_aws(aws="real", backend="auto", accept_charges=accept_aws_charges, dry_run=dry_run)
+    if not 1 <= nodes <= MAX_NODES:
+        raise LabError(f"--nodes {nodes}: a lab has 1 to {MAX_NODES} nodes")
+    if vpc_cidr is not None:
+        validate_vpc_cidr(vpc_cidr)
+    directory = lab_dir(name, root)
+    if read_state(directory) is not None or (directory / REAL_RUN_FILE).exists():
+        raise LabError(
+            f"lab {name!r} is already up; `invoke lab.down --name {name}` removes it first"
+        )
+    region = realaccount.default_region()
+    if region is None:
+        raise LabError(
+            "--aws real: no AWS region is configured; set AWS_REGION (or a profile's region)"
+        )
+    run_id = realaccount.new_run_id()
+    spec = realaccount.run_spec(run_id, region, nodes=nodes, vpc_cidr=vpc_cidr)
+    plan = realaccount.plan_up(spec, run_id)
+    if dry_run:
+        out.print(f"dry run: lab {name!r} in AWS region {region} (run id {run_id}) would:")
+        for line in plan:
+            out.print(f"  {escape(line)}")
+        out.print("nothing was created or changed (--dry-run)")
+        return plan
+    try:
+        ec2 = realaccount.account_client(region, run_id)
+    except realaccount.RealAwsError as exc:
+        raise LabError(f"--aws real: {exc}") from None
+    make_private_dir(directory)
+    record = {
+        "run_id": run_id,
+        "region": region,
+        "cluster_id": spec.cluster_id,
+        "endpoint": ec2.meta.endpoint_url,
+    }
+    # written before anything is created: whatever happens next, lab.down finds the run id
+    write_private(directory / REAL_RUN_FILE, json.dumps(record, indent=2) + "\n")
+    try:
+        with out.status(f"creating the run's world in {region} (run id {run_id})"):
+            created = realaccount.create_world(ec2, spec)
+    except BaseException as exc:
+        removed = realaccount.teardown(ec2, run_id)
+        shutil.rmtree(directory, ignore_errors=True)
+        gone = ", ".join(o.line() for o in removed) or "nothing had been created"
+        raise LabError(
+            f"--aws real: creating the run's world failed ({exc}); removed again: {gone}"
+        ) from None
+    cloud_config = directory / "cloud.conf"
+    from lab.controllerproc import render_cloud_config
+
+    write_private(
+        cloud_config,
+        render_cloud_config(region=region, cluster_id=spec.cluster_id, aws_endpoint=None),
+    )
+    out.print(f"[green]✓[/] lab {name!r}: run {run_id} in {region} created, each tagged "
+              f"{realaccount.RUN_TAG}={run_id}:")  # fmt: skip
+    for item in created:
+        out.print(f"  {escape(item.line())}")
+    out.print(
+        f"the controller's cloud config (region and cluster id, no endpoint overrides): "
+        f"{cloud_config}\n`invoke lab.down --name {name}` removes what carries the run's tag"
+    )
+    return [item.line() for item in created]
+
+
+def _down_real(directory: Path, name: str, *, dry_run: bool, out: Console) -> list[str]:
+    from lab.aws import realaccount
+
+    path = directory / REAL_RUN_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        run_id, region = str(record["run_id"]), str(record["region"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LabError(f"{path} is damaged ({exc!r}); its run id is lost") from None
+    try:
+        ec2 = realaccount.account_client(region, run_id)
+    except realaccount.RealAwsError as exc:
+        raise LabError(f"lab {name!r} (AWS run {run_id}): {exc}") from None
+    if record.get("endpoint") and ec2.meta.endpoint_url != record["endpoint"]:
+        raise LabError(
+            f"lab {name!r}: run {run_id} was created at {record['endpoint']}, this shell's AWS "
+            f"endpoint is {ec2.meta.endpoint_url}; run lab.down with the same AWS settings"
+        )
+    with out.status(f"finding what run {run_id} created in {region}"):
+        removed = realaccount.teardown(ec2, run_id, dry_run=dry_run)
+    lines = [item.line() for item in removed]
+    verb = "would remove" if dry_run else "removed"
+    out.print(f"lab {name!r}: run {run_id} in {region}: {verb} {len(lines)} resource(s)"
+              + (":" if lines else ""))  # fmt: skip
+    for line in lines:
+        out.print(f"  {escape(line)}")
+    if dry_run:
+        out.print("nothing was removed (--dry-run)")
+        return lines
+    shutil.rmtree(directory, ignore_errors=True)
+    out.print(f"[green]✓[/] lab {name!r} is down (every resource tagged with run {run_id} is gone)")
+    return lines

@@ -1,6 +1,8 @@
 """The lab as pytest fixtures: one lab per session (per xdist worker), reset between tests.
 
-Options: ``--backend sim|kind|existing`` (default ``sim``), ``--aws moto|localstack``
+Options: ``--backend sim|kind|existing`` (default ``sim``; ``existing`` attaches to the cluster
+``--kubeconfig PATH`` names: its own nodes, no stand-in of ours, nothing created or deleted in
+it by the lab; tests marked ``standin`` or ``owncluster`` skip there), ``--aws moto|localstack``
 (``--aws-endpoint URL``: a running LocalStack; without it one is started through Docker, and
 without Docker the lab fixtures skip saying so; a case marked ``aws_needs("elb", ...)`` is
 skipped with the reason where the endpoint lacks a feature, ``lab.aws.proxied.FEATURES``),
@@ -91,6 +93,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="cluster backend for lab fixtures (default: sim, the embedded API simulator)",
     )
     group.addoption(
+        "--kubeconfig",
+        default=os.environ.get("CCM_LAB_KUBECONFIG", ""),
+        help="with --backend existing: the kubeconfig of the cluster the lab attaches to",
+    )
+    group.addoption(
         "--aws",
         choices=("moto", "localstack"),
         default=os.environ.get("CCM_LAB_AWS", "moto"),
@@ -177,6 +184,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "elb, elbv2, fidelity, elb-model); skipped with the reason where the endpoint lacks one",
     )
     _check_aws_options(config)
+    check_backend_options(
+        config.getoption("--backend", "sim"), config.getoption("--kubeconfig", "")
+    )
     expect = config.getoption("--expect", None)
     report_dir = config.getoption("--conformance-report", None)
     if expect is None:
@@ -217,6 +227,24 @@ def _check_aws_options(config: pytest.Config) -> None:
         check_endpoint_url(endpoint)
     except LocalStackConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
+def check_backend_options(backend: str, kubeconfig: str) -> None:
+    """``--backend existing`` goes with ``--kubeconfig PATH`` (a file), and only it: a usage
+    error naming the flag and the value otherwise."""
+    if kubeconfig and backend != "existing":
+        raise pytest.UsageError(
+            f"--kubeconfig {kubeconfig!r}: names the cluster of --backend existing; add "
+            f"--backend existing, or drop --kubeconfig (--backend {backend} makes its own cluster)"
+        )
+    if backend != "existing":
+        return
+    if not kubeconfig:
+        raise pytest.UsageError(
+            "--backend existing: give --kubeconfig PATH naming the cluster to attach to"
+        )
+    if not Path(kubeconfig).expanduser().is_file():
+        raise pytest.UsageError(
+            f"--kubeconfig {kubeconfig!r}: no such file; give the path of the cluster's kubeconfig"
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -281,8 +309,6 @@ def _skip_unsupported(config: pytest.Config) -> None:
             pytest.skip("--backend kind needs a Docker engine; `docker info` does not answer here")
         if shutil.which("kind") is None:
             pytest.skip("--backend kind needs the kind CLI on PATH")
-    if backend == "existing":
-        pytest.skip("--backend existing is not wired into the fixtures yet")
     if aws == "localstack":
         if backend == "kind":
             pytest.skip("--aws localstack runs with --backend sim only so far (see the README)")
@@ -300,10 +326,13 @@ def _skip_unsupported(config: pytest.Config) -> None:
 def lab_config(request: pytest.FixtureRequest) -> LabConfig:
     """Override in a conftest to shape the session's lab (nodes, version, zones...)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    backend = request.config.getoption("--backend")
+    kubeconfig = request.config.getoption("--kubeconfig", "")
     return LabConfig(
         name=f"pytest-{worker}",
         k8s_version=request.config.getoption("--k8s-version"),
-        backend=request.config.getoption("--backend"),
+        backend=backend,
+        kubeconfig=Path(kubeconfig).expanduser().resolve() if backend == "existing" else None,
         insecure_api=bool(request.config.getoption("--insecure-api")),
         aws=request.config.getoption("--aws"),
         aws_endpoint=request.config.getoption("--aws-endpoint"),
@@ -348,6 +377,10 @@ def lab(request: pytest.FixtureRequest, lab_session: Lab) -> Iterator[Lab]:
     if marker is not None and not lab_session.has_kubelet_stand_in:
         why = marker.args[0] if marker.args else "it drives the kubelet stand-in"
         pytest.skip(f"needs the sim backend's kubelet stand-in: {why}")
+    marker = request.node.get_closest_marker("owncluster")
+    if marker is not None and lab_session.config.backend == "existing":
+        why = marker.args[0] if marker.args else "it runs workloads on the lab's own nodes"
+        pytest.skip(f"needs a cluster the lab made (sim or kind), not --backend existing: {why}")
     if not lab_session.fresh:
         lab_session.reset()
     lab_session.fresh = False

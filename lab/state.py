@@ -120,6 +120,9 @@ class LabState:
     localstack_container: str | None = None
     #: kind: the controller build running in-cluster from this image (``--controller-image``)
     controller_image: str | None = None
+    #: backend existing: what the lab changed in a cluster it did not create (it creates
+    #: nothing there and ``lab.down`` deletes nothing there), one line each
+    cluster_changes: tuple[str, ...] = ()
     version: int = FORMAT_VERSION
 
     def replace(self, **changes: Any) -> Self:
@@ -223,6 +226,7 @@ def _decode_state(data: Mapping[str, Any]) -> LabState:
         aws_upstream=data.get("aws_upstream"),
         localstack_container=data.get("localstack_container"),
         controller_image=data.get("controller_image"),
+        cluster_changes=_strs(data.get("cluster_changes", [])),
         daemon=None
         if dmn is None
         else DaemonState(_process(dmn["process"]), str(dmn["control_url"]), str(dmn["log"])),

@@ -1,0 +1,447 @@
+"""The lab in a real AWS account (``--aws real``): every change guarded by the run's tag.
+
+A lab run in a real account gets a run id; every resource the lab creates carries
+``ccm-lab/run-id=<id>`` (:data:`RUN_TAG`) from its creation on (the tag is put into the create
+call's ``TagSpecifications``, so nothing exists untagged, not even for a moment), and the lab
+changes or deletes nothing that does not carry it. The guard is not a convention of the
+callers: :func:`account_client` installs it on the boto3 client itself (a botocore
+``before-parameter-build`` hook), so every call through that client passes it:
+
+* ``Describe*``/``Get*``/``List*`` pass (reading changes nothing);
+* a call that creates (``Create*``, ``Run*``, ``Allocate*``...) gets the run tag added to its
+  ``TagSpecifications``; one that cannot tag at creation is refused unless it only adds a part
+  to resources of the run (``CreateRoute`` in its route table); and the parents it names
+  (``VpcId``, ``SubnetId``, ``GroupId``...) must carry the tag: the lab adds nothing to
+  somebody else's VPC;
+* any other call (modify, attach, authorize, delete, tag) is allowed only when every resource id
+  it names carries this run's tag (asked of EC2 with ``DescribeTags``); one that names none
+  (an account-wide setting) is refused.
+
+A refusal is :class:`GuardRefused`, raised before the request is sent, naming the call, the
+resource and the tag. The ids a call only *uses* (``ImageId``: an Amazon image) are not
+checked.
+
+:func:`plan_up` says what a run would create, :func:`inventory` finds what it did create (by
+tag), :func:`teardown` removes exactly that, dependents first, and returns the list. Credentials,
+region and endpoint come from boto3's usual chain (environment, shared config, instance role):
+the lab adds no endpoint of its own. Where ``CCM_LAB_NO_REAL_AWS`` is set (the test suite sets
+it), a client whose endpoint resolves to Amazon's own hosts is refused
+(:class:`RealAwsForbidden`), so no test can reach a real account: tests point
+``AWS_ENDPOINT_URL`` at a moto server standing in for the account, and the code under test is
+the same.
+
+Neighbours: :mod:`lab.aws.topology` (the world a run creates: ``seed_topology`` through a guarded
+client), :mod:`lab.labctl` (``lab.up --aws real``, ``lab.down``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import re
+import secrets
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import boto3
+from botocore.config import Config
+
+from lab.aws.topology import NodeSpec, TopologySpec, seed_topology
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_ec2.type_defs import FilterTypeDef
+
+#: the tag every resource of a run carries: ``ccm-lab/run-id=<run id>``
+RUN_TAG = "ccm-lab/run-id"
+#: set (to anything but empty or 0) in a process that must never reach real AWS (the tests)
+FORBID_ENV = "CCM_LAB_NO_REAL_AWS"
+#: the instance type a run's nodes get (the cheapest current type with enough memory to boot)
+INSTANCE_TYPE = "t3.micro"
+#: Amazon's own images (owner ``amazon``), newest first by creation date
+IMAGE_NAME = "amzn2-ami-hvm-*-x86_64-gp2"
+
+_RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{3,40}$")
+_RESOURCE_ID = re.compile(r"^[a-z]+(-[a-z]+)?-[0-9a-f]{8,17}$")
+_READ_ONLY = ("Describe", "Get", "List")
+_CREATING = ("Create", "Run", "Allocate", "Copy", "Import", "Request", "Purchase")
+#: create calls and the resource type their ``TagSpecifications`` take
+_CREATES = {
+    "CreateVpc": "vpc",
+    "CreateSubnet": "subnet",
+    "CreateSecurityGroup": "security-group",
+    "CreateInternetGateway": "internet-gateway",
+    "CreateRouteTable": "route-table",
+    "RunInstances": "instance",
+}
+#: parameters that name a resource the call only uses, never changes
+_USED_ONLY = frozenset({"ImageId", "KmsKeyId", "ClientToken", "DestinationCidrBlock"})
+#: live instance states (a terminated instance is gone for our purposes)
+_LIVE = ["pending", "running", "stopping", "stopped", "shutting-down"]
+
+
+class RealAwsError(RuntimeError):
+    """A real-account operation was refused or failed; the message says why and what to do."""
+
+
+class GuardRefused(RealAwsError):
+    """The guard refused a call: it would change something this run did not create."""
+
+
+class RealAwsForbidden(RealAwsError):
+    """This process may not reach real AWS (``CCM_LAB_NO_REAL_AWS`` is set)."""
+
+
+def new_run_id() -> str:
+    """A fresh run id: UTC time of the run and random hex, e.g. ``20261128t0142-3f9a1c``."""
+    return f"{time.strftime('%Y%m%dt%H%M', time.gmtime())}-{secrets.token_hex(3)}"
+
+
+def check_run_id(run_id: str) -> str:
+    if not _RUN_ID.match(run_id):
+        raise RealAwsError(
+            f"run id {run_id!r}: expected 4 to 41 lowercase letters, digits and dashes"
+        )
+    return run_id
+
+
+def cluster_id_for(run_id: str) -> str:
+    """The cluster id of a run's topology and controller (``kubernetes.io/cluster/<id>``)."""
+    return f"ccm-lab-{run_id}"
+
+
+def real_aws_forbidden() -> bool:
+    return os.environ.get(FORBID_ENV, "") not in ("", "0")
+
+
+def is_amazon_endpoint(url: str) -> bool:
+    host = (urlparse(url).hostname or "").lower()
+    return host.endswith((".amazonaws.com", ".amazonaws.com.cn", ".api.aws"))
+
+
+def account_client(region: str, run_id: str, *, settle_seconds: float = 5.0) -> EC2Client:
+    """An EC2 client from boto3's usual chain (credentials, ``AWS_ENDPOINT_URL``...) with the
+    run's guard installed (see the module docstring)."""
+    check_run_id(run_id)
+    client: EC2Client = boto3.client(
+        "ec2", region_name=region, config=Config(retries={"max_attempts": 5, "mode": "standard"})
+    )
+    url = client.meta.endpoint_url
+    if real_aws_forbidden() and is_amazon_endpoint(url):
+        raise RealAwsForbidden(
+            f"{FORBID_ENV} is set: this process may not reach real AWS ({url}); point "
+            "AWS_ENDPOINT_URL at a stand-in, or unset it outside the tests"
+        )
+    guard = RunGuard(client, run_id, settle_seconds=settle_seconds)
+    guard.install()
+    _GUARDS[client] = guard
+    return client
+
+
+#: the guard of every client :func:`account_client` made
+_GUARDS: weakref.WeakKeyDictionary[Any, RunGuard] = weakref.WeakKeyDictionary()
+
+
+def guard_of(ec2: Any) -> RunGuard:
+    """The guard installed on ``ec2``; a client without one is refused (:class:`RealAwsError`):
+    the functions that change a real account take only guarded clients."""
+    guard = _GUARDS.get(ec2)
+    if guard is None:
+        raise RealAwsError("a real-account change needs a client made by account_client (guarded)")
+    return guard
+
+
+@dataclasses.dataclass
+class RunGuard:
+    """The hook that refuses any change to what the run did not create (module docstring)."""
+
+    client: Any
+    run_id: str
+    #: EC2's tags are eventually consistent: an id found untagged is asked again for this long
+    #: (a resource created a moment ago) before the call is refused
+    settle_seconds: float = 5.0
+    #: calls the guard let through that change something (operation, ids), for inspection
+    allowed: list[tuple[str, tuple[str, ...]]] = dataclasses.field(default_factory=list)
+
+    def install(self) -> None:
+        self.client.meta.events.register("before-parameter-build.ec2", self._check)
+
+    def _check(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        op: str = model.name
+        if op.startswith(_READ_ONLY):
+            return
+        tagging = op in ("CreateTags", "DeleteTags")
+        if tagging:
+            ids = [str(r) for r in params.get("Resources") or []]
+        else:
+            ids = self._named_ids(params)
+        if not tagging and op.startswith(_CREATING):
+            if op in _CREATES or params.get("TagSpecifications"):
+                self._tag_at_creation(op, params)
+            elif not ids:
+                raise GuardRefused(
+                    f"{op}: the lab cannot tag what this call creates with {RUN_TAG}, so it "
+                    "does not make the call"
+                )
+            # else: a part of resources of the run (CreateRoute in its route table)
+        elif not ids:
+            raise GuardRefused(
+                f"{op}: names no resource of this run (an account-wide change?); the lab only "
+                f"changes resources tagged {RUN_TAG}={self.run_id}"
+            )
+        untagged = self._untagged(ids)
+        if untagged:
+            raise GuardRefused(
+                f"{op} {', '.join(untagged)}: not tagged {RUN_TAG}={self.run_id}; the lab "
+                "changes and deletes only what this run created"
+            )
+        self.allowed.append((op, tuple(ids)))
+
+    def _tag_at_creation(self, op: str, params: dict[str, Any]) -> None:
+        """The run tag into every ``TagSpecifications`` entry (one for the call's own resource
+        type added where the lab knows it)."""
+        specs = params.setdefault("TagSpecifications", [])
+        wanted = _CREATES.get(op)
+        if wanted is not None and not any(s.get("ResourceType") == wanted for s in specs):
+            specs.append({"ResourceType": wanted, "Tags": []})
+        for spec in specs:
+            tags = spec.setdefault("Tags", [])
+            for tag in tags:
+                if tag.get("Key") == RUN_TAG and tag.get("Value") != self.run_id:
+                    raise GuardRefused(
+                        f"{op}: tags {RUN_TAG}={tag.get('Value')}, this run is {self.run_id}"
+                    )
+            if not any(t.get("Key") == RUN_TAG for t in tags):
+                tags.append({"Key": RUN_TAG, "Value": self.run_id})
+
+    @staticmethod
+    def _named_ids(params: Mapping[str, Any]) -> list[str]:
+        ids: list[str] = []
+        for key, value in params.items():
+            if key in _USED_ONLY or not key.endswith(("Id", "Ids")):
+                continue
+            values = value if isinstance(value, list) else [value]
+            ids += [v for v in values if isinstance(v, str) and _RESOURCE_ID.match(v)]
+        return ids
+
+    def _untagged(self, ids: Sequence[str]) -> list[str]:
+        """The ids among ``ids`` without this run's tag (an association id counts as its route
+        table's)."""
+        resolved = {i: self._owner_of(i) for i in ids}
+        deadline, delay = time.monotonic() + self.settle_seconds, 0.1
+        missing = self._untagged_now(sorted(set(resolved.values())))
+        while missing and time.monotonic() < deadline:
+            time.sleep(delay)  # eventual consistency, bounded by the deadline
+            delay = min(delay * 2, 1.0)
+            missing = self._untagged_now(sorted(missing))
+        return [i for i in ids if resolved[i] in missing]
+
+    def _untagged_now(self, owners: Sequence[str]) -> set[str]:
+        tagged: set[str] = set()
+        for start in range(0, len(owners), 100):
+            filters: list[FilterTypeDef] = [
+                {"Name": "resource-id", "Values": owners[start : start + 100]},
+                {"Name": "key", "Values": [RUN_TAG]},
+            ]
+            reply = self.client.describe_tags(Filters=filters)
+            tagged |= {
+                t["ResourceId"] for t in reply.get("Tags", []) if t.get("Value") == self.run_id
+            }
+        return set(owners) - tagged
+
+    def _owner_of(self, resource_id: str) -> str:
+        if not resource_id.startswith("rtbassoc-"):
+            return resource_id
+        tables = self.client.describe_route_tables(
+            Filters=[{"Name": "association.route-table-association-id", "Values": [resource_id]}]
+        )["RouteTables"]
+        return str(tables[0]["RouteTableId"]) if tables else resource_id
+
+
+# --- plan, inventory, teardown ------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Owned:
+    """A resource of a run: its kind (EC2's resource type), id and Name tag."""
+
+    kind: str
+    resource_id: str
+    name: str = ""
+
+    def line(self) -> str:
+        return f"{self.kind} {self.resource_id}" + (f" ({self.name})" if self.name else "")
+
+
+def plan_up(spec: TopologySpec, run_id: str) -> list[str]:
+    """What a run creates for ``spec``, one line each (nothing is asked of AWS)."""
+    tag = f"tagged {RUN_TAG}={run_id}"
+    lines = [f"create vpc {spec.vpc_cidr} ({spec.cluster_id}), {tag}"]
+    if spec.public:
+        lines.append(f"create internet-gateway attached to that vpc, {tag}")
+    lines.append(f"create route-table{' with 0.0.0.0/0 to it' if spec.public else ''}, {tag}")
+    lines += [
+        f"create subnet {cidr} in {zone}, {tag}" for zone, cidr in spec.subnet_cidrs().items()
+    ]
+    lines.append(f"create security-group {spec.group_name} with its self rule, {tag}")
+    lines += [
+        f"run instance {node.name} ({node.instance_type}, {node.private_ip} in {node.zone}, "
+        f"Amazon image {IMAGE_NAME}), {tag}"
+        for node in spec.nodes
+    ]
+    return lines
+
+
+def _name(tags: Iterable[Any] | None) -> str:
+    return next((str(t["Value"]) for t in tags or [] if t.get("Key") == "Name"), "")
+
+
+def inventory(ec2: EC2Client, run_id: str) -> list[Owned]:
+    """Every resource carrying this run's tag, in the order :func:`teardown` removes them."""
+    mine: list[FilterTypeDef] = [{"Name": f"tag:{RUN_TAG}", "Values": [run_id]}]
+    found = [
+        Owned("instance", i["InstanceId"], _name(i.get("Tags")))
+        for r in ec2.describe_instances(
+            Filters=[*mine, {"Name": "instance-state-name", "Values": _LIVE}]
+        )["Reservations"]
+        for i in r.get("Instances", [])
+    ]
+    found += [
+        Owned("security-group", g["GroupId"], g.get("GroupName", ""))
+        for g in ec2.describe_security_groups(Filters=mine)["SecurityGroups"]
+    ]
+    found += [
+        Owned("route-table", t["RouteTableId"], _name(t.get("Tags")))
+        for t in ec2.describe_route_tables(Filters=mine)["RouteTables"]
+    ]
+    found += [
+        Owned("internet-gateway", g["InternetGatewayId"], _name(g.get("Tags")))
+        for g in ec2.describe_internet_gateways(Filters=mine)["InternetGateways"]
+    ]
+    found += [
+        Owned("subnet", s["SubnetId"], _name(s.get("Tags")))
+        for s in ec2.describe_subnets(Filters=mine)["Subnets"]
+    ]
+    found += [
+        Owned("vpc", v["VpcId"], _name(v.get("Tags")))
+        for v in ec2.describe_vpcs(Filters=mine)["Vpcs"]
+    ]
+    return found
+
+
+def teardown(
+    ec2: EC2Client,
+    run_id: str,
+    *,
+    dry_run: bool = False,
+    wait_timeout: float = 600.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[Owned]:
+    """Remove every resource tagged with this run's id (dependents first) and return them;
+    ``dry_run``: only return what would go. Every call passes the guard of ``ec2`` (made by
+    :func:`account_client`), so nothing untagged can be touched even by a bug here."""
+    if guard_of(ec2).run_id != run_id:
+        raise RealAwsError(f"the client's guard is for run {guard_of(ec2).run_id}, not {run_id}")
+    owned = inventory(ec2, run_id)
+    if dry_run or not owned:
+        return owned
+    by_kind: dict[str, list[Owned]] = {}
+    for item in owned:
+        by_kind.setdefault(item.kind, []).append(item)
+    instances = [i.resource_id for i in by_kind.get("instance", [])]
+    if instances:
+        ec2.terminate_instances(InstanceIds=instances)
+        deadline, delay = time.monotonic() + wait_timeout, 0.05
+        while any(
+            i.get("State", {}).get("Name") != "terminated"
+            for r in ec2.describe_instances(InstanceIds=instances)["Reservations"]
+            for i in r.get("Instances", [])
+        ):
+            if time.monotonic() > deadline:
+                raise RealAwsError(
+                    f"instances {instances} are not terminated after {wait_timeout:.0f}s; run "
+                    "lab.down again later"
+                )
+            sleep(delay)  # poll interval, bounded by the deadline
+            delay = min(delay * 2, 5.0)
+    groups = (
+        ec2.describe_security_groups(
+            GroupIds=[g.resource_id for g in by_kind.get("security-group", [])]
+        )["SecurityGroups"]
+        if by_kind.get("security-group")
+        else []
+    )
+    for group in groups:  # rules naming a group block its deletion
+        refs = [p for p in group.get("IpPermissions", []) if p.get("UserIdGroupPairs")]
+        if refs:
+            ec2.revoke_security_group_ingress(GroupId=group["GroupId"], IpPermissions=refs)
+    for group in groups:
+        ec2.delete_security_group(GroupId=group["GroupId"])
+    for table in by_kind.get("route-table", []):
+        described = ec2.describe_route_tables(RouteTableIds=[table.resource_id])["RouteTables"]
+        for assoc in described[0].get("Associations", []) if described else []:
+            if not assoc.get("Main") and "RouteTableAssociationId" in assoc:
+                ec2.disassociate_route_table(AssociationId=assoc["RouteTableAssociationId"])
+        ec2.delete_route_table(RouteTableId=table.resource_id)
+    for igw in by_kind.get("internet-gateway", []):
+        gateways = ec2.describe_internet_gateways(InternetGatewayIds=[igw.resource_id])
+        for attachment in gateways["InternetGateways"][0].get("Attachments", []):
+            ec2.detach_internet_gateway(
+                InternetGatewayId=igw.resource_id, VpcId=attachment["VpcId"]
+            )
+        ec2.delete_internet_gateway(InternetGatewayId=igw.resource_id)
+    for subnet in by_kind.get("subnet", []):
+        ec2.delete_subnet(SubnetId=subnet.resource_id)
+    for vpc in by_kind.get("vpc", []):
+        ec2.delete_vpc(VpcId=vpc.resource_id)
+    return owned
+
+
+def amazon_image(ec2: EC2Client) -> str:
+    """The newest Amazon-owned image named :data:`IMAGE_NAME` (never a stranger's image)."""
+    images = ec2.describe_images(
+        Owners=["amazon"], Filters=[{"Name": "name", "Values": [IMAGE_NAME]}]
+    ).get("Images", [])
+    if not images:
+        raise RealAwsError(f"no Amazon-owned image named {IMAGE_NAME} in this region")
+    newest = max(images, key=lambda i: (i.get("CreationDate", ""), i.get("ImageId", "")))
+    return str(newest["ImageId"])
+
+
+def default_region() -> str | None:
+    """The region of boto3's usual chain (``AWS_REGION``, ``AWS_DEFAULT_REGION``, profile)."""
+    region = boto3.session.Session().region_name
+    return str(region) if region else None
+
+
+def run_spec(run_id: str, region: str, *, nodes: int, vpc_cidr: str | None = None) -> TopologySpec:
+    """The world a run creates: the lab's topology under the run's cluster id, two zones,
+    ``nodes`` nodes of :data:`INSTANCE_TYPE` (the first the control plane)."""
+    zones = (f"{region}a", f"{region}b")
+    spec = TopologySpec(cluster_id=cluster_id_for(run_id), region=region, zones=zones)
+    if vpc_cidr:
+        spec = dataclasses.replace(spec, vpc_cidr=vpc_cidr)
+    subnets = [ipaddress.ip_network(c) for c in spec.subnet_cidrs().values()]
+    node_specs = tuple(
+        NodeSpec(
+            name=f"{spec.cluster_id}-node-{index}",
+            private_ip=str(subnets[index % 2].network_address + 10 + index // 2),
+            zone=zones[index % 2],
+            instance_type=INSTANCE_TYPE,
+        )
+        for index in range(nodes)
+    )
+    return dataclasses.replace(spec, nodes=node_specs)
+
+
+def create_world(ec2: EC2Client, spec: TopologySpec) -> list[Owned]:
+    """Create ``spec`` through the guarded client (every resource tagged at creation) on an
+    Amazon image; returns what the run now owns."""
+    run_id = guard_of(ec2).run_id
+    spec = dataclasses.replace(spec, image_id=spec.image_id or amazon_image(ec2))
+    seed_topology(ec2, spec, wait_timeout=600.0)
+    return inventory(ec2, run_id)
