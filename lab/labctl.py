@@ -242,7 +242,9 @@ def validate_aws(
     from lab.aws.localstack import LocalStackConfigError, check_endpoint_url
 
     if aws not in AWS_CHOICES:
-        raise LabError(f"--aws {aws!r}: choose one of {', '.join(AWS_CHOICES)} (moto is the default)")
+        raise LabError(
+            f"--aws {aws!r}: choose one of {', '.join(AWS_CHOICES)} (moto is the default)"
+        )
     if aws_endpoint is not None:
         if aws != "localstack":
             raise LabError(

@@ -227,6 +227,8 @@ def _check_aws_options(config: pytest.Config) -> None:
         check_endpoint_url(endpoint)
     except LocalStackConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
 def check_backend_options(backend: str, kubeconfig: str) -> None:
     """``--backend existing`` goes with ``--kubeconfig PATH`` (a file), and only it: a usage
     error naming the flag and the value otherwise."""

@@ -113,7 +113,7 @@ def test_lab_up_on_localstack_records_calls_and_faults_reach_the_controller(
         ({"aws_endpoint": "http://h:1/path"}, r"--aws-endpoint 'http://h:1/path'.*no path"),
         ({"aws_endpoint": "http://h:0"}, r"--aws-endpoint 'http://h:0': port 0"),
         ({"aws": "moto", "aws_endpoint": "http://h:1"}, r"names a LocalStack; add --aws local"),
-        ({"aws": "dynamo"}, r"--aws 'dynamo': choose moto .* or localstack"),
+        ({"aws": "dynamo"}, r"--aws 'dynamo': choose one of moto, localstack, real"),
         ({"backend": "kind"}, r"--aws localstack runs with --backend sim only"),
     ],
     ids=["scheme", "path", "port-0", "endpoint-without-localstack", "unknown", "kind"],

@@ -21,10 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from controller.aws.annotations import load_balancer_kind, status_kind
-from controller.aws.clients import CallObserver, Clients, make_clients, observe_calls
+from controller.aws.clients import AWSError, CallObserver, Clients, make_clients, observe_calls
 from controller.aws.config import CloudConfig, CloudConfigError, load_cloud_config
 from controller.aws.context import AWSContext
 from controller.aws.instances import AWSInstances, InstanceCache
@@ -223,7 +221,7 @@ def new_cloud(
 def _describe_self(clients: Clients, instance_id: str) -> tuple[str, str, dict[str, str]]:
     try:
         resp = clients.ec2.describe_instances(InstanceIds=[instance_id])
-    except (ClientError, BotoCoreError) as exc:
+    except AWSError as exc:
         raise CloudInitError(
             f"cannot describe this controller's instance {instance_id} in {clients.region}: "
             f"{exc}. Check the EC2 endpoint and credentials."

@@ -31,6 +31,7 @@ import boto3
 import botocore.config
 import botocore.session
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
 from controller.aws.config import CloudConfig
 from controller.cloud import CloudError, RetryAfter
@@ -49,7 +50,10 @@ _CLIENT_CONFIG = botocore.config.Config(
     user_agent_extra="ccm-lab-controller",
 )
 
-AWSError = (ClientError, BotoCoreError)
+#: every error an AWS call raises: AWS's answer (``ClientError``), no answer (``BotoCoreError``),
+#: or an answer that is not AWS's (``ResponseParserError``, which botocore does not derive from
+#: ``BotoCoreError``: e.g. a web server's HTML error page from an endpoint that lacks the call)
+AWSError = (ClientError, BotoCoreError, ResponseParserError)
 THROTTLING_CODES = frozenset(
     {
         "Throttling",
@@ -73,7 +77,7 @@ class AWSAPIError(CloudError):
         self.code = code
 
 
-def translate(exc: ClientError | BotoCoreError) -> CloudError | RetryAfter:
+def translate(exc: ClientError | BotoCoreError | ResponseParserError) -> CloudError | RetryAfter:
     """SDK errors to the contract's vocabulary: throttling asks for a later retry."""
     code = error_code(exc)
     if code in THROTTLING_CODES:
@@ -88,7 +92,7 @@ def aws_errors(func: _F) -> _F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except (ClientError, BotoCoreError) as exc:
+        except AWSError as exc:
             raise translate(exc) from exc
 
     return cast(_F, wrapper)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
-from controller.aws.clients import error_code
+from controller.aws.clients import AWSError, error_code
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -122,6 +122,11 @@ class TopologyManager:
             else:
                 log.error("Error describing instance topology: %s", exc)
             raise
+        except AWSError as exc:
+            # no answer, or one that is not AWS's (an endpoint that lacks the call): upstream
+            # treats every error alike
+            log.error("Error describing instance topology: %s", exc)
+            raise
         found = resp.get("Instances", [])
         if not found:
             if self.requires_response(instance_type):
@@ -158,7 +163,7 @@ def topology_labels(
         return {}
     try:
         nodes = manager.network_nodes(instance_type, region, instance_id)
-    except ClientError as exc:
+    except AWSError as exc:  # upstream: any error
         if manager.requires_response(instance_type):
             log.error(
                 "Failed to get node topology for instance type %s and one is expected: %s",

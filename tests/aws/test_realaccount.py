@@ -123,7 +123,7 @@ def test_refusals_name_the_flag_and_change_nothing(account: AwsProcess, tmp_path
         ({"accept_aws_charges": True}, r"^--i-accept-aws-charges: belongs to --aws real"),
         ({"dry_run": True}, r"^--dry-run: belongs to --aws real"),
         ({"aws": "real", "accept_aws_charges": True, "backend": "sim"}, r"^--aws real --backend"),
-        ({"aws": "nimbus"}, r"^--aws 'nimbus': choose one of moto, real"),
+        ({"aws": "nimbus"}, r"^--aws 'nimbus': choose one of moto, localstack, real"),
     ):
         with pytest.raises(labctl.LabError, match=message) as caught:
             labctl.up(name="r", root=root, console=_quiet(), **kwargs)

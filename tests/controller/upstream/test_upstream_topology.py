@@ -121,3 +121,31 @@ def test_instance_metadata_topology(
     assert _topology_calls(aws) >= calls
     # "Should limit ec2:DescribeInstances calls to a single request per instance"
     assert len(aws.control.trail(action="DescribeInstances")) == 1
+
+
+class _NotAws:
+    """An EC2 client whose endpoint lacks the call and answers a web server's 500 page (stock
+    moto, as a LocalStack stand-in, does): botocore raises ``ResponseParserError``, not
+    ``ClientError``."""
+
+    def describe_instance_topology(self, **_: object) -> object:
+        from botocore.parsers import ResponseParserError
+
+        raise ResponseParserError("Unable to parse response, invalid XML received")
+
+
+@pytest.mark.parametrize(("instance_type", "raises"), [("m5.large", False), ("p5.48xlarge", True)])
+def test_an_unparseable_answer_is_an_error_like_any_other(instance_type: str, raises: bool) -> None:
+    """Upstream treats every error of the call alike: a type expected to have a topology fails
+    the node's initialization; any other is labelled without the layers."""
+    from botocore.parsers import ResponseParserError
+
+    from controller.aws.topology import topology_labels
+
+    manager = TopologyManager(_NotAws(), clock=lambda: 0.0)  # type: ignore[arg-type]
+    kwargs = {"instance_type": instance_type, "region": "r", "instance_id": "i-1", "existing": {}}
+    if raises:
+        with pytest.raises(ResponseParserError):
+            topology_labels(manager, **kwargs)  # type: ignore[arg-type]
+    else:
+        assert topology_labels(manager, **kwargs) == {}  # type: ignore[arg-type]
