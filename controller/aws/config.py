@@ -87,6 +87,18 @@ class CloudConfig:
     service_overrides: tuple[ServiceOverride, ...] = field(default=())
 
     @property
+    def shared_probe(self) -> tuple[int, str] | None:
+        """``(port, path)`` of kube-proxy's health endpoint when
+        ``ClusterServiceLoadBalancerHealthProbeMode = Shared`` (load balancers of
+        ``externalTrafficPolicy: Cluster`` Services check it instead of the traffic port)."""
+        if self.cluster_service_load_balancer_health_probe_mode != "Shared":
+            return None
+        return (
+            self.cluster_service_shared_load_balancer_health_probe_port,
+            self.cluster_service_shared_load_balancer_health_probe_path,
+        )
+
+    @property
     def derived_region(self) -> str:
         """The region as upstream's ``CloudConfig.GetRegion`` reads the config: ``Region``
         only; empty means "ask instance metadata". ``Zone`` never decides the region (upstream

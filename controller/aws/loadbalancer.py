@@ -128,14 +128,7 @@ class ClassicLoadBalancers:
     # -- helpers -------------------------------------------------------------------------
 
     def _spec(self, service: Service, *, ensuring: bool = False) -> LoadBalancerSpec:
-        cfg = self.ctx.config
-        shared = None
-        if cfg.cluster_service_load_balancer_health_probe_mode == "Shared":
-            shared = (
-                cfg.cluster_service_shared_load_balancer_health_probe_port,
-                cfg.cluster_service_shared_load_balancer_health_probe_path,
-            )
-        return parse_service(service, shared_probe=shared, ensuring=ensuring)
+        return parse_service(service, shared_probe=self.ctx.config.shared_probe, ensuring=ensuring)
 
     def describe(self, name: str) -> LoadBalancerDescriptionTypeDef | None:
         try:

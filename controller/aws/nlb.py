@@ -104,14 +104,9 @@ class NetworkLoadBalancers:
     # -- helpers -------------------------------------------------------------------------
 
     def _spec(self, service: Service, *, ensuring: bool = False) -> NLBSpec:
-        cfg = self.ctx.config
-        shared = None
-        if cfg.cluster_service_load_balancer_health_probe_mode == "Shared":
-            shared = (
-                cfg.cluster_service_shared_load_balancer_health_probe_port,
-                cfg.cluster_service_shared_load_balancer_health_probe_path,
-            )
-        return parse_nlb_service(service, shared_probe=shared, ensuring=ensuring)
+        return parse_nlb_service(
+            service, shared_probe=self.ctx.config.shared_probe, ensuring=ensuring
+        )
 
     def describe(self, name: str) -> LoadBalancerTypeDef | None:
         """Upstream ``describeLoadBalancerv2``: the network load balancer named ``name``."""
