@@ -247,6 +247,33 @@ def up(
     from lab.labctl import up_real_aws
 
     if aws == "real":
+        # flags of a lab the real-account path does not make: refused, never silently ignored
+        given = {
+            "--backend": backend != "auto",
+            "--k8s-version": k8s_version != DEFAULT_K8S_VERSION,
+            "--legacy-behavior": bool(legacy_behavior),
+            "--args": bool(args),
+            "--no-controller": no_controller,
+            "--expose-to-nodes": expose_to_nodes,
+            "--clock-speed": clock_speed != 10.0,
+            "--feature-gates": bool(feature_gates),
+            "--insecure-api": insecure_api,
+            "--controller-cmd": bool(controller_cmd),
+            "--controller": bool(controller),
+            "--controller-ready-log": bool(controller_ready_log),
+            "--controller-ready-url": bool(controller_ready_url),
+            "--aws-endpoint": bool(aws_endpoint),
+            "--controller-image": bool(controller_image),
+            "--kubeconfig": bool(kubeconfig),
+        }
+        extra_flags = [flag for flag, on in given.items() if on]
+        if extra_flags:
+            raise Exit(
+                f"error: {extra_flags[0]}: --aws real creates the run's AWS world only (a cluster "
+                f"and a controller against it are not wired yet), so it takes --name, --nodes, "
+                f"--vpc-cidr, --i-accept-aws-charges and --dry-run: drop {extra_flags[0]}",
+                code=1,
+            )
         _run(
             up_real_aws,
             name=name,

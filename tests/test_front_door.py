@@ -119,6 +119,10 @@ def lab_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         (("--vpc-cidr", "10.0.0.1/16"), ("--vpc-cidr '10.0.0.1/16'", "host bits", "10.42.0.0/16")),
         (("--vpc-cidr", "10.0.0.0/24"), ("--vpc-cidr '10.0.0.0/24'", "/16 to /19")),
         (("--insecure-api", "--backend", "kind"), ("--insecure-api", "kind", "--backend sim")),
+        (
+            ("--aws", "real", "--i-accept-aws-charges", "--dry-run", "--backend", "sim"),
+            ("--backend", "--aws real creates the run's AWS world only", "drop --backend"),
+        ),
     ],
     ids=[
         "legacy",
@@ -131,6 +135,7 @@ def lab_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         "vpc-host-bits",
         "vpc-too-small",
         "insecure-api-on-kind",
+        "real-aws-with-a-cluster-flag",
     ],
 )
 def test_bad_lab_up_flags_change_nothing(
