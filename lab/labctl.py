@@ -261,6 +261,11 @@ def validate_aws(
             "node IPs after the instances exist, and LocalStack cannot re-create them with the "
             "same ids; use --backend sim"
         )
+    if aws == "localstack" and backend == "existing":
+        raise LabError(
+            "--aws localstack runs with --backend sim only so far (an existing cluster's nodes "
+            "are seeded in the lab's moto endpoint); use --backend sim, or --aws moto"
+        )
     if aws != "real":
         for flag, given in (("--i-accept-aws-charges", accept_charges), ("--dry-run", dry_run)):
             if given:

@@ -312,7 +312,7 @@ def _skip_unsupported(config: pytest.Config) -> None:
         if shutil.which("kind") is None:
             pytest.skip("--backend kind needs the kind CLI on PATH")
     if aws == "localstack":
-        if backend == "kind":
+        if backend in ("kind", "existing"):
             pytest.skip("--aws localstack runs with --backend sim only so far (see the README)")
         if config.getoption("--aws-endpoint") is None:
             from lab.aws.localstack_docker import IMAGE, docker_unavailable

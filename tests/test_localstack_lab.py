@@ -115,13 +115,22 @@ def test_lab_up_on_localstack_records_calls_and_faults_reach_the_controller(
         ({"aws": "moto", "aws_endpoint": "http://h:1"}, r"names a LocalStack; add --aws local"),
         ({"aws": "dynamo"}, r"--aws 'dynamo': choose one of moto, localstack, real"),
         ({"backend": "kind"}, r"--aws localstack runs with --backend sim only"),
+        ({"backend": "existing"}, r"--aws localstack runs with --backend sim only"),
     ],
-    ids=["scheme", "path", "port-0", "endpoint-without-localstack", "unknown", "kind"],
+    ids=["scheme", "path", "port-0", "endpoint-without-localstack", "unknown", "kind", "existing"],
 )
 def test_bad_aws_flags_are_refused_before_anything_changes(
     tmp_path: Path, flags: dict[str, Any], match: str
 ) -> None:
     given: dict[str, Any] = {"aws": "localstack", "backend": "sim", **flags}
+    if given["backend"] == "existing":  # a kubeconfig that names a server (never contacted)
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+            "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+            "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n"
+        )
+        given["kubeconfig"] = kubeconfig
     with pytest.raises(labctl.LabError, match=match):
         labctl.up(name="x", root=tmp_path, console=Console(file=io.StringIO()), **given)
     assert not (tmp_path / "x").exists()
