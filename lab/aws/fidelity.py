@@ -177,6 +177,17 @@ class FidelityConfig:
         return replace(self, **dict(changes))
 
 
+def _unknown_instances(view: Any, params: Mapping[str, str], prefix: str, suffix: str) -> list[str]:
+    """The instance ids a call names (``<prefix>N<suffix>`` parameters) that do not exist or
+    are terminated, in the call's order."""
+    known = {i.id for i in view.ec2.all_instances() if i.state != "terminated"}
+    return [
+        value
+        for key, value in params.items()
+        if key.startswith(prefix) and key.endswith(suffix) and value not in known
+    ]
+
+
 def _validate(name: str, value: Any) -> None:
     bools = {
         "enabled",
@@ -366,13 +377,7 @@ class FidelityLayer:
         group = view.elbv2.target_groups.get(request.params.get("TargetGroupArn", ""))
         if group is None or getattr(group, "target_type", "instance") != "instance":
             return None  # moto answers TargetGroupNotFound itself; ip targets are not ids
-        known = {i.id for i in view.ec2.all_instances() if i.state != "terminated"}
-        wanted = [
-            value
-            for key, value in request.params.items()
-            if key.startswith("Targets.member.") and key.endswith(".Id")
-        ]
-        unknown = [i for i in wanted if i not in known]
+        unknown = _unknown_instances(view, request.params, "Targets.member.", ".Id")
         if not unknown:
             return None
         return AwsError(
@@ -385,13 +390,7 @@ class FidelityLayer:
 
     def _check_register(self, request: AwsRequest) -> AwsError | None:
         view = self._views(request.region)
-        known = {i.id for i in view.ec2.all_instances() if i.state != "terminated"}
-        wanted = [
-            value
-            for key, value in request.params.items()
-            if key.startswith("Instances.member.") and key.endswith(".InstanceId")
-        ]
-        unknown = [i for i in wanted if i not in known]
+        unknown = _unknown_instances(view, request.params, "Instances.member.", ".InstanceId")
         if not unknown:
             return None
         return AwsError(
