@@ -34,6 +34,13 @@ from lab.pytest_plugin import quiesce_session_lab, use_controller_under_test
 CATALOG_SPEED = 10.0
 
 
+def catalog_speed(config: pytest.Config) -> float:
+    """:data:`CATALOG_SPEED`, or pytest ``--catalog-speed`` (``benchmarks.e2e`` measures the
+    catalog at a faster clock with it, to show how much of its time is lab time)."""
+    given = config.getoption("--catalog-speed", None)
+    return float(given) if given is not None else CATALOG_SPEED
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Each catalog case carries its scenario's ``aws_needs`` (``e2e.catalog.AWS_NEEDS``), so
     the lab fixtures skip it, saying why, on an AWS endpoint that lacks what it needs."""
@@ -50,7 +57,7 @@ def catalog_clock(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     lab: Lab = request.getfixturevalue("lab")
-    before = lab.set_clock_speed(CATALOG_SPEED)
+    before = lab.set_clock_speed(catalog_speed(request.config))
     try:
         yield
     finally:
@@ -89,7 +96,7 @@ def lab_at(request: pytest.FixtureRequest) -> Iterator[Callable[..., Lab]]:
                 nodes=3,
                 zones=("us-east-1a",),
                 feature_gates=feature_gates,
-                clock_speed=CATALOG_SPEED,
+                clock_speed=catalog_speed(request.config),
                 insecure_api=bool(request.config.getoption("--insecure-api")),
             )
         )

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from lab.clock import check_speed
 from lab.compose import Lab, LabConfig
 from lab.conformance import (
     EXPECTATIONS,
@@ -163,6 +164,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="with --expect: write DIR/conformance.md and DIR/conformance.xml (JUnit)",
     )
+    group.addoption(
+        "--catalog-speed",
+        type=_clock_speed,
+        default=None,
+        metavar="N",
+        help="lab seconds per real second for the e2e catalog's labs (default 10: what the "
+        "catalog is written and judged at; higher only to measure the clock's share)",
+    )
+
+
+def _clock_speed(text: str) -> float:
+    """``--catalog-speed``'s value, or argparse's usage error naming it."""
+    import argparse
+
+    try:
+        return check_speed(float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--catalog-speed must be a number > 0 (lab seconds per real second), got {text!r}"
+        ) from None
 
 
 def pytest_configure(config: pytest.Config) -> None:

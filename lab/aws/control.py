@@ -10,6 +10,8 @@ path                  method      effect
 ``/_lab/health``      GET         ``{"status": "ok", region, account, seed, ...}``
 ``/_lab/reset``       POST        wipe AWS state (process-wide), trail, faults
 ``/_lab/seed``        POST        ``{"seed": N}``: deterministic resource ids from now on
+``/_lab/checkpoint``  POST        remember the AWS state as it is (process-wide, with the ids)
+``/_lab/restore``     POST        back to the checkpoint; trail, faults, fidelity state reset
 ``/_lab/fidelity``    GET / POST  read / change switches (``{"elb_sg_order": "reversed"}``)
 ``/_lab/faults``      GET / POST  list / add a rule (see :mod:`lab.aws.faults`)
 ``/_lab/faults``      DELETE      remove every rule
@@ -197,7 +199,7 @@ class CallControlRoutes:
 class LabControlRoutes(CallControlRoutes):
     """The moto endpoint's ``/_lab/``: the shared routes plus seed and fidelity switches."""
 
-    extra_routes = ("/_lab/seed", "/_lab/fidelity")
+    extra_routes = ("/_lab/seed", "/_lab/fidelity", "/_lab/checkpoint", "/_lab/restore")
 
     def __init__(self, lab: AwsLab) -> None:
         super().__init__(lab)
@@ -211,6 +213,12 @@ class LabControlRoutes(CallControlRoutes):
                 raise AwsControlError(f"seed: 'seed' must be an integer, got {seed!r}")
             lab.apply_seed(seed)
             return _json({"seed": seed})
+        if path == "/_lab/checkpoint" and method == "POST":
+            lab.checkpoint()
+            return _json({"status": "ok"})
+        if path == "/_lab/restore" and method == "POST":
+            lab.restore()
+            return _json({"status": "ok"})
         if path == "/_lab/fidelity":
             if method == "GET":
                 return _json(lab.fidelity.config.to_dict())

@@ -95,6 +95,15 @@ class AwsControlClient:
         """Make resource ids deterministic from now on (and after every reset)."""
         self._call("POST", "seed", {"seed": seed})
 
+    def checkpoint(self) -> None:
+        """Remember the AWS state as it is now (moto's, process-wide, and its id generator)."""
+        self._call("POST", "checkpoint")
+
+    def restore(self) -> None:
+        """Back to the last checkpoint; the trail, faults and fidelity state reset as with
+        :meth:`reset` (``AwsControlError`` with status 409 when there is none)."""
+        self._call("POST", "restore")
+
     # --- fidelity -----------------------------------------------------------------------------
 
     def fidelity(self) -> FidelityConfig:
