@@ -132,6 +132,6 @@ class Batcher(Generic[In, Out]):
             if i >= len(results):
                 request.future.set_exception(BatchError(f"batch {self.name}: no answer"))
             elif results[i].error is not None:
-                request.future.set_exception(results[i].error)  # type: ignore[arg-type]
+                request.future.set_exception(results[i].error)
             else:
                 request.future.set_result(results[i].output)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from controller.runtime.batcher import BatchError, Batcher, Result
+from controller.runtime.batcher import Batcher, BatchError, Result
 
 
 class Recorder:
@@ -28,8 +28,8 @@ class Recorder:
 
 def add_concurrently(
     batcher: Batcher[str, str], items: Sequence[str]
-) -> dict[str, str | None | BaseException]:
-    out: dict[str, str | None | BaseException] = {}
+) -> dict[str, str | BaseException | None]:
+    out: dict[str, str | BaseException | None] = {}
     start = threading.Barrier(len(items))
 
     def call(item: str) -> None:
@@ -64,7 +64,8 @@ def test_one_callers_error_fails_only_that_caller() -> None:
     rec = Recorder(answer)
     out = add_concurrently(Batcher("t", rec, idle=0.1), ["i-1", "i-bad", "i-2"])
     assert len(rec.batches) == 1
-    assert out["i-1"] == "i-1" and out["i-2"] == "i-2"
+    assert out["i-1"] == "i-1"
+    assert out["i-2"] == "i-2"
     assert isinstance(out["i-bad"], KeyError)
 
 
@@ -73,7 +74,8 @@ def test_a_missing_answer_fails_its_caller_and_an_executor_failure_fails_all() -
     out = add_concurrently(short, ["a", "b"])
     answered = [v for v in out.values() if v == "first"]
     missing = [v for v in out.values() if isinstance(v, BatchError)]
-    assert len(answered) == 1 and len(missing) == 1
+    assert len(answered) == 1
+    assert len(missing) == 1
 
     def boom(items: list[str]) -> list[Result[str]]:
         raise RuntimeError("no")
