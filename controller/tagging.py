@@ -16,10 +16,12 @@ v1.33.0), off unless ``--controllers`` names ``tagging`` (upstream adds it to
 * ``DELETE``: the tags are removed from the instance where it still carries them with these
   values; a missing instance is done, a malformed id skipped.
 * Fargate nodes are skipped; a providerID that cannot be read is logged and dropped.
-* Failures are retried with per-item backoff (5 ms doubling to 1000 s) up to nine requeues,
-  then dropped with an error log. With ``--tagging-controller-rate-limit`` and
-  ``--tagging-controller-burst-limit`` both positive, every enqueue also waits for a token of
-  that bucket (upstream's ``MaxOfRateLimiter``), and enqueues go through it.
+* Failures are retried with per-item backoff (5 ms doubling to 1000 s, and no faster than a
+  10 per second, burst 100, token bucket: client-go's default controller rate limiter) up to
+  nine requeues, then dropped with an error log. With ``--tagging-controller-rate-limit`` and
+  ``--tagging-controller-burst-limit`` both positive, that bucket replaces the default one and
+  every enqueue goes through the limiter too (upstream's ``AddRateLimited`` in
+  ``enqueueNode``), so it counts toward the nine as upstream's does.
 
 Not ported: upstream's two Prometheus metrics (work item errors, initial tagging delay).
 Only the ``instance`` resource exists upstream and here.
@@ -76,12 +78,15 @@ class TaggingOptionsError(ValueError):
 
 
 def parse_tags(text: str, into: dict[str, str] | None = None) -> dict[str, str]:
-    """One ``--tags`` value as pflag's ``StringToString`` reads it: comma-separated
-    ``key=value`` items (CSV quoting allowed), split at the first ``=``; repeated flags merge.
-    Raises :class:`TaggingOptionsError` for an item without ``=``."""
+    """One ``--tags`` value as spf13/pflag's ``stringToStringValue.Set``
+    (``string_to_string.go``) reads it: no ``=`` is an error; exactly one makes the whole value
+    one ``key=value`` pair (quotes trimmed, so ``a=1,b`` is ``{"a": "1,b"}``); more are a CSV
+    record of pairs, each split at its first ``=``. Repeated flags merge. Raises
+    :class:`TaggingOptionsError` naming the offending text. (Python's CSV reader is more
+    lenient than Go's about bare quotes inside unquoted fields.)"""
     out = dict(into or {})
-    if not text:
-        return out
+    if "=" not in text:
+        raise TaggingOptionsError(f"--tags: {text!r} must be formatted as key=value")
     items = [text.strip('"')] if text.count("=") == 1 else next(csv.reader([text]))
     for item in items:
         key, sep, value = item.partition("=")
@@ -175,7 +180,7 @@ class TokenBucket:
     """golang.org/x/time/rate's reservation arithmetic: ``rate`` tokens a second, at most
     ``burst`` saved; :meth:`reserve` takes one and says how long its holder must wait."""
 
-    def __init__(self, rate: float, burst: int, clock: Clock) -> None:
+    def __init__(self, rate: float, burst: int, *, clock: Clock) -> None:
         self.rate, self.burst, self.clock = rate, burst, clock
         self._tokens = float(burst)
         self._at = clock.monotonic()
@@ -193,13 +198,12 @@ class TokenBucket:
 class _MaxOfBackoff(ExponentialBackoff[WorkItem]):
     """Upstream ``NewTypedMaxOfRateLimiter(exponential, bucket)``: the longer of the two."""
 
-    def __init__(self, bucket: TokenBucket | None) -> None:
+    def __init__(self, bucket: TokenBucket) -> None:
         super().__init__(0.005, 1000.0)
         self.bucket = bucket
 
     def when(self, item: WorkItem) -> float:
-        delay = super().when(item)
-        return delay if self.bucket is None else max(delay, self.bucket.reserve())
+        return max(super().when(item), self.bucket.reserve())
 
 
 def _created(node: Node) -> datetime | None:
@@ -231,10 +235,12 @@ class TaggingController:
         self.checksum = tags_checksum(self.tags)
         self.clock: Clock = clock or RealClock()
         self._metrics = metrics
+        # upstream: the configured bucket, else DefaultTypedControllerRateLimiter's 10 qps /
+        # 100 burst (which then only paces retries: enqueues do not go through it)
         bucket = (
-            TokenBucket(options.rate_limit, options.burst_limit, self.clock)
+            TokenBucket(options.rate_limit, options.burst_limit, clock=self.clock)
             if options.rate_limited
-            else None
+            else TokenBucket(10.0, 100, clock=self.clock)
         )
         self.queue: RateLimitingQueue[WorkItem] = RateLimitingQueue(
             "tagging-controller", clock=self.clock, backoff=_MaxOfBackoff(bucket), metrics=metrics

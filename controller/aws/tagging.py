@@ -64,7 +64,7 @@ class AWSInstanceTags:
         def execute(requests: list[_TagRequest]) -> list[Result[bool]]:
             resources = list(dict.fromkeys(r.instance_id for r in requests))
             try:
-                _send(call, resources, requests[0].tags)
+                _send(call, resources, tags=requests[0].tags)
             except AWSError as exc:
                 if len(resources) == 1:
                     return [Result(error=exc)] * len(requests)
@@ -86,7 +86,7 @@ class AWSInstanceTags:
     @staticmethod
     def _one(call: Callable[..., Any], request: _TagRequest) -> Result[bool]:
         try:
-            _send(call, [request.instance_id], request.tags)
+            _send(call, [request.instance_id], tags=request.tags)
         except AWSError as exc:
             return Result(error=exc)
         return Result(output=True)
@@ -103,7 +103,7 @@ class AWSInstanceTags:
             if batched:
                 self._create.add(request)
             else:
-                _send(self.ec2.create_tags, [instance_id], request.tags)
+                _send(self.ec2.create_tags, [instance_id], tags=request.tags)
         except AWSError as exc:
             raise _translate(instance_id, exc) from exc
 
@@ -115,7 +115,7 @@ class AWSInstanceTags:
             if batched:
                 self._delete.add(request)
             else:
-                _send(self.ec2.delete_tags, [instance_id], request.tags)
+                _send(self.ec2.delete_tags, [instance_id], tags=request.tags)
         except AWSError as exc:
             if error_code(exc) == NOT_FOUND:
                 log.info("instance %s not found while untagging; nothing to remove", instance_id)
@@ -123,7 +123,7 @@ class AWSInstanceTags:
             raise _translate(instance_id, exc) from exc
 
 
-def _send(call: Callable[..., Any], ids: list[str], tags: tuple[tuple[str, str], ...]) -> None:
+def _send(call: Callable[..., Any], ids: list[str], *, tags: tuple[tuple[str, str], ...]) -> None:
     """One ``CreateTags`` / ``DeleteTags`` naming ``ids`` and every tag with its value."""
     call(Resources=ids, Tags=tag_list(dict(tags)))
 
