@@ -28,7 +28,8 @@ from controller.cloud import LB_FINALIZER, ServiceKey
 from controller.fake import FakeCloud, FakeInstance, FakeKube
 from controller.legacy import LegacyFlags
 from controller.runtime.leader import LeaderElectionConfig
-from tests.controller.builders import make_node, make_service, uninitialized
+from controller.tagging import TAGGING_LABEL, TaggingOptions
+from tests.controller.builders import make_node, make_service, provider_id, uninitialized
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -75,6 +76,31 @@ def test_manager_runs_all_controllers_and_serves_metrics() -> None:
     finally:
         manager.stop()
     assert manager.wait(10) == 0
+
+
+def test_manager_runs_the_tagging_controller_only_when_named() -> None:
+    kube, cloud = FakeKube(), FakeCloud()
+    cloud.add_instance(FakeInstance("i-1", private_ip="10.0.0.7"), node_name="n1")
+    kube.create("nodes", make_node("n1", provider_id("aws:///us-east-1a/i-1")))
+    tagging = TaggingOptions(tags={"team": "a"}, resources=("instance",))
+    off = ControllerManager(kube, cloud, fast_options(tagging=tagging)).start()
+    try:
+        wait_for(lambda: off.running)
+        assert off.tagging is None
+    finally:
+        off.stop()
+    assert off.wait(10) == 0
+    on = ControllerManager(
+        kube, cloud, fast_options(controllers=("cloud-node", "tagging"), tagging=tagging)
+    ).start()
+    try:
+        wait_for(lambda: cloud.tags.get("i-1") == {"team": "a"})
+        wait_for(lambda: TAGGING_LABEL in kube.get("nodes", "n1")["metadata"]["labels"])
+        kube.delete("nodes", "n1")
+        wait_for(lambda: cloud.tags.get("i-1") == {})
+    finally:
+        on.stop()
+    assert on.wait(10) == 0
 
 
 def test_only_the_leader_acts_and_a_standby_takes_over_on_release() -> None:
