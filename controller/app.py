@@ -394,7 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_controllers,
         default=ALL_CONTROLLERS,
         metavar="LIST",
-        help=f"controllers to run, comma-separated or '*' (default: {','.join(ALL_CONTROLLERS)})",
+        help="controllers to run, comma-separated: '*' (the defaults: "
+        f"{','.join(ALL_CONTROLLERS)}), a name to add one ({', '.join(DISABLED_BY_DEFAULT)} "
+        "is off by default), -NAME to drop one",
     )
     g = p.add_argument_group("tagging controller (on with --controllers=*,tagging)")
     g.add_argument(
