@@ -108,14 +108,16 @@ def test_requests_further_apart_than_the_idle_window_are_separate_calls() -> Non
 
 def test_the_window_closes_at_max_wait_even_while_requests_keep_coming() -> None:
     rec = Recorder()
-    batcher: Batcher[str, str] = Batcher("t", rec, idle=0.2, max_wait=0.3)
+    batcher: Batcher[str, str] = Batcher("t", rec, idle=0.5, max_wait=0.6)
     stop = threading.Event()
-    results: list[str | None] = []
+    callers: list[threading.Thread] = []
 
-    def trickle() -> None:  # a request every 50 ms keeps the idle window open
+    def trickle() -> None:  # a request every 50 ms keeps the 500 ms idle window open
         n = 0
-        while not stop.is_set() and n < 40:
-            threading.Thread(target=lambda k=n: results.append(batcher.add(f"x{k}"))).start()
+        while not stop.is_set() and n < 60:
+            caller = threading.Thread(target=batcher.add, args=(f"x{n}",))
+            caller.start()
+            callers.append(caller)
             n += 1
             time.sleep(0.05)
 
@@ -126,9 +128,12 @@ def test_the_window_closes_at_max_wait_even_while_requests_keep_coming() -> None
         time.sleep(0.01)
     stop.set()
     t.join()
+    for caller in callers:
+        caller.join(5)
     assert rec.batches, "no batch ran"
-    # the first batch ran although a request arrived every 50 ms (< idle): max_wait closed it
-    assert 1 < len(rec.batches[0]) < 40
+    # the first batch ran although a request arrived every 50 ms: max_wait closed it
+    assert 1 < len(rec.batches[0]) < 60
+    assert sum(len(b) for b in rec.batches) == len(callers)
 
 
 def test_rejects_a_bad_window() -> None:
