@@ -41,10 +41,14 @@ from controller.runtime.logs import setup_logging
 from controller.runtime.metrics import Metrics
 from controller.runtime.server import HealthServer
 from controller.service import ServiceController
+from controller.tagging import TaggingController, TaggingOptions, tagging_options
 
 log = logging.getLogger(__name__)
 
 ALL_CONTROLLERS = ("service", "cloud-node", "cloud-node-lifecycle")
+# Known but off unless named (upstream: ControllersDisabledByDefault).
+DISABLED_BY_DEFAULT = ("tagging",)
+KNOWN_CONTROLLERS = ALL_CONTROLLERS + DISABLED_BY_DEFAULT
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
@@ -64,6 +68,7 @@ class Options:
     node_deletion_grace_period: float = 120.0
     concurrent_service_syncs: int = 1
     informer_sync_timeout: float = 60.0
+    tagging: TaggingOptions = field(default_factory=TaggingOptions)
 
 
 def _write_atomically(path: str, text: str) -> None:
@@ -99,6 +104,7 @@ class ControllerManager:
         self.service: ServiceController | None = None
         self.node: NodeController | None = None
         self.lifecycle: LifecycleController | None = None
+        self.tagging: TaggingController | None = None
         self.exit_code = EXIT_OK
         self._stop = threading.Event()
         self._done = threading.Event()
@@ -182,6 +188,16 @@ class ControllerManager:
                 monitor_period=o.node_monitor_period,
                 deletion_grace_period=o.node_deletion_grace_period,
             )
+        if "tagging" in o.controllers:
+            self.tagging = TaggingController(
+                self.kube,
+                self.cloud,
+                nodes=nodes,
+                options=o.tagging,
+                clock=self.clock,
+                metrics=self.metrics,
+            )
+            self.tagging.register(nodes)
         for informer in self.informers.values():
             informer.start()
         for name, informer in self.informers.items():
@@ -199,6 +215,8 @@ class ControllerManager:
             self._threads += self.node.run(self._stop)
         if self.lifecycle is not None:
             self._threads += self.lifecycle.run(self._stop)
+        if self.tagging is not None:
+            self._threads += self.tagging.run(self._stop)
         self._controllers_running.set()
         log.info("controllers running: %s", ", ".join(o.controllers))
 
@@ -227,7 +245,7 @@ class ControllerManager:
         log.info("shutting down")
         if self.elector is not None:
             self.elector.stop()
-        for ctrl in (self.service, self.node):
+        for ctrl in (self.service, self.node, self.tagging):
             if ctrl is not None:
                 ctrl.shut_down()
         for informer in self.informers.values():
@@ -313,15 +331,19 @@ def _metrics_addr(text: str) -> str:
 
 
 def _controllers(text: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    if names in (("*",), ()):
-        return ALL_CONTROLLERS
-    unknown = [n for n in names if n not in ALL_CONTROLLERS]
+    """Upstream's ``--controllers``: ``*`` is every controller on by default, ``name`` adds
+    one (``tagging`` is off by default), ``-name`` removes one; empty means ``*``."""
+    names = [n.strip() for n in text.split(",") if n.strip()] or ["*"]
+    unknown = [n for n in names if n != "*" and n.lstrip("-") not in KNOWN_CONTROLLERS]
     if unknown:
         raise argparse.ArgumentTypeError(
-            f"unknown controller(s) {', '.join(unknown)}; known: {', '.join(ALL_CONTROLLERS)}"
+            f"unknown controller(s) {', '.join(unknown)}; known: {', '.join(KNOWN_CONTROLLERS)}"
         )
-    return names
+    on = {n for n in names if n != "*" and not n.startswith("-")}
+    if "*" in names:
+        on |= set(ALL_CONTROLLERS)
+    on -= {n[1:] for n in names if n.startswith("-")}
+    return tuple(n for n in KNOWN_CONTROLLERS if n in on)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -331,7 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "ccm-lab's AWS cloud controller manager: the service (Classic ELB), cloud-node\n"
-            "and cloud-node-lifecycle controllers, driven by a Kubernetes API server and AWS."
+            "and cloud-node-lifecycle controllers (and the opt-in tagging controller), driven\n"
+            "by a Kubernetes API server and AWS."
         ),
         epilog=(
             "legacy behaviours (--legacy-behavior, all off by default):\n"
@@ -371,7 +394,50 @@ def build_parser() -> argparse.ArgumentParser:
         type=_controllers,
         default=ALL_CONTROLLERS,
         metavar="LIST",
-        help=f"controllers to run, comma-separated or '*' (default: {','.join(ALL_CONTROLLERS)})",
+        help="controllers to run, comma-separated: '*' (the defaults: "
+        f"{','.join(ALL_CONTROLLERS)}), a name to add one ({', '.join(DISABLED_BY_DEFAULT)} "
+        "is off by default), -NAME to drop one",
+    )
+    g = p.add_argument_group("tagging controller (on with --controllers=*,tagging)")
+    g.add_argument(
+        "--tags",
+        action="append",
+        default=[],
+        metavar="K=V[,K=V]",
+        help="tags to apply to the nodes' AWS resources (repeatable; items merge)",
+    )
+    g.add_argument(
+        "--resources",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="AWS resources to tag (repeatable; supported: instance)",
+    )
+    g.add_argument(
+        "--tagging-controller-rate-limit",
+        type=float,
+        default=0.0,
+        metavar="QPS",
+        help="steady rate of the tagging queue; 0 (default) disables rate limiting",
+    )
+    g.add_argument(
+        "--tagging-controller-burst-limit",
+        type=int,
+        default=0,
+        metavar="N",
+        help="burst of the tagging queue; 0 (default) disables rate limiting",
+    )
+    g.add_argument(
+        "--tagging-controller-concurrent-node-syncs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="tagging workers (default: %(default)s)",
+    )
+    g.add_argument(
+        "--tagging-controller-enable-batching",
+        action="store_true",
+        help="merge concurrent CreateTags/DeleteTags calls with the same tags",
     )
     g = p.add_argument_group("controller tuning")
     g.add_argument(
@@ -507,6 +573,14 @@ def options_from_args(args: argparse.Namespace, legacy: LegacyFlags) -> Options:
         node_status_update_frequency=args.node_status_update_frequency,
         node_deletion_grace_period=args.node_deletion_grace_period,
         concurrent_service_syncs=args.concurrent_service_syncs,
+        tagging=tagging_options(
+            args.tags,
+            args.resources,
+            rate_limit=args.tagging_controller_rate_limit,
+            burst_limit=args.tagging_controller_burst_limit,
+            workers=args.tagging_controller_concurrent_node_syncs,
+            batching=args.tagging_controller_enable_batching,
+        ),
     )
 
 
@@ -529,6 +603,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = options_from_args(args, legacy)
         if options.leader_elect:
             options.leader.validate()
+        if "tagging" in options.controllers:
+            options.tagging.validate()
     except ValueError as exc:
         return _fail(EXIT_USAGE, str(exc))
     if legacy.on:

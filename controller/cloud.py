@@ -57,6 +57,10 @@ class InstanceNotFound(CloudError):
     """The node could not be mapped to an instance (a lookup miss, not proof of absence)."""
 
 
+class InvalidInstanceID(CloudError):
+    """The cloud says the instance id is malformed (EC2 ``InvalidID``): no call can succeed."""
+
+
 class InvalidServiceConfig(CloudError):
     """The Service's annotations or spec are invalid; nothing was changed in the cloud.
 
@@ -283,6 +287,30 @@ class InstancesV2(Protocol):
         ...
 
 
+class InstanceTags(Protocol):
+    """Tags on the instance behind a Node (upstream cloud-provider-aws ``TagResource`` and
+    ``UntagResource``, used by its tagging controller; not part of ``cloudprovider``)."""
+
+    def instance_id(self, provider_id: str) -> InstanceID | None:
+        """The instance a providerID names; ``None`` for a node without a taggable instance
+        (Fargate). Raises :class:`CloudError` when the providerID cannot be read."""
+        ...
+
+    def tag_instance(
+        self, instance_id: InstanceID, tags: Mapping[str, str], *, batched: bool = False
+    ) -> None:
+        """Add ``tags``. Raises :class:`InstanceNotFound` when the cloud does not know the
+        instance and :class:`InvalidInstanceID` when the id is malformed."""
+        ...
+
+    def untag_instance(
+        self, instance_id: InstanceID, tags: Mapping[str, str], *, batched: bool = False
+    ) -> None:
+        """Remove ``tags`` where the instance still carries them with these values; an
+        instance that does not exist is success. Raises :class:`InvalidInstanceID`."""
+        ...
+
+
 class Cloud(Protocol):
     """A cloud provider: the capabilities it offers (``None`` when unsupported)."""
 
@@ -292,6 +320,8 @@ class Cloud(Protocol):
     def load_balancer(self) -> LoadBalancer | None: ...
 
     def instances_v2(self) -> InstancesV2 | None: ...
+
+    def instance_tags(self) -> InstanceTags | None: ...
 
 
 def load_balancer_name(service: Service) -> str:

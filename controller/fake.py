@@ -26,6 +26,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller.cloud import (
+    CloudError,
+    InstanceID,
     InstanceMetadata,
     InstanceNotFound,
     InvalidServiceConfig,
@@ -98,6 +100,7 @@ class FakeCloud:
     node_names: dict[str, str] = field(default_factory=dict)  # node name -> instance id
     calls: list[tuple[str, str]] = field(default_factory=list)  # (method, service key / node)
     hidden: set[str] = field(default_factory=set)  # instance ids lookups miss for now
+    tags: dict[str, dict[str, str]] = field(default_factory=dict)  # instance id -> tags
     _faults: dict[str, list[Exception]] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -147,6 +150,9 @@ class FakeCloud:
         return self
 
     def instances_v2(self) -> FakeCloud:
+        return self
+
+    def instance_tags(self) -> FakeCloud:
         return self
 
     # -- LoadBalancer -----------------------------------------------------------------------
@@ -216,6 +222,35 @@ class FakeCloud:
         self._call("instance_shutdown", node.name)
         inst = self._lookup(node)
         return inst is not None and inst.state == "stopped"
+
+    # -- InstanceTags -------------------------------------------------------------------------
+    def instance_id(self, provider_id: str) -> InstanceID | None:
+        """The providerID's last segment; ``None`` for ``fargate-…``; refuses the rest."""
+        iid = provider_id.rsplit("/", 1)[-1]
+        if iid.startswith("fargate-"):
+            return None
+        if not iid.startswith("i-"):
+            raise CloudError(f"invalid providerID {provider_id!r}")
+        return InstanceID(iid)
+
+    def tag_instance(
+        self, instance_id: InstanceID, tags: Mapping[str, str], *, batched: bool = False
+    ) -> None:
+        self._call("tag_instance", instance_id)
+        with self._lock:
+            if instance_id in self.hidden or instance_id not in self.instances:
+                raise InstanceNotFound(f"instance {instance_id} not found")
+            self.tags.setdefault(instance_id, {}).update(tags)
+
+    def untag_instance(
+        self, instance_id: InstanceID, tags: Mapping[str, str], *, batched: bool = False
+    ) -> None:
+        self._call("untag_instance", instance_id)
+        with self._lock:
+            have = self.tags.get(instance_id, {})
+            for key, value in tags.items():
+                if have.get(key) == value:
+                    del have[key]
 
     def instance_metadata(self, node: Node) -> InstanceMetadata:
         self._call("instance_metadata", node.name)

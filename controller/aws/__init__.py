@@ -8,8 +8,9 @@ returns an :class:`AWSCloud` implementing ``controller.cloud.Cloud``.
 
 Layout, by capability: ``config`` (cloud config), ``annotations`` (Service validation),
 ``sgrules`` (rule arithmetic), ``securitygroups``, ``subnets``, ``loadbalancer`` (Classic ELB),
-``nlbspec`` / ``nlbrules`` / ``nlb`` (Network Load Balancers), ``instances`` (InstancesV2),
-``metadata`` (IMDS), ``clients``, ``tags``, ``context``.
+``nlbspec`` / ``nlbrules`` / ``nlb`` (Network Load Balancers), ``instances`` (InstancesV2)
+with ``batch`` (DescribeInstances by id, batched), ``tagging`` (node instance tags for the
+tagging controller), ``metadata`` (IMDS), ``clients``, ``tags``, ``context``.
 Start-up failures raise :class:`CloudInitError` with a message saying what was tried and what to
 do; nothing here knows whether it talks to AWS or to a lab.
 """
@@ -31,6 +32,7 @@ from controller.aws.metadata import MetadataError, fetch_self_identity, metadata
 from controller.aws.nlb import NetworkLoadBalancers
 from controller.aws.securitygroups import SecurityGroups
 from controller.aws.subnets import Subnets
+from controller.aws.tagging import AWSInstanceTags
 from controller.aws.tags import ClusterTags, find_cluster_ids, tag_map
 from controller.cloud import InvalidServiceConfig, LoadBalancerStatus, Node, Service
 from controller.legacy import LegacyFlags
@@ -113,6 +115,7 @@ class AWSCloud:
         self.self_instance_id = self_instance_id
         groups = SecurityGroups(ctx)
         self._instances = AWSInstances(ctx)
+        self._tags = AWSInstanceTags(ctx.clients.ec2)
         instances, subnets = InstanceCache(ctx), Subnets(ctx)
         classic = ClassicLoadBalancers(ctx, instances=instances, subnets=subnets, groups=groups)
         self._lb = LoadBalancers(
@@ -140,6 +143,9 @@ class AWSCloud:
 
     def instances_v2(self) -> AWSInstances:
         return self._instances
+
+    def instance_tags(self) -> AWSInstanceTags:
+        return self._tags
 
     def set_call_observer(self, observer: CallObserver | None) -> None:
         """Report every AWS request (each retry attempt included) to ``observer``:

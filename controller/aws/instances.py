@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
+from controller.aws.batch import DescribeInstanceBatcher
 from controller.aws.clients import aws_errors, error_code
 from controller.aws.context import AWSContext
 from controller.aws.tags import tag_map
@@ -159,6 +160,7 @@ class AWSInstances:
     def __init__(self, ctx: AWSContext) -> None:
         self.ctx = ctx
         self.ec2 = ctx.clients.ec2
+        self.by_id = DescribeInstanceBatcher(self.ec2)
         self._zone_ids: dict[str, str] = {}
         self.topology = TopologyManager(
             self.ec2,
@@ -169,17 +171,16 @@ class AWSInstances:
     # -- lookup --------------------------------------------------------------------------
 
     def _by_id(self, instance_id: str) -> InstanceTypeDef | None:
-        """The instance, or ``None`` when EC2 positively says it does not exist."""
+        """The instance, or ``None`` when EC2 positively says it does not exist.
+
+        Batched with the other threads' lookups by id (upstream's ``describeInstanceBatcher``,
+        :mod:`controller.aws.batch`): one ``DescribeInstances`` per 100 ms window."""
         try:
-            resp = self.ec2.describe_instances(InstanceIds=[instance_id])
+            return self.by_id.get(instance_id)
         except ClientError as exc:
             if error_code(exc) == "InvalidInstanceID.NotFound":
                 return None
             raise
-        for res in resp.get("Reservations", []):
-            for inst in res.get("Instances", []):
-                return inst
-        return None
 
     def _by_private_dns(self, name: str) -> InstanceTypeDef:
         resp = self.ec2.describe_instances(

@@ -15,11 +15,21 @@ from typing import Any
 
 import pytest
 
-from controller.app import ControllerManager, Options, main, parse_duration
+from controller.app import (
+    ControllerManager,
+    Options,
+    _controllers,
+    build_parser,
+    main,
+    options_from_args,
+    parse_duration,
+)
 from controller.cloud import LB_FINALIZER, ServiceKey
 from controller.fake import FakeCloud, FakeInstance, FakeKube
+from controller.legacy import LegacyFlags
 from controller.runtime.leader import LeaderElectionConfig
-from tests.controller.builders import make_node, make_service, uninitialized
+from controller.tagging import TAGGING_LABEL, TaggingOptions
+from tests.controller.builders import make_node, make_service, provider_id, uninitialized
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,6 +76,31 @@ def test_manager_runs_all_controllers_and_serves_metrics() -> None:
     finally:
         manager.stop()
     assert manager.wait(10) == 0
+
+
+def test_manager_runs_the_tagging_controller_only_when_named() -> None:
+    kube, cloud = FakeKube(), FakeCloud()
+    cloud.add_instance(FakeInstance("i-1", private_ip="10.0.0.7"), node_name="n1")
+    kube.create("nodes", make_node("n1", provider_id("aws:///us-east-1a/i-1")))
+    tagging = TaggingOptions(tags={"team": "a"}, resources=("instance",))
+    off = ControllerManager(kube, cloud, fast_options(tagging=tagging)).start()
+    try:
+        wait_for(lambda: off.running)
+        assert off.tagging is None
+    finally:
+        off.stop()
+    assert off.wait(10) == 0
+    on = ControllerManager(
+        kube, cloud, fast_options(controllers=("cloud-node", "tagging"), tagging=tagging)
+    ).start()
+    try:
+        wait_for(lambda: cloud.tags.get("i-1") == {"team": "a"})
+        wait_for(lambda: TAGGING_LABEL in kube.get("nodes", "n1")["metadata"]["labels"])
+        kube.delete("nodes", "n1")
+        wait_for(lambda: cloud.tags.get("i-1") == {})
+    finally:
+        on.stop()
+    assert on.wait(10) == 0
 
 
 def test_only_the_leader_acts_and_a_standby_takes_over_on_release() -> None:
@@ -179,6 +214,60 @@ def test_cli_bad_flags(args: list[str], message: str, capsys: pytest.CaptureFixt
         main(args)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+TAGGING = ["--controllers", "*,tagging", "--resources", "instance"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([*TAGGING, "--tags", "team=a,aws:owner=b"], "key 'aws:owner' starts with 'aws:'"),
+        ([*TAGGING, "--tags", "team=AWS:x"], "value 'AWS:x' starts with 'aws:'"),
+        ([*TAGGING, "--tags", "=a"], "--tags: empty key in ='a'"),
+        ([*TAGGING, "--tags", "k" * 129 + "=a"], "is longer than 128 characters"),
+        ([*TAGGING, "--tags", "team=" + "v" * 257], "value of 'team' is longer than 256"),
+        ([*TAGGING, "--tags", "team"], "--tags: 'team' must be formatted as key=value"),
+        ([*TAGGING], "--tags must not be empty"),
+        (["--controllers", "*,tagging", "--tags", "a=b"], "--resources must not be empty"),
+        ([*TAGGING, "--tags", "a=b", "--resources", "volume"], "'volume' is not a supported"),
+        ([*TAGGING, "--tags", "a=b", "--tagging-controller-concurrent-node-syncs", "0"], "got 0"),
+        ([*TAGGING, "--tags", "a=b", "--tagging-controller-rate-limit", "-1"], "got -1.0"),
+    ],
+)
+def test_cli_refuses_bad_tagging_options_before_any_cloud_call(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 naming the flag and value, before the cloud config or AWS is touched (the
+    cloud config path does not exist: reading it would be another error)."""
+    assert main([*args, "--cloud-config", "/nonexistent/cloud.conf"]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "cloud.conf" not in err
+
+
+def test_controllers_flag_as_upstream() -> None:
+    assert _controllers("*") == ("service", "cloud-node", "cloud-node-lifecycle")
+    assert _controllers("*,tagging") == (
+        "service",
+        "cloud-node",
+        "cloud-node-lifecycle",
+        "tagging",
+    )
+    assert _controllers("*,-service") == ("cloud-node", "cloud-node-lifecycle")
+    assert _controllers("tagging") == ("tagging",)
+
+
+def test_tags_flag_merges_and_tagging_is_off_unless_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = build_parser().parse_args(["--tags", "a=1,b=x=y", "--tags", "a=2", "--tags", '"c=3"'])
+    options = options_from_args(args, LegacyFlags())
+    assert dict(options.tagging.tags) == {"a": "2", "b": "x=y", "c": "3"}
+    assert "tagging" not in options.controllers
+    # bad tag keys are not refused while the controller is off (upstream validates on start)
+    assert main(["--tags", "aws:x=1", "--cloud-config", "/nonexistent/cloud.conf"]) == 2
+    assert "cannot read /nonexistent/cloud.conf" in capsys.readouterr().err
 
 
 def test_cli_leader_election_timing_is_validated() -> None:
