@@ -29,12 +29,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from werkzeug.serving import BaseWSGIServer, make_server
-
 from lab.aws.app import DEFAULT_ACCOUNT, AwsApp, AwsLab, LabSettings
 from lab.aws.control_client import AwsControlClient
 from lab.aws.fidelity import FidelityConfig
-from lab.aws.redact import redact_query
+from lab.aws.keepalive import KeepAliveServer
 from lab.aws.trail import Trail
 from lab.clock import DEFAULT_SPEED, check_speed
 from lab.component import ServerComponent
@@ -55,20 +53,10 @@ DUMMY_SECRET_KEY = "testing"
 
 def make_wsgi_server(
     app: Callable[..., Iterable[bytes]], *, host: str, port: int
-) -> BaseWSGIServer:
-    """A threaded werkzeug server for a WSGI ``app`` (the endpoint's, the recording proxy's)
-    whose request log, secrets redacted, goes to ``logging``."""
-    from moto.moto_server.werkzeug_app import MotoRequestHandler
-
-    class _Handler(MotoRequestHandler):
-        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-            line = redact_query(self.requestline)
-            log.debug("%s %s %s", self.address_string(), line, code)
-
-        def log(self, type: str, message: str, *args: Any) -> None:
-            log.debug("%s", redact_query(message % args if args else message))
-
-    return make_server(host, port, app, threaded=True, request_handler=_Handler)
+) -> KeepAliveServer:
+    """A threaded HTTP/1.1 keep-alive server for the endpoint's WSGI ``app``
+    (:mod:`lab.aws.keepalive`), whose request log, secrets redacted, goes to ``logging``."""
+    return KeepAliveServer((host, port), app)
 
 
 class AwsServer(ServerComponent):
@@ -115,7 +103,7 @@ class AwsServer(ServerComponent):
 
     # --- lifecycle (see lab.component.ServerComponent) ------------------------------------------
 
-    def _bind(self) -> BaseWSGIServer:
+    def _bind(self) -> KeepAliveServer:
         lab = AwsLab(self._settings)
         try:
             server = make_wsgi_server(

@@ -60,6 +60,9 @@ def test_stop_is_idempotent_and_releases_the_port() -> None:
     endpoint.stop()
     assert not endpoint.running
     with socket.socket() as sock:
+        # the kept-alive connections the server closed linger in TIME_WAIT, as TCP wants;
+        # that is no listener, so a server (which sets SO_REUSEADDR) can bind the port again
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))  # free again
     with pytest.raises(urllib.error.URLError, match="refused"):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/_lab/health", timeout=2)

@@ -7,7 +7,7 @@ Public API (see ``lab/aws/README.md``, "Recording proxy")::
         proxy.client("ec2"); proxy.control.add_fault(...); proxy.trail.calls("DescribeVpcs")
 
 Modules: ``app`` (the WSGI proxy and its state), ``upstream`` (forwarding, SigV4 re-signing,
-pooled connections), ``keepalive`` (its HTTP/1.1 server), ``server`` (in-process component),
+pooled connections), ``server`` (in-process component, served by :mod:`lab.aws.keepalive`),
 ``process`` (child process), ``__main__`` (the CLI, ``python -m lab.aws.proxy --upstream URL``).
 """
 

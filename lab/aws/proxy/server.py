@@ -13,7 +13,7 @@ boto3 clients (pointed at the proxy) and the control client, in the shape of
 ``credentials`` are what the proxy signs forwarded calls with (a botocore ``Credentials``, or
 ``(access_key, secret_key[, session_token])``); None forwards calls as their callers signed
 them. The lifecycle is :class:`lab.component.ServerComponent`'s; the HTTP server keeps client
-connections open between calls (:mod:`lab.aws.proxy.keepalive`).
+connections open between calls (:mod:`lab.aws.keepalive`).
 
 Neighbours: :mod:`lab.aws.proxy.__main__` is the CLI; the upstream side is
 :mod:`lab.aws.proxy.upstream`.
@@ -27,8 +27,8 @@ from typing import Any
 from botocore.credentials import Credentials
 
 from lab.aws.control_client import AwsControlClient
+from lab.aws.keepalive import KeepAliveServer
 from lab.aws.proxy.app import AwsProxy, ProxyApp, ProxySettings
-from lab.aws.proxy.keepalive import KeepAliveServer
 from lab.aws.proxy.upstream import Upstream
 from lab.aws.server import make_client
 from lab.aws.trail import Trail
