@@ -9,9 +9,13 @@ the controller adds carries a description naming its purpose and, for client and
 rules, the load balancer: ``kubernetes.io/rule/nlb/client=<lb>``,
 ``kubernetes.io/rule/nlb/health=<lb>`` and ``kubernetes.io/rule/nlb/mtu`` (ICMP 3/4 from every
 client CIDR of any NLB). A rule is only ever revoked when its description is exactly one of
-ours, so a user's rule, even one with the same port and CIDR and another description, is never
-touched (kubernetes#64148 / #98278 revoked user rules). A changed port or CIDR set revokes the
-old rules by description (kubernetes#70421); deletion revokes all of them (kubernetes#57568).
+ours, and only that CIDR rule: the group pairs and prefix lists EC2 lists in the same
+permission are never sent (upstream, to v1.33.0, revokes them with it: kubernetes#98278). A
+changed port or CIDR set revokes the old rules by description (kubernetes#70421); deletion
+revokes all of them (kubernetes#57568).
+
+The legacy twins at the end (``legacy_*``) plan as old or current upstream does, for the
+``k8s-70421`` and ``k8s-98278`` switches of :mod:`controller.legacy`.
 """
 
 from __future__ import annotations
