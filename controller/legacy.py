@@ -55,7 +55,7 @@ BEHAVIORS: dict[str, LegacyBehavior] = {
         ),
         LegacyBehavior(
             "k8s-57568",
-            "kubernetes#57568, #81610 (v1.9.0; fixed by PR #57569)",
+            "kubernetes#57568 (v1.9.0; fixed by PR #57569)",
             "NLB deletion revokes the node rules with an empty Ipv6Ranges list, which EC2 "
             "refuses after the NLB is gone; the retry finds no NLB and the rules stay open",
         ),

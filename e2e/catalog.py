@@ -140,7 +140,7 @@ CATALOG: tuple[Scenario, ...] = (
     Scenario(
         "k8s-57568",
         "an NLB Service's node rules stay open after it is deleted",
-        "kubernetes#57568, #81610; PR #57569",
+        "kubernetes#57568; PR #57569 (#81610: same symptom, mechanism unconfirmed)",
         "the revoke refused (empty Ipv6Ranges) after the NLB is gone; the retry returns early; "
         "the deleted Service's node port still open to the world",
         "node rules revoked first, one CIDR per rule, also when the NLB is already gone",

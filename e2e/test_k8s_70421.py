@@ -5,12 +5,13 @@ new port in the security group, and will not delete the port that was originally
 kubernetes#60825 (v1.9: after a rolling update "security group did not have rules for new EC2
 instance") and #64148 (v1.10: "When scaling up or down the amount of worker nodes, all rules in
 the security group managed by the controller-manager are removed"). Fixed by kubernetes PR
-#68422 (merged 2018-11; "valid security group ports were removed unintentionally when updating
+#68422 (fixes #60825: "valid security group ports were removed unintentionally when updating
 a service or when node changes occur ... an assumption that the list of security groups was
-actually a set"), then replaced by PR #74692's rule sets (v1.15).
+actually a set"), then replaced by PR #74692's rule sets (2019).
 
-Mechanism, from the code (cloud-provider-aws carries the in-tree history; the copy of
-2018-09-24, commit 87ce39a8, ``pkg/cloudprovider/providers/aws/aws_loadbalancer.go``):
+Mechanism, from the code (cloud-provider-aws carries the in-tree history: ``aws_loadbalancer.go``
+at 378a746d, kubernetes' merge of PR #57569 on 2018-02-25 (v1.10 development), and the same
+code in the copy of 2018-09-24, 87ce39a8, ``pkg/cloudprovider/providers/aws/``):
 ``filterForIPRangeDescription`` appends a node group once per IPv4 range described as this
 NLB's client or health rule, so a group with one client rule (0.0.0.0/0) and one health rule
 (the VPC's CIDR) is listed twice. ``updateInstanceSecurityGroupsForNLBTraffic`` starts a plan

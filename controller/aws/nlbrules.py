@@ -180,9 +180,9 @@ def to_permissions(rules: Iterable[DescribedRule]) -> list[dict[str, Any]]:
 
 def listings(permissions: Iterable[Mapping[str, Any]], lb_name: str) -> int:
     """How many times old upstream's ``filterForIPRangeDescription`` listed a group: once per
-    IPv4 range described as this load balancer's client or health rule (v1.9-v1.12,
-    ``pkg/cloudprovider/providers/aws/aws_loadbalancer.go``; cloud-provider-aws commit 87ce39a8,
-    the in-tree copy of 2018-09-24)."""
+    IPv4 range described as this load balancer's client or health rule (v1.9-v1.12
+    ``aws_loadbalancer.go``; in cloud-provider-aws' history at 378a746d, 2018-02-25, and in
+    the in-tree copy of 2018-09-24, 87ce39a8)."""
     ours = {f"{CLIENT_DESC}={lb_name}", f"{HEALTH_DESC}={lb_name}"}
     return sum(
         1
