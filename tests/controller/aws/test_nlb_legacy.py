@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from controller.aws.clients import revoke_as_sdk_v1
 from controller.cloud import CloudError, ServicePort
 from lab.aws import AwsServer
 from tests.controller.aws.conftest import MakeCloud
@@ -84,8 +85,6 @@ def test_fixed_57568_delete_revokes_every_rule_first(
 def test_the_sdk_v1_revoke_is_refused_even_with_an_ipv4_range(aws: AwsServer) -> None:
     """The wire form alone is the fault: the same permission through boto3 (no empty list)
     is accepted, so the legacy path fails only for the reason v1.9.0 did."""
-    from controller.aws.clients import revoke_as_sdk_v1
-
     ec2 = aws.client("ec2")
     vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
     group = ec2.create_security_group(GroupName="g", Description="g", VpcId=vpc)["GroupId"]
