@@ -368,4 +368,4 @@ def node_leaves_and_joins(lab: Any, name: str) -> int:
     lab.reregister(name)
     wait_for(lambda: called("RegisterTargets", back), timeout=30, what=f"{name} registered again")
     wait_calls_settled(trail, back)
-    return mark
+    return int(mark)

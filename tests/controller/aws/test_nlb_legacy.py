@@ -88,7 +88,7 @@ def test_the_sdk_v1_revoke_is_refused_even_with_an_ipv4_range(aws: AwsServer) ->
     ec2 = aws.client("ec2")
     vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
     group = ec2.create_security_group(GroupName="g", Description="g", VpcId=vpc)["GroupId"]
-    perm: dict[str, Any] = {
+    perm: Any = {
         "IpProtocol": "tcp",
         "FromPort": 80,
         "ToPort": 80,
