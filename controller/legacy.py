@@ -54,6 +54,24 @@ BEHAVIORS: dict[str, LegacyBehavior] = {
             "NotReady or ToBeDeletedByClusterAutoscaler nodes are dropped from the ELB at once",
         ),
         LegacyBehavior(
+            "k8s-57568",
+            "kubernetes#57568 (v1.9.0; fixed by PR #57569)",
+            "NLB deletion revokes the node rules with an empty Ipv6Ranges list, which EC2 "
+            "refuses after the NLB is gone; the retry finds no NLB and the rules stay open",
+        ),
+        LegacyBehavior(
+            "k8s-70421",
+            "kubernetes#70421, #60825, #64148 (v1.9-v1.12; fixed by PR #68422, #74692)",
+            "a node group listed once per NLB rule cancels the revoke of a changed port's "
+            "rules, and revokes unchanged ones on a node sync",
+        ),
+        LegacyBehavior(
+            "k8s-98278",
+            "kubernetes#98278 (upstream since PR #74692, still in v1.33.0)",
+            "revoking an NLB rule also revokes the group and prefix-list sources EC2 lists "
+            "in the same permission, e.g. a node group's all-traffic self rule",
+        ),
+        LegacyBehavior(
             "shared-elb-sg",
             "kops#4197, kops#6583, kubernetes#62489",
             "deleting one Service revokes a shared ElbSecurityGroup's node rule other ELBs need",

@@ -138,6 +138,33 @@ CATALOG: tuple[Scenario, ...] = (
         "kube-proxy /healthz 503 on the tainted node + Shared probe mode: OutOfService first",
     ),
     Scenario(
+        "k8s-57568",
+        "an NLB Service's node rules stay open after it is deleted",
+        "kubernetes#57568; PR #57569 (#81610: same symptom, mechanism unconfirmed)",
+        "the revoke refused (empty Ipv6Ranges) after the NLB is gone; the retry returns early; "
+        "the deleted Service's node port still open to the world",
+        "node rules revoked first, one CIDR per rule, also when the NLB is already gone",
+        "k8s-57568",
+    ),
+    Scenario(
+        "k8s-70421",
+        "an NLB Service's port change leaves the old port open (and a node change closes it)",
+        "kubernetes#70421, #60825, #64148; PR #68422, #74692",
+        "old node port still open from the client CIDR; an unchanged sync revokes the NLB's "
+        "rules, cutting its clients until the next sync",
+        "the node rules become exactly the wanted ports, whatever the group lists",
+        "k8s-70421",
+    ),
+    Scenario(
+        "k8s-98278",
+        "a node joining revokes a user's all-traffic self rule with an NLB rule",
+        "kubernetes#98278, #64148; upstream to v1.33.0",
+        "the node group's self rule revoked with the described rule EC2 lists beside it; "
+        "node to API server traffic denied",
+        "only the described CIDR rule is revoked; group and prefix-list sources never",
+        "k8s-98278",
+    ),
+    Scenario(
         "debug-attach",
         "stopping inside the controller",
         "seed 002",
@@ -166,6 +193,9 @@ AWS_NEEDS: dict[str, tuple[str, ...]] = {
     "k8s-110309": _LB,
     "k8s-110195": _LB,
     "debug-attach": ("elb",),  # the breakpoint is in the Service sync
+    "k8s-57568": ("elbv2", "fidelity", "elb-model"),  # the refused revoke; sgeval verdicts
+    "k8s-70421": ("elbv2", "elb-model"),
+    "k8s-98278": ("elbv2", "elb-model"),
 }
 
 

@@ -8,6 +8,7 @@ sets of rules, event tuples) so assertions read as the catalog's sentences.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -264,3 +265,107 @@ def finalizers(core: client.CoreV1Api, name: str, namespace: str = "default") ->
     """The Service's finalizers (empty when it is gone)."""
     svc = get_service(core, name, namespace)
     return list(svc.metadata.finalizers or []) if svc is not None else []
+
+
+# --- NLB node rules (k8s-57568, k8s-70421, k8s-98278) ----------------------------------------
+
+#: The description prefix of every node rule the controller adds for an NLB.
+NLB_RULE = "kubernetes.io/rule/nlb/"
+#: A client outside the VPC (TEST-NET-3): what ``loadBalancerSourceRanges`` 0.0.0.0/0 admits.
+OUTSIDE_CLIENT = "203.0.113.10"
+
+
+@dataclass(frozen=True, order=True)
+class DescribedRule:
+    """An IPv4 ingress rule with its description."""
+
+    protocol: str
+    from_port: int | None
+    to_port: int | None
+    cidr: str
+    description: str
+
+
+def described_rules(ec2: Any, group_id: str) -> frozenset[DescribedRule]:
+    """The group's IPv4 CIDR rules with their descriptions."""
+    group = ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"][0]
+    return frozenset(
+        DescribedRule(
+            str(perm.get("IpProtocol")),
+            perm.get("FromPort"),
+            perm.get("ToPort"),
+            rng["CidrIp"],
+            rng.get("Description", ""),
+        )
+        for perm in group.get("IpPermissions", [])
+        for rng in perm.get("IpRanges", [])
+    )
+
+
+def nlb_rules(ec2: Any, group_id: str) -> frozenset[DescribedRule]:
+    """The group's rules the controller added for NLBs (by description)."""
+    return frozenset(
+        r for r in described_rules(ec2, group_id) if r.description.startswith(NLB_RULE)
+    )
+
+
+def nlb_service(name: str, *, port: int = 80, node_port: int | None = None) -> dict[str, Any]:
+    """A ``type: LoadBalancer`` Service with ``aws-load-balancer-type: nlb``."""
+    body = lb_service(name, annotations={ANN + "type": "nlb"}, ports=(port,))
+    if node_port is not None:
+        body["spec"]["ports"][0]["nodePort"] = node_port
+    return body
+
+
+def node_port_of(core: client.CoreV1Api, name: str, namespace: str = "default") -> int:
+    svc = get_service(core, name, namespace)
+    return int(svc.spec.ports[0].node_port)
+
+
+def describe_nlb(elbv2: Any, name: str) -> dict[str, Any] | None:
+    try:
+        found = elbv2.describe_load_balancers(Names=[name])
+    except elbv2.exceptions.LoadBalancerNotFoundException:
+        return None
+    lbs = found["LoadBalancers"]
+    return dict(lbs[0]) if lbs else None
+
+
+def instance_groups(ec2: Any, instance_id: str) -> list[str]:
+    """The security groups of the instance (all its interfaces: EC2's "member of")."""
+    [res] = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+    [inst] = res["Instances"]
+    return [g["GroupId"] for g in inst.get("SecurityGroups", [])]
+
+
+def wait_calls_settled(trail: Any, since: int, *, quiet_for: float = 1.0) -> None:
+    """Wait until the trail has a call after ``since`` and then none for ``quiet_for`` seconds
+    (the controller finished the sync it started)."""
+    last = [trail.last_seq, time.monotonic()]
+
+    def idle() -> bool:
+        seq = trail.last_seq
+        if seq != last[0]:
+            last[:] = [seq, time.monotonic()]
+        return bool(seq > since and time.monotonic() - last[1] >= quiet_for)
+
+    wait_for(idle, timeout=30, what="the controller's sync to finish")
+
+
+def node_leaves_and_joins(lab: Any, name: str) -> int:
+    """Node ``name`` leaves the cluster, the NLB's targets follow, and it registers again; a
+    sync for each. Returns the trail's last sequence number before the node left."""
+    trail = lab.aws.trail
+    mark = trail.last_seq
+
+    def called(action: str, since: int) -> bool:
+        return any(e.action == action for e in trail.events() if e.seq > since)
+
+    lab.remove_node(name)
+    wait_for(lambda: called("DeregisterTargets", mark), timeout=30, what=f"{name} deregistered")
+    wait_calls_settled(trail, mark)
+    back = trail.last_seq
+    lab.reregister(name)
+    wait_for(lambda: called("RegisterTargets", back), timeout=30, what=f"{name} registered again")
+    wait_calls_settled(trail, back)
+    return int(mark)

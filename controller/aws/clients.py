@@ -330,3 +330,39 @@ def observe_calls(
         events = client.meta.events
         events.register("request-created.*.*", hooks.started, unique_id=f"ccm-start-{service}")
         events.register("response-received.*.*", hooks.received, unique_id=f"ccm-report-{service}")
+
+
+_SDK_V1_LOCK = threading.Lock()
+
+
+def revoke_as_sdk_v1(ec2: EC2Client, group_id: str, permissions: Sequence[dict[str, Any]]) -> None:
+    """``RevokeSecurityGroupIngress`` on the wire as aws-sdk-go v1 sent it: an empty list
+    member (``IpRanges``, ``Ipv6Ranges``, ``UserIdGroupPairs``, ``PrefixListIds``) goes out
+    as ``IpPermissions.N.<Name>=`` (aws-sdk-go ``private/protocol/query/queryutil``
+    ``parseList``: "If it's empty, generate an empty value"), where botocore leaves it out.
+
+    Only the legacy ``k8s-57568`` path uses it, to send the request upstream v1.9.0 sent;
+    a ``before-sign`` handler adds the empty members, so the signature covers them.
+    """
+    wire = {"IpRanges": "IpRanges", "Ipv6Ranges": "Ipv6Ranges"}
+    wire |= {"UserIdGroupPairs": "Groups", "PrefixListIds": "PrefixListIds"}
+    empty = {
+        f"IpPermissions.{i}.{wire[key]}"
+        for i, perm in enumerate(permissions, 1)
+        for key in wire
+        if key in perm and not perm[key]
+    }
+
+    def add_empty_members(request: Any, **_: Any) -> None:
+        if isinstance(request.data, dict) and request.data.get("GroupId") == group_id:
+            request.data.update(dict.fromkeys(empty, ""))
+
+    sent = [{k: v for k, v in p.items() if v != []} for p in permissions]
+    event = "before-sign.ec2.RevokeSecurityGroupIngress"
+    events = ec2.meta.events
+    with _SDK_V1_LOCK:
+        events.register_first(event, add_empty_members, unique_id="ccm-sdk-v1-empty-lists")
+        try:
+            ec2.revoke_security_group_ingress(GroupId=group_id, IpPermissions=cast(Any, sent))
+        finally:
+            events.unregister(event, unique_id="ccm-sdk-v1-empty-lists")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import ClientError
 
 from controller.aws import nlbrules
-from controller.aws.clients import aws_errors, error_code
+from controller.aws.clients import aws_errors, error_code, revoke_as_sdk_v1
 from controller.aws.context import AWSContext
 from controller.aws.instances import InstanceCache
 from controller.aws.loadbalancer import LoadBalancerNotFound
@@ -161,6 +161,9 @@ class NetworkLoadBalancers:
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
         name = load_balancer_name(service)
         lb = self.describe(name)
+        if self.ctx.legacy.enabled("k8s-57568"):
+            self._legacy_delete_57568(name, lb, service)
+            return
         # FIXED (kubernetes#57568, #81610): our node rules go first, and also when the load
         # balancer is already gone; upstream revokes last and returns early when it is gone.
         self._update_node_rules(name, [], subnet_cidrs=[], client_cidrs=[], mappings=())
@@ -173,6 +176,51 @@ class NetworkLoadBalancers:
         log.info("deleted load balancer %s (%s)", name, service.key)
         for tg in groups:
             self.elbv2.delete_target_group(TargetGroupArn=tg["TargetGroupArn"])
+
+    def _legacy_delete_57568(
+        self, name: str, lb: LoadBalancerTypeDef | None, service: Service
+    ) -> None:
+        """LEGACY (``k8s-57568``): upstream v1.9.0's NLB deletion (``aws.go``
+        ``EnsureLoadBalancerDeleted``; cloud-provider-aws commit 7eb31399^, the in-tree file).
+
+        A gone NLB returns at once; otherwise the NLB and its target groups are deleted, then
+        each cluster-tagged group's permissions holding our described ranges are revoked, one
+        permission per EC2 permission carrying its IPv4 and its IPv6 ranges, an empty list
+        included. aws-sdk-go v1 sends an empty list as ``IpPermissions.N.Ipv6Ranges=`` and EC2
+        refuses the call ("missing mandatory parameter: exactly one of remote-security-group,
+        ..."); the error fails the delete after the NLB is gone, and the retry returns at the
+        first step: the rules stay open (kubernetes#57568). Fixed by kubernetes PR #57569
+        (separate IPv4 and IPv6 permissions); ours revokes first (``ensure_load_balancer_deleted``).
+        """
+        if lb is None:
+            log.info("load balancer already deleted: %s (%s)", name, service.key)
+            return
+        arn = lb["LoadBalancerArn"]
+        groups = self.elbv2.describe_target_groups(LoadBalancerArn=arn).get("TargetGroups", [])
+        self.elbv2.delete_load_balancer(LoadBalancerArn=arn)
+        for tg in groups:
+            self.elbv2.delete_target_group(TargetGroupArn=tg["TargetGroupArn"])
+        ours = {
+            f"{nlbrules.CLIENT_DESC}={name}",
+            f"{nlbrules.HEALTH_DESC}={name}",
+            f"{nlbrules.MTU_DESC}={name}",  # v1.9.0's MTU rule named its load balancer
+        }
+        for gid, group in sorted(self.groups.cluster_groups().items()):
+            removes: list[dict[str, Any]] = []
+            for perm in group.get("IpPermissions", []):
+                v4 = [r for r in perm.get("IpRanges", []) if r.get("Description") in ours]
+                v6 = [r for r in perm.get("Ipv6Ranges", []) if r.get("Description") in ours]
+                if v4 or v6:
+                    removes.append(
+                        {
+                            "IpProtocol": perm.get("IpProtocol", ""),
+                            **{k: perm[k] for k in ("FromPort", "ToPort") if k in perm},
+                            "IpRanges": v4,
+                            "Ipv6Ranges": v6,
+                        }
+                    )
+            if removes:
+                revoke_as_sdk_v1(self.ctx.clients.ec2, gid, removes)
 
     # -- ensure --------------------------------------------------------------------------
 
@@ -445,6 +493,13 @@ class NetworkLoadBalancers:
                     TargetGroupArn=arn, Attributes=cast(Any, change)
                 )
 
+    def _vpc_cidr(self) -> str:
+        """The VPC's CIDR (old upstream's ``getVpcCidrBlock``: its health rules' source)."""
+        vpcs = self.ctx.clients.ec2.describe_vpcs(VpcIds=[self.ctx.vpc_id]).get("Vpcs", [])
+        if len(vpcs) != 1:
+            raise CloudError(f"error querying VPC for ELB, got {len(vpcs)} for {self.ctx.vpc_id}")
+        return vpcs[0].get("CidrBlock", "")
+
     def _subnet_cidrs(self, subnet_ids: Sequence[str]) -> list[str]:
         """Upstream ``getSubnetCidrs``: the CIDRs the health checks come from."""
         resp = self.ctx.clients.ec2.describe_subnets(SubnetIds=list(subnet_ids))
@@ -485,24 +540,43 @@ class NetworkLoadBalancers:
         check_ports: set[int] = set()
         for m in mappings:
             check_ports |= nlbrules.health_ports([m.traffic_port], m.health_check.port)
+        legacy = self.ctx.legacy
+        vpc_cidr = self._vpc_cidr() if legacy.enabled("k8s-70421") and groups else ""
         for gid in sorted(groups):
-            plan = nlbrules.plan_group(
-                groups[gid].get("IpPermissions", []),
-                lb_name=lb_name,
-                serves_targets=gid in desired,
-                client_protocol=protocol,
-                client_ports=client_ports,
-                client_cidrs=client_cidrs,
-                check_ports=check_ports,
-                subnet_cidrs=subnet_cidrs,
-            )
-            if plan.revoke:
-                log.info("revoking %d NLB rule(s) of %s on %s", len(plan.revoke), lb_name, gid)
+            perms = groups[gid].get("IpPermissions", [])
+            if legacy.enabled("k8s-70421"):
+                plan = nlbrules.legacy_plan_group_70421(
+                    perms,
+                    lb_name=lb_name,
+                    serves_targets=gid in desired,
+                    client_protocol=protocol,
+                    client_ports=client_ports,
+                    client_cidrs=client_cidrs,
+                    check_ports=check_ports,
+                    vpc_cidr=vpc_cidr,
+                )
+            else:
+                plan = nlbrules.plan_group(
+                    perms,
+                    lb_name=lb_name,
+                    serves_targets=gid in desired,
+                    client_protocol=protocol,
+                    client_ports=client_ports,
+                    client_cidrs=client_cidrs,
+                    check_ports=check_ports,
+                    subnet_cidrs=subnet_cidrs,
+                )
+            revoke = nlbrules.to_permissions(plan.revoke)
+            if legacy.enabled("k8s-98278"):
+                bundles, again = nlbrules.legacy_bundles_98278(perms, plan, lb_name=lb_name)
+                sent = nlbrules.ungroup(bundles)
+                rest = [r for r in plan.revoke if r not in sent]
+                revoke = bundles + nlbrules.to_permissions(rest)
+                plan.grant += again
+            if revoke:
+                log.info("revoking %d NLB permission(s) of %s on %s", len(revoke), lb_name, gid)
                 self.ctx.clients.ec2.revoke_security_group_ingress(
-                    GroupId=gid,
-                    IpPermissions=cast(
-                        "list[IpPermissionUnionTypeDef]", nlbrules.to_permissions(plan.revoke)
-                    ),
+                    GroupId=gid, IpPermissions=cast("list[IpPermissionUnionTypeDef]", revoke)
                 )
             if plan.grant:
                 log.info("authorizing %d NLB rule(s) of %s on %s", len(plan.grant), lb_name, gid)

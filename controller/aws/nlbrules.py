@@ -9,9 +9,13 @@ the controller adds carries a description naming its purpose and, for client and
 rules, the load balancer: ``kubernetes.io/rule/nlb/client=<lb>``,
 ``kubernetes.io/rule/nlb/health=<lb>`` and ``kubernetes.io/rule/nlb/mtu`` (ICMP 3/4 from every
 client CIDR of any NLB). A rule is only ever revoked when its description is exactly one of
-ours, so a user's rule, even one with the same port and CIDR and another description, is never
-touched (kubernetes#64148 / #98278 revoked user rules). A changed port or CIDR set revokes the
-old rules by description (kubernetes#70421); deletion revokes all of them (kubernetes#57568).
+ours, and only that CIDR rule: the group pairs and prefix lists EC2 lists in the same
+permission are never sent (upstream, to v1.33.0, revokes them with it: kubernetes#98278). A
+changed port or CIDR set revokes the old rules by description (kubernetes#70421); deletion
+revokes all of them (kubernetes#57568).
+
+The legacy twins at the end (``legacy_*``) plan as old or current upstream does, for the
+``k8s-70421`` and ``k8s-98278`` switches of :mod:`controller.legacy`.
 """
 
 from __future__ import annotations
@@ -169,3 +173,153 @@ def to_permissions(rules: Iterable[DescribedRule]) -> list[dict[str, Any]]:
             if field in single:
                 perm.setdefault(field, []).extend(single[field])
     return list(grouped.values())
+
+
+# -- legacy twins (controller/legacy.py) -------------------------------------------------------
+
+
+def listings(permissions: Iterable[Mapping[str, Any]], lb_name: str) -> int:
+    """How many times old upstream's ``filterForIPRangeDescription`` listed a group: once per
+    IPv4 range described as this load balancer's client or health rule (v1.9-v1.12
+    ``aws_loadbalancer.go``; in cloud-provider-aws' history at 378a746d, 2018-02-25, and in
+    the in-tree copy of 2018-09-24, 87ce39a8)."""
+    ours = {f"{CLIENT_DESC}={lb_name}", f"{HEALTH_DESC}={lb_name}"}
+    return sum(
+        1
+        for perm in permissions
+        for r in perm.get("IpRanges") or ()
+        if str(r.get("Description", "")) in ours
+    )
+
+
+def legacy_port_changes(existing: set[int], wanted: set[int], listed: int) -> dict[int, bool]:
+    """LEGACY (``k8s-70421``): old upstream's ``updateInstanceSecurityGroupsForNLBTraffic``
+    port plan for one node group: ``{port: True}`` to add, ``{port: False}`` to revoke.
+
+    It starts with every wanted port to add, then visits the group once per listing
+    (:func:`listings`), each time taking its "desired" ports from the plan's keys, removals
+    included: the first visit plans the changes, the second undoes them. With the client and
+    the health rule of one port listed (two listings), a changed port's old rule is never
+    revoked (kubernetes#70421) and on a sync with nothing changed the rules in place are
+    revoked (kubernetes#60825, #64148: "all rules ... are removed" on a node change), to be
+    added again by the sync after. Fixed by kubernetes PR #68422 (desired set from the wanted
+    ports only), then replaced by PR #74692's rule sets (:func:`plan_group`).
+    """
+    changes = dict.fromkeys(wanted, True)
+    for _ in range(listed):
+        desired = set(changes)
+        for port in desired & existing:
+            del changes[port]
+        for port in existing - desired:
+            changes[port] = False
+    return changes
+
+
+def legacy_plan_group_70421(
+    permissions: Iterable[Mapping[str, Any]],
+    *,
+    lb_name: str,
+    serves_targets: bool,
+    client_protocol: str,
+    client_ports: set[int],
+    client_cidrs: Sequence[str],
+    check_ports: set[int],
+    vpc_cidr: str,
+) -> GroupPlan:
+    """LEGACY (``k8s-70421``): :func:`plan_group` as upstream v1.9-v1.12 planned it.
+
+    A group hosting no target is left alone (only groups with a target were planned); health
+    rules always come from the VPC's CIDR and are never left out; each port's rule is added or
+    revoked for the current CIDRs as :func:`legacy_port_changes` says (a revoke only of what
+    the group has). MTU rules follow the changed rules as in :func:`plan_group`.
+    """
+    plan = GroupPlan([], [])
+    if not serves_targets:
+        return plan
+    perms = list(permissions)
+    have = ungroup(perms)
+    before = set(have)
+    listed = listings(perms, lb_name)
+    passes = (
+        (f"{CLIENT_DESC}={lb_name}", client_protocol, client_ports, list(client_cidrs)),
+        (f"{HEALTH_DESC}={lb_name}", "tcp", check_ports, [vpc_cidr]),
+    )
+    for description, protocol, ports, cidrs in passes:
+        existing = {r.from_port for r in before if r.description == description}
+        changes = legacy_port_changes(existing, ports, listed)
+        for port, add in sorted(changes.items()):
+            rules = {DescribedRule(protocol, port, port, c, description) for c in cidrs}
+            if add:
+                grant = sorted(rules - have)
+                have.update(grant)
+                plan.grant += grant
+            else:
+                revoke = sorted(rules & have)
+                have.difference_update(revoke)
+                plan.revoke += revoke
+    if have != before:
+        _sync_mtu(have, plan)
+    return plan
+
+
+def legacy_ungroup(permissions: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Upstream's ``IPPermissionSet.Ungroup`` (v1.33.0 ``sets_ippermissions.go``; PR #74692
+    on, its copy-paste slip in the group-pair step fixed by cloud-provider-aws 315d55a9): a
+    permission with more than one IPv4 range is split into one per range, then each piece with
+    more than one group pair into one per pair, then by prefix list; every other member
+    (IPv6 ranges included) is copied into each piece. A piece keeps its range *and* a group
+    pair of the same protocol and ports, which is what :func:`legacy_bundles_98278` revokes."""
+    out = [dict(p) for p in permissions]
+    for key in ("IpRanges", "UserIdGroupPairs", "PrefixListIds"):
+        split: list[dict[str, Any]] = []
+        for perm in out:
+            items = list(perm.get(key) or ())
+            if len(items) <= 1:
+                split.append(perm)
+                continue
+            split.extend({**perm, key: [item]} for item in items)
+        out = split
+    unique: dict[str, dict[str, Any]] = {}
+    for perm in out:
+        unique.setdefault(repr(sorted(perm.items())), perm)
+    return list(unique.values())
+
+
+def _described(perm: Mapping[str, Any], description: str) -> bool:
+    """Upstream's ``IPPermissionMatchDesc``: any source of ``perm`` carries ``description``."""
+    return any(
+        str(item.get("Description", "")) == description
+        for key in ("IpRanges", "Ipv6Ranges", "PrefixListIds", "UserIdGroupPairs")
+        for item in perm.get(key) or ()
+    )
+
+
+def legacy_bundles_98278(
+    permissions: Iterable[Mapping[str, Any]], plan: GroupPlan, *, lb_name: str
+) -> tuple[list[dict[str, Any]], list[DescribedRule]]:
+    """LEGACY (``k8s-98278``): the permissions upstream revokes for ``plan`` and the rules it
+    then grants again.
+
+    Upstream (PR #74692 to v1.33.0: ``updateInstanceSecurityGroupForNLBTraffic`` in
+    ``aws_loadbalancer.go``) revokes every piece of :func:`legacy_ungroup` that carries this
+    load balancer's client or health description and is not exactly a wanted rule (one IPv4
+    range, nothing else), whole: the groups, prefix lists and IPv6 ranges EC2 lists beside our
+    range on the same protocol and ports go with it, and a wanted rule that shared its
+    permission is granted again. With a user's all-traffic rule described as ours (the
+    kubernetes#98278 report) the node group's all-traffic self rule is revoked with it. MTU
+    rules are left to ``plan`` (upstream handles them alike; not reproduced here).
+    """
+    ours = (f"{CLIENT_DESC}={lb_name}", f"{HEALTH_DESC}={lb_name}")
+    revoking = set(plan.revoke)
+    bundles: list[dict[str, Any]] = []
+    again: list[DescribedRule] = []
+    for piece in legacy_ungroup(permissions):
+        if not any(_described(piece, d) for d in ours):
+            continue
+        rules = ungroup([piece])
+        alone = not any(piece.get(k) for k in ("UserIdGroupPairs", "PrefixListIds", "Ipv6Ranges"))
+        if alone and not rules & revoking:
+            continue  # exactly a wanted rule: kept
+        bundles.append({k: v for k, v in piece.items() if v not in ([], None)})
+        again += sorted(r for r in rules - revoking if r.description in ours)
+    return bundles, again

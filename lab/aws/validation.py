@@ -418,6 +418,8 @@ _SOURCES_MESSAGE = (
     "missing mandatory parameter: exactly one of remote-security-group, remote-ip-range, "
     "remote-ipv6-range, or prefix-list-id must be present"
 )
+#: A permission's source lists, as EC2 names them on the wire.
+_SOURCE_LISTS = ("IpRanges", "Ipv6Ranges", "PrefixListIds", "Groups")
 _SG_PERMISSION_ACTIONS = frozenset(
     {
         "AuthorizeSecurityGroupIngress",
@@ -502,6 +504,11 @@ def rule_ip_permissions(check: Check) -> AwsError | None:
         error = _port_range(node, protocol, prefix)
         if error is not None:
             return error
+        # An empty source list on the wire (``IpPermissions.1.Ipv6Ranges=``, what aws-sdk-go v1
+        # sends for an empty slice) is read as a source without its address: EC2 refuses the
+        # whole call, the permission's other sources included (kubernetes#57568).
+        if any(isinstance(node.get(key), str) for key in _SOURCE_LISTS):
+            return invalid_value(_SOURCES_MESSAGE, "ip_permissions")
         has_source = any(
             (
                 _sub(node, "IpRanges", "CidrIp"),

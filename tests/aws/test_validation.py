@@ -332,6 +332,27 @@ CASES = [
         SOURCES_57568,
     ),
     (
+        # aws-sdk-go v1 serializes an empty list as ``Name=`` (queryutil ``parseList``); the
+        # v1.9.0 NLB delete sent its v4 ranges with an empty ``Ipv6Ranges`` (kubernetes#57568,
+        # fixed by PR #57569 splitting them)
+        "revoke-empty-ipv6-ranges-57568",
+        "ec2",
+        "RevokeSecurityGroupIngress",
+        lambda w: (
+            {"GroupId": w.nodes}
+            | _perm(
+                "IpPermissions.1",
+                IpProtocol="tcp",
+                FromPort="80",
+                ToPort="80",
+                IpRanges__1__CidrIp="0.0.0.0/0",
+                Ipv6Ranges="",
+            )
+        ),
+        "InvalidParameterValue",
+        SOURCES_57568,
+    ),
+    (
         "unknown-filter",
         "ec2",
         "DescribeSecurityGroups",
