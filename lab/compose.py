@@ -6,10 +6,13 @@ failed start leaves nothing behind:
 
 1. ``prepare-cluster``: what must exist before the endpoints (kind: the nodes' Docker network);
 2. ``start-aws``: the AWS endpoint (moto + fidelity + trail + faults, ``lab.aws``), in a thread,
-   on loopback or, with ``expose_to_nodes``, where the nodes reach the host;
+   on loopback or, with ``expose_to_nodes``, where the nodes reach the host; for LocalStack or
+   a real account (``aws="real"``) the recording proxy in front of it (``lab.aws.proxied``),
+   with the run's guard for a real account (``lab.aws.runproxy``);
 3. ``seed-aws``: the EC2 world the nodes live in (``lab.aws.topology``): VPC, subnets per zone,
    the node security group with its self rule, one instance per planned node
-   (``lab.cluster.planner``) carrying the node's IP;
+   (``lab.cluster.planner``) carrying the node's IP; a real account's run already has its
+   world (``lab.up`` created it), which is read back instead;
 4. ``start-imds``: the instance metadata service whose default instance is the control plane's,
    so the controller's "own instance" is that node, as on a real control plane;
 5. ``provision-cluster``: the cluster provider (``lab.cluster``: sim, kind, existing) creates the

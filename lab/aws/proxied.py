@@ -1,8 +1,10 @@
 """The lab's AWS side when the endpoint is not the lab's moto: the recording proxy in front of it.
 
-Role: ``--aws localstack`` gives the lab an AWS endpoint it does not own. The lab still needs
-its trail and fault injection, so every call goes through :class:`lab.aws.proxy.AwsProxyServer`
-in front of that endpoint; :class:`ProxiedAws` is that proxy with the face of
+Role: ``--aws localstack`` and ``--aws real`` give the lab an AWS endpoint it does not own. The
+lab still needs its trail and fault injection, so every call goes through
+:class:`lab.aws.proxy.AwsProxyServer` in front of that endpoint (for a real account signing
+each call again with the account's credentials and asking the run's guard first,
+:mod:`lab.aws.runproxy`); :class:`ProxiedAws` is that proxy with the face of
 :class:`lab.aws.server.AwsServer` (``url``, typed ``client()``, ``control``, ``trail``,
 ``take_internal_errors()``) plus what the upstream cannot do, so the composed lab
 (:mod:`lab.compose`) and the fixtures ask it rather than the backend's name.
