@@ -154,7 +154,7 @@ def _trail(state: LabState, action: str) -> list[TrailEvent]:
     return AwsControlClient(state.aws_endpoint, token=state.token).trail(action)
 
 
-def _service(state: LabState, name: str) -> None:
+def _service(state: LabState, name: str, annotations: dict[str, str] | None = None) -> None:
     from kubernetes import client
 
     api = new_api_client(state.kubeconfig)
@@ -164,7 +164,7 @@ def _service(state: LabState, name: str) -> None:
             {
                 "apiVersion": "v1",
                 "kind": "Service",
-                "metadata": {"name": name},
+                "metadata": {"name": name, "annotations": annotations or {}},
                 "spec": {
                     "type": "LoadBalancer",
                     "selector": {"app": name},
@@ -174,6 +174,27 @@ def _service(state: LabState, name: str) -> None:
         )
     finally:
         api.close()
+
+
+def _run_elbv2(account: Account, run_id: str) -> dict[str, str]:
+    """The run's ELBv2 load balancers and target groups: ARN to kind."""
+    elbv2 = account.aws.client("elbv2")
+    arns = {
+        lb["LoadBalancerArn"]: "elbv2-load-balancer"
+        for lb in elbv2.describe_load_balancers()["LoadBalancers"]
+    }
+    arns |= {
+        tg["TargetGroupArn"]: "target-group"
+        for tg in elbv2.describe_target_groups()["TargetGroups"]
+    }
+    if not arns:
+        return {}
+    described = elbv2.describe_tags(ResourceArns=sorted(arns))["TagDescriptions"]
+    return {
+        d["ResourceArn"]: arns[d["ResourceArn"]]
+        for d in described
+        if _tags(d.get("Tags")).get(RUN_TAG) == run_id
+    }
 
 
 def _run_elbs(account: Account, run_id: str) -> dict[str, dict[str, str]]:
@@ -301,6 +322,22 @@ def test_a_service_gets_a_classic_elb_created_with_the_run_tag(
     assert group_call.ok
 
 
+def test_an_nlb_and_its_target_group_are_created_with_the_run_tag(
+    account: Account, lab: LabState
+) -> None:
+    run_id = lab.cluster_id.removeprefix("ccm-lab-")
+    _service(lab, "nlb", {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"})
+    made = _until(
+        lambda: (found := _run_elbv2(account, run_id)) and len(set(found.values())) == 2 and found,
+        "the controller's NLB and target group in the account",
+    )
+    assert sorted(made.values()) == ["elbv2-load-balancer", "target-group"]
+    for action in ("CreateLoadBalancer", "CreateTargetGroup"):
+        calls = [e for e in _trail(lab, action) if e.service == "elbv2"]
+        assert calls
+        assert all(e.ok for e in calls)
+
+
 def test_down_removes_the_controllers_elbs_and_groups_and_nothing_else(
     account: Account, real: RealLab, theirs: dict[str, str]
 ) -> None:
@@ -318,6 +355,8 @@ def test_down_removes_the_controllers_elbs_and_groups_and_nothing_else(
         if g["GroupName"].startswith("k8s-elb-")
     }
     assert len(groups) == 2
+    v2 = _run_elbv2(account, run_id)
+    assert sorted(v2.values()) == ["elbv2-load-balancer", "target-group"]
     root = Path(lab.directory).parent
     before = account.world()
     dry = Console(file=io.StringIO(), width=400)
@@ -334,9 +373,12 @@ def test_down_removes_the_controllers_elbs_and_groups_and_nothing_else(
         assert f"load-balancer {name}" in text
     for gid, name in groups.items():
         assert f"security-group {gid} ({name})" in text
+    for arn, kind in v2.items():
+        assert f"{kind} {arn}" in text
     assert all(line in text for line in real.created)
     world = account.world()
     assert not [key for key, tags in world.items() if tags.get(RUN_TAG) == run_id]
+    assert not _run_elbv2(account, run_id)
     assert world == real.before, "exactly the run's resources went; the others are as they were"
     assert not (real.root / NAME).exists()
     assert ("vpc", theirs["vpc"]) in world
