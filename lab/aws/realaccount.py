@@ -3,9 +3,11 @@
 A lab run in a real account gets a run id; every resource the lab creates carries
 ``ccm-lab/run-id=<id>`` (:data:`RUN_TAG`) from its creation on (the tag is put into the create
 call's ``TagSpecifications``, so nothing exists untagged, not even for a moment), and the lab
-changes or deletes nothing that does not carry it. The guard is not a convention of the
-callers: :func:`account_client` installs it on the boto3 client itself (a botocore
-``before-parameter-build`` hook), so every call through that client passes it:
+changes or deletes nothing that does not carry it. The guard (:class:`RunGuard`) is not a
+convention of the callers: :func:`account_clients` installs it on the boto3 clients themselves
+(EC2, Classic ELB, ELBv2; a botocore ``before-parameter-build`` hook), and the recording proxy
+the run's controller reaches the account through asks the same object
+(:mod:`lab.aws.runproxy`), so every call of the lab and of the controller passes it:
 
 * ``Describe*``/``Get*``/``List*`` pass (reading changes nothing);
 * a call that creates (``Create*``, ``Run*``, ``Allocate*``...) gets the run tag added to its
@@ -13,16 +15,22 @@ callers: :func:`account_client` installs it on the boto3 client itself (a botoco
   to resources of the run (``CreateRoute`` in its route table); and the parents it names
   (``VpcId``, ``SubnetId``, ``GroupId``...) must carry the tag: the lab adds nothing to
   somebody else's VPC;
-* any other call (modify, attach, authorize, delete, tag) is allowed only when every resource id
-  it names carries this run's tag (asked of EC2 with ``DescribeTags``); one that names none
-  (an account-wide setting) is refused.
+* an ELB/ELBv2 create (``CreateLoadBalancer``, ``CreateTargetGroup``, ``CreateListener``,
+  ``CreateRule``) gets the run tag added to its ``Tags``; the load balancer or VPC it names
+  must carry it;
+* any other call (modify, attach, authorize, register, delete, tag) is allowed only when every
+  resource it names carries this run's tag (asked with each API's ``DescribeTags``; a listener
+  or rule ARN counts as its load balancer's); one that names none (an account-wide setting)
+  is refused, and so is a changing call of any other service.
 
 A refusal is :class:`GuardRefused`, raised before the request is sent, naming the call, the
 resource and the tag. The ids a call only *uses* (``ImageId``: an Amazon image) are not
 checked.
 
 :func:`plan_up` says what a run would create, :func:`inventory` finds what it did create (by
-tag), :func:`teardown` removes exactly that, dependents first, and returns the list. Credentials,
+tag: the controller's load balancers, target groups and groups included), :func:`teardown`
+removes exactly that, dependents first, checks that nothing tagged is left, and returns the
+list. Credentials,
 region and endpoint come from boto3's usual chain (environment, shared config, instance role):
 the lab adds no endpoint of its own. Where ``CCM_LAB_NO_REAL_AWS`` is set (the test suite sets
 it), a client whose endpoint resolves to Amazon's own hosts is refused

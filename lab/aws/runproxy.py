@@ -12,12 +12,15 @@ same :class:`lab.aws.realaccount.RunGuard` the lab's own boto3 clients carry, an
   ``Tags``): only the tag parameters are rewritten, with botocore's own serializer, the rest of
   the body is forwarded as the caller sent it;
 * answers anything else the guard refuses itself, as AWS answers a call the caller's policy
-  denies: ``UnauthorizedOperation`` (EC2) or ``AccessDenied`` (ELB, ELBv2), HTTP 403, the
-  message starting ``ccm-lab run guard:`` and naming the call, the resource and the tag. The
-  trail records it with ``answered_by: "proxy:run-guard"``.
+  denies: ``UnauthorizedOperation`` (EC2) or ``AccessDenied`` (ELB, ELBv2; ``Type`` Sender),
+  HTTP 403, the message starting ``ccm-lab run guard:`` and naming the call, the resource and
+  the tag. The trail records it with ``answered_by: "proxy:run-guard"``. (AWS's own answers
+  of that shape, as users have reported them: kz8s/tack issue 194, an EC2
+  ``UnauthorizedOperation`` 403 to a controller; ministryofjustice/bootstrap-cfn pull 216, an
+  ELB ``<Type>Sender</Type><Code>AccessDenied</Code>`` 403.)
 
-The wire-to-parameter reading follows botocore's query and EC2 serializers
-(``botocore/serialize.py``, ``QuerySerializer`` and ``EC2Serializer``: member names from
+The wire-to-parameter reading follows botocore's query and EC2 serializers (boto/botocore
+1.44.5, ``botocore/serialize.py``, ``QuerySerializer`` and ``EC2Serializer``: member names from
 ``queryName``/``locationName``, lists as ``Name.member.N`` or, for EC2, ``Name.N``; maps as
 ``Name.entry.N.key``), read from the service model botocore ships. Flattened query lists (none
 in the EC2, ELB and ELBv2 inputs) are not read.
