@@ -190,8 +190,9 @@ def fmt(c: Context) -> None:
         "(the lab creates and deletes nothing in it)",
         "aws": "moto (default: the lab's own, with its fidelity layer) | localstack (behind the "
         "lab's recording proxy; sim backend; scenarios needing ELB or the fidelity layer skip) | "
-        "real (your AWS account: needs --i-accept-aws-charges; every resource tagged "
-        "ccm-lab/run-id)",
+        "real (your AWS account: needs --i-accept-aws-charges; the sim cluster on the run's "
+        "instances and our controller behind the recording proxy; every resource tagged "
+        "ccm-lab/run-id, the controller's too)",
         "aws_endpoint": "localstack: the URL of a running LocalStack, e.g. http://127.0.0.1:4566 "
         "(default: start localstack/localstack in Docker)",
         "i_accept_aws_charges": "with --aws real: go ahead and create billable resources",
@@ -249,7 +250,6 @@ def up(
     if aws == "real":
         # flags of a lab the real-account path does not make: refused, never silently ignored
         given = {
-            "--backend": backend != "auto",
             "--k8s-version": k8s_version != DEFAULT_K8S_VERSION,
             "--legacy-behavior": bool(legacy_behavior),
             "--args": bool(args),
@@ -269,15 +269,17 @@ def up(
         extra_flags = [flag for flag, on in given.items() if on]
         if extra_flags:
             raise Exit(
-                f"error: {extra_flags[0]}: --aws real creates the run's AWS world only (a cluster "
-                f"and a controller against it are not wired yet), so it takes --name, --nodes, "
-                f"--vpc-cidr, --i-accept-aws-charges and --dry-run: drop {extra_flags[0]}",
+                f"error: {extra_flags[0]}: --aws real runs the sim cluster on the run's "
+                f"instances with our controller as it is, so it takes --name, --nodes, "
+                f"--vpc-cidr, --backend sim, --i-accept-aws-charges and --dry-run: drop "
+                f"{extra_flags[0]}",
                 code=1,
             )
         _run(
             up_real_aws,
             name=name,
             nodes=nodes,
+            backend=backend,
             accept_aws_charges=i_accept_aws_charges,
             dry_run=dry_run,
             vpc_cidr=vpc_cidr or None,

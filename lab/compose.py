@@ -6,10 +6,13 @@ failed start leaves nothing behind:
 
 1. ``prepare-cluster``: what must exist before the endpoints (kind: the nodes' Docker network);
 2. ``start-aws``: the AWS endpoint (moto + fidelity + trail + faults, ``lab.aws``), in a thread,
-   on loopback or, with ``expose_to_nodes``, where the nodes reach the host;
+   on loopback or, with ``expose_to_nodes``, where the nodes reach the host; for LocalStack or
+   a real account (``aws="real"``) the recording proxy in front of it (``lab.aws.proxied``),
+   with the run's guard for a real account (``lab.aws.runproxy``);
 3. ``seed-aws``: the EC2 world the nodes live in (``lab.aws.topology``): VPC, subnets per zone,
    the node security group with its self rule, one instance per planned node
-   (``lab.cluster.planner``) carrying the node's IP;
+   (``lab.cluster.planner``) carrying the node's IP; a real account's run already has its
+   world (``lab.up`` created it), which is read back instead;
 4. ``start-imds``: the instance metadata service whose default instance is the control plane's,
    so the controller's "own instance" is that node, as on a real control plane;
 5. ``provision-cluster``: the cluster provider (``lab.cluster``: sim, kind, existing) creates the
@@ -99,7 +102,7 @@ log = logging.getLogger(__name__)
 KUBELET_PORT = 10250
 
 BACKENDS = ("sim", "kind")
-AWS_BACKENDS = ("moto", "localstack")
+AWS_BACKENDS = ("moto", "localstack", "real")
 
 
 class LabNotReady(RuntimeError):
@@ -177,6 +180,9 @@ class LabConfig:
     aws: str = "moto"
     #: localstack: the base URL of a running LocalStack; None starts one through Docker
     aws_endpoint: str | None = None
+    #: real: the run (``lab.aws.realaccount``) whose instances are the nodes; the account is
+    #: boto3's usual chain's, reached through the recording proxy with the run's guard
+    run_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -208,6 +214,13 @@ class LabConfig:
             raise ValueError(f"aws must be one of {', '.join(AWS_BACKENDS)}, got {self.aws!r}")
         if self.aws_endpoint is not None and self.aws != "localstack":
             raise ValueError("aws_endpoint names a LocalStack: it needs aws='localstack'")
+        if (self.aws == "real") != (self.run_id is not None):
+            raise ValueError(
+                f"run_id names the real-account run of aws='real' and only that; got "
+                f"aws={self.aws!r}, run_id={self.run_id!r}"
+            )
+        if self.aws == "real" and self.backend != "sim":
+            raise ValueError(f"aws='real' runs with backend 'sim' only, got {self.backend!r}")
         if self.insecure_api and self.backend != "sim":
             raise ValueError(
                 "insecure_api opens the sim backend's API simulator; a kind cluster's API "
@@ -443,6 +456,9 @@ class Lab:
         if self.config.aws == "localstack":
             self._start_localstack()
             return
+        if self.config.aws == "real":
+            self._start_real_account()
+            return
         self._aws = AwsServer(
             region=self.config.region,
             seed=self.config.seed,
@@ -527,12 +543,43 @@ class Lab:
             log.info("deleted %d resources a previous lab left in %s", removed, proxy.describe)
         proxy.control.clear_trail()
 
+    def _start_real_account(self) -> None:
+        """The account of boto3's usual chain behind the recording proxy, which signs each
+        call again with that chain's credentials and passes it through the run's guard
+        (:mod:`lab.aws.runproxy`): the controller holds the lab's dummy keys, never the
+        account's. Nothing is created or deleted here: the run's world exists (``lab.up``
+        created it) and stays until ``lab.down``."""
+        from lab.aws import realaccount
+        from lab.aws.runproxy import ProxyRunGuard
+
+        assert self.config.run_id is not None  # LabConfig checks it
+        clients = realaccount.account_clients(self.config.region, self.config.run_id)
+        endpoint = clients.ec2.meta.endpoint_url
+        credentials = realaccount.account_credentials()
+        proxy = ProxiedAws(
+            "aws" if realaccount.is_amazon_endpoint(endpoint) else endpoint,
+            lacks={
+                "fidelity": "a real account is AWS itself; the lab adds nothing to it",
+                "elb-model": "a real account's load balancers check the real instances; the "
+                "lab's model of them (lab.traffic, modelled health) is not there",
+            },
+            describe=f"the AWS account at {endpoint} (run {self.config.run_id})",
+            region=self.config.region,
+            host=self._endpoint_host,
+            token=self.token,
+            credentials=credentials,
+            guard=ProxyRunGuard(clients.guard),
+        )
+        self._aws = proxy
+        proxy.start()
+
     def _stop_aws(self) -> None:
         if self._network_answers is not None:
             self._network_answers.close()
             self._network_answers = None
         aws, self._aws = self._aws, None
-        if isinstance(aws, ProxiedAws) and self.localstack_container is None:
+        real = self.config.aws == "real"  # the run's world stays until lab.down
+        if isinstance(aws, ProxiedAws) and self.localstack_container is None and not real:
             # a LocalStack the lab does not own keeps its state: leave none of ours there
             try:
                 delete_topology(aws.client("ec2", max_attempts=3), self.config.cluster_id)
@@ -595,6 +642,9 @@ class Lab:
         return plan
 
     def _seed_planned(self) -> None:
+        if self.config.aws == "real":
+            self._find_run_world()
+            return
         self._seed_aws([(str(n.name), n.role, str(n.ip), str(n.zone)) for n in self._plan()])
 
     def _seed_aws(self, plan: Sequence[tuple[str, Role, str, str]]) -> None:
@@ -629,6 +679,46 @@ class Lab:
                     private_dns_name=inst.private_dns_name,
                 )
             )
+
+    def _find_run_world(self) -> None:
+        """``aws="real"``: the nodes are the run's instances, read back (through the proxy)
+        as the run created them: ids, private IPs and DNS names, zones."""
+        from lab.aws import realaccount
+        from lab.aws.topology import describe_topology
+
+        assert self.config.run_id is not None  # LabConfig checks it
+        spec = realaccount.run_spec(
+            self.config.run_id,
+            self.config.region,
+            nodes=self.config.nodes,
+            vpc_cidr=self.config.vpc_cidr,
+        )
+        ec2 = self.aws.client("ec2", max_attempts=3)
+        first = ec2.describe_instances(
+            Filters=[
+                {"Name": f"tag:{realaccount.RUN_TAG}", "Values": [self.config.run_id]},
+                {"Name": "tag:Name", "Values": [spec.nodes[0].name]},
+            ]
+        )["Reservations"]
+        image = next((i.get("ImageId", "") for r in first for i in r.get("Instances", [])), "")
+        if not image:
+            raise RuntimeError(
+                f"run {self.config.run_id}: no instance {spec.nodes[0].name} in "
+                f"{self.describe_aws()}; was it removed (lab.down)?"
+            )
+        self.topology = describe_topology(ec2, dataclasses.replace(spec, image_id=image))
+        self.nodes = [
+            LabNode(
+                name=node.name,
+                role=Role.CONTROL_PLANE if index == 0 else Role.WORKER,
+                private_ip=info.private_ip,
+                zone=info.zone,
+                instance_id=info.instance_id,
+                private_dns_name=info.private_dns_name,
+            )
+            for index, node in enumerate(spec.nodes)
+            for info in [self.topology.instances[node.name]]
+        ]
 
     def _start_imds(self) -> None:
         self._imds = ImdsServer(
@@ -748,6 +838,11 @@ class Lab:
         The controller is killed, not asked to stop: everything it could clean up on the
         way out is wiped below anyway.
         """
+        if self.config.aws == "real":
+            raise LabNotReady(
+                "a lab in a real account cannot be reset: what the controller created there is "
+                "the run's until lab.down removes it (by the run's tag)"
+            )
         self.stop_controller(kill=True)
         aws = self.aws
         plan = [(n.name, n.role, n.private_ip, n.zone) for n in self.nodes]

@@ -190,7 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         help="kind: serve AWS and metadata on the nodes' gateway (for an in-cluster controller)",
     )
     parser.add_argument("--vpc-cidr", default=None, help="the VPC block (kind: its Docker network)")
-    parser.add_argument("--aws", choices=("moto", "localstack"), default="moto")
+    parser.add_argument("--aws", choices=("moto", "localstack", "real"), default="moto")
+    parser.add_argument(
+        "--run-id", default=None, help="real: the run whose instances are the nodes (lab.up)"
+    )
     parser.add_argument(
         "--aws-endpoint", default=None, help="localstack: its URL (default: start one in Docker)"
     )
@@ -221,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         insecure_api=args.insecure_api,
         aws=args.aws,
         aws_endpoint=args.aws_endpoint,
+        run_id=args.run_id,
     )
     return serve(config)
 

@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -59,6 +59,9 @@ from lab.state import (
     write_private,
     write_state,
 )
+
+if TYPE_CHECKING:
+    from lab.aws.topology import TopologySpec
 
 __all__ = ["LabError", "load_state"]
 
@@ -280,10 +283,11 @@ def validate_aws(
             "account of your credentials; add --i-accept-aws-charges to go ahead (with "
             "--dry-run to print the plan only)"
         )
-    if backend != "auto":
+    if backend not in ("auto", "sim"):
         raise LabError(
-            f"--aws real --backend {backend}: with a real account lab.up creates the run's AWS "
-            "world only (a cluster and controller against it are not wired yet): drop --backend"
+            f"--aws real --backend {backend}: a real-account lab runs the sim cluster, whose "
+            "nodes are the run's instances (kind's would be containers no instance stands "
+            "behind): use --backend sim, or drop --backend"
         )
 
 
@@ -639,6 +643,19 @@ def _daemons_for(directory: Path) -> list[ProcessRef]:
     return found
 
 
+def _check_stopped(state: LabState, directory: Path, name: str) -> None:
+    """No process of ``state`` alive and none of its ports open, else a :class:`LabError`
+    naming what is left (the state and logs are kept)."""
+    alive = [f"{label} (pid {ref.pid})" for label, ref in state.processes() if ref.alive()]
+    still_open = _wait_ports_closed([url for _, url in owned_endpoints(state)])
+    leftovers = alive + [f"a listener on {url}" for url in still_open]
+    if leftovers:
+        raise LabError(
+            f"lab {name!r} left {', '.join(leftovers)} behind; its state and logs are kept in "
+            f"{directory}; stop them by hand, then run `invoke lab.down` again"
+        )
+
+
 def _stop_processes(state: LabState) -> None:
     for label, ref in state.processes():
         ref.terminate(group=label != "debug adapter", timeout=120 if label == "lab daemon" else 10)
@@ -677,7 +694,17 @@ def down(
     out = console or status_console()
     validate_name(name)
     directory = lab_dir(name, root)
-    if (directory / REAL_RUN_FILE).exists() and read_state(directory) is None:
+    if (directory / REAL_RUN_FILE).exists():
+        state = read_state(directory)
+        if state is not None and dry_run:
+            out.print(f"lab {name!r} would stop: " + ", ".join(
+                f"{label} (pid {ref.pid})" for label, ref in state.processes()
+            ))  # fmt: skip
+        elif state is not None:  # the controller first: it could create while the run goes
+            with out.status(f"stopping lab {name!r}"):
+                _stop_processes(state)
+            _check_stopped(state, directory, name)
+            (directory / "state.json").unlink(missing_ok=True)
         _down_real(directory, name, dry_run=dry_run, out=out)
         return
     if dry_run:
@@ -700,14 +727,7 @@ def down(
             from lab.aws.localstack_docker import stop_localstack
 
             stop_localstack(state.localstack_container)
-    alive = [f"{label} (pid {ref.pid})" for label, ref in state.processes() if ref.alive()]
-    still_open = _wait_ports_closed([url for _, url in owned_endpoints(state)])
-    leftovers = alive + [f"a listener on {url}" for url in still_open]
-    if leftovers:
-        raise LabError(
-            f"lab {name!r} left {', '.join(leftovers)} behind; its state and logs are kept in "
-            f"{directory}; stop them by hand, then run `invoke lab.down` again"
-        )
+    _check_stopped(state, directory, name)
     shutil.rmtree(directory, ignore_errors=True)
     if state.backend == "existing":
         out.print(
@@ -1126,22 +1146,27 @@ def up_real_aws(
     *,
     name: str = "default",
     nodes: int = 2,
+    backend: str = "auto",
     accept_aws_charges: bool = False,
     dry_run: bool = False,
     vpc_cidr: str | None = None,
     root: Path | None = None,
     console: Console | None = None,
+    timeout: float = 120.0,
 ) -> list[str]:
     """``lab.up --aws real``: create the lab's EC2 world (VPC, subnets, internet gateway, route
     table, node security group, one instance per node) in the account of boto3's usual
-    credential chain, every resource tagged with a new run id (``lab.aws.realaccount``), and
-    write the controller's cloud config (region and cluster id, no endpoint overrides).
-    ``dry_run``: print the plan and change nothing. Returns the plan or what was created."""
+    credential chain, every resource tagged with a new run id (``lab.aws.realaccount``); then
+    the sim cluster whose nodes are those instances, the lab's metadata service, the recording
+    proxy in front of the account with the run's guard (``lab.aws.runproxy``) and our
+    controller pointed at it. ``dry_run``: print the plan and change nothing. Returns the plan
+    or what was created. A failure stops what started and removes what the run created."""
     from lab.aws import realaccount
+    from lab.state import STATE_FILE
 
     out = console or status_console()
     validate_name(name)
-    validate_aws(aws="real", backend="auto", accept_charges=accept_aws_charges, dry_run=dry_run)
+    validate_aws(aws="real", backend=backend, accept_charges=accept_aws_charges, dry_run=dry_run)
     if not 1 <= nodes <= MAX_NODES:
         raise LabError(f"--nodes {nodes}: a lab has 1 to {MAX_NODES} nodes")
     if vpc_cidr is not None:
@@ -1158,7 +1183,7 @@ def up_real_aws(
         )
     run_id = realaccount.new_run_id()
     spec = realaccount.run_spec(run_id, region, nodes=nodes, vpc_cidr=vpc_cidr)
-    plan = realaccount.plan_up(spec, run_id)
+    plan = realaccount.plan_up(spec, run_id) + real_lab_plan(spec, run_id)
     if dry_run:
         out.print(f"dry run: lab {name!r} in AWS region {region} (run id {run_id}) would:")
         for line in plan:
@@ -1166,44 +1191,84 @@ def up_real_aws(
         out.print("nothing was created or changed (--dry-run)")
         return plan
     try:
-        ec2 = realaccount.account_client(region, run_id)
+        clients = realaccount.account_clients(region, run_id)
     except realaccount.RealAwsError as exc:
         raise LabError(f"--aws real: {exc}") from None
+    ec2 = clients.ec2
     make_private_dir(directory)
     record = {
         "run_id": run_id,
         "region": region,
         "cluster_id": spec.cluster_id,
         "endpoint": ec2.meta.endpoint_url,
+        "nodes": nodes,
+        "vpc_cidr": spec.vpc_cidr,
     }
     # written before anything is created: whatever happens next, lab.down finds the run id
     write_private(directory / REAL_RUN_FILE, json.dumps(record, indent=2) + "\n")
+    started = time.monotonic()
     try:
         with out.status(f"creating the run's world in {region} (run id {run_id})"):
             created = realaccount.create_world(ec2, spec)
+        out.print(f"[green]✓[/] run {run_id} in {region} created, each tagged "
+                  f"{realaccount.RUN_TAG}={run_id}:")  # fmt: skip
+        for item in created:
+            out.print(f"  {escape(item.line())}")
+        state = _start_daemon(
+            name=name,
+            directory=directory,
+            argv=[
+                *("--nodes", str(nodes), "--backend", "sim", "--region", region),
+                *("--cluster-id", spec.cluster_id, "--vpc-cidr", spec.vpc_cidr),
+                *("--aws", "real", "--run-id", run_id),
+            ],
+            console=out,
+            timeout=timeout,
+        )
+        out.print(f"[green]✓[/] servers up in {time.monotonic() - started:.1f}s")
+        state = _replace_controller(state, legacy=(), args=(), console=out)
+        with out.status("waiting for the controller to initialize every node"):
+            wait_nodes_initialized(state, timeout=timeout)
+        out.print(f"[green]✓[/] nodes initialized ({time.monotonic() - started:.1f}s since start)")
     except BaseException as exc:
+        after = read_state(directory)
+        if after is not None:
+            _stop_processes(after)
+        for ref in _daemons_for(directory):
+            ref.terminate(timeout=120)
+        (directory / STATE_FILE).unlink(missing_ok=True)
         removed = realaccount.teardown(ec2, run_id)
         shutil.rmtree(directory, ignore_errors=True)
         gone = ", ".join(o.line() for o in removed) or "nothing had been created"
         raise LabError(
-            f"--aws real: creating the run's world failed ({exc}); removed again: {gone}"
+            f"--aws real: the lab did not come up ({exc}); removed again: {gone}"
         ) from None
-    cloud_config = directory / "cloud.conf"
-    from lab.controllerproc import render_cloud_config
-
-    write_private(
-        cloud_config,
-        render_cloud_config(region=region, cluster_id=spec.cluster_id, aws_endpoint=None),
-    )
-    out.print(f"[green]✓[/] lab {name!r}: run {run_id} in {region} created, each tagged "
-              f"{realaccount.RUN_TAG}={run_id}:")  # fmt: skip
-    for item in created:
-        out.print(f"  {escape(item.line())}")
+    out.print(usage_text(state))
     out.print(
-        f"the controller's cloud config (region and cluster id, no endpoint overrides): "
-        f"{cloud_config}\n`invoke lab.down --name {name}` removes what carries the run's tag"
+        f"AWS: the account at {ec2.meta.endpoint_url} through the lab's recording proxy "
+        f"{state.aws_endpoint} (run guard: the controller's creates tagged "
+        f"{realaccount.RUN_TAG}={run_id}, changes to anything else refused)\n"
+        f"`invoke lab.down --name {name}` removes what carries the run's tag"
     )
     return [item.line() for item in created]
+
+
+def real_lab_plan(spec: TopologySpec, run_id: str) -> list[str]:
+    """What ``lab.up --aws real`` starts on this host once the run's world exists."""
+    from lab.aws.realaccount import RUN_TAG
+
+    tag = f"{RUN_TAG}={run_id}"
+    return [
+        f"start the sim cluster {spec.cluster_id}: {len(spec.nodes)} node(s), each the run's "
+        "instance of its name (its id, private IP and DNS name, zone), and the lab's metadata "
+        "service answering for them",
+        f"start the recording proxy in front of the account (calls signed again with your "
+        f"credentials) with the run guard: the controller's creates tagged {tag}, changes to "
+        "anything without that tag and account-wide changes refused",
+        f"start our controller (cluster id {spec.cluster_id}, the lab's dummy keys) against the "
+        "proxy; the load balancers, target groups and security groups it creates carry the "
+        "run's tag, so lab.down removes them",
+    ]
 
 
 def _down_real(directory: Path, name: str, *, dry_run: bool, out: Console) -> list[str]:

@@ -120,8 +120,8 @@ def lab_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         (("--vpc-cidr", "10.0.0.0/24"), ("--vpc-cidr '10.0.0.0/24'", "/16 to /19")),
         (("--insecure-api", "--backend", "kind"), ("--insecure-api", "kind", "--backend sim")),
         (
-            ("--aws", "real", "--i-accept-aws-charges", "--dry-run", "--backend", "sim"),
-            ("--backend", "--aws real creates the run's AWS world only", "drop --backend"),
+            ("--aws", "real", "--i-accept-aws-charges", "--dry-run", "--backend", "kind"),
+            ("--aws real --backend kind", "sim cluster", "--backend sim"),
         ),
     ],
     ids=[

@@ -1,8 +1,10 @@
 """The lab's AWS side when the endpoint is not the lab's moto: the recording proxy in front of it.
 
-Role: ``--aws localstack`` gives the lab an AWS endpoint it does not own. The lab still needs
-its trail and fault injection, so every call goes through :class:`lab.aws.proxy.AwsProxyServer`
-in front of that endpoint; :class:`ProxiedAws` is that proxy with the face of
+Role: ``--aws localstack`` and ``--aws real`` give the lab an AWS endpoint it does not own. The
+lab still needs its trail and fault injection, so every call goes through
+:class:`lab.aws.proxy.AwsProxyServer` in front of that endpoint (for a real account signing
+each call again with the account's credentials and asking the run's guard first,
+:mod:`lab.aws.runproxy`); :class:`ProxiedAws` is that proxy with the face of
 :class:`lab.aws.server.AwsServer` (``url``, typed ``client()``, ``control``, ``trail``,
 ``take_internal_errors()``) plus what the upstream cannot do, so the composed lab
 (:mod:`lab.compose`) and the fixtures ask it rather than the backend's name.
@@ -26,7 +28,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
 
-from lab.aws.proxy.server import AwsProxyServer
+from lab.aws.proxy.app import RequestGuard
+from lab.aws.proxy.server import AwsProxyServer, CredentialsLike
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -66,7 +69,9 @@ class ProxiedAws(AwsProxyServer):
 
     ``lacks`` maps each :data:`FEATURES` name this upstream lacks to the reason (said when a
     scenario that needs it is skipped); ``describe`` names the upstream in messages
-    (``LocalStack 4.14.0 (community) at http://...``).
+    (``LocalStack 4.14.0 (community) at http://...``). ``credentials`` re-sign each call for
+    an upstream that checks signatures (a real account); ``guard`` is asked first
+    (:mod:`lab.aws.runproxy`).
     """
 
     def __init__(
@@ -79,14 +84,18 @@ class ProxiedAws(AwsProxyServer):
         host: str = "127.0.0.1",
         token: str | None = None,
         ready_timeout: float = 30.0,
+        credentials: CredentialsLike | None = None,
+        guard: RequestGuard | None = None,
     ) -> None:
         bad = unknown_features(tuple(lacks))
         if bad:
             raise ValueError(f"lacks: unknown features {bad}; known: {', '.join(FEATURES)}")
-        # calls are forwarded as their callers signed them: LocalStack checks no signature
+        # without credentials calls are forwarded as their callers signed them (LocalStack
+        # checks no signature); with them (a real account) each is signed again
         super().__init__(
             upstream,
-            credentials=None,
+            credentials=credentials,
+            guard=guard,
             region=region,
             host=host,
             token=token,

@@ -3,9 +3,11 @@
 A lab run in a real account gets a run id; every resource the lab creates carries
 ``ccm-lab/run-id=<id>`` (:data:`RUN_TAG`) from its creation on (the tag is put into the create
 call's ``TagSpecifications``, so nothing exists untagged, not even for a moment), and the lab
-changes or deletes nothing that does not carry it. The guard is not a convention of the
-callers: :func:`account_client` installs it on the boto3 client itself (a botocore
-``before-parameter-build`` hook), so every call through that client passes it:
+changes or deletes nothing that does not carry it. The guard (:class:`RunGuard`) is not a
+convention of the callers: :func:`account_clients` installs it on the boto3 clients themselves
+(EC2, Classic ELB, ELBv2; a botocore ``before-parameter-build`` hook), and the recording proxy
+the run's controller reaches the account through asks the same object
+(:mod:`lab.aws.runproxy`), so every call of the lab and of the controller passes it:
 
 * ``Describe*``/``Get*``/``List*`` pass (reading changes nothing);
 * a call that creates (``Create*``, ``Run*``, ``Allocate*``...) gets the run tag added to its
@@ -13,16 +15,22 @@ callers: :func:`account_client` installs it on the boto3 client itself (a botoco
   to resources of the run (``CreateRoute`` in its route table); and the parents it names
   (``VpcId``, ``SubnetId``, ``GroupId``...) must carry the tag: the lab adds nothing to
   somebody else's VPC;
-* any other call (modify, attach, authorize, delete, tag) is allowed only when every resource id
-  it names carries this run's tag (asked of EC2 with ``DescribeTags``); one that names none
-  (an account-wide setting) is refused.
+* an ELB/ELBv2 create (``CreateLoadBalancer``, ``CreateTargetGroup``, ``CreateListener``,
+  ``CreateRule``) gets the run tag added to its ``Tags``; the load balancer or VPC it names
+  must carry it;
+* any other call (modify, attach, authorize, register, delete, tag) is allowed only when every
+  resource it names carries this run's tag (asked with each API's ``DescribeTags``; a listener
+  or rule ARN counts as its load balancer's); one that names none (an account-wide setting)
+  is refused, and so is a changing call of any other service.
 
 A refusal is :class:`GuardRefused`, raised before the request is sent, naming the call, the
 resource and the tag. The ids a call only *uses* (``ImageId``: an Amazon image) are not
 checked.
 
 :func:`plan_up` says what a run would create, :func:`inventory` finds what it did create (by
-tag), :func:`teardown` removes exactly that, dependents first, and returns the list. Credentials,
+tag: the controller's load balancers, target groups and groups included), :func:`teardown`
+removes exactly that, dependents first, checks that nothing tagged is left, and returns the
+list. Credentials,
 region and endpoint come from boto3's usual chain (environment, shared config, instance role):
 the lab adds no endpoint of its own. Where ``CCM_LAB_NO_REAL_AWS`` is set (the test suite sets
 it), a client whose endpoint resolves to Amazon's own hosts is refused
@@ -37,6 +45,7 @@ client), :mod:`lab.labctl` (``lab.up --aws real``, ``lab.down``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ipaddress
 import os
 import re
@@ -49,12 +58,16 @@ from urllib.parse import urlparse
 
 import boto3
 from botocore.config import Config
+from botocore.credentials import Credentials
+from botocore.exceptions import ClientError
 
 from lab.aws.topology import NodeSpec, TopologySpec, seed_topology
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
     from mypy_boto3_ec2.type_defs import FilterTypeDef
+    from mypy_boto3_elb import ElasticLoadBalancingClient
+    from mypy_boto3_elbv2 import ElasticLoadBalancingv2Client
 
 #: the tag every resource of a run carries: ``ccm-lab/run-id=<run id>``
 RUN_TAG = "ccm-lab/run-id"
@@ -126,9 +139,25 @@ def is_amazon_endpoint(url: str) -> bool:
 def account_client(region: str, run_id: str, *, settle_seconds: float = 5.0) -> EC2Client:
     """An EC2 client from boto3's usual chain (credentials, ``AWS_ENDPOINT_URL``...) with the
     run's guard installed (see the module docstring)."""
-    check_run_id(run_id)
-    client: EC2Client = boto3.client(
-        "ec2", region_name=region, config=Config(retries={"max_attempts": 5, "mode": "standard"})
+    return account_clients(region, run_id, settle_seconds=settle_seconds).ec2
+
+
+@dataclasses.dataclass(frozen=True)
+class AccountClients:
+    """The guarded clients of one run (EC2, Classic ELB, ELBv2), sharing one :class:`RunGuard`."""
+
+    ec2: EC2Client
+    elb: ElasticLoadBalancingClient
+    elbv2: ElasticLoadBalancingv2Client
+    guard: RunGuard
+
+
+def plain_client(service: str, region: str) -> Any:
+    """A client of boto3's usual chain, unguarded (the guard's own reads use these), refused
+    (:class:`RealAwsForbidden`) where ``CCM_LAB_NO_REAL_AWS`` is set and it would reach Amazon."""
+    make: Any = boto3.client  # the service is a runtime name: no per-service overload
+    client = make(
+        service, region_name=region, config=Config(retries={"max_attempts": 5, "mode": "standard"})
     )
     url = client.meta.endpoint_url
     if real_aws_forbidden() and is_amazon_endpoint(url):
@@ -136,10 +165,21 @@ def account_client(region: str, run_id: str, *, settle_seconds: float = 5.0) -> 
             f"{FORBID_ENV} is set: this process may not reach real AWS ({url}); point "
             "AWS_ENDPOINT_URL at a stand-in, or unset it outside the tests"
         )
-    guard = RunGuard(client, run_id, settle_seconds=settle_seconds)
-    guard.install()
-    _GUARDS[client] = guard
     return client
+
+
+def account_clients(region: str, run_id: str, *, settle_seconds: float = 5.0) -> AccountClients:
+    """EC2, ELB and ELBv2 clients from boto3's usual chain, each with the run's guard installed
+    (one guard; its tag look-ups are reads through these same clients, which pass it)."""
+    check_run_id(run_id)
+    ec2, elb, elbv2 = (plain_client(s, region) for s in ("ec2", "elb", "elbv2"))
+    guard = RunGuard(
+        run_id, {"ec2": ec2, "elb": elb, "elbv2": elbv2}, settle_seconds=settle_seconds
+    )
+    for client in (ec2, elb, elbv2):
+        guard.install(client)
+        _GUARDS[client] = guard
+    return AccountClients(ec2=ec2, elb=elb, elbv2=elbv2, guard=guard)
 
 
 #: the guard of every client :func:`account_client` made
@@ -155,25 +195,76 @@ def guard_of(ec2: Any) -> RunGuard:
     return guard
 
 
+#: the services the guard knows how to tag and look tags up in (boto3 names)
+GUARDED_SERVICES = ("ec2", "elb", "elbv2")
+#: ELB/ELBv2 parameters naming the resource a call changes (the load balancer, target group...)
+_LB_NAMES = frozenset(
+    {
+        "LoadBalancerName",
+        "LoadBalancerNames",
+        "LoadBalancerArn",
+        "TargetGroupArn",
+        "ListenerArn",
+        "RuleArn",
+        "ResourceArns",
+    }
+)
+#: the Classic ELB create call, whose ``LoadBalancerName`` names the new load balancer
+_ELB_CREATE = ("elb", "CreateLoadBalancer")
+#: ELB/ELBv2 create calls whose resource takes ``Tags`` at creation
+_LB_CREATES = {
+    "elb": frozenset({"CreateLoadBalancer"}),
+    "elbv2": frozenset({"CreateLoadBalancer", "CreateTargetGroup", "CreateListener", "CreateRule"}),
+}
+
+
 @dataclasses.dataclass
 class RunGuard:
-    """The hook that refuses any change to what the run did not create (module docstring)."""
+    """The rule that refuses any change to what the run did not create (module docstring).
 
-    client: Any
+    One object serves both places a run's calls go through: the boto3 clients of
+    :func:`account_clients` (a ``before-parameter-build`` hook, :meth:`install`) and the
+    recording proxy in front of the account (:class:`lab.aws.runproxy.ProxyRunGuard`, which
+    turns a wire request into the same parameters). :meth:`check` takes a call's parameters
+    as boto3 spells them, adds the run tag to what it creates and raises :class:`GuardRefused`
+    for anything else it may not do. Tags are read through ``readers`` (service to client;
+    only ``Describe*`` calls are made with them).
+    """
+
     run_id: str
-    #: EC2's tags are eventually consistent: an id found untagged is asked again for this long
+    readers: Mapping[str, Any]
+    #: tags are eventually consistent: an id found untagged is asked again for this long
     #: (a resource created a moment ago) before the call is refused
     settle_seconds: float = 5.0
     #: calls the guard let through that change something (operation, ids), for inspection
     allowed: list[tuple[str, tuple[str, ...]]] = dataclasses.field(default_factory=list)
 
-    def install(self) -> None:
-        self.client.meta.events.register("before-parameter-build.ec2", self._check)
+    def install(self, client: Any) -> None:
+        """Check every call of ``client`` (an EC2, ELB or ELBv2 client) before it is sent."""
+        service = _boto_service(client)
+        event = client.meta.service_model.service_id.hyphenize()
 
-    def _check(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        op: str = model.name
+        def hook(params: dict[str, Any], model: Any, **_: Any) -> None:
+            self.check(service, str(model.name), params)
+
+        client.meta.events.register(f"before-parameter-build.{event}", hook)
+
+    def check(self, service: str, op: str, params: dict[str, Any]) -> None:
+        """Let the call ``op`` of ``service`` with boto3-shaped ``params`` through (adding the
+        run tag where it creates), or raise :class:`GuardRefused` naming the call and why."""
         if op.startswith(_READ_ONLY):
             return
+        if service not in GUARDED_SERVICES:
+            raise GuardRefused(
+                f"{op}: a {service} call that changes something; the lab's guard knows how to "
+                f"tag and check {', '.join(GUARDED_SERVICES)} only, so it is not made"
+            )
+        if service == "ec2":
+            self._check_ec2(op, params)
+        else:
+            self._check_lb(service, op, params)
+
+    def _check_ec2(self, op: str, params: dict[str, Any]) -> None:
         tagging = op in ("CreateTags", "DeleteTags")
         if tagging:
             ids = [str(r) for r in params.get("Resources") or []]
@@ -189,17 +280,57 @@ class RunGuard:
                 )
             # else: a part of resources of the run (CreateRoute in its route table)
         elif not ids:
-            raise GuardRefused(
-                f"{op}: names no resource of this run (an account-wide change?); the lab only "
-                f"changes resources tagged {RUN_TAG}={self.run_id}"
-            )
-        untagged = self._untagged(ids)
+            raise self._account_wide(op)
+        self._refuse_untagged("ec2", op, ids)
+
+    def _check_lb(self, service: str, op: str, params: dict[str, Any]) -> None:
+        ids: list[str] = []
+        named = _LB_NAMES - {"LoadBalancerName"} if (service, op) == _ELB_CREATE else _LB_NAMES
+        for key in sorted(named & params.keys()):
+            value = params[key]
+            ids += [str(v) for v in (value if isinstance(value, list) else [value]) if v]
+        creates_own = op in _LB_CREATES[service]
+        if creates_own:
+            self._tag_list(op, params.setdefault("Tags", []))
+        if op in ("AddTags", "RemoveTags"):
+            for tag in params.get("Tags") or []:
+                if tag.get("Key") == RUN_TAG:
+                    raise GuardRefused(
+                        f"{op}: the run tag {RUN_TAG} is the lab's to set, at creation"
+                    )
+        if not ids:
+            if creates_own:  # a new load balancer or target group: nothing of anybody's named
+                vpc = params.get("VpcId")
+                if vpc:
+                    self._refuse_untagged("ec2", op, [str(vpc)])
+                self.allowed.append((op, ()))
+                return
+            raise self._account_wide(op)
+        self._refuse_untagged(service, op, ids)
+
+    def _account_wide(self, op: str) -> GuardRefused:
+        return GuardRefused(
+            f"{op}: names no resource of this run (an account-wide change?); the lab only "
+            f"changes resources tagged {RUN_TAG}={self.run_id}"
+        )
+
+    def _refuse_untagged(self, service: str, op: str, ids: Sequence[str]) -> None:
+        untagged = self._untagged(service, ids)
         if untagged:
             raise GuardRefused(
                 f"{op} {', '.join(untagged)}: not tagged {RUN_TAG}={self.run_id}; the lab "
                 "changes and deletes only what this run created"
             )
         self.allowed.append((op, tuple(ids)))
+
+    def _tag_list(self, op: str, tags: list[dict[str, Any]]) -> None:
+        for tag in tags:
+            if tag.get("Key") == RUN_TAG and tag.get("Value") != self.run_id:
+                raise GuardRefused(
+                    f"{op}: tags {RUN_TAG}={tag.get('Value')}, this run is {self.run_id}"
+                )
+        if not any(t.get("Key") == RUN_TAG for t in tags):
+            tags.append({"Key": RUN_TAG, "Value": self.run_id})
 
     def _tag_at_creation(self, op: str, params: dict[str, Any]) -> None:
         """The run tag into every ``TagSpecifications`` entry (one for the call's own resource
@@ -209,14 +340,7 @@ class RunGuard:
         if wanted is not None and not any(s.get("ResourceType") == wanted for s in specs):
             specs.append({"ResourceType": wanted, "Tags": []})
         for spec in specs:
-            tags = spec.setdefault("Tags", [])
-            for tag in tags:
-                if tag.get("Key") == RUN_TAG and tag.get("Value") != self.run_id:
-                    raise GuardRefused(
-                        f"{op}: tags {RUN_TAG}={tag.get('Value')}, this run is {self.run_id}"
-                    )
-            if not any(t.get("Key") == RUN_TAG for t in tags):
-                tags.append({"Key": RUN_TAG, "Value": self.run_id})
+            self._tag_list(op, spec.setdefault("Tags", []))
 
     @staticmethod
     def _named_ids(params: Mapping[str, Any]) -> list[str]:
@@ -228,38 +352,70 @@ class RunGuard:
             ids += [v for v in values if isinstance(v, str) and _RESOURCE_ID.match(v)]
         return ids
 
-    def _untagged(self, ids: Sequence[str]) -> list[str]:
-        """The ids among ``ids`` without this run's tag (an association id counts as its route
-        table's)."""
-        resolved = {i: self._owner_of(i) for i in ids}
+    def _untagged(self, service: str, ids: Sequence[str]) -> list[str]:
+        """The ids among ``ids`` without this run's tag (a part counts as its owner's: an
+        association id as its route table's, a listener or rule ARN as its load balancer's)."""
+        resolved = {i: self._owner_of(service, i) for i in ids}
         deadline, delay = time.monotonic() + self.settle_seconds, 0.1
-        missing = self._untagged_now(sorted(set(resolved.values())))
+        missing = self._untagged_now(service, sorted(set(resolved.values())))
         while missing and time.monotonic() < deadline:
             time.sleep(delay)  # eventual consistency, bounded by the deadline
             delay = min(delay * 2, 1.0)
-            missing = self._untagged_now(sorted(missing))
+            missing = self._untagged_now(service, sorted(missing))
         return [i for i in ids if resolved[i] in missing]
 
-    def _untagged_now(self, owners: Sequence[str]) -> set[str]:
+    def _untagged_now(self, service: str, owners: Sequence[str]) -> set[str]:
+        reader = self.readers[service]
         tagged: set[str] = set()
-        for start in range(0, len(owners), 100):
-            filters: list[FilterTypeDef] = [
-                {"Name": "resource-id", "Values": owners[start : start + 100]},
-                {"Name": "key", "Values": [RUN_TAG]},
-            ]
-            reply = self.client.describe_tags(Filters=filters)
-            tagged |= {
-                t["ResourceId"] for t in reply.get("Tags", []) if t.get("Value") == self.run_id
-            }
+        if service == "ec2":
+            for start in range(0, len(owners), 100):
+                filters: list[FilterTypeDef] = [
+                    {"Name": "resource-id", "Values": list(owners[start : start + 100])},
+                    {"Name": "key", "Values": [RUN_TAG]},
+                ]
+                reply = reader.describe_tags(Filters=filters)
+                tagged |= {
+                    t["ResourceId"] for t in reply.get("Tags", []) if t.get("Value") == self.run_id
+                }
+            return set(owners) - tagged
+        key = "LoadBalancerNames" if service == "elb" else "ResourceArns"
+        for owner in owners:  # one at a time: a name AWS does not know fails the whole call
+            try:
+                reply = reader.describe_tags(**{key: [owner]})
+            except ClientError:
+                continue  # not found: nothing of the run's
+            for description in reply.get("TagDescriptions", []):
+                if any(
+                    t.get("Key") == RUN_TAG and t.get("Value") == self.run_id
+                    for t in description.get("Tags", [])
+                ):
+                    tagged.add(owner)
         return set(owners) - tagged
 
-    def _owner_of(self, resource_id: str) -> str:
-        if not resource_id.startswith("rtbassoc-"):
+    def _owner_of(self, service: str, resource_id: str) -> str:
+        if service == "elbv2":
+            return lb_arn_of(resource_id)
+        if service != "ec2" or not resource_id.startswith("rtbassoc-"):
             return resource_id
-        tables = self.client.describe_route_tables(
+        tables = self.readers["ec2"].describe_route_tables(
             Filters=[{"Name": "association.route-table-association-id", "Values": [resource_id]}]
         )["RouteTables"]
         return str(tables[0]["RouteTableId"]) if tables else resource_id
+
+
+def lb_arn_of(arn: str) -> str:
+    """The load balancer ARN a listener or rule ARN belongs to (other ARNs unchanged):
+    ``...:listener/net/name/lb-id/listener-id`` is part of ``...:loadbalancer/net/name/lb-id``."""
+    for part, keep in ((":listener-rule/", 3), (":listener/", 3)):
+        if part in arn:
+            head, tail = arn.split(part, 1)
+            return f"{head}:loadbalancer/{'/'.join(tail.split('/')[:keep])}"
+    return arn
+
+
+def _boto_service(client: Any) -> str:
+    """boto3's name of a client's service (``ec2``, ``elb``, ``elbv2``)."""
+    return str(client.meta.service_model.service_name)
 
 
 # --- plan, inventory, teardown ------------------------------------------------------------
@@ -300,10 +456,56 @@ def _name(tags: Iterable[Any] | None) -> str:
     return next((str(t["Value"]) for t in tags or [] if t.get("Key") == "Name"), "")
 
 
+def _tagged_lbs(reader: Any, key: str, names: Sequence[str], run_id: str) -> dict[str, str]:
+    """Of ``names`` (ELB names or ELBv2 ARNs), those tagged with this run: name to Name tag."""
+    found: dict[str, str] = {}
+    for start in range(0, len(names), 20):  # DescribeTags takes at most 20
+        reply = reader.describe_tags(**{key: list(names[start : start + 20])})
+        for description in reply.get("TagDescriptions", []):
+            tags = description.get("Tags", [])
+            if any(t.get("Key") == RUN_TAG and t.get("Value") == run_id for t in tags):
+                found[str(description.get("LoadBalancerName") or description["ResourceArn"])] = (
+                    _name(tags)
+                )
+    return found
+
+
+def _pages(client: Any, operation: str, key: str, **kwargs: Any) -> list[Any]:
+    return [
+        item for page in client.get_paginator(operation).paginate(**kwargs) for item in page[key]
+    ]
+
+
 def inventory(ec2: EC2Client, run_id: str) -> list[Owned]:
-    """Every resource carrying this run's tag, in the order :func:`teardown` removes them."""
-    mine: list[FilterTypeDef] = [{"Name": f"tag:{RUN_TAG}", "Values": [run_id]}]
+    """Every resource carrying this run's tag, in the order :func:`teardown` removes them:
+    load balancers (Classic and ELBv2) and target groups (what a controller created through
+    the lab's proxy), instances, security groups, then the network."""
+    readers = guard_of(ec2).readers
+    elb, elbv2 = readers["elb"], readers["elbv2"]
+    classic = [
+        d["LoadBalancerName"]
+        for d in _pages(elb, "describe_load_balancers", "LoadBalancerDescriptions")
+    ]
     found = [
+        Owned("load-balancer", name, label)
+        for name, label in _tagged_lbs(elb, "LoadBalancerNames", classic, run_id).items()
+    ]
+    v2 = {
+        d["LoadBalancerArn"]: d for d in _pages(elbv2, "describe_load_balancers", "LoadBalancers")
+    }
+    found += [
+        Owned("elbv2-load-balancer", arn, v2[arn].get("LoadBalancerName", ""))
+        for arn in _tagged_lbs(elbv2, "ResourceArns", sorted(v2), run_id)
+    ]
+    groups = {
+        g["TargetGroupArn"]: g for g in _pages(elbv2, "describe_target_groups", "TargetGroups")
+    }
+    found += [
+        Owned("target-group", arn, groups[arn].get("TargetGroupName", ""))
+        for arn in _tagged_lbs(elbv2, "ResourceArns", sorted(groups), run_id)
+    ]
+    mine: list[FilterTypeDef] = [{"Name": f"tag:{RUN_TAG}", "Values": [run_id]}]
+    found += [
         Owned("instance", i["InstanceId"], _name(i.get("Tags")))
         for r in ec2.describe_instances(
             Filters=[*mine, {"Name": "instance-state-name", "Values": _LIVE}]
@@ -333,6 +535,29 @@ def inventory(ec2: EC2Client, run_id: str) -> list[Owned]:
     return found
 
 
+def _retrying(
+    what: str,
+    call: Callable[[], object],
+    codes: tuple[str, ...],
+    *,
+    deadline: float,
+    sleep: Callable[[float], None],
+) -> None:
+    """``call``, again while AWS answers one of ``codes`` (a dependent still going away: an
+    ELB's network interfaces outlive it by minutes), until ``deadline``."""
+    delay = 0.05
+    while True:
+        try:
+            call()
+            return
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code not in codes or time.monotonic() > deadline:
+                raise RealAwsError(f"{what}: {code or exc}; run lab.down again later") from None
+        sleep(delay)  # a dependent going away, bounded by the deadline
+        delay = min(delay * 2, 5.0)
+
+
 def teardown(
     ec2: EC2Client,
     run_id: str,
@@ -341,21 +566,38 @@ def teardown(
     wait_timeout: float = 600.0,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[Owned]:
-    """Remove every resource tagged with this run's id (dependents first) and return them;
-    ``dry_run``: only return what would go. Every call passes the guard of ``ec2`` (made by
-    :func:`account_client`), so nothing untagged can be touched even by a bug here."""
-    if guard_of(ec2).run_id != run_id:
-        raise RealAwsError(f"the client's guard is for run {guard_of(ec2).run_id}, not {run_id}")
+    """Remove every resource tagged with this run's id (dependents first), check that nothing
+    tagged is left, and return what went; ``dry_run``: only return what would go. Every call
+    passes the guard of ``ec2`` (made by :func:`account_client`), so nothing untagged can be
+    touched even by a bug here."""
+    guard = guard_of(ec2)
+    if guard.run_id != run_id:
+        raise RealAwsError(f"the client's guard is for run {guard.run_id}, not {run_id}")
+    elb, elbv2 = guard.readers["elb"], guard.readers["elbv2"]
     owned = inventory(ec2, run_id)
     if dry_run or not owned:
         return owned
+    deadline = time.monotonic() + wait_timeout
     by_kind: dict[str, list[Owned]] = {}
     for item in owned:
         by_kind.setdefault(item.kind, []).append(item)
+    for lb in by_kind.get("load-balancer", []):
+        elb.delete_load_balancer(LoadBalancerName=lb.resource_id)
+    for lb in by_kind.get("elbv2-load-balancer", []):  # its listeners and rules go with it
+        elbv2.delete_load_balancer(LoadBalancerArn=lb.resource_id)
+    for target_group in by_kind.get("target-group", []):  # in use until its LB is gone
+        arn = target_group.resource_id
+        _retrying(
+            f"deleting target group {arn}",
+            functools.partial(elbv2.delete_target_group, TargetGroupArn=arn),
+            ("ResourceInUse",),
+            deadline=deadline,
+            sleep=sleep,
+        )
     instances = [i.resource_id for i in by_kind.get("instance", [])]
     if instances:
         ec2.terminate_instances(InstanceIds=instances)
-        deadline, delay = time.monotonic() + wait_timeout, 0.05
+        delay = 0.05
         while any(
             i.get("State", {}).get("Name") != "terminated"
             for r in ec2.describe_instances(InstanceIds=instances)["Reservations"]
@@ -380,7 +622,14 @@ def teardown(
         if refs:
             ec2.revoke_security_group_ingress(GroupId=group["GroupId"], IpPermissions=refs)
     for group in groups:
-        ec2.delete_security_group(GroupId=group["GroupId"])
+        gid = group["GroupId"]
+        _retrying(
+            f"deleting security group {gid}",
+            functools.partial(ec2.delete_security_group, GroupId=gid),
+            ("DependencyViolation",),
+            deadline=deadline,
+            sleep=sleep,
+        )
     for table in by_kind.get("route-table", []):
         described = ec2.describe_route_tables(RouteTableIds=[table.resource_id])["RouteTables"]
         for assoc in described[0].get("Associations", []) if described else []:
@@ -395,9 +644,22 @@ def teardown(
             )
         ec2.delete_internet_gateway(InternetGatewayId=igw.resource_id)
     for subnet in by_kind.get("subnet", []):
-        ec2.delete_subnet(SubnetId=subnet.resource_id)
+        sid = subnet.resource_id
+        _retrying(
+            f"deleting subnet {sid}",
+            functools.partial(ec2.delete_subnet, SubnetId=sid),
+            ("DependencyViolation",),
+            deadline=deadline,
+            sleep=sleep,
+        )
     for vpc in by_kind.get("vpc", []):
         ec2.delete_vpc(VpcId=vpc.resource_id)
+    left = inventory(ec2, run_id)
+    if left:
+        raise RealAwsError(
+            f"run {run_id}: still tagged after removal: {', '.join(o.line() for o in left)}; "
+            "run lab.down again later"
+        )
     return owned
 
 
@@ -410,6 +672,15 @@ def amazon_image(ec2: EC2Client) -> str:
         raise RealAwsError(f"no Amazon-owned image named {IMAGE_NAME} in this region")
     newest = max(images, key=lambda i: (i.get("CreationDate", ""), i.get("ImageId", "")))
     return str(newest["ImageId"])
+
+
+def account_credentials() -> Credentials:
+    """The credentials of boto3's usual chain (the recording proxy signs the controller's calls
+    with them again); a :class:`RealAwsError` when there are none."""
+    credentials = boto3.session.Session().get_credentials()
+    if credentials is None:
+        raise RealAwsError("boto3 finds no AWS credentials in this environment")
+    return credentials
 
 
 def default_region() -> str | None:

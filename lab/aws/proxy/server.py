@@ -12,7 +12,8 @@ boto3 clients (pointed at the proxy) and the control client, in the shape of
 
 ``credentials`` are what the proxy signs forwarded calls with (a botocore ``Credentials``, or
 ``(access_key, secret_key[, session_token])``); None forwards calls as their callers signed
-them. The lifecycle is :class:`lab.component.ServerComponent`'s; the HTTP server keeps client
+them. ``guard`` is asked before each call is forwarded (:data:`lab.aws.proxy.app.RequestGuard`).
+The lifecycle is :class:`lab.component.ServerComponent`'s; the HTTP server keeps client
 connections open between calls (:mod:`lab.aws.keepalive`).
 
 Neighbours: :mod:`lab.aws.proxy.__main__` is the CLI; the upstream side is
@@ -28,7 +29,7 @@ from botocore.credentials import Credentials
 
 from lab.aws.control_client import AwsControlClient
 from lab.aws.keepalive import KeepAliveServer
-from lab.aws.proxy.app import AwsProxy, ProxyApp, ProxySettings
+from lab.aws.proxy.app import AwsProxy, ProxyApp, ProxySettings, RequestGuard
 from lab.aws.proxy.upstream import Upstream
 from lab.aws.server import make_client
 from lab.aws.trail import Trail
@@ -68,8 +69,10 @@ class AwsProxyServer(ServerComponent):
         ca_file: str | None = None,
         ready_timeout: float = 30.0,
         token: str | None = None,
+        guard: RequestGuard | None = None,
     ) -> None:
         super().__init__(host=host, port=port, ready_timeout=ready_timeout)
+        self.guard = guard
         if not timeout > 0:
             raise ValueError(f"timeout={timeout!r}: expected seconds > 0")
         self.token = token
@@ -88,7 +91,7 @@ class AwsProxyServer(ServerComponent):
         self._clients: dict[tuple[str, int], Any] = {}
 
     def _bind(self) -> KeepAliveServer:
-        proxy = AwsProxy(self._settings, credentials=self.credentials)
+        proxy = AwsProxy(self._settings, credentials=self.credentials, guard=self.guard)
         try:
             server = KeepAliveServer(
                 (self.host, self.requested_port), ProxyApp(proxy, token=self.token)
