@@ -16,7 +16,8 @@ model ``botocore/data/elbv2/2015-12-01/service-2.json`` (botocore 1.44.5:
 ``TargetHealthStateEnum``, ``TargetHealthReasonEnum``, the errors ``InvalidTarget`` and
 ``TargetGroupNotFound``, the example output whose ``unused`` description is quoted below); the
 Network Load Balancer guide, "Health checks for Network Load Balancer target groups" and
-"Check the health of your Network Load Balancer targets" (the reason codes it lists for NLB).
+"Check the health of your Network Load Balancer targets" (the reason codes it lists for NLB);
+AWS's knowledge-center article on failing ALB health checks (three descriptions it quotes).
 
 The state machine, per registered target (instance id and port):
 
@@ -35,8 +36,10 @@ The state machine, per registered target (instance id and port):
   when it runs again its checks start over from ``initial``;
 * the group forwards for no load balancer, or the instance is in a zone the NLB does not have
   a subnet in: ``unused`` / ``Target.NotInUse``; no checks run;
-* health checks disabled (``HealthCheckEnabled=false``; AWS allows it only for ``lambda``
-  targets, moto stores it anyway): ``unavailable`` / ``Target.HealthCheckDisabled``;
+* ``unavailable`` is never reported: its NLB reason, ``Elb.InternalError``, is an AWS-side
+  failure, and ``Target.HealthCheckDisabled`` applies to Application Load Balancers only (an
+  instance target group's checks cannot be disabled; a ``HealthCheckEnabled=false`` that moto
+  stored is ignored and the checks run);
 * deregistered (``DeregisterTargets``, or terminated and so deregistered by moto):
   ``draining`` / ``Target.DeregistrationInProgress`` for the group's
   ``deregistration_delay.timeout_seconds`` (default 300), listed in the answer meanwhile;
@@ -94,7 +97,6 @@ HEALTHY = "healthy"
 UNHEALTHY = "unhealthy"
 UNUSED = "unused"
 DRAINING = "draining"
-UNAVAILABLE = "unavailable"
 
 REGISTRATION_IN_PROGRESS = "Elb.RegistrationInProgress"
 INITIAL_HEALTH_CHECKING = "Elb.InitialHealthChecking"
@@ -103,18 +105,18 @@ NOT_REGISTERED = "Target.NotRegistered"
 NOT_IN_USE = "Target.NotInUse"
 DEREGISTRATION_IN_PROGRESS = "Target.DeregistrationInProgress"
 INVALID_STATE = "Target.InvalidState"
-HEALTH_CHECK_DISABLED = "Target.HealthCheckDisabled"
 
 #: botocore's DescribeTargetHealth example, word for word
 GROUP_NOT_IN_USE_TEXT = "Given target group is not configured to receive traffic from ELB"
-# The lab's wording (AWS's console texts are not in a public model)
+#: AWS's knowledge-center article "How do I troubleshoot and fix failing health checks for
+#: Application Load Balancers?" quotes these three as descriptions
 REGISTERING_TEXT = "Target registration is in progress"
-INITIAL_CHECKING_TEXT = "Initial health checking in progress"
+INITIAL_CHECKING_TEXT = "Initial health checks in progress"
+DRAINING_TEXT = "Target deregistration is in progress"
+# The lab's wording (not found in a public AWS source)
 FAILED_TEXT = "Health checks failed"
 ZONE_NOT_IN_USE_TEXT = "Target is in an Availability Zone that is not enabled for the load balancer"
 NOT_REGISTERED_TEXT = "Target is not registered to the target group"
-DRAINING_TEXT = "Target deregistration is in progress"
-DISABLED_TEXT = "Health checks are disabled"
 
 _NOT_RUNNING = ("stopping", "stopped", "shutting-down", "terminated", "missing")
 _READS = ("Describe", "List", "Get")
@@ -338,7 +340,7 @@ class NlbHealth:
         lb: NetworkLoadBalancer | None, cfg: NlbTargetGroup, inst: ClassicInstance
     ) -> bool:
         """Whether the NLB health-checks this target now."""
-        if lb is None or not cfg.health_check.enabled or inst.state != "running":
+        if lb is None or inst.state != "running":
             return False
         return not (lb.zones and inst.zone and inst.zone not in lb.zones)
 
@@ -388,10 +390,6 @@ class NlbHealth:
             return TargetHealth(iid, port, hc_port, UNUSED, INVALID_STATE, text)
         if lb.zones and inst.zone and inst.zone not in lb.zones:
             return TargetHealth(iid, port, hc_port, UNUSED, NOT_IN_USE, ZONE_NOT_IN_USE_TEXT)
-        if not cfg.health_check.enabled:
-            return TargetHealth(
-                iid, port, hc_port, UNAVAILABLE, HEALTH_CHECK_DISABLED, DISABLED_TEXT
-            )
         if rec.healthy is None:
             if rec.checks == 0:
                 return TargetHealth(
@@ -460,12 +458,11 @@ class NlbHealth:
         moto_lb = self._network_lb(view, tg)
         lb = None if moto_lb is None else read_load_balancer(moto_lb)
         now = self.clock.now()
-        wanted: list[tuple[str, int | None]] = list(targets) or [
-            (iid, rec.port) for iid, rec in group.records.items()
-        ]
-        for t in cfg.targets:  # registered since the last evaluation (checks are off)
-            if not targets and t.instance_id not in group.records:
-                wanted.append((t.instance_id, t.port))
+        wanted: list[tuple[str, int | None]] = list(targets)
+        if not wanted and self.enabled:  # the registered and the draining targets
+            wanted = [(iid, rec.port) for iid, rec in group.records.items()]
+        elif not wanted:  # moto's answer: the registered targets
+            wanted = [(t.instance_id, t.port) for t in cfg.targets]
         instances = read_instances(view.ec2, [iid for iid, _ in wanted])
         out: list[TargetHealth] = []
         for iid, port in wanted:

@@ -54,7 +54,6 @@ class NlbHealthCheck:
     timeout: float
     healthy_threshold: int
     unhealthy_threshold: int
-    enabled: bool = True
 
     def port_for(self, target: NlbTarget) -> int:
         """The port a check of ``target`` connects to (``traffic-port``: the target's)."""
@@ -178,7 +177,6 @@ def read_target_group(tg: Any) -> NlbTargetGroup:
         timeout=float(tg.health_check_timeout_seconds),
         healthy_threshold=int(tg.healthy_threshold_count),
         unhealthy_threshold=int(tg.unhealthy_threshold_count),
-        enabled=bool(tg.health_check_enabled),
     )
     if check.interval <= 0 or check.healthy_threshold < 1 or check.unhealthy_threshold < 1:
         raise ValueError(

@@ -42,7 +42,7 @@ def clock(aws: AwsServer) -> Iterator[ManualClock]:
 
 
 REGISTERING = ("initial", "Elb.RegistrationInProgress", "Target registration is in progress")
-CHECKING = ("initial", "Elb.InitialHealthChecking", "Initial health checking in progress")
+CHECKING = ("initial", "Elb.InitialHealthChecking", "Initial health checks in progress")
 HEALTHY = ("healthy", None, None)
 UNHEALTHY = ("unhealthy", "Target.FailedHealthChecks", "Health checks failed")
 DRAINING = ("draining", "Target.DeregistrationInProgress", "Target deregistration is in progress")

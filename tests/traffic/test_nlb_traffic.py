@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.aws.annotations import A_TYPE
+from controller.aws.annotations import A_HC_HEALTHY, A_HC_INTERVAL, A_TYPE
 from lab.compose import Lab, wait_for
 from lab.traffic import TrafficReport
 from tests.traffic.test_probe import deploy_web, running_pods
@@ -17,6 +17,9 @@ from tests.traffic.test_probe import deploy_web, running_pods
 pytestmark = pytest.mark.standin("pods run on the sim backend's data plane")
 
 ALLOWED = "203.0.113.0/24"
+#: an NLB with checks every 10 lab seconds (not below the 10 s timeout moto gives the group),
+#: healthy after 2: the default 30 s x 3 would cost each test 9 real seconds at the lab's speed
+NLB = {A_TYPE: "nlb", A_HC_INTERVAL: "10", A_HC_HEALTHY: "2"}
 
 
 def _healthy_targets(lab: Lab) -> set[str]:
@@ -33,7 +36,7 @@ def _healthy_targets(lab: Lab) -> set[str]:
 
 def test_requests_through_the_nlb_reach_the_pods(lab: Lab) -> None:
     lab.start_controller()
-    _, core = deploy_web(lab, annotations={A_TYPE: "nlb"})
+    _, core = deploy_web(lab, annotations=NLB)
     workers = {n.instance_id for n in lab.workers}
 
     def settled() -> TrafficReport | None:
@@ -61,7 +64,7 @@ def test_a_client_outside_load_balancer_source_ranges_is_dropped_at_the_node_gro
     (``loadBalancerSourceRanges``), so a client outside the range dies there, while the NLB's
     health checks (from its private addresses in the VPC) keep the targets healthy."""
     lab.start_controller()
-    _, core = deploy_web(lab, annotations={A_TYPE: "nlb"}, source_ranges=[ALLOWED])
+    _, core = deploy_web(lab, annotations=NLB, source_ranges=[ALLOWED])
 
     def allowed_reaches_pods() -> TrafficReport | None:
         if len(running_pods(core)) != 3:
