@@ -49,6 +49,7 @@ from lab.aws.elbprobe import ProbeResult, ProbeTarget
 from lab.aws.elbview import ClassicInstance, ClassicLoadBalancer, classic_load_balancer, instance
 from lab.aws.nlbview import (
     NetworkLoadBalancer,
+    NlbListener,
     NlbTarget,
     NlbTargetGroup,
     cross_zone,
@@ -591,7 +592,9 @@ class TrafficProbe:
         try:
             for _ in range(requests):
                 client_ip, client_groups = self._source(source, rng)
-                hop = self._one_nlb(nlb, tg, port, client_ip, client_groups, pick, rng, namespace)
+                hop = self._one_nlb(
+                    nlb, tg, listener, client_ip, client_groups, pick, rng, namespace
+                )
                 if isinstance(hop, PodTarget):
                     report.answered[f"{hop.namespace}/{hop.name}"] += 1
                 else:
@@ -605,7 +608,7 @@ class TrafficProbe:
         self,
         nlb: NetworkLoadBalancer,
         tg: NlbTargetGroup,
-        port: int,
+        listener: NlbListener,
         client_ip: str,
         client_groups: tuple[str, ...],
         pick: _NlbPicker,
@@ -613,13 +616,15 @@ class TrafficProbe:
         namespace: str,
     ) -> PodTarget | Drop:
         pick.last = None
+        # a UDP listener's datagrams meet UDP rules; TCP, TLS and TCP_UDP's TCP half meet TCP's
+        protocol = "udp" if listener.protocol == "UDP" else "tcp"
         if nlb.scheme == "internal" and not ipaddress.ip_address(client_ip).is_private:
             return Drop("nlb", f"{nlb.name} is internal: no route from {client_ip}")
         if nlb.security_groups:
             gate = self.gates.ingress(
                 dest_groups=nlb.security_groups,
-                protocol="tcp",
-                port=port,
+                protocol=protocol,
+                port=listener.port,
                 source_groups=client_groups,
                 source_ip=client_ip,
             )
@@ -636,7 +641,7 @@ class TrafficProbe:
             source_ip, source_groups = nlb.node_address(inst.zone), nlb.security_groups
         gate = self.gates.ingress(
             dest_groups=inst.groups,
-            protocol="tcp",
+            protocol=protocol,
             port=target.port,
             source_groups=source_groups,
             source_ip=source_ip,

@@ -277,3 +277,40 @@ def test_a_listener_on_another_port_drops_at_the_listener(
     assert doc["dropped"] == [
         {"hop": "nlb-listener", "reason": "nlb has no listener on port 80 (has 8080)", "count": 5}
     ]
+
+
+def test_a_udp_listener_meets_the_node_groups_udp_rules(aws: AwsServer, clock: ManualClock) -> None:
+    """UDP datagrams pass only UDP rules; the group's checks are TCP (AWS checks UDP groups
+    with TCP, HTTP or HTTPS), which the subnet rule admits."""
+    w = World(aws, register=())
+    udp = w.elbv2.create_target_group(
+        Name="udp", Protocol="UDP", Port=30080, VpcId=b.default_vpc(w.ec2), TargetType="instance"
+    )["TargetGroups"][0]["TargetGroupArn"]
+    [listener] = w.elbv2.describe_listeners(LoadBalancerArn=w.lb_arn)["Listeners"]
+    w.elbv2.delete_listener(ListenerArn=listener["ListenerArn"])
+    w.elbv2.create_listener(
+        LoadBalancerArn=w.lb_arn,
+        Protocol="UDP",
+        Port=80,
+        DefaultActions=[{"Type": "forward", "TargetGroupArn": udp}],
+    )
+    w.elbv2.register_targets(TargetGroupArn=udp, Targets=[{"Id": i} for i in w.instances])
+    clock.advance(150)  # the group's defaults: every 30 s, healthy after 5
+    doc = w.send(n=20)
+    [drop] = doc["dropped"]
+    assert drop["hop"] == "node-security-group", drop
+    assert "allows udp/30080 from 198.51.100." in drop["reason"], drop
+    w.ec2.authorize_security_group_ingress(
+        GroupId=w.node_sg,
+        IpPermissions=[
+            {
+                "IpProtocol": "udp",
+                "FromPort": 30080,
+                "ToPort": 30080,
+                "IpRanges": [{"CidrIp": CLIENTS}],
+            }
+        ],
+    )
+    doc = w.send(n=20)
+    assert not doc["dropped"], doc
+    assert sum(doc["answered"].values()) == 20
