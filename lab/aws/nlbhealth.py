@@ -30,10 +30,10 @@ The state machine, per registered target (instance id and port):
   in a row, until ``HealthyThresholdCount`` passes in a row again. The NLB guide lists only
   this reason for NLB targets: the API reference marks ``Target.Timeout`` and
   ``Target.ResponseCodeMismatch`` as Application/Gateway Load Balancer reasons, so a check
-  that timed out (a security group dropped it) is ``Target.FailedHealthChecks`` here too; the
-  description carries the lab's detail of the last check;
-* the instance stopped or terminated: ``unused`` / ``Target.InvalidState``; no checks run, and
-  when it runs again its checks start over from ``initial``;
+  that timed out (a security group dropped it) is ``Target.FailedHealthChecks`` here too (the
+  last check's result is in :attr:`TargetHealth.detail`, never on the wire);
+* the instance stopping, stopped or shutting down: ``unused`` / ``Target.InvalidState``; no
+  checks run, and when it runs again its checks start over from ``initial``;
 * the group forwards for no load balancer, or the instance is in a zone the NLB does not have
   a subnet in: ``unused`` / ``Target.NotInUse``; no checks run;
 * ``unavailable`` is never reported: its NLB reason, ``Elb.InternalError``, is an AWS-side

@@ -167,8 +167,9 @@ def read_target_group(tg: Any) -> NlbTargetGroup:
     attrs: Mapping[str, Any] = tg.attributes
     protocol = str(tg.health_check_protocol or tg.protocol or "TCP").upper()
     if protocol not in ("TCP", "HTTP", "HTTPS"):
-        # AWS checks NLB groups with TCP, HTTP or HTTPS only ("UDP, TCP_UDP, TLS and GENEVE are
-        # not supported for health checks"; TCP is the NLB default); moto copies the group's
+        # AWS checks NLB groups with TCP, HTTP or HTTPS only (API reference, CreateTargetGroup
+        # HealthCheckProtocol: not GENEVE, TLS, UDP or TCP_UDP; TCP is the NLB default); moto
+        # copies the group's protocol
         protocol = "TCP"
     port = str(tg.health_check_port or TRAFFIC_PORT)
     if port != TRAFFIC_PORT and not port.isdigit():
