@@ -15,7 +15,8 @@ security groups when it has any -> the listener on the port -> its target group 
 (:class:`_NlbPicker`: a healthy target, per zone unless cross-zone load balancing is on; no
 healthy target anywhere: fail open) -> the instance's security groups on the target port (the
 nodePort) from the **client's** address when the group preserves client IPs (the default for
-instance targets), else from the NLB node's address -> kube-proxy -> the pod.
+instance targets; then a node reaching itself through the NLB times out), else from the NLB
+node's address, with UDP rules for a UDP listener -> kube-proxy -> the pod.
 
 On the sim backend nothing is sent on any network: every hop is evaluated from state (moto's,
 the API server's through the data plane's informers; :class:`ModelledCluster`). A call models
@@ -635,6 +636,15 @@ class TrafficProbe:
             return chosen
         inst, target = chosen
         pick.last = inst.instance_id
+        if tg.preserve_client_ip and client_ip == inst.private_ip:
+            # NLB guide, "Troubleshoot your Network Load Balancer" (loopback timeout): with client
+            # IP preservation a target that reaches itself through the NLB (hairpinning) sees
+            # its own address as the source and the connection times out
+            return Drop(
+                "nlb",
+                f"{inst.instance_id} reached itself through the NLB with client IP preservation "
+                "on: hairpinned connections time out",
+            )
         source_ip: str | None = client_ip
         source_groups = client_groups
         if not tg.preserve_client_ip:  # the node sees the NLB node's address, not the client's

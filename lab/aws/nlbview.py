@@ -189,8 +189,12 @@ def read_target_group(tg: Any) -> NlbTargetGroup:
             f"HealthyThresholdCount={check.healthy_threshold} UnhealthyThresholdCount="
             f"{check.unhealthy_threshold}: AWS needs an interval > 0 and thresholds >= 1"
         )
-    default_preserve = str(tg.target_type) == "instance" and str(tg.protocol) != "TCP_UDP"
-    preserve = attrs.get("preserve_client_ip.enabled")
+    # "Edit target group attributes for your Network Load Balancer", client IP preservation:
+    # on for instance targets and for UDP/TCP_UDP (where it cannot be turned off), off for IP
+    # targets of TCP/TLS groups
+    fixed_on = str(tg.protocol) in ("UDP", "TCP_UDP")
+    default_preserve = str(tg.target_type) == "instance" or fixed_on
+    preserve = None if fixed_on else attrs.get("preserve_client_ip.enabled")
     return NlbTargetGroup(
         arn=str(tg.arn),
         name=str(tg.name),

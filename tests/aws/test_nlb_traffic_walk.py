@@ -314,3 +314,28 @@ def test_a_udp_listener_meets_the_node_groups_udp_rules(aws: AwsServer, clock: M
     doc = w.send(n=20)
     assert not doc["dropped"], doc
     assert sum(doc["answered"].values()) == 20
+
+
+def test_a_target_reaching_itself_with_client_ip_preserved_times_out(
+    aws: AwsServer, clock: ManualClock
+) -> None:
+    """From a node: the requests the NLB sends back to that same node are lost (hairpinning
+    with client IP preservation), the others arrive; without preservation all arrive."""
+    w = World(aws)
+    clock.advance(30)
+    me = w.instances[0]
+    w.ec2.authorize_security_group_ingress(
+        GroupId=w.node_sg,
+        IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": w.node_sg}]}],
+    )
+    doc = w.probe.send("web", requests=200, source=f"node-{me}", seed=1).to_json()
+    [drop] = doc["dropped"]
+    assert drop["hop"] == "nlb"
+    assert drop["reason"].startswith(f"{me} reached itself through the NLB")
+    assert drop["count"] == doc["instances"][me]
+    assert sum(doc["answered"].values()) == doc["instances"][w.instances[1]] > 0
+    w.elbv2.modify_target_group_attributes(
+        TargetGroupArn=w.tg, Attributes=[{"Key": "preserve_client_ip.enabled", "Value": "false"}]
+    )
+    doc = w.probe.send("web", requests=200, source=f"node-{me}", seed=1).to_json()
+    assert not doc["dropped"], doc
