@@ -2,13 +2,21 @@
 
 Every documented failure this lab reproduces is, for its users, a traffic failure. The probe
 models N requests the way they travel on AWS and in the cluster and says which pods answered
-and where the others were dropped, with the reason:
+and where the others were dropped, with the reason.
 
-client -> the load balancer's security groups on the listener port -> the listener -> an
-InService instance (round robin; per zone unless cross-zone load balancing is on) -> the
-instance's security groups on the instance port (the nodePort), from the load balancer's
-groups -> kube-proxy on that node (:class:`lab.dataplane.kubeproxy.KubeProxyModel`) -> the pod
-answers, or refuses.
+Through a Classic ELB: client -> the load balancer's security groups on the listener port ->
+the listener -> an InService instance (round robin; per zone unless cross-zone load balancing
+is on) -> the instance's security groups on the instance port (the nodePort), from the load
+balancer's groups -> kube-proxy on that node (:class:`lab.dataplane.kubeproxy.KubeProxyModel`)
+-> the pod answers, or refuses.
+
+Through a network load balancer (the Service's hostname is an NLB's): client -> the NLB's
+security groups when it has any -> the listener on the port -> its target group -> a target
+(:class:`_NlbPicker`: a healthy target, per zone unless cross-zone load balancing is on; no
+healthy target anywhere: fail open) -> the instance's security groups on the target port (the
+nodePort) from the **client's** address when the group preserves client IPs (the default for
+instance targets; then a node reaching itself through the NLB times out), else from the NLB
+node's address, with UDP rules for a UDP listener -> kube-proxy -> the pod.
 
 On the sim backend nothing is sent on any network: every hop is evaluated from state (moto's,
 the API server's through the data plane's informers; :class:`ModelledCluster`). A call models
@@ -40,6 +48,15 @@ from typing import Any, Protocol
 from lab.aws.app import AwsLab
 from lab.aws.elbprobe import ProbeResult, ProbeTarget
 from lab.aws.elbview import ClassicInstance, ClassicLoadBalancer, classic_load_balancer, instance
+from lab.aws.nlbview import (
+    NetworkLoadBalancer,
+    NlbListener,
+    NlbTarget,
+    NlbTargetGroup,
+    cross_zone,
+    network_load_balancer,
+    target_group,
+)
 from lab.dataplane.api import NODES, SERVICES, Api, Obj, status_code
 from lab.dataplane.kubeproxy import ConnectionRefused, Drop, PodTarget
 from lab.dataplane.plane import SimDataPlane
@@ -78,6 +95,10 @@ class Gates(Protocol):
 
     def in_service(self, load_balancer: str, instance_id: str) -> tuple[bool, str]:
         """Whether the load balancer sends to the instance now, and the reason when not."""
+        ...
+
+    def target_health(self, target_group_arn: str, instance_id: str) -> tuple[str, str]:
+        """An NLB target's state (``healthy``, ``unhealthy``...) and why."""
         ...
 
 
@@ -443,8 +464,13 @@ class TrafficProbe:
             )
             return report
         lb = classic_load_balancer(self.aws, dns_name=hostname)
+        namespace = str(meta.get("namespace") or "default")
         if lb is None:
-            report.drop("dns", f"{hostname} resolves to no load balancer", requests)
+            nlb = network_load_balancer(self.aws, dns_name=hostname)
+            if nlb is None:
+                report.drop("dns", f"{hostname} resolves to no load balancer", requests)
+                return report
+            self._send_nlb(report, nlb, port, source, rng, namespace)
             return report
         report.load_balancer = lb.name
         listener = lb.listener(port)
@@ -457,7 +483,6 @@ class TrafficProbe:
         pick = _Picker(lb, self.gates, rng)
         self._nodes_now = self.cluster.node_objects()  # one read per call, not per request
         try:
-            namespace = str(meta.get("namespace") or "default")
             self._walk(report, lb, listener, source, pick, rng, namespace)
         finally:
             self._nodes_now = None
@@ -535,6 +560,116 @@ class TrafficProbe:
             )
         return self.cluster.deliver(chosen, node, node_port, namespace=namespace, rng=rng)
 
+    # -- through a network load balancer ---------------------------------------------------
+    def _send_nlb(
+        self,
+        report: TrafficReport,
+        nlb: NetworkLoadBalancer,
+        port: int,
+        source: str | None,
+        rng: random.Random,
+        namespace: str,
+    ) -> None:
+        report.load_balancer = nlb.name
+        requests = report.requests
+        listener = nlb.listener(port)
+        if listener is None:
+            have = ", ".join(str(x.port) for x in nlb.listeners) or "none"
+            report.drop(
+                "nlb-listener", f"{nlb.name} has no listener on port {port} (has {have})", requests
+            )
+            return
+        tg = target_group(self.aws, listener.target_group_arn or "")
+        if tg is None:
+            report.drop(
+                "nlb-listener",
+                f"the listener on port {port} forwards to no target group "
+                f"({listener.target_group_arn or 'no forward action'})",
+                requests,
+            )
+            return
+        pick = _NlbPicker(nlb, tg, self.gates, self.aws, rng)
+        self._nodes_now = self.cluster.node_objects()
+        try:
+            for _ in range(requests):
+                client_ip, client_groups = self._source(source, rng)
+                hop = self._one_nlb(
+                    nlb, tg, listener, client_ip, client_groups, pick, rng, namespace
+                )
+                if isinstance(hop, PodTarget):
+                    report.answered[f"{hop.namespace}/{hop.name}"] += 1
+                else:
+                    report.drop(hop.hop, hop.reason)
+                if pick.last is not None:
+                    report.instances[pick.last] += 1
+        finally:
+            self._nodes_now = None
+
+    def _one_nlb(
+        self,
+        nlb: NetworkLoadBalancer,
+        tg: NlbTargetGroup,
+        listener: NlbListener,
+        client_ip: str,
+        client_groups: tuple[str, ...],
+        pick: _NlbPicker,
+        rng: random.Random,
+        namespace: str,
+    ) -> PodTarget | Drop:
+        pick.last = None
+        # a UDP listener's datagrams meet UDP rules; TCP, TLS and TCP_UDP's TCP half meet TCP's
+        protocol = "udp" if listener.protocol == "UDP" else "tcp"
+        if nlb.scheme == "internal" and not ipaddress.ip_address(client_ip).is_private:
+            return Drop("nlb", f"{nlb.name} is internal: no route from {client_ip}")
+        if nlb.security_groups:
+            gate = self.gates.ingress(
+                dest_groups=nlb.security_groups,
+                protocol=protocol,
+                port=listener.port,
+                source_groups=client_groups,
+                source_ip=client_ip,
+            )
+            if not gate.allowed:
+                return Drop("nlb-security-group", gate.reason)
+        chosen = pick.next()
+        if isinstance(chosen, Drop):
+            return chosen
+        inst, target = chosen
+        pick.last = inst.instance_id
+        if tg.preserve_client_ip and client_ip == inst.private_ip:
+            # NLB guide, "Troubleshoot your Network Load Balancer" (loopback timeout): with client
+            # IP preservation a target that reaches itself through the NLB (hairpinning) sees
+            # its own address as the source and the connection times out
+            return Drop(
+                "nlb",
+                f"{inst.instance_id} reached itself through the NLB with client IP preservation "
+                "on: hairpinned connections time out",
+            )
+        source_ip: str | None = client_ip
+        source_groups = client_groups
+        if not tg.preserve_client_ip:  # the node sees the NLB node's address, not the client's
+            source_ip, source_groups = nlb.node_address(inst.zone), nlb.security_groups
+        gate = self.gates.ingress(
+            dest_groups=inst.groups,
+            protocol=protocol,
+            port=target.port,
+            source_groups=source_groups,
+            source_ip=source_ip,
+        )
+        if not gate.allowed:
+            seen = (
+                "the client's address (client IP preserved)"
+                if tg.preserve_client_ip
+                else ("the NLB node's address (client IP not preserved)")
+            )
+            return Drop("node-security-group", f"{gate.reason}; the node sees {seen}")
+        node = self.node_of(inst.instance_id)
+        if node is None:
+            return Drop(
+                "node", f"{inst.instance_id} is no node of the cluster (no Node has its providerID)"
+            )
+        return self.cluster.deliver(inst, node, target.port, namespace=namespace, rng=rng)
+
     def between(
         self, source_node: str, dest_node: str, port: int, *, protocol: str = "tcp"
     ) -> PathVerdict:
@@ -584,3 +719,69 @@ class _Picker:
         chosen = pool[self._turn[key] % len(pool)]
         self._turn[key] += 1
         return chosen
+
+
+class _NlbPicker:
+    """The NLB's choice of target (NLB guide, "Health checks for Network Load Balancer target
+    groups" and "Cross-zone load balancing"):
+
+    * targets in zones the NLB has no subnet in, draining, initial or unused get nothing (a new
+      target gets traffic once it passed its initial checks);
+    * the client resolves the NLB's name to the nodes of the zones that have a healthy target
+      (the others are removed from DNS) and picks one; that node sends to a healthy target of
+      its zone, or of any enabled zone with cross-zone load balancing (the group's
+      ``load_balancing.cross_zone.enabled``, or the NLB's, default off);
+    * when no enabled zone has a healthy target the NLB fails open: every zone is in DNS, and
+      the unhealthy targets get traffic as if they were healthy;
+    * the target within the pool: a flow hash (a random draw per request, from the seed).
+    """
+
+    def __init__(
+        self,
+        nlb: NetworkLoadBalancer,
+        tg: NlbTargetGroup,
+        gates: Gates,
+        aws: AwsLab,
+        rng: random.Random,
+    ) -> None:
+        self.nlb = nlb
+        self.rng = rng
+        self.cross_zone = cross_zone(nlb, tg)
+        self.last: str | None = None
+        self.reasons: list[str] = []
+        healthy: list[tuple[ClassicInstance, NlbTarget]] = []
+        unhealthy: list[tuple[ClassicInstance, NlbTarget]] = []
+        for target in sorted(tg.targets, key=lambda t: t.instance_id):
+            state, why = gates.target_health(tg.arn, target.instance_id)
+            inst = instance(aws, target.instance_id)
+            if nlb.zones and inst.zone not in nlb.zones:
+                self.reasons.append(f"{target.instance_id}: {why}")
+                continue
+            if state == "healthy":
+                healthy.append((inst, target))
+            else:
+                if state == "unhealthy":
+                    unhealthy.append((inst, target))
+                self.reasons.append(f"{target.instance_id}: {why}")
+        self.registered = len(tg.targets)
+        self.fail_open = not healthy and bool(unhealthy)
+        self.pool = healthy or unhealthy
+        if self.fail_open:
+            self.zones = sorted(nlb.zones) or sorted({i.zone for i, _ in self.pool})
+        else:
+            self.zones = sorted({i.zone for i, _ in self.pool})
+
+    def next(self) -> tuple[ClassicInstance, NlbTarget] | Drop:
+        if not self.pool:
+            if not self.registered:
+                return Drop("nlb", f"{self.nlb.name}: its target group has no registered target")
+            return Drop("nlb", "no healthy target (" + "; ".join(self.reasons) + ")")
+        zone = self.rng.choice(self.zones)
+        pool = self.pool if self.cross_zone else [m for m in self.pool if m[0].zone == zone]
+        if not pool:
+            return Drop(
+                "nlb",
+                f"failing open, the NLB node in {zone} has no target in its zone and cross-zone "
+                "load balancing is off",
+            )
+        return self.rng.choice(pool)

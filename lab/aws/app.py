@@ -100,6 +100,10 @@ class AwsLab:
 
         self.elb_health = ElbHealth(self, clock=ScaledClock(settings.clock_speed))
         """Classic ELB health checks and draining (its ``clock`` is the lab clock)."""
+        from lab.aws.nlbhealth import NlbHealth
+
+        self.nlb_health = NlbHealth(self)
+        """NLB target health: the same clock, prober and ticker as :attr:`elb_health`."""
         self.generation = 0
         """Bumped by every call that may change AWS state (not Describe/List/Get) and by
         resets: in-process readers cache what they derive from moto's backends per value."""
@@ -128,6 +132,7 @@ class AwsLab:
             self.fidelity.reset(self.settings.fidelity)
             self.validator.reset()
             self.elb_health.reset()
+            self.nlb_health.reset()
             self.internal_errors.clear()
             if self.seed is not None:
                 self.apply_seed(self.seed)
@@ -221,6 +226,7 @@ class AwsLab:
         with self.lock:
             self.fidelity.tick()
             self.elb_health.tick()
+            self.nlb_health.tick()
 
     def health(self) -> dict[str, Any]:
         """What ``GET /_lab/health`` answers (after applying due time-based behaviour)."""
@@ -344,6 +350,7 @@ class AwsApp:
         with lab.lock:
             lab.fidelity.tick()
             lab.elb_health.before(request)  # checks due so far see the state before this call
+            lab.nlb_health.before(request)
             error: AwsError | None = lab.validator.check(
                 request,
                 lab.fidelity.config,
@@ -372,7 +379,7 @@ class AwsApp:
             response = lab.fidelity.after(request, response, context)
             if response.ok:
                 lab.validator.observe(response.body)
-            return lab.elb_health.after(request, response), ""
+            return lab.nlb_health.after(request, lab.elb_health.after(request, response))
 
     def _moto_app(self, environ: dict[str, Any], request: AwsRequest) -> Any:
         """moto's per-service app for this call, cached per (service, region).

@@ -58,6 +58,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
@@ -65,13 +66,13 @@ from lab.aws.elbprobe import (
     HealthTarget,
     NodeAnswers,
     Prober,
-    ProbeResult,
     ProbeTarget,
     SecurityGroupProber,
 )
 from lab.aws.elbview import ClassicInstance, read_instances
 from lab.aws.exceptions import AwsError
 from lab.aws.fidelity import MotoView
+from lab.aws.healthcore import CheckRun, probe_safely
 from lab.aws.protocol import AwsRequest, WireResponse, error_response
 from lab.aws.sgview import SecurityGroupView
 from lab.clock import DEFAULT_SPEED, LabClock, ScaledClock
@@ -198,35 +199,19 @@ def log_transition(transition: HealthTransition) -> None:
 
 
 @dataclass
-class _Record:
-    registered_at: float
-    next_check: float
-    healthy: bool | None = None
-    """None while registration is in progress."""
-    ok_run: int = 0
-    fail_run: int = 0
-    detail: str = ""
+class _Record(CheckRun):
+    """A registered instance's checks (:class:`lab.aws.healthcore.CheckRun`) and draining."""
+
     deregistered_at: float | None = None
     drain_until: float | None = None
     reported: InstanceHealth | None = None
 
-    def apply(self, result: ProbeResult, count: int, cfg: HealthCheckConfig) -> int | None:
-        """Count ``count`` identical results; the index of the check that flipped health."""
-        self.detail = result.reason
-        flipped: int | None = None
-        if result.ok:
-            before, self.fail_run = self.ok_run, 0
-            self.ok_run += count
-            if self.healthy is not True and self.ok_run >= cfg.healthy_threshold:
-                self.healthy = True
-                flipped = max(cfg.healthy_threshold - before, 1) - 1
-        else:
-            before, self.ok_run = self.fail_run, 0
-            self.fail_run += count
-            if self.healthy is not False and self.fail_run >= cfg.unhealthy_threshold:
-                self.healthy = False
-                flipped = max(cfg.unhealthy_threshold - before, 1) - 1
-        return flipped
+    def shift(self, delta: float) -> None:
+        super().shift(delta)
+        if self.drain_until is not None:
+            self.drain_until += delta
+        if self.deregistered_at is not None:
+            self.deregistered_at += delta
 
 
 @dataclass
@@ -293,6 +278,9 @@ class ElbHealth:
         self.history: deque[HealthTransition] = deque(maxlen=1000)
         self._balancers: dict[tuple[str, str], _Balancer] = {}
         self._ticker: tuple[threading.Thread, threading.Event] | None = None
+        self.clock_followers: list[Callable[[float], None]] = []
+        """Other models on this clock (the NLB health model): told the lab-time shift when
+        the clock is swapped, so their pending checks keep their distance from now."""
 
     # -- configuration ---------------------------------------------------------------------
     @property
@@ -306,13 +294,10 @@ class ElbHealth:
             delta = clock.now() - self._clock.now()
             for balancer in self._balancers.values():
                 for rec in balancer.records.values():
-                    rec.registered_at += delta
-                    rec.next_check += delta
-                    if rec.drain_until is not None:
-                        rec.drain_until += delta
-                    if rec.deregistered_at is not None:
-                        rec.deregistered_at += delta
+                    rec.shift(delta)
             self._clock = clock
+            for follower in list(self.clock_followers):
+                follower(delta)
 
     def start_ticker(self, period: float = 1.0) -> None:
         """Also evaluate every load balancer every ``period`` **real** seconds, from a daemon
@@ -427,29 +412,23 @@ class ElbHealth:
         for iid, rec in list(balancer.records.items()):
             inst = instances[iid]
             at = now
-            # a shorter Interval (ConfigureHealthCheck) applies from the next check
-            rec.next_check = min(rec.next_check, now + cfg.interval)
-            if rec.deregistered_at is None and rec.next_check <= now:
-                count = int((now - rec.next_check) // cfg.interval) + 1
-                result = self._probe(inst, target)
-                flipped = rec.apply(result, count, cfg)
-                if flipped is not None:
-                    at = rec.next_check + flipped * cfg.interval
-                rec.next_check += count * cfg.interval
-            elif rec.deregistered_at is not None and rec.drain_until is not None:
+            if rec.deregistered_at is None:
+                # a shorter Interval (ConfigureHealthCheck) applies from the next check
+                flipped_at = rec.run_due(
+                    now,
+                    cfg.interval,
+                    cfg.healthy_threshold,
+                    cfg.unhealthy_threshold,
+                    partial(probe_safely, self.aws, self.prober, inst, target),
+                )
+                if flipped_at is not None:
+                    at = flipped_at
+            elif rec.drain_until is not None:
                 at = min(now, max(rec.drain_until, rec.deregistered_at))
             status = self._status(rec, inst, zones, now)
             self._report(name, iid, rec, status, at)
             if rec.deregistered_at is not None and (rec.drain_until or 0) <= now:
                 del balancer.records[iid]  # deregistration complete: nothing left to track
-
-    def _probe(self, inst: ClassicInstance, target: ProbeTarget) -> ProbeResult:
-        try:
-            return self.prober.probe(inst, target)
-        except Exception as exc:  # a broken prober is the lab's bug: fail the check, keep it
-            log.exception("elb health prober failed")
-            self.aws.internal_errors.record(f"elb health prober: {type(exc).__name__}: {exc}")
-            return ProbeResult(False, f"prober error: {exc}")
 
     def _status(
         self, rec: _Record, inst: ClassicInstance, zones: set[str], now: float

@@ -62,6 +62,11 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     so the target-group-attributes annotation has nothing to compare with.
 14. ``DescribeInstanceTopology`` is not implemented in moto (500); the lab answers it from
     moto's instances (:mod:`lab.aws.instance_topology`, ``instance_topology``).
+15. moto never health-checks ELBv2 targets: ``DescribeTargetHealth`` says ``healthy`` for
+    every registered running instance. :mod:`lab.aws.nlbhealth` (owned by ``AwsLab``, called
+    by ``AwsApp``) runs each NLB instance target group's checks on the lab clock through the
+    Classic model's prober and answers with AWS's target states and reason codes, the
+    deregistration delay included (``nlb_health_checks``).
 
 Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends with
 ``.elb.amazonaws.com``; ``ApplySecurityGroupsToLoadBalancer`` replaces the set in the given
@@ -138,6 +143,11 @@ class FidelityConfig:
     """Classic ELB health checks and connection draining (:mod:`lab.aws.elbhealth`):
     ``DescribeInstanceHealth`` answers from thresholds counted on the lab clock (gap 11);
     ``False`` = moto's answer (every running registered instance ``InService``)."""
+    nlb_health_checks: bool = True
+    """NLB target health (:mod:`lab.aws.nlbhealth`): ``DescribeTargetHealth`` answers from
+    health checks counted on the lab clock for instance target groups of network load
+    balancers (gap 15); ``False`` = moto's answer (every registered running target
+    ``healthy``)."""
     validation: bool = True
     """Request validation (:mod:`lab.aws.validation`): malformed EC2/ELB/ELBv2 calls answered
     with AWS's errors before moto sees them; ``False`` turns every ``validate_*`` rule off."""
@@ -195,6 +205,7 @@ def _validate(name: str, value: Any) -> None:
         "elb_fixes",
         "elbv2_fixes",
         "elb_health_checks",
+        "nlb_health_checks",
         "instance_topology",
     }
     bools |= set(VALIDATION_SWITCHES)

@@ -1,10 +1,12 @@
-"""The AWS verdicts of the traffic probe: security groups and Classic ELB health.
+"""The AWS verdicts of the traffic probe: security groups, Classic ELB and NLB target health.
 
 Role: ``lab.traffic`` walks a request hop by hop and asks two questions it does not answer
 itself (its ``Gates`` protocol): may this connection pass these security groups, and does the
-load balancer send to this instance now. :class:`AwsGates` answers both from the endpoint's
-state: :class:`lab.aws.sgview.SecurityGroupView` (AWS semantics, :mod:`lab.aws.sgeval`) and
-:class:`lab.aws.elbhealth.ElbHealth` (the endpoint's health checks on the lab clock).
+load balancer send to this instance now (a Classic ELB's ``InService``, an NLB target's
+state). :class:`AwsGates` answers them from the endpoint's state:
+:class:`lab.aws.sgview.SecurityGroupView` (AWS semantics, :mod:`lab.aws.sgeval`),
+:class:`lab.aws.elbhealth.ElbHealth` and :class:`lab.aws.nlbhealth.NlbHealth` (the endpoint's
+health checks on the lab clock).
 
 Design: ``lab.aws`` sits below ``lab.traffic`` in the lab's layers and may not import it, so
 :class:`AwsGates` is generic in the verdict type: the composition passes ``lab.traffic.Gate``
@@ -26,7 +28,7 @@ G = TypeVar("G")
 
 
 class AwsGates(Generic[G]):
-    """``ingress`` and ``in_service`` answered by the endpoint (see the module doc)."""
+    """``ingress``, ``in_service`` and ``target_health`` answered by the endpoint (module doc)."""
 
     def __init__(self, aws: AwsLab, *, gate: Callable[[bool, str], G]) -> None:
         self.aws = aws
@@ -58,6 +60,14 @@ class AwsGates(Generic[G]):
         """Whether ``load_balancer`` sends new requests to ``instance_id`` now; when not, the
         reported state and the last health check's result (the root cause)."""
         return self.aws.elb_health.in_service(load_balancer, instance_id)
+
+    def target_health(self, target_group_arn: str, instance_id: str) -> tuple[str, str]:
+        """An NLB target's state now (``healthy``, ``unhealthy``, ``initial``, ``draining``,
+        ``unused``...) and, when not healthy, its reason and the last health check's result."""
+        found = self.aws.nlb_health.target_health(target_group_arn, instance_id)
+        if found is None:
+            return "unused", f"{instance_id} is not a registered target of {target_group_arn}"
+        return found.state, found.explain()
 
 
 __all__ = ["AwsGates"]

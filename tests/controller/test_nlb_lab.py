@@ -3,8 +3,7 @@ created with the official client, the controller builds the NLB (its calls read 
 trail), the status gets the NLB's hostname, and deleting the Service leaves nothing the
 controller made (NLB, target groups, node rules) while a user's rule on the node group stays.
 
-Traffic through the NLB is not judged: the lab's data plane models Classic ELBs only
-(``lab/aws/README.md``)."""
+Traffic through the NLB is judged in ``tests/traffic/test_nlb_traffic.py``."""
 
 from __future__ import annotations
 

@@ -20,7 +20,13 @@ pytestmark = pytest.mark.standin("pods run on the sim backend's data plane")
 LABELS = {"app": "web"}
 
 
-def deploy_web(lab: Lab, replicas: int = 3) -> tuple[client.AppsV1Api, client.CoreV1Api]:
+def deploy_web(
+    lab: Lab,
+    replicas: int = 3,
+    *,
+    annotations: dict[str, str] | None = None,
+    source_ranges: list[str] | None = None,
+) -> tuple[client.AppsV1Api, client.CoreV1Api]:
     api = lab.api_client()
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
     container = client.V1Container(
@@ -43,11 +49,12 @@ def deploy_web(lab: Lab, replicas: int = 3) -> tuple[client.AppsV1Api, client.Co
     core.create_namespaced_service(
         "default",
         client.V1Service(
-            metadata=client.V1ObjectMeta(name="web"),
+            metadata=client.V1ObjectMeta(name="web", annotations=annotations),
             spec=client.V1ServiceSpec(
                 type="LoadBalancer",
                 selector=LABELS,
                 ports=[client.V1ServicePort(port=80, target_port=80)],
+                load_balancer_source_ranges=source_ranges,
             ),
         ),
     )

@@ -65,8 +65,14 @@ def target_groups(aws: AwsServer) -> list[dict[str, Any]]:
 
 
 def registered(aws: AwsServer, tg_arn: str) -> set[tuple[str, int]]:
+    """The registered targets: ``DescribeTargetHealth`` also lists deregistered ones while
+    they drain (as AWS does), which are not."""
     health = aws.client("elbv2").describe_target_health(TargetGroupArn=tg_arn)
-    return {(d["Target"]["Id"], d["Target"]["Port"]) for d in health["TargetHealthDescriptions"]}
+    return {
+        (d["Target"]["Id"], d["Target"]["Port"])
+        for d in health["TargetHealthDescriptions"]
+        if d["TargetHealth"].get("Reason") != "Target.DeregistrationInProgress"
+    }
 
 
 def the_lb(aws: AwsServer) -> dict[str, Any]:
