@@ -176,7 +176,7 @@ def bench_latency(rounds: int) -> dict[str, list[float]]:
     proxy_lab = AwsProxyServer(full.url, credentials=("testing", "testing")).start()
     targets = {
         "moto": raw.url,
-        "lab-bare": f"http://127.0.0.1:{bare_server.port}",
+        "lab-bare": f"http://127.0.0.1:{bare_server.server_address[1]}",
         "lab-full": full.url,
         "lab-noval": noval.url,
         "proxy-moto": proxy_moto.url,

@@ -127,16 +127,21 @@ class AwsLab:
         """
         with self.lock:
             _reset_moto()
-            self.generation += 1
-            self.calls.clear()
-            self.fidelity.reset(self.settings.fidelity)
-            self.validator.reset()
-            self.elb_health.reset()
-            self.nlb_health.reset()
-            self.internal_errors.clear()
+            self._forget()
             if self.seed is not None:
                 self.apply_seed(self.seed)
         log.info("aws lab reset")
+
+    def _forget(self) -> None:
+        """What a reset and a restore both drop: the lab's own state beside moto's (trail,
+        faults, fidelity switches and transitions, validator tokens, health models, errors)."""
+        self.generation += 1
+        self.calls.clear()
+        self.fidelity.reset(self.settings.fidelity)
+        self.validator.reset()
+        self.elb_health.reset()
+        self.nlb_health.reset()
+        self.internal_errors.clear()
 
     def checkpoint(self) -> None:
         """Remember the whole AWS state as it is now, to :meth:`restore` it later.
@@ -174,12 +179,7 @@ class AwsLab:
             _reset_moto()
             _install_backends(_copy_backends(saved.backends))
             mock_random.setstate(saved.random_state)
-            self.generation += 1
-            self.calls.clear()
-            self.fidelity.reset(self.settings.fidelity)
-            self.validator.reset()
-            self.elb_health.reset()
-            self.internal_errors.clear()
+            self._forget()
         log.info("aws lab restored to its checkpoint")
 
     def warm_up(self) -> None:
