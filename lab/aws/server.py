@@ -63,7 +63,7 @@ class AwsServer(ServerComponent):
     """The lab's AWS endpoint (moto + fidelity + trail + faults) in a background thread."""
 
     what = "aws endpoint"
-    log_names = ("lab.aws", "werkzeug")
+    log_names = ("lab.aws",)
     ready_path = "/_lab/health"
 
     def __init__(
