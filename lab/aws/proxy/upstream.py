@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import http.client
 import logging
+import socket
 import ssl
 import threading
 from collections.abc import Iterable, Mapping
@@ -270,6 +271,12 @@ class Upstream:
             connection, reused = self._connection(scheme, netloc)
             sent = False
             try:
+                if connection.sock is None:
+                    connection.connect()
+                    # http.client writes the headers and the body separately; on a kept-alive
+                    # connection Nagle's algorithm would hold the body until the upstream's
+                    # delayed ACK of the headers (up to 40 ms)
+                    connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 connection.putrequest(method, url_path, skip_host=True, skip_accept_encoding=True)
                 for name, value in headers:
                     connection.putheader(name, value)
