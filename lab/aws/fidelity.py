@@ -375,9 +375,7 @@ class FidelityLayer:
         elif request.service == "elbv2" and request.action == "RegisterTargets" and cfg.elbv2_fixes:
             return self._check_register_targets(request), context
         elif (
-            request.service == "elbv2"
-            and request.action == "SetSecurityGroups"
-            and cfg.elbv2_fixes
+            request.service == "elbv2" and request.action == "SetSecurityGroups" and cfg.elbv2_fixes
         ):
             return self._check_set_security_groups(request), context
         return None, context
