@@ -15,6 +15,20 @@ target group's health check is compared field by field (upstream compares the pa
 empty request and so modifies an HTTP-checked group on every sync); a sync that changed nothing
 does not describe the load balancer again; deletion revokes the node rules first and also when
 the load balancer is already gone (upstream returns early and leaks them, kubernetes#81610).
+
+Managed security-group mode (``NLBSecurityGroupMode = Managed``; current upstream,
+kubernetes/cloud-provider-aws 63ec440c, PRs #1158 and #1379: ``aws.go``
+``ensureNLBSecurityGroup``, ``ensureNLBSecurityGroupRules``, ``EnsureLoadBalancer``'s detached
+group cleanup, ``EnsureLoadBalancerDeleted``; ``aws_loadbalancer.go`` ``ensureLoadBalancerv2``,
+``removeOwnedSecurityGroups``): a new NLB is created with one group of its own (found or
+created by name, :func:`controller.aws.nlbspec.managed_security_group_name`) or with the
+Service's BYO ``security-groups``; an existing NLB that has groups gets ``SetSecurityGroups``
+when they differ, one created without groups keeps none (ELBv2 cannot add groups to it). The
+managed group's ingress is synced exactly to the listener ports from the source ranges plus
+ICMP 3/4; the node rules stay CIDR rules (upstream does not change them in this mode). Owned
+groups dropped from the NLB, and on deletion the NLB's owned groups, are deleted after it,
+retrying ``DependencyViolation``. Deletion of owned groups does not depend on the mode
+(upstream's neither), so switching the mode off leaves an NLB its group until it is deleted.
 """
 
 from __future__ import annotations
@@ -25,21 +39,25 @@ from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
-from controller.aws import nlbrules
+from controller.aws import nlbrules, sgrules
+from controller.aws.annotations import A_EXTRA_SECURITY_GROUPS, A_SECURITY_GROUPS, id_list
 from controller.aws.clients import aws_errors, error_code, revoke_as_sdk_v1
 from controller.aws.context import AWSContext
 from controller.aws.instances import InstanceCache
 from controller.aws.loadbalancer import LoadBalancerNotFound
 from controller.aws.nlbspec import (
     A_EIP_ALLOCATIONS,
+    MANAGED_SG_DESCRIPTION,
     NLBSpec,
     PortMapping,
+    managed_security_group_name,
+    managed_security_group_rules,
     parse_nlb_service,
     target_group_name,
 )
 from controller.aws.securitygroups import SecurityGroups, find_group_for_instance
 from controller.aws.subnets import Subnets
-from controller.aws.tags import SERVICE_NAME_TAG, tag_list
+from controller.aws.tags import SERVICE_NAME_TAG, tag_list, tag_map
 from controller.cloud import (
     CloudError,
     InvalidServiceConfig,
@@ -105,7 +123,10 @@ class NetworkLoadBalancers:
 
     def _spec(self, service: Service, *, ensuring: bool = False) -> NLBSpec:
         return parse_nlb_service(
-            service, shared_probe=self.ctx.config.shared_probe, ensuring=ensuring
+            service,
+            shared_probe=self.ctx.config.shared_probe,
+            ensuring=ensuring,
+            managed_security_groups=self.ctx.config.nlb_security_group_managed,
         )
 
     def describe(self, name: str) -> LoadBalancerTypeDef | None:
@@ -143,7 +164,7 @@ class NetworkLoadBalancers:
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> LoadBalancerStatus:
         spec = self._spec(service, ensuring=True)  # every validation error before any call
-        return self._ensure(service, spec, nodes)
+        return self._ensure(cluster_name, service, spec, nodes)
 
     @aws_errors
     def update_load_balancer(
@@ -155,7 +176,7 @@ class NetworkLoadBalancers:
         lb = self.describe(name)
         if lb is None:
             raise LoadBalancerNotFound(f"Load balancer not found: {name} ({service.key})")
-        self._ensure(service, spec, nodes, described=lb)
+        self._ensure(cluster_name, service, spec, nodes, described=lb)
 
     @aws_errors
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
@@ -169,13 +190,20 @@ class NetworkLoadBalancers:
         self._update_node_rules(name, [], subnet_cidrs=[], client_cidrs=[], mappings=())
         if lb is None:
             log.info("load balancer already deleted: %s (%s)", name, service.key)
+            self._delete_leftover_managed_group(cluster_name, service, name)
             return
         arn = lb["LoadBalancerArn"]
         groups = self.elbv2.describe_target_groups(LoadBalancerArn=arn).get("TargetGroups", [])
+        # upstream buildSecurityGroupsToDelete, before the NLB goes (its list is the NLB's)
+        owned_groups = self._owned_groups(lb.get("SecurityGroups", []), service)
         self.elbv2.delete_load_balancer(LoadBalancerArn=arn)
         log.info("deleted load balancer %s (%s)", name, service.key)
         for tg in groups:
             self.elbv2.delete_target_group(TargetGroupArn=tg["TargetGroupArn"])
+        if owned_groups:
+            # ELBv2 releases the groups a little after the NLB is gone: DependencyViolation
+            # is retried (upstream deleteSecurityGroupsWithBackoff)
+            self.groups.delete_with_backoff(owned_groups, lb_name=name)
 
     def _legacy_delete_57568(
         self, name: str, lb: LoadBalancerTypeDef | None, service: Service
@@ -226,6 +254,7 @@ class NetworkLoadBalancers:
 
     def _ensure(
         self,
+        cluster_name: str,
         service: Service,
         spec: NLBSpec,
         nodes: Sequence[Node],
@@ -244,13 +273,20 @@ class NetworkLoadBalancers:
                 f"and SubnetIDs ({len(subnet_ids)})",
             )
         lb = described if described is not None else self.describe(name)
+        existing_groups = list(lb.get("SecurityGroups", [])) if lb is not None else []
+        security_groups, managed = self._security_groups(cluster_name, service, spec, lb)
         tags = self._tags(service, spec)
         if lb is None:
-            lb = self._create(name, service, spec, subnet_ids, tags, instance_ids)
+            lb = self._create(name, service, spec, subnet_ids, tags, instance_ids, security_groups)
         else:
-            lb = self._reconcile(lb, service, spec, tags, instance_ids)
+            lb = self._reconcile(lb, service, spec, tags, instance_ids, security_groups)
         if spec.target_group_attributes:
             self._reconcile_target_group_attributes(lb["LoadBalancerArn"], spec)
+        if managed and security_groups:
+            self.groups.sync_ingress(security_groups[0], managed_security_group_rules(spec))
+        detached = sorted(set(existing_groups) - set(security_groups))
+        if detached:
+            self._remove_detached_groups(name, detached, service)
         ensured = [z.get("SubnetId", "") for z in lb.get("AvailabilityZones", [])]
         if not ensured:
             raise CloudError(f"did not find ensured subnets on LB {name}")
@@ -272,6 +308,7 @@ class NetworkLoadBalancers:
         subnet_ids: Sequence[str],
         tags: dict[str, str],
         instance_ids: Sequence[str],
+        security_groups: Sequence[str],
     ) -> LoadBalancerTypeDef:
         mappings: list[dict[str, str]] = []
         for i, sid in enumerate(subnet_ids):
@@ -287,6 +324,8 @@ class NetworkLoadBalancers:
         }
         if spec.internal:
             kwargs["Scheme"] = "internal"
+        if security_groups:
+            kwargs["SecurityGroups"] = list(security_groups)
         log.info("creating network load balancer %s for %s", name, service.key)
         lb = self.elbv2.create_load_balancer(**kwargs)["LoadBalancers"][0]
         for mapping in spec.mappings:
@@ -350,8 +389,22 @@ class NetworkLoadBalancers:
         spec: NLBSpec,
         tags: dict[str, str],
         instance_ids: Sequence[str],
+        security_groups: Sequence[str],
     ) -> LoadBalancerTypeDef:
         arn = lb["LoadBalancerArn"]
+        current = list(lb.get("SecurityGroups", []))
+        if security_groups and set(security_groups) != set(current):
+            log.info(
+                "setting security groups of %s (%s): %s -> %s",
+                lb.get("LoadBalancerName"),
+                service.key,
+                current,
+                list(security_groups),
+            )
+            self.elbv2.set_security_groups(
+                LoadBalancerArn=arn, SecurityGroups=list(security_groups)
+            )
+            lb = cast("LoadBalancerTypeDef", {**lb, "SecurityGroups": list(security_groups)})
         listeners = self.elbv2.describe_listeners(LoadBalancerArn=arn).get("Listeners", [])
         actual: dict[tuple[int, str], ListenerTypeDef] = {
             (int(x.get("Port", 0)), str(x.get("Protocol", ""))): x for x in listeners
@@ -375,6 +428,123 @@ class NetworkLoadBalancers:
                 )
         self._reconcile_lb_attributes(arn, spec)
         return lb  # subnets and DNS name cannot change on an NLB: no second describe
+
+    # -- security groups of the NLB (managed mode) -----------------------------------------
+
+    def _security_groups(
+        self,
+        cluster_name: str,
+        service: Service,
+        spec: NLBSpec,
+        lb: LoadBalancerTypeDef | None,
+    ) -> tuple[list[str], bool]:
+        """Upstream ``ensureNLBSecurityGroup``: the groups the NLB should have, and whether
+        they are the managed group (whose rules we sync).
+
+        Mode off: an existing NLB keeps what it has, a new one gets none. Managed: an existing
+        NLB without groups keeps none (ELBv2 cannot add groups to an NLB created without
+        them); the BYO annotation's groups are used as they are; otherwise the managed group is
+        found by name in the VPC or created, tagged for the cluster.
+        """
+        current = list(lb.get("SecurityGroups", [])) if lb is not None else []
+        if not self.ctx.config.nlb_security_group_managed:
+            return current, False
+        if lb is not None and not current:
+            log.info(
+                "NLB for service %s exists and has no security groups, skipping security group "
+                "management",
+                service.key,
+            )
+            return [], False
+        if spec.security_groups:
+            return list(spec.security_groups), False
+        group_id = self.groups.ensure_lb_group(
+            managed_security_group_name(cluster_name, service),
+            MANAGED_SG_DESCRIPTION,
+            service_key=service.key,
+            extra_tags=spec.additional_tags,
+        )
+        return [group_id], True
+
+    def _owned_groups(self, group_ids: Sequence[str], service: Service) -> list[str]:
+        """Upstream ``buildSecurityGroupsToDelete`` with its NLB check (``isOwnedSecurityGroup``):
+        of ``group_ids``, those tagged ``kubernetes.io/cluster/<id>=owned``, never
+        ``ElbSecurityGroup`` and never a group the Service's ``security-groups`` or
+        ``extra-security-groups`` annotation names. Upstream describes each candidate again
+        for the owned check; one describe carries the same tags."""
+        ids = [g for g in group_ids if g]
+        if not ids:
+            return []
+        ann = service.annotations
+        annotated = {
+            *id_list(A_SECURITY_GROUPS, ann.get(A_SECURITY_GROUPS, "")),
+            *id_list(A_EXTRA_SECURITY_GROUPS, ann.get(A_EXTRA_SECURITY_GROUPS, "")),
+        }
+        out: list[str] = []
+        for group in self.groups.describe(filters=[{"Name": "group-id", "Values": ids}]):
+            gid = group["GroupId"]
+            tags = tag_map(cast(Any, group.get("Tags")))
+            if gid == self.ctx.config.elb_security_group or gid in annotated:
+                continue
+            if not self.ctx.tags.is_owned(tags):
+                log.info("security group %s is not owned by this cluster; not deleting", gid)
+                continue
+            out.append(gid)
+        return sorted(out)
+
+    def _remove_detached_groups(self, name: str, detached: Sequence[str], service: Service) -> None:
+        """Upstream ``removeOwnedSecurityGroups`` for groups no longer on the NLB (the BYO
+        annotation added, changed or removed): an owned group loses the rules that reference it
+        on cluster-tagged groups and is deleted. Upstream also revokes those references to a
+        group it does not own; ours leaves them (no NLB path adds group references, so they
+        are the user's). Errors are logged, not raised, as upstream does."""
+        try:
+            owned = self._owned_groups(detached, service)
+            for gid in owned:
+                for ref in self.groups.groups_referencing(gid):
+                    if ref["GroupId"] == gid:
+                        continue
+                    if not self.ctx.tags.has_cluster_tag(tag_map(cast(Any, ref.get("Tags")))):
+                        continue
+                    found = sgrules.references_group(cast(Any, ref.get("IpPermissions", [])), gid)
+                    if found:
+                        self.ctx.clients.ec2.revoke_security_group_ingress(
+                            GroupId=ref["GroupId"],
+                            IpPermissions=cast(
+                                "list[IpPermissionUnionTypeDef]", sgrules.regroup(found)
+                            ),
+                        )
+            if owned:
+                self.groups.delete_with_backoff(owned, lb_name=name)
+        except (ClientError, CloudError) as exc:
+            log.warning("error cleaning up detached security groups of %s: %s", name, exc)
+
+    def _delete_leftover_managed_group(
+        self, cluster_name: str, service: Service, name: str
+    ) -> None:
+        """Managed mode, the NLB already gone: its managed group, found by name, is deleted if
+        we own it. A deletion that failed after ``DeleteLoadBalancer`` (the group still in use
+        past the timeout) is retried by the Service controller; upstream returns at "already
+        deleted" and leaks the group (ours: ``DEVIATIONS.md``)."""
+        if not self.ctx.config.nlb_security_group_managed:
+            return
+        found = self.groups.describe(
+            filters=[
+                {
+                    "Name": "group-name",
+                    "Values": [managed_security_group_name(cluster_name, service)],
+                },
+                {"Name": "vpc-id", "Values": [self.ctx.vpc_id]},
+            ]
+        )
+        owned = [
+            g["GroupId"]
+            for g in found
+            if self.ctx.tags.is_owned(tag_map(cast(Any, g.get("Tags"))))
+            and tag_map(cast(Any, g.get("Tags"))).get(SERVICE_NAME_TAG, service.key) == service.key
+        ]
+        if owned:
+            self.groups.delete_with_backoff(sorted(owned), lb_name=name)
 
     def _reconcile_listener(
         self,

@@ -14,6 +14,12 @@ documented ranges instead so the error reaches the Service's events. The validat
 current upstream (``aws_validations.go``: extra security groups refused on an NLB, the
 target-group-attributes annotation) apply too. Target group names follow upstream's
 ``buildTargetGroupName`` exactly (:func:`target_group_name`).
+
+Managed security-group mode (current upstream, kubernetes/cloud-provider-aws 63ec440c, PRs
+#1158 and #1379; ``NLBSecurityGroupMode = Managed``): :func:`managed_security_group_name` is
+``GetSecurityGroupNameForNLB`` and :func:`managed_security_group_rules` the ingress
+``ensureNLBSecurityGroupRules`` puts on that group; the BYO ``security-groups`` annotation is
+parsed only in that mode (upstream ignores it otherwise).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from controller.aws.annotations import (
     A_HC_TIMEOUT,
     A_HC_UNHEALTHY,
     A_INTERNAL,
+    A_SECURITY_GROUPS,
     A_SSL_CERT,
     A_SSL_NEGOTIATION_POLICY,
     A_SSL_PORTS,
@@ -48,6 +55,7 @@ from controller.aws.annotations import (
     additional_tags,
     check_load_balancer_ip,
     check_session_affinity,
+    id_list,
     key_value_list,
     parse_bool,
     parse_int,
@@ -55,6 +63,7 @@ from controller.aws.annotations import (
     subnets_annotation,
     type_guard,
 )
+from controller.aws.sgrules import Rule, cidr_kind
 from controller.cloud import ImplementedElsewhere, InvalidServiceConfig, Service
 
 A_EIP_ALLOCATIONS = PREFIX + "eip-allocations"
@@ -72,6 +81,10 @@ _TG_ATTRIBUTES = (TG_PRESERVE_CLIENT_IP, TG_PROXY_PROTOCOL_V2)
 _TG_ATTR_ERR = "error validating target group attributes"
 _EIP_ID = re.compile(r"^eipalloc-[0-9A-Za-z]+$")
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")  # Go's [^[:alnum:]] is ASCII-only
+_SG_ID = re.compile(r"^sg-[0-9A-Za-z]+$")
+
+#: upstream ``ensureNLBSecurityGroup`` (``aws.go``, 63ec440c)
+MANAGED_SG_DESCRIPTION = "[k8s] Managed SecurityGroup for LoadBalancer"
 
 
 @dataclass(frozen=True)
@@ -114,6 +127,8 @@ class NLBSpec:
     access_log_prefix: str = ""
     target_node_labels: tuple[tuple[str, str], ...] = ()
     target_group_attributes: tuple[tuple[str, str], ...] = ()
+    #: the BYO ``security-groups`` annotation; parsed only in managed security-group mode
+    security_groups: tuple[str, ...] = ()
 
 
 def target_group_name(
@@ -138,6 +153,40 @@ def target_group_name(
     ns = _NOT_ALNUM.sub("", namespace)[:8]
     svc = _NOT_ALNUM.sub("", name)[:8]
     return f"k8s-{ns}-{svc}-{h.hexdigest()[:10]}"
+
+
+def managed_security_group_name(cluster_name: str, service: Service) -> str:
+    """Upstream ``GetSecurityGroupNameForNLB`` (``aws.go``, 63ec440c):
+    ``k8s-<ns:8>-<name:8>-<sha256:10>``, the hash over the cluster name (the controller's
+    ``--cluster-name``, not the cluster id), the Service's name, namespace and UID, in that
+    order; namespace and name keep only ASCII letters and digits."""
+    h = hashlib.sha256()
+    for part in (cluster_name, service.name, service.namespace, service.uid):
+        h.update(part.encode())
+    ns = _NOT_ALNUM.sub("", service.namespace)[:8]
+    svc = _NOT_ALNUM.sub("", service.name)[:8]
+    return f"k8s-{ns}-{svc}-{h.hexdigest()[:10]}"
+
+
+def managed_security_group_rules(spec: NLBSpec) -> frozenset[Rule]:
+    """Upstream ``ensureNLBSecurityGroupRules`` + ``createSecurityGroupRules``: each listener's
+    frontend port and protocol from each source range, plus ICMP type 3 code 4 (path MTU
+    discovery) from each range.
+
+    Ours differs where upstream's request is one EC2 refuses (``DEVIATIONS.md``): a TLS
+    listener's rule is ``tcp`` (upstream lower-cases the listener protocol and sends ``tls``),
+    an IPv6 range goes into ``Ipv6Ranges`` and gets no ICMP rule (upstream puts every range in
+    ``IpRanges``).
+    """
+    rules: set[Rule] = set()
+    for cidr in spec.source_ranges:
+        kind = cidr_kind(cidr)
+        for m in spec.mappings:
+            proto = "udp" if m.frontend_protocol == "UDP" else "tcp"
+            rules.add(Rule(proto, m.frontend_port, m.frontend_port, kind, cidr))
+        if kind == "cidr":
+            rules.add(Rule("icmp", 3, 4, kind, cidr))
+    return frozenset(rules)
 
 
 def build_health_check(
@@ -321,9 +370,17 @@ def _bool(ann: Mapping[str, str], name: str) -> bool:
 
 
 def parse_nlb_service(
-    service: Service, *, shared_probe: tuple[int, str] | None = None, ensuring: bool = False
+    service: Service,
+    *,
+    shared_probe: tuple[int, str] | None = None,
+    ensuring: bool = False,
+    managed_security_groups: bool = False,
 ) -> NLBSpec:
     """Validate an NLB Service and build its :class:`NLBSpec`.
+
+    ``managed_security_groups`` (``NLBSecurityGroupMode = Managed``): the BYO
+    ``security-groups`` annotation is read (ids ``sg-...``); otherwise it is ignored, as
+    upstream ignores it.
 
     Raises :class:`InvalidServiceConfig` (field, value, reason), or
     :class:`ImplementedElsewhere` when the Service is not an NLB of ours.
@@ -375,4 +432,9 @@ def parse_nlb_service(
         access_log_prefix=ann.get(A_ACCESS_LOG_PREFIX, ""),
         target_node_labels=key_value_list(A_TARGET_NODE_LABELS, ann.get(A_TARGET_NODE_LABELS, "")),
         target_group_attributes=tg_attributes,
+        security_groups=(
+            id_list(A_SECURITY_GROUPS, ann.get(A_SECURITY_GROUPS, ""), _SG_ID)
+            if managed_security_groups
+            else ()
+        ),
     )

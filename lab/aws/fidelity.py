@@ -59,7 +59,11 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     instance ids that do not exist; AWS answers ``InvalidTarget`` (stopped instances are
     already refused by moto). A TCP/UDP/TLS target group lacks the ``proxy_protocol_v2.enabled``
     (``false``) and ``preserve_client_ip.enabled`` (``true`` for instance targets) attributes,
-    so the target-group-attributes annotation has nothing to compare with.
+    so the target-group-attributes annotation has nothing to compare with. ``SetSecurityGroups``
+    on a network load balancer created without security groups succeeds in moto; AWS refuses
+    it (``InvalidConfigurationRequest``, "You cannot set security groups on a Network Load
+    Balancer which was created without any security groups.": the ``SetSecurityGroups`` API
+    reference, and the error as kubernetes-sigs/cluster-api-provider-aws#4790 quotes it).
 14. ``DescribeInstanceTopology`` is not implemented in moto (500); the lab answers it from
     moto's instances (:mod:`lab.aws.instance_topology`, ``instance_topology``).
 15. moto never health-checks ELBv2 targets: ``DescribeTargetHealth`` says ``healthy`` for
@@ -381,6 +385,10 @@ class FidelityLayer:
             return self._check_register(request), context
         elif request.service == "elbv2" and request.action == "RegisterTargets" and cfg.elbv2_fixes:
             return self._check_register_targets(request), context
+        elif (
+            request.service == "elbv2" and request.action == "SetSecurityGroups" and cfg.elbv2_fixes
+        ):
+            return self._check_set_security_groups(request), context
         return None, context
 
     def _check_register_targets(self, request: AwsRequest) -> AwsError | None:
@@ -397,6 +405,21 @@ class FidelityLayer:
             code="InvalidTarget",
             status=400,
             source="fidelity:elbv2_register",
+        )
+
+    def _check_set_security_groups(self, request: AwsRequest) -> AwsError | None:
+        view = self._views(request.region)
+        lb = view.elbv2.load_balancers.get(request.params.get("LoadBalancerArn", ""))
+        if lb is None or getattr(lb, "type", "") != "network":
+            return None  # moto answers LoadBalancerNotFound itself; ALBs may always set groups
+        if _group_ids(getattr(lb, "security_groups", None)):
+            return None
+        return AwsError(
+            "You cannot set security groups on a Network Load Balancer which was created "
+            "without any security groups.",
+            code="InvalidConfigurationRequest",
+            status=400,
+            source="fidelity:elbv2_nlb_security_groups",
         )
 
     def _check_register(self, request: AwsRequest) -> AwsError | None:

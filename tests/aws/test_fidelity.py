@@ -498,3 +498,34 @@ def test_elbv2_tcp_target_group_reports_nlb_attributes(aws: AwsServer, fixed: bo
     else:
         assert "proxy_protocol_v2.enabled" not in found
         assert "preserve_client_ip.enabled" not in found
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_elbv2_nlb_created_without_groups_cannot_get_groups(aws: AwsServer, fixed: bool) -> None:
+    aws.control.set_fidelity(elbv2_fixes=fixed)
+    ec2, elbv2 = aws.client("ec2"), aws.client("elbv2")
+    bare, _ = _nlb(aws)
+    group = ec2.create_security_group(
+        GroupName="nlb-sg", Description="nlb", VpcId=b.default_vpc(ec2)
+    )["GroupId"]
+    other = ec2.create_security_group(
+        GroupName="nlb-sg-2", Description="nlb", VpcId=b.default_vpc(ec2)
+    )["GroupId"]
+    with_groups = elbv2.create_load_balancer(
+        Name="nlb-sg", Subnets=[b.first_subnet(ec2)], Type="network", SecurityGroups=[group]
+    )["LoadBalancers"][0]["LoadBalancerArn"]
+    # an NLB created with groups may change them (both)
+    elbv2.set_security_groups(LoadBalancerArn=with_groups, SecurityGroups=[other])
+    [lb] = elbv2.describe_load_balancers(LoadBalancerArns=[with_groups])["LoadBalancers"]
+    assert lb["SecurityGroups"] == [other]
+    if not fixed:  # stock moto attaches groups to an NLB created without any
+        elbv2.set_security_groups(LoadBalancerArn=bare, SecurityGroups=[group])
+        [lb] = elbv2.describe_load_balancers(LoadBalancerArns=[bare])["LoadBalancers"]
+        assert lb["SecurityGroups"] == [group]
+        return
+    with pytest.raises(ClientError) as err:
+        elbv2.set_security_groups(LoadBalancerArn=bare, SecurityGroups=[group])
+    assert err.value.response["Error"]["Code"] == "InvalidConfigurationRequest"
+    assert "created without any security groups" in err.value.response["Error"]["Message"]
+    [lb] = elbv2.describe_load_balancers(LoadBalancerArns=[bare])["LoadBalancers"]
+    assert lb.get("SecurityGroups", []) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -219,3 +220,33 @@ def test_supported_topology_pattern_is_read() -> None:
     cfg, warnings = load_cloud_config("[Global]\nSupportedTopologyInstanceTypePattern = t3.large\n")
     assert warnings == []
     assert cfg.supported_topology_instance_type_pattern == "t3.large"
+
+
+def test_nlb_security_group_mode_is_read_and_a_bad_value_stops_start_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``NLBSecurityGroupMode``: ``Managed`` (exact case) or empty; anything else stops the
+    controller before it talks to any API, naming the key and value (upstream: at the first
+    NLB ensure, ``IsNLBSecurityGroupModeManaged``)."""
+    cfg, warnings = load_cloud_config("[Global]\nnlbsecuritygroupmode = Managed\n")
+    assert (cfg.nlb_security_group_mode, cfg.nlb_security_group_managed, warnings) == (
+        "Managed",
+        True,
+        [],
+    )
+    assert not load_cloud_config("[Global]\n")[0].nlb_security_group_managed
+    bad = tmp_path / "cloud.conf"
+    bad.write_text("[Global]\nNLBSecurityGroupMode = managed\n")
+    from controller.app import EXIT_USAGE, main
+
+    assert main(["--cloud-config", str(bad)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "NLBSecurityGroupMode" in err
+    assert "'managed'" in err
+
+
+def test_quoted_whitespace_is_kept_as_gcfg_keeps_it() -> None:
+    """gcfg (git config syntax) drops whitespace around a value unless it is quoted."""
+    cfg, _ = load_cloud_config('[Global]\nElbSecurityGroup = sg-1  ; note\nRoleARN = " a b "\n')
+    assert cfg.elb_security_group == "sg-1"
+    assert cfg.role_arn == " a b "
