@@ -271,12 +271,13 @@ class Upstream:
             connection, reused = self._connection(scheme, netloc)
             sent = False
             try:
-                if connection.sock is None:
+                if not reused:
                     connection.connect()
                     # http.client writes the headers and the body separately; on a kept-alive
                     # connection Nagle's algorithm would hold the body until the upstream's
                     # delayed ACK of the headers (up to 40 ms)
-                    connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    opened: socket.socket = connection.sock
+                    opened.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 connection.putrequest(method, url_path, skip_host=True, skip_accept_encoding=True)
                 for name, value in headers:
                     connection.putheader(name, value)
