@@ -898,6 +898,7 @@ def controller_spec(
         command=command,
         aws_endpoint=state.aws_endpoint,
         region=state.region,
+        aws_credentials=state.aws_credentials,
     )
 
 
