@@ -735,6 +735,7 @@ class Lab:
             instance_id=self.control_plane.instance_id,
             host=self._endpoint_host,
             token=self.token,
+            aws_credentials=self.aws_caller_credentials,
         )
         self._imds.start()
 

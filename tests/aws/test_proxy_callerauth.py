@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime
 import http.client
-import json
 import urllib.parse
 import uuid
 from collections.abc import Iterator
@@ -35,7 +34,8 @@ from lab.aws.proxy import AwsProxyServer
 from lab.aws.proxy.callerauth import AMZ_DATE, ANSWERED_BY, new_caller_credentials
 from lab.aws.server import make_client
 from lab.controllerproc import LAB_AWS_ENV, ControllerSpec, aws_env
-from lab.state import LabState
+from lab.labview import environment
+from lab.state import LabState, make_private_dir, read_state, write_state
 from tests.aws.upstreams import stock_moto
 
 KEY = ("AKIALABCALLERTEST01", "lab-caller-secret/for+tests")
@@ -313,10 +313,18 @@ def test_the_key_pair_is_fresh_and_reaches_the_controller_env_and_the_state(
     )
     assert {k: plain.environ()[k] for k in LAB_AWS_ENV} == dict(LAB_AWS_ENV)  # moto, LocalStack
     assert aws_env(None) == dict(LAB_AWS_ENV)
+    directory = make_private_dir(tmp_path / "labs" / "n")
     state = LabState(
-        name="n", backend="sim", k8s_version="1.33", directory=str(tmp_path), kubeconfig="k",
+        name="n", backend="sim", k8s_version="1.33", directory=str(directory), kubeconfig="k",
         cloud_config="c", aws_endpoint="http://127.0.0.1:1", imds_endpoint="http://127.0.0.1:2",
         region=REGION, cluster_id="c", nodes=(), aws="real", aws_credentials=first,
     )  # fmt: skip
-    again = LabState.from_json(json.loads(json.dumps(state.to_json())))
-    assert again.aws_credentials == first
+    written = write_state(state)
+    assert written.stat().st_mode & 0o777 == 0o600  # where the lab's token lives
+    assert read_state(directory) == state
+    exports = dict(environment(name="n", root=tmp_path / "labs"))  # what lab.env prints
+    assert (exports["AWS_ACCESS_KEY_ID"], exports["AWS_SECRET_ACCESS_KEY"]) == first
+    assert exports["AWS_SESSION_TOKEN"] == ""  # overrides a token the user's shell has
+    write_state(state.replace(aws="moto", aws_credentials=None))
+    exports = dict(environment(name="n", root=tmp_path / "labs"))
+    assert {k: exports[k] for k in LAB_AWS_ENV} == dict(LAB_AWS_ENV)
