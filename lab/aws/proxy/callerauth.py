@@ -38,6 +38,8 @@ Deliberately narrower than AWS (``lab/aws/README.md`` lists it): only the ``Auth
 header form is accepted. A presigned query (``X-Amz-Credential`` ...) or a SigV2 call
 (``AWSAccessKeyId``/``Signature``) is refused as an unknown key would be, with a message
 saying so; boto3, the aws CLI and the controller sign EC2, ELB and STS calls in the header.
+JSON-protocol services (KMS, ...) get the query services' codes, not their own
+``UnrecognizedClientException``/``InvalidSignatureException``.
 
 Neighbours: used by :mod:`lab.aws.proxy.app`; the key pair comes from ``lab.compose``.
 """
