@@ -30,7 +30,7 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from lab.aws import AwsControlClient, AwsControlError
-from lab.aws.proxy import AwsProxyServer
+from lab.aws.proxy import AwsProxyProcess, AwsProxyServer
 from lab.aws.proxy.callerauth import AMZ_DATE, ANSWERED_BY, new_caller_credentials
 from lab.aws.server import make_client
 from lab.controllerproc import LAB_AWS_ENV, ControllerSpec, aws_env
@@ -328,3 +328,27 @@ def test_the_key_pair_is_fresh_and_reaches_the_controller_env_and_the_state(
     write_state(state.replace(aws="moto", aws_credentials=None))
     exports = dict(environment(name="n", root=tmp_path / "labs"))
     assert {k: exports[k] for k in LAB_AWS_ENV} == dict(LAB_AWS_ENV)
+
+
+def test_the_cli_takes_the_key_pair_from_its_environment(moto_url: str) -> None:
+    child = AwsProxyProcess(moto_url, credentials=("testing", "testing"), caller_credentials=KEY)
+    child.start()
+    try:
+        assert child.client("ec2").describe_vpcs()["Vpcs"]  # signed with the pair
+        old = make_client("ec2", child.url, REGION)  # the dummy keys
+        assert _error(old.describe_vpcs)[:2] == (401, "AuthFailure")
+        assert KEY[1] not in " ".join(child.command)
+        assert child.control.health().caller_auth is True
+    finally:
+        assert child.stop() == 0
+
+
+def test_the_cli_refuses_half_a_key_pair_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lab.aws.proxy.__main__ import main
+
+    monkeypatch.setenv("CCM_LAB_CALLER_ACCESS_KEY_ID", KEY[0])
+    monkeypatch.delenv("CCM_LAB_CALLER_SECRET_ACCESS_KEY", raising=False)
+    assert main(["--upstream", "http://127.0.0.1:9", "--no-resign"]) == 2
+    assert "CCM_LAB_CALLER_SECRET_ACCESS_KEY is empty or unset" in capsys.readouterr().err

@@ -66,6 +66,8 @@ from lab.aws.exceptions import AwsError
 MAX_SKEW_S = 15 * 60
 #: ``X-Amz-Date``'s format (botocore's ``SIGV4_TIMESTAMP``).
 AMZ_DATE = "%Y%m%dT%H%M%SZ"
+#: Environment variables the proxy's CLI reads the caller key pair from (both or neither).
+CALLER_ENV = ("CCM_LAB_CALLER_ACCESS_KEY_ID", "CCM_LAB_CALLER_SECRET_ACCESS_KEY")
 #: Where the trail says a refused call was answered.
 ANSWERED_BY = "proxy:caller-auth"
 _ALGORITHM = "AWS4-HMAC-SHA256"
