@@ -549,9 +549,10 @@ class Lab:
     def _start_real_account(self) -> None:
         """The account of boto3's usual chain behind the recording proxy, which signs each
         call again with that chain's credentials and passes it through the run's guard
-        (:mod:`lab.aws.runproxy`): the controller holds the lab's dummy keys, never the
-        account's. Nothing is created or deleted here: the run's world exists (``lab.up``
-        created it) and stays until ``lab.down``."""
+        (:mod:`lab.aws.runproxy`): the controller holds the lab's own key pair (fresh per
+        lab, the only one the proxy accepts), never the account's. Nothing is created or
+        deleted here: the run's world exists (``lab.up`` created it) and stays until
+        ``lab.down``."""
         from lab.aws import realaccount
         from lab.aws.proxy.callerauth import new_caller_credentials
         from lab.aws.runproxy import ProxyRunGuard
