@@ -348,6 +348,9 @@ class Lab:
         self.controller_since_seq = 0
         #: the lab's secret (see ``LabState.token``): its control planes' bearer token
         self.token = secrets.token_urlsafe(24)
+        #: ``aws="real"``: the key pair the recording proxy accepts from callers (the
+        #: controller, the lab's clients), fresh per lab (see ``LabState.aws_credentials``)
+        self.aws_caller_credentials: tuple[str, str] | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -546,16 +549,21 @@ class Lab:
     def _start_real_account(self) -> None:
         """The account of boto3's usual chain behind the recording proxy, which signs each
         call again with that chain's credentials and passes it through the run's guard
-        (:mod:`lab.aws.runproxy`): the controller holds the lab's dummy keys, never the
-        account's. Nothing is created or deleted here: the run's world exists (``lab.up``
-        created it) and stays until ``lab.down``."""
+        (:mod:`lab.aws.runproxy`): the controller holds the lab's own key pair (fresh per
+        lab, the only one the proxy accepts), never the account's. Nothing is created or
+        deleted here: the run's world exists (``lab.up`` created it) and stays until
+        ``lab.down``."""
         from lab.aws import realaccount
+        from lab.aws.proxy.callerauth import new_caller_credentials
         from lab.aws.runproxy import ProxyRunGuard
 
         assert self.config.run_id is not None  # LabConfig checks it
         clients = realaccount.account_clients(self.config.region, self.config.run_id)
         endpoint = clients.ec2.meta.endpoint_url
         credentials = realaccount.account_credentials()
+        # the proxy signs with the user's credentials, so it must not sign for just anyone
+        # who reaches its port: callers sign with this lab's own key pair, checked first
+        self.aws_caller_credentials = new_caller_credentials()
         proxy = ProxiedAws(
             "aws" if realaccount.is_amazon_endpoint(endpoint) else endpoint,
             lacks={
@@ -568,6 +576,7 @@ class Lab:
             host=self._endpoint_host,
             token=self.token,
             credentials=credentials,
+            caller_credentials=self.aws_caller_credentials,
             guard=ProxyRunGuard(clients.guard),
         )
         self._aws = proxy
@@ -727,6 +736,7 @@ class Lab:
             instance_id=self.control_plane.instance_id,
             host=self._endpoint_host,
             token=self.token,
+            aws_credentials=self.aws_caller_credentials,
         )
         self._imds.start()
 
@@ -894,6 +904,7 @@ class Lab:
             command=command,
             aws_endpoint=self.aws.url,
             region=self.config.region,
+            aws_credentials=self.aws_caller_credentials,
         )
 
     def stop_controller(self, *, kill: bool = False) -> None:
@@ -1120,6 +1131,7 @@ class Lab:
             imds_endpoint=self.imds.url,
             kube_endpoint=self.cluster.api_url(),
             token=self.token,
+            aws_credentials=self.aws_caller_credentials,
             region=self.config.region,
             cluster_id=self.config.cluster_id,
             vpc_id=topo.vpc_id if topo else None,

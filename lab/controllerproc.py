@@ -43,6 +43,14 @@ LAB_AWS_ENV: Mapping[str, str] = {
 }
 
 
+def aws_env(credentials: tuple[str, str] | None) -> dict[str, str]:
+    """The AWS credential variables for the lab's endpoint: :data:`LAB_AWS_ENV`, or the key
+    pair ``credentials`` (no session token: the proxy's caller key is a long-term key)."""
+    if credentials is None:
+        return dict(LAB_AWS_ENV)
+    return {"AWS_ACCESS_KEY_ID": credentials[0], "AWS_SECRET_ACCESS_KEY": credentials[1]}
+
+
 #: What a ``--controller-cmd`` template may name; the lab fills each in (``kubeconfig``,
 #: ``cloud_config``: files; ``imds_endpoint``, ``aws_endpoint``: URLs (empty when absent);
 #: ``metrics_addr``: a free ``127.0.0.1:PORT`` for the controller's health and metrics server,
@@ -233,6 +241,9 @@ class ControllerSpec:
     command: ControllerCommand | None = None
     aws_endpoint: str | None = None
     region: str = "us-east-1"
+    #: the key pair the AWS endpoint accepts instead of :data:`LAB_AWS_ENV`'s (a lab in a
+    #: real account: the recording proxy checks its callers' signatures)
+    aws_credentials: tuple[str, str] | None = None
 
     def placeholders(self, *, metrics_port: int, secure_port: int) -> dict[str, str]:
         """The values a :class:`ControllerCommand` template is filled with."""
@@ -271,7 +282,7 @@ class ControllerSpec:
 
     def environ(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        env.update(LAB_AWS_ENV)
+        env.update(aws_env(self.aws_credentials))
         env["AWS_DEFAULT_REGION"] = env.get("AWS_DEFAULT_REGION", "us-east-1")
         if self.imds_endpoint:
             env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = self.imds_endpoint

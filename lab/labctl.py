@@ -898,6 +898,7 @@ def controller_spec(
         command=command,
         aws_endpoint=state.aws_endpoint,
         region=state.region,
+        aws_credentials=state.aws_credentials,
     )
 
 
@@ -1263,9 +1264,10 @@ def real_lab_plan(spec: TopologySpec, run_id: str) -> list[str]:
         "instance of its name (its id, private IP and DNS name, zone), and the lab's metadata "
         "service answering for them",
         f"start the recording proxy in front of the account (calls signed again with your "
-        f"credentials) with the run guard: the controller's creates tagged {tag}, changes to "
-        "anything without that tag and account-wide changes refused",
-        f"start our controller (cluster id {spec.cluster_id}, the lab's dummy keys) against the "
+        f"credentials, only for callers signed with the lab's own key pair) with the run guard: "
+        f"the controller's creates tagged {tag}, changes to anything without that tag and "
+        "account-wide changes refused",
+        f"start our controller (cluster id {spec.cluster_id}, the lab's key pair) against the "
         "proxy; the load balancers, target groups and security groups it creates carry the "
         "run's tag, so lab.down removes them",
     ]

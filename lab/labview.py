@@ -26,7 +26,7 @@ from rich.table import Table
 
 from lab.component import tail
 from lab.component.bearer import auth_headers
-from lab.controllerproc import LAB_AWS_ENV, health_ok
+from lab.controllerproc import aws_env, health_ok
 from lab.kubeclient import new_api_client
 from lab.state import LabError, LabState, load_state
 
@@ -98,7 +98,9 @@ def environment(*, name: str = "default", root: Path | None = None) -> list[tupl
         ("AWS_ENDPOINT_URL", state.aws_endpoint),
         ("AWS_REGION", state.region),
         ("AWS_DEFAULT_REGION", state.region),
-        *LAB_AWS_ENV.items(),
+        *aws_env(state.aws_credentials).items(),
+        # a real-account lab's key is long-term: an empty token overrides one the shell has
+        *([("AWS_SESSION_TOKEN", "")] if state.aws_credentials else []),
         ("AWS_EC2_METADATA_SERVICE_ENDPOINT", state.imds_endpoint),
         ("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv4"),
     ]
@@ -153,7 +155,7 @@ def _add_instance_health(state: LabState, services: View) -> None:
     AWS endpoint runs the health checks)."""
     from lab.aws import make_client
 
-    elb = make_client("elb", state.aws_endpoint, state.region)
+    elb = make_client("elb", state.aws_endpoint, state.region, credentials=state.aws_credentials)
     for svc in services:
         if not svc["hostname"]:
             continue

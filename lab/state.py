@@ -107,6 +107,9 @@ class LabState:
     #: the lab's secret: the bearer token its control planes (``/_lab/``) and, where served
     #: with auth, its API server accept; generated per lab, never logged
     token: str | None = None
+    #: ``aws="real"``: the key pair (access key id, secret) the recording proxy accepts from
+    #: callers (the controller, the lab's clients, ``lab.env``); generated per lab, never logged
+    aws_credentials: tuple[str, str] | None = None
     vpc_id: str | None = None
     node_security_group: str | None = None
     daemon: DaemonState | None = None
@@ -204,6 +207,15 @@ def _strs(data: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in data)
 
 
+def _key_pair(data: Any) -> tuple[str, str] | None:
+    if data is None:
+        return None
+    pair = _strs(data)
+    if len(pair) != 2:
+        raise ValueError(f"aws_credentials: expected [key id, secret], got {len(pair)} items")
+    return pair[0], pair[1]
+
+
 def _decode_state(data: Mapping[str, Any]) -> LabState:
     ctl, dbg, dmn = data.get("controller"), data.get("debug"), data.get("daemon")
     return LabState(
@@ -220,6 +232,7 @@ def _decode_state(data: Mapping[str, Any]) -> LabState:
         nodes=tuple(NodeState(**{k: str(v) for k, v in n.items()}) for n in data["nodes"]),
         kube_endpoint=data.get("kube_endpoint"),
         token=data.get("token"),
+        aws_credentials=_key_pair(data.get("aws_credentials")),
         vpc_id=data.get("vpc_id"),
         node_security_group=data.get("node_security_group"),
         aws=str(data.get("aws", "moto")),

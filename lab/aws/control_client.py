@@ -41,6 +41,8 @@ class Health:
     """The recording proxy's upstream URL (None: the lab's moto endpoint)."""
     resigning: bool | None = None
     """Whether the recording proxy signs forwarded calls with its own credentials."""
+    caller_auth: bool | None = None
+    """Whether the recording proxy accepts only calls signed with its caller key pair."""
 
 
 class AwsControlClient:

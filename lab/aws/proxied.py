@@ -71,7 +71,10 @@ class ProxiedAws(AwsProxyServer):
     scenario that needs it is skipped); ``describe`` names the upstream in messages
     (``LocalStack 4.14.0 (community) at http://...``). ``credentials`` re-sign each call for
     an upstream that checks signatures (a real account); ``guard`` is asked first
-    (:mod:`lab.aws.runproxy`).
+    (:mod:`lab.aws.runproxy`); ``caller_credentials`` is the lab's own key pair every call
+    must be signed with (a real account: the proxy holds the user's credentials, so it signs
+    for nobody else; :mod:`lab.aws.proxy.callerauth`). In front of LocalStack there is none:
+    that endpoint holds nothing of the user's, and checks no signature itself.
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class ProxiedAws(AwsProxyServer):
         ready_timeout: float = 30.0,
         credentials: CredentialsLike | None = None,
         guard: RequestGuard | None = None,
+        caller_credentials: tuple[str, str] | None = None,
     ) -> None:
         bad = unknown_features(tuple(lacks))
         if bad:
@@ -96,6 +100,7 @@ class ProxiedAws(AwsProxyServer):
             upstream,
             credentials=credentials,
             guard=guard,
+            caller_credentials=caller_credentials,
             region=region,
             host=host,
             token=token,
@@ -136,5 +141,6 @@ class ProxiedAws(AwsProxyServer):
     @overload
     def client(self, service: str, *, max_attempts: int = 1) -> Any: ...
     def client(self, service: str, *, max_attempts: int = 1) -> Any:
-        """A boto3 client pointed at the proxy (dummy credentials, this region), cached."""
+        """A boto3 client pointed at the proxy (this region; the lab's caller key when the
+        proxy checks one, else dummy credentials), cached."""
         return super().client(service, max_attempts=max_attempts)

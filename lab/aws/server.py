@@ -187,8 +187,16 @@ _session_lock = threading.Lock()
 _shared: dict[str, Any] = {}
 
 
-def make_client(service: str, url: str, region: str, *, max_attempts: int = 1) -> Any:
-    """A boto3 client for ``service`` at ``url`` with the lab's dummy credentials.
+def make_client(
+    service: str,
+    url: str,
+    region: str,
+    *,
+    max_attempts: int = 1,
+    credentials: tuple[str, str] | None = None,
+) -> Any:
+    """A boto3 client for ``service`` at ``url`` with the lab's dummy credentials, or
+    ``credentials`` (key, secret) when given (a recording proxy that checks its callers).
 
     Clients come from one shared boto3 session (created lazily, used under a lock because
     session client creation is not thread-safe) so service models load once per process.
@@ -204,7 +212,7 @@ def make_client(service: str, url: str, region: str, *, max_attempts: int = 1) -
             service,
             endpoint_url=url,
             region_name=region,
-            aws_access_key_id=DUMMY_ACCESS_KEY,
-            aws_secret_access_key=DUMMY_SECRET_KEY,
+            aws_access_key_id=credentials[0] if credentials else DUMMY_ACCESS_KEY,
+            aws_secret_access_key=credentials[1] if credentials else DUMMY_SECRET_KEY,
             config=Config(retries={"total_max_attempts": max_attempts, "mode": "standard"}),
         )

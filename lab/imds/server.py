@@ -73,13 +73,17 @@ class ImdsServer(ServerComponent):
         clock: Clock = time.monotonic,
         ready_timeout: float = 10.0,
         token: str | None = None,
+        aws_credentials: tuple[str, str] | None = None,
     ) -> None:
+        """``aws_credentials``: the key pair the EC2 endpoint wants (a lab in a real account:
+        the recording proxy's caller key); None: dummies, which moto and LocalStack accept."""
         if reader is None and aws_endpoint is None:
             raise ValueError("ImdsServer needs aws_endpoint=<url> or reader=<Ec2Reader>")
         super().__init__(host=host, port=port, ready_timeout=ready_timeout)
         self.region = region
+        access, secret = aws_credentials or ("ccm-lab", "ccm-lab")
         self.reader: Ec2Reader = reader or Boto3Ec2Reader(
-            aws_endpoint or "", region, cache_ttl=cache_ttl
+            aws_endpoint or "", region, cache_ttl=cache_ttl, access_key=access, secret_key=secret
         )
         settings = Settings(
             default_instance_id=InstanceID(instance_id) if instance_id else None,

@@ -20,7 +20,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
 from rich.console import Console
 
 from lab import labctl
@@ -248,6 +251,33 @@ def test_the_nodes_are_the_runs_instances_and_the_controller_goes_through_the_pr
     described = _trail(lab, "DescribeInstances")
     assert described
     assert all(e.answered_by.startswith("upstream:") for e in described)
+
+
+def test_the_proxy_refuses_the_old_dummy_keys_while_the_controller_works(lab: LabState) -> None:
+    """The proxy signs with the account's credentials, so only the lab's own key pair gets
+    through it: a client with moto's ``testing`` keys is refused (as EC2 refuses an unknown
+    key, recorded as answered by the proxy) while the controller's calls reach the account."""
+    assert lab.aws_credentials is not None
+    assert lab.token not in lab.aws_credentials
+    assert lab.aws_credentials[0] != "testing"
+    old = boto3.session.Session().client(
+        "ec2",
+        endpoint_url=lab.aws_endpoint,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"total_max_attempts": 1}),
+    )
+    with pytest.raises(ClientError) as refused:
+        old.describe_vpcs()
+    assert refused.value.response["Error"]["Code"] == "AuthFailure"
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 401
+    [event] = _trail(lab, "DescribeVpcs")[-1:]
+    assert (event.error_code, event.answered_by) == ("AuthFailure", "proxy:caller-auth")
+    events = AwsControlClient(lab.aws_endpoint, token=lab.token).trail()
+    controller = [e for e in events if "ccm-lab-controller" in e.user_agent]
+    assert controller, "the controller made calls through the proxy"
+    assert all(e.answered_by.startswith("upstream:") for e in controller)
 
 
 def test_a_change_to_a_group_the_run_did_not_create_is_refused_and_recorded(

@@ -7,7 +7,8 @@ Public API (see ``lab/aws/README.md``, "Recording proxy")::
         proxy.client("ec2"); proxy.control.add_fault(...); proxy.trail.calls("DescribeVpcs")
 
 Modules: ``app`` (the WSGI proxy and its state), ``upstream`` (forwarding, SigV4 re-signing,
-pooled connections), ``server`` (in-process component, served by :mod:`lab.aws.keepalive`),
+pooled connections), ``callerauth`` (the key pair callers must sign with, when given),
+``server`` (in-process component, served by :mod:`lab.aws.keepalive`),
 ``process`` (child process), ``__main__`` (the CLI, ``python -m lab.aws.proxy --upstream URL``).
 """
 

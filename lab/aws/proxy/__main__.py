@@ -8,17 +8,22 @@ credentials botocore finds in its environment (``AWS_ACCESS_KEY_ID``/``AWS_SECRE
 [/``AWS_SESSION_TOKEN``], ``AWS_PROFILE``, ...; never a command-line flag);
 ``--no-resign`` forwards calls as their callers signed them (moto, LocalStack). The control
 token comes from ``CCM_LAB_TOKEN`` or ``--control-token-file``, as for ``python -m lab.aws``.
+With ``CCM_LAB_CALLER_ACCESS_KEY_ID`` and ``CCM_LAB_CALLER_SECRET_ACCESS_KEY`` set (both or
+neither; environment only, never a flag) the proxy accepts only AWS calls signed with that key
+pair (:mod:`lab.aws.proxy.callerauth`).
 SIGTERM or SIGINT shut it down cleanly (exit 0); a bad argument exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from botocore.credentials import Credentials
 
+from lab.aws.proxy.callerauth import CALLER_ENV
 from lab.aws.proxy.server import AwsProxyServer
 from lab.component import serve_until_signal
 from lab.component.bearer import add_control_token_file, cli_control_token
@@ -65,8 +70,24 @@ def environment_credentials() -> Credentials | None:
     return found
 
 
+def caller_credentials() -> tuple[str, str] | None:
+    """The caller key pair from :data:`CALLER_ENV`; None when neither is set."""
+    key_id, secret = (os.environ.get(name, "") for name in CALLER_ENV)
+    if not key_id and not secret:
+        return None
+    if not key_id or not secret:
+        missing = CALLER_ENV[0] if not key_id else CALLER_ENV[1]
+        raise ValueError(f"{missing} is empty or unset; set both of {' and '.join(CALLER_ENV)}")
+    return key_id, secret
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        callers = caller_credentials()
+    except ValueError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     credentials = None
     if not args.no_resign:
         credentials = environment_credentials()
@@ -91,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             timeout=args.timeout,
             ca_file=args.upstream_ca,
             token=token,
+            caller_credentials=callers,
         ),
         log_level=args.log_level,
     )

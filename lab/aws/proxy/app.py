@@ -16,6 +16,12 @@ moto, LocalStack, real AWS). One app serves, on one port:
   own error shape, recorded with ``answered_by: "proxy:upstream-unreachable"`` /
   ``"proxy:upstream-broken"``. Requests that are not AWS calls (no action) are forwarded and
   not recorded.
+* a proxy with caller credentials (:class:`lab.aws.proxy.callerauth.CallerAuth`; ``lab.up
+  --aws real`` gives it the lab's own key pair) checks every AWS call's SigV4 signature first:
+  a call not signed with that key pair is answered with AWS's error (``AuthFailure``,
+  ``SignatureDoesNotMatch``, ...) before fault rules, guard or forwarding, and recorded with
+  ``answered_by: "proxy:caller-auth"``; ``/_lab/`` keeps its bearer token. Without them (moto,
+  LocalStack) any signature passes;
 * a proxy with a guard (:data:`RequestGuard`; ``lab.up --aws real`` gives it the run's,
   :mod:`lab.aws.runproxy`) asks it before forwarding each call: the guard returns the body to
   forward (the same, or with the run tag added) or raises an :class:`AwsError` that answers
@@ -51,6 +57,7 @@ from lab.aws.protocol import (
     parse_request,
     read_body,
 )
+from lab.aws.proxy.callerauth import ANSWERED_BY, CallerAuth, SignedCall
 from lab.aws.proxy.upstream import Upstream, UpstreamUnavailable, caller_scope
 from lab.component import InternalErrors
 from lab.component.bearer import bearer_ok, refusal
@@ -88,10 +95,17 @@ class AwsProxy:
     optional guard every forwarded call passes first."""
 
     def __init__(
-        self, settings: ProxySettings, *, credentials: Any = None, guard: RequestGuard | None = None
+        self,
+        settings: ProxySettings,
+        *,
+        credentials: Any = None,
+        guard: RequestGuard | None = None,
+        caller_auth: CallerAuth | None = None,
     ) -> None:
         self.settings = settings
         self.guard = guard
+        #: the key pair every caller must sign with (None: calls are not checked)
+        self.caller_auth = caller_auth
         self.upstream = Upstream(
             settings.upstream,
             credentials=credentials,
@@ -125,6 +139,7 @@ class AwsProxy:
             "internal_errors": self.internal_errors.peek(),
             "upstream": self.upstream.url,
             "resigning": self.resigning,
+            "caller_auth": self.caller_auth is not None,
         }
 
     def reset(self) -> None:
@@ -194,6 +209,17 @@ class ProxyApp:
         started = time.perf_counter()
         body = read_body(environ)
         request = parse_request(environ, body, default_region=proxy.settings.region)
+        refused = self._refuse_caller(environ, request, body)
+        if refused is not None:
+            proxy.calls.record(
+                request,
+                refused,
+                started_wall=started_wall,
+                started=started,
+                injected=False,
+                answered_by=ANSWERED_BY,
+            )
+            return refused
         interception = proxy.calls.intercept(request) if request.action else None
         injected = interception is not None and interception.injected
         answered_by = f"upstream:{proxy.upstream_name}"
@@ -251,6 +277,35 @@ class ProxyApp:
         )
         return response
 
+    def _refuse_caller(
+        self, environ: dict[str, Any], request: AwsRequest, body: bytes
+    ) -> WireResponse | None:
+        """AWS's error for a call not signed with the proxy's caller key (None: go on)."""
+        auth = self.proxy.caller_auth
+        if auth is None:
+            return None
+        call = SignedCall(
+            method=str(environ.get("REQUEST_METHOD", "GET")),
+            target=_target(environ),
+            headers=_signable_headers(environ),
+            body=body,
+            service=request.service or "ec2",
+        )
+        error = auth.check(call)
+        if error is None:
+            return None
+        log.warning(
+            "refused %s %s from %s: %s (%s)",
+            request.service,
+            request.action or "(no action)",
+            request.source,
+            error.code,
+            error.message,
+        )
+        return error_response(
+            request.service or "ec2", error, request_id=new_request_id(), protocol=request.protocol
+        )
+
 
 def _headers(environ: dict[str, Any]) -> list[tuple[str, str]]:
     """The request's headers as the caller sent them (names in their usual spelling)."""
@@ -262,6 +317,15 @@ def _headers(environ: dict[str, Any]) -> list[tuple[str, str]]:
     if environ.get("CONTENT_TYPE"):
         out.append(("Content-Type", str(environ["CONTENT_TYPE"])))
     return out
+
+
+def _signable_headers(environ: dict[str, Any]) -> dict[str, str]:
+    """Every header a caller may have signed, names lower-cased (``Content-Length`` too, which
+    WSGI keeps apart from the ``HTTP_`` ones)."""
+    found = {k.lower(): v for k, v in _headers(environ)}
+    if environ.get("CONTENT_LENGTH"):
+        found["content-length"] = str(environ["CONTENT_LENGTH"])
+    return found
 
 
 def _target(environ: dict[str, Any]) -> str:

@@ -6,7 +6,9 @@ as the moto endpoint does (:class:`lab.aws.process.AwsProcess`). The lifecycle i
 SIGTERM then SIGKILL, ``detach=True`` for a process that outlives the caller). The lab's token
 and the credentials the proxy signs with reach the child through its environment
 (``CCM_LAB_TOKEN``; ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``),
-never its command line; without credentials it runs ``--no-resign``.
+never its command line; without credentials it runs ``--no-resign``. ``caller_credentials``
+(the key pair callers must sign with) goes the same way (``CCM_LAB_CALLER_*``), and
+``client()`` signs with it.
 
 Neighbours: :mod:`lab.aws.proxy.__main__` (the child's CLI), :mod:`lab.aws.proxy.server` (the
 in-process variant, same ``url`` / ``control`` / ``client()`` shape).
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.aws.control_client import AwsControlClient
+from lab.aws.proxy.callerauth import CALLER_ENV
 from lab.aws.server import make_client
 from lab.component import ChildProcess
 from lab.component.bearer import TOKEN_ENV
@@ -50,6 +53,7 @@ class AwsProxyProcess(ChildProcess):
         python: str = sys.executable,
         env: Mapping[str, str] | None = None,
         token: str | None = None,
+        caller_credentials: tuple[str, str] | None = None,
     ) -> None:
         args = ["--upstream", upstream, "--host", host, "--port", str(port), "--region", region]
         if trail_path is not None:
@@ -57,8 +61,10 @@ class AwsProxyProcess(ChildProcess):
         child_env = {
             k: v
             for k, v in (os.environ if env is None else env).items()
-            if k not in CREDENTIAL_ENV and k != "AWS_PROFILE"
+            if k not in CREDENTIAL_ENV and k != "AWS_PROFILE" and k not in CALLER_ENV
         }
+        if caller_credentials is not None:
+            child_env.update(zip(CALLER_ENV, caller_credentials, strict=True))
         if credentials is None:
             args.append("--no-resign")
         else:
@@ -75,6 +81,7 @@ class AwsProxyProcess(ChildProcess):
         )
         self.region = region
         self.token = token
+        self.caller_credentials = caller_credentials
 
     @property
     def control(self) -> AwsControlClient:
@@ -82,4 +89,10 @@ class AwsProxyProcess(ChildProcess):
 
     def client(self, service: str, *, max_attempts: int = 1) -> Any:
         """A boto3 client pointed at the proxy (see ``AwsServer.client``)."""
-        return make_client(service, self.url, self.region, max_attempts=max_attempts)
+        return make_client(
+            service,
+            self.url,
+            self.region,
+            max_attempts=max_attempts,
+            credentials=self.caller_credentials,
+        )

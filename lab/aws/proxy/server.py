@@ -12,7 +12,10 @@ boto3 clients (pointed at the proxy) and the control client, in the shape of
 
 ``credentials`` are what the proxy signs forwarded calls with (a botocore ``Credentials``, or
 ``(access_key, secret_key[, session_token])``); None forwards calls as their callers signed
-them. ``guard`` is asked before each call is forwarded (:data:`lab.aws.proxy.app.RequestGuard`).
+them. ``caller_credentials`` (``(access_key, secret_key)``) is the one key pair callers
+must sign with (:mod:`lab.aws.proxy.callerauth`; ``client()`` then signs with it); None
+checks no signature. ``guard`` is asked before each call is forwarded
+(:data:`lab.aws.proxy.app.RequestGuard`).
 The lifecycle is :class:`lab.component.ServerComponent`'s; the HTTP server keeps client
 connections open between calls (:mod:`lab.aws.keepalive`).
 
@@ -30,6 +33,7 @@ from botocore.credentials import Credentials
 from lab.aws.control_client import AwsControlClient
 from lab.aws.keepalive import KeepAliveServer
 from lab.aws.proxy.app import AwsProxy, ProxyApp, ProxySettings, RequestGuard
+from lab.aws.proxy.callerauth import CallerAuth
 from lab.aws.proxy.upstream import Upstream
 from lab.aws.server import make_client
 from lab.aws.trail import Trail
@@ -70,9 +74,12 @@ class AwsProxyServer(ServerComponent):
         ready_timeout: float = 30.0,
         token: str | None = None,
         guard: RequestGuard | None = None,
+        caller_credentials: tuple[str, str] | None = None,
     ) -> None:
         super().__init__(host=host, port=port, ready_timeout=ready_timeout)
         self.guard = guard
+        self.caller_credentials = caller_credentials
+        self._caller_auth = None if caller_credentials is None else CallerAuth(*caller_credentials)
         if not timeout > 0:
             raise ValueError(f"timeout={timeout!r}: expected seconds > 0")
         self.token = token
@@ -91,7 +98,12 @@ class AwsProxyServer(ServerComponent):
         self._clients: dict[tuple[str, int], Any] = {}
 
     def _bind(self) -> KeepAliveServer:
-        proxy = AwsProxy(self._settings, credentials=self.credentials, guard=self.guard)
+        proxy = AwsProxy(
+            self._settings,
+            credentials=self.credentials,
+            guard=self.guard,
+            caller_auth=self._caller_auth,
+        )
         try:
             server = KeepAliveServer(
                 (self.host, self.requested_port), ProxyApp(proxy, token=self.token)
@@ -130,11 +142,18 @@ class AwsProxyServer(ServerComponent):
         return self.proxy.trail
 
     def client(self, service: str, *, max_attempts: int = 1) -> Any:
-        """A boto3 client pointed at the proxy (the lab's dummy credentials, this region)."""
+        """A boto3 client pointed at the proxy, this region, signing with the caller
+        credentials when the proxy has them (else the lab's dummy credentials)."""
         key = (service, max_attempts)
         with self._lock:
             cached = self._clients.get(key)
             if cached is None:
-                cached = make_client(service, self.url, self.region, max_attempts=max_attempts)
+                cached = make_client(
+                    service,
+                    self.url,
+                    self.region,
+                    max_attempts=max_attempts,
+                    credentials=self.caller_credentials,
+                )
                 self._clients[key] = cached
             return cached
