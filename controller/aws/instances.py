@@ -339,6 +339,14 @@ class AWSInstances:
         return self._zone_ids.get(zone, "")
 
 
+def node_targeted(node: Node, target_labels: Sequence[tuple[str, str]]) -> bool:
+    """Upstream ``filterTargetNodes`` for one node: every ``target-node-labels`` item matches
+    a label of the node (a key with an empty value: the key is present, with any value). No
+    items target every node (kubernetes/cloud-provider-aws v1.33.0
+    ``pkg/providers/v1/aws_loadbalancer.go``)."""
+    return all(k in node.labels and (not v or node.labels[k] == v) for k, v in target_labels)
+
+
 class InstanceCache:
     """Upstream ``describeAllInstancesCached``: all cluster instances, refreshed when older
     than ten minutes or missing a wanted id."""
@@ -377,7 +385,7 @@ class InstanceCache:
         """
         ids: list[str] = []
         for node in nodes:
-            if any(k not in node.labels or (v and node.labels[k] != v) for k, v in target_labels):
+            if not node_targeted(node, target_labels):
                 continue
             if not node.provider_id:
                 log.warning("node %s has no providerID; not registering it", node.name)
