@@ -31,3 +31,85 @@ NODE_IP_FAMILIES: list[tuple[str, str, tuple[str, ...]]] = [
     ("Multiple IP families", "[global]\nNodeIPFamilies = ipv6\nNodeIPFamilies = ipv4",
      ("ipv6", "ipv4")),
 ]  # fmt: skip
+
+_SG = "service.beta.kubernetes.io/aws-load-balancer-security-groups"
+_EXTRA_SG = "service.beta.kubernetes.io/aws-load-balancer-extra-security-groups"
+
+#: ``TestCloud_sortELBSecurityGroupList``: (case, the ELB's groups, annotations, groups tagged
+#: for the load balancer, expected order)
+SORT_ELB_SECURITY_GROUPS: list[tuple[str, list[str], dict[str, str], set[str], list[str]]] = [
+    ("with no annotation", ["sg-1"], {}, set(), ["sg-1"]),
+    ("with service.beta.kubernetes.io/aws-load-balancer-security-groups",
+     ["sg-2", "sg-1", "sg-3"], {_SG: "sg-3,sg-2,sg-1"}, set(), ["sg-3", "sg-2", "sg-1"]),
+    ("with service.beta.kubernetes.io/aws-load-balancer-extra-security-groups",
+     ["sg-2", "sg-1", "sg-3", "sg-4"], {_EXTRA_SG: "sg-3,sg-2,sg-1"}, set(),
+     ["sg-4", "sg-3", "sg-2", "sg-1"]),
+    ("with both annotation",
+     ["sg-2", "sg-1", "sg-3", "sg-4", "sg-5", "sg-6"],
+     {_SG: "sg-3,sg-2,sg-1", _EXTRA_SG: "sg-6,sg-5"}, set(),
+     ["sg-3", "sg-2", "sg-1", "sg-4", "sg-6", "sg-5"]),
+    ("with an untagged, and unknown security group", ["sg-2", "sg-1"], {}, {"sg-1"},
+     ["sg-1", "sg-2"]),
+]  # fmt: skip
+
+#: The cluster id of upstream's fake cloud (``TestClusterID``).
+TEST_CLUSTER_ID = "clusterid.test"
+_OWNED = {"kubernetes.io/cluster/" + TEST_CLUSTER_ID: "owned"}
+_ROLE_ELB = {"kubernetes.io/role/elb": "1"}
+_ROLE_INTERNAL = {"kubernetes.io/role/internal-elb": "1"}
+
+#: ``Test_findELBSubnets``' subnets: id -> (zone, tags)
+ELB_SUBNETS: dict[str, tuple[str, dict[str, str]]] = {
+    "subnet-a0000001": ("us-west-2a", _ROLE_ELB),
+    "subnet-a0000002": ("us-west-2a", _ROLE_ELB),
+    "subnet-a0000003": ("us-west-2a", {**_OWNED, **_ROLE_INTERNAL}),
+    "subnet-b0000001": ("us-west-2b", {**_OWNED, **_ROLE_ELB}),
+    "subnet-b0000002": ("us-west-2b", {**_OWNED, **_ROLE_INTERNAL}),
+    "subnet-c0000001": ("us-west-2c", {**_OWNED, **_ROLE_INTERNAL}),
+    "subnet-other": ("us-west-2c",
+                     {"kubernetes.io/cluster/clusterid.other": "owned", **_ROLE_INTERNAL}),
+    "subnet-notag": ("us-west-2c", {}),
+    "subnet-in-local-zone": ("az-local", _OWNED),
+    "subnet-in-wavelength-zone": ("az-wavelength", _OWNED),
+}  # fmt: skip
+
+#: Upstream's fake ``DescribeAvailabilityZones``: zone name -> ZoneType
+ELB_ZONE_TYPES: dict[str, str] = {
+    "us-west-2a": "availability-zone",
+    "us-west-2b": "availability-zone",
+    "us-west-2c": "availability-zone",
+    "az-local": "local-zone",
+    "az-wavelength": "wavelength",
+}
+
+#: ``Test_findELBSubnets``: (case, subnets, per-subnet route table (True: a route to an
+#: internet gateway, False: to a virtual private gateway; besides, the main table routes to
+#: an internet gateway), internal, expected subnets (any order))
+FIND_ELB_SUBNETS: list[tuple[str, list[str], dict[str, bool], bool, list[str]]] = [
+    ("no subnets", [], {}, False, []),
+    ("single tagged subnet", ["subnet-a0000001"], {"subnet-a0000001": True}, False,
+     ["subnet-a0000001"]),
+    ("no matching public subnet", ["subnet-a0000002"], {"subnet-a0000002": False}, False, []),
+    ("prefer role over cluster tag", ["subnet-a0000001", "subnet-a0000003"],
+     {"subnet-a0000001": True, "subnet-a0000003": True}, False, ["subnet-a0000001"]),
+    ("prefer cluster tag", ["subnet-c0000001", "subnet-notag"], {}, False, ["subnet-c0000001"]),
+    ("include untagged", ["subnet-a0000001", "subnet-notag"],
+     {"subnet-a0000001": True, "subnet-notag": True}, False,
+     ["subnet-a0000001", "subnet-notag"]),
+    ("ignore some other cluster owned subnet", ["subnet-b0000001", "subnet-other"],
+     {"subnet-b0000001": True, "subnet-other": True}, False, ["subnet-b0000001"]),
+    ("prefer matching role", ["subnet-b0000001", "subnet-b0000002"],
+     {"subnet-b0000001": False, "subnet-b0000002": False}, True, ["subnet-b0000002"]),
+    ("choose lexicographic order", ["subnet-a0000001", "subnet-a0000002"],
+     {"subnet-a0000001": True, "subnet-a0000002": True}, False, ["subnet-a0000001"]),
+    ("everything",
+     ["subnet-a0000001", "subnet-a0000002", "subnet-b0000001", "subnet-b0000002",
+      "subnet-c0000001", "subnet-notag", "subnet-other"],
+     dict.fromkeys(("subnet-a0000001", "subnet-a0000002", "subnet-b0000001",
+                    "subnet-b0000002", "subnet-c0000001", "subnet-notag", "subnet-other"), True),
+     False, ["subnet-a0000001", "subnet-b0000001", "subnet-c0000001"]),
+    ("exclude subnets from local and wavelenght zones",
+     ["subnet-a0000001", "subnet-b0000001", "subnet-c0000001", "subnet-in-local-zone",
+      "subnet-in-wavelength-zone"], {}, False,
+     ["subnet-a0000001", "subnet-b0000001", "subnet-c0000001"]),
+]  # fmt: skip
