@@ -85,7 +85,9 @@ def instance_id_from_name(name: str) -> InstanceID | None:
 
 
 def node_addresses(instance: InstanceTypeDef, families: Sequence[str]) -> tuple[NodeAddress, ...]:
-    """Upstream ``getInstanceNodeAddress`` for the configured families, in order."""
+    """Upstream ``getInstanceNodeAddress`` for the configured families, in order
+    (``extractIPv4NodeAddresses``, ``extractIPv6NodeAddresses`` in kubernetes/cloud-provider-aws
+    v1.33.0 ``pkg/providers/v1/aws.go``)."""
     out: list[NodeAddress] = []
 
     def add(kind: str, value: str | None) -> None:
@@ -99,15 +101,14 @@ def node_addresses(instance: InstanceTypeDef, families: Sequence[str]) -> tuple[
             e.get("Attachment", {}).get("DeviceIndex", 0),
         ),
     )
-    in_use = [e for e in enis if e.get("Status", "in-use") == "in-use"]
+    # only in-use interfaces give internal IPs; an instance EC2 lists without one (none
+    # attached, or every one detaching) has no InternalIP, not its PrivateIpAddress
+    in_use = [e for e in enis if e.get("Status") == "in-use"]
     for family in families:
         if family == "ipv4":
-            if in_use:
-                for eni in in_use:
-                    for ip in eni.get("PrivateIpAddresses", []):
-                        add("InternalIP", ip.get("PrivateIpAddress"))
-            else:
-                add("InternalIP", instance.get("PrivateIpAddress"))
+            for eni in in_use:
+                for ip in eni.get("PrivateIpAddresses", []):
+                    add("InternalIP", ip.get("PrivateIpAddress"))
             add("ExternalIP", instance.get("PublicIpAddress"))
             add("InternalDNS", instance.get("PrivateDnsName"))
             add("Hostname", instance.get("PrivateDnsName"))

@@ -2,7 +2,9 @@
 
 Source: kubernetes/cloud-provider-aws tag v1.33.0 (commit
 40f1f7ac233535fb55d9ab888f64d1650d2f6415), ``pkg/providers/v1/aws_test.go``:
-``TestCheckProtocol``, ``TestCheckMixedProtocol`` and ``TestReadAWSCloudConfigNodeIPFamilies``.
+``TestCheckProtocol``, ``TestCheckMixedProtocol``, ``TestReadAWSCloudConfigNodeIPFamilies``,
+``TestCloud_sortELBSecurityGroupList``, ``Test_findELBSubnets``, ``TestNodeAddresses``,
+``TestNodeAddressesByProviderID`` and ``TestFindInstanceByNodeNameExcludesTerminatedInstances``.
 Inputs and expected outputs only; the adapters are in ``test_upstream_aws_v133``.
 """
 
@@ -113,3 +115,40 @@ FIND_ELB_SUBNETS: list[tuple[str, list[str], dict[str, bool], bool, list[str]]] 
       "subnet-in-wavelength-zone"], {}, False,
      ["subnet-a0000001", "subnet-b0000001", "subnet-c0000001"]),
 ]  # fmt: skip
+
+_V6 = ["2a05:d014:aa7:911:fc7e:1600:fc4d:ab2", "2a05:d014:aa7:911:9f44:e737:1aa0:6489"]
+
+#: ``TestNodeAddresses`` and ``TestNodeAddressesByProviderID`` (the addresses of the instance
+#: found): (case, private IP, public IP, private DNS, public DNS, IPv6s, one in-use interface
+#: with the private IP (and the first IPv6), IPv6 only, expected number of addresses)
+NODE_ADDRESSES: list[tuple[str, str, str, str, str, list[str], bool, bool, int]] = [
+    ("TestNodeAddresses: ipv4 w/public IP", "192.168.0.1", "1.2.3.4",
+     "instance-same.ec2.internal", "instance-same.ec2.external", [], True, False, 5),
+    ("TestNodeAddresses: ipv4 w/private IP only", "192.168.0.1", "1.2.3.4",
+     "instance-other.ec2.internal", "", [], False, False, 3),
+    ("TestNodeAddresses: ipv6 only", "192.168.0.3", "", "instance-ipv6.ec2.internal",
+     "instance-same.ec2.external", _V6, True, True, 1),
+    ("TestNodeAddresses: resource based naming using FQDN", "192.168.0.4", "1.2.3.4",
+     "i-00000000000000004.ec2.internal", "", [], True, False, 4),
+    ("TestNodeAddresses: resource based naming using hostname only", "192.168.0.5", "1.2.3.4",
+     "i-00000000000000005", "", [], True, False, 4),
+    ("TestNodeAddressesByProviderID: ipv4 w/public IP", "192.168.0.1", "1.2.3.4",
+     "instance-same.ec2.internal", "instance-same.ec2.external", [], True, False, 5),
+    ("TestNodeAddressesByProviderID: ipv4 w/private IP only", "192.168.0.2", "",
+     "instance-same.ec2.internal", "", [], False, False, 2),
+    ("TestNodeAddressesByProviderID: ipv4 w/public IP and no public DNS", "192.168.0.1",
+     "1.2.3.4", "instance-other.ec2.internal", "", [], False, False, 3),
+    ("TestNodeAddressesByProviderID: ipv6 only", "192.168.0.3", "",
+     "instance-ipv6.ec2.internal", "", _V6, True, True, 1),
+]  # fmt: skip
+
+#: ``TestFindInstanceByNodeNameExcludesTerminatedInstances``: (instance state, found by its
+#: node name (the PrivateDnsName))
+FIND_BY_NODE_NAME_STATES: list[tuple[str, bool]] = [
+    ("pending", True),
+    ("running", True),
+    ("shutting-down", True),
+    ("terminated", False),
+    ("stopping", True),
+    ("stopped", True),
+]

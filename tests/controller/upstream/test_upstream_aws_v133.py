@@ -1,9 +1,11 @@
 """Upstream's v1.33.0 ``aws_test.go`` tables (``aws_v133_tables``) against ours: the port
 protocol checks through each load-balancer kind's validation (upstream's ``checkProtocol``
 and ``checkMixedProtocol`` run in ``EnsureLoadBalancer`` before any AWS call, ours in
-``parse_service`` / ``parse_nlb_service``), and ``NodeIPFamilies`` as the cloud config reads
-it, the order of an ELB's security groups and the subnets chosen for an ELB. All cases pass;
-none is a deviation."""
+``parse_service`` / ``parse_nlb_service``), ``NodeIPFamilies`` as the cloud config reads it,
+the order of an ELB's security groups, the subnets chosen for an ELB, a node's addresses
+from its instance and the lookup by node name. All cases pass (the addresses since ours
+stopped taking the instance's ``PrivateIpAddress`` when no interface is in use); none is a
+deviation."""
 
 from __future__ import annotations
 
@@ -13,17 +15,30 @@ import pytest
 
 from controller.aws.annotations import A_TYPE, parse_service
 from controller.aws.config import load_cloud_config
+from controller.aws.instances import node_addresses
 from controller.aws.nlbspec import parse_nlb_service
 from controller.aws.securitygroups import sort_lb_groups
 from controller.aws.subnets import choose_subnets, cluster_subnets
 from controller.aws.tags import ClusterTags, tag_list
-from controller.cloud import InvalidServiceConfig, Service, ServicePort
+from controller.cloud import (
+    InstanceNotFound,
+    InvalidServiceConfig,
+    Node,
+    NodeAddress,
+    Service,
+    ServicePort,
+)
+from lab.aws import AwsServer
+from tests.controller.aws.conftest import MakeCloud
+from tests.controller.aws.topology import Topology
 from tests.controller.upstream.aws_v133_tables import (
     CHECK_MIXED_PROTOCOL,
     CHECK_PROTOCOL,
     ELB_SUBNETS,
     ELB_ZONE_TYPES,
+    FIND_BY_NODE_NAME_STATES,
     FIND_ELB_SUBNETS,
+    NODE_ADDRESSES,
     NODE_IP_FAMILIES,
     SORT_ELB_SECURITY_GROUPS,
     TEST_CLUSTER_ID,
@@ -134,3 +149,91 @@ def test_find_elb_subnets(
         cluster_subnets(described, tags), route_tables, ELB_ZONE_TYPES, internal=internal, tags=tags
     )
     assert sorted(got) == sorted(want)
+
+
+@pytest.mark.parametrize(
+    ("private_ip", "public_ip", "private_dns", "public_dns", "ipv6s", "eni", "ipv6_only", "count"),
+    [r[1:] for r in NODE_ADDRESSES],
+    ids=[r[0] for r in NODE_ADDRESSES],
+)
+def test_node_addresses(
+    private_ip: str,
+    public_ip: str,
+    private_dns: str,
+    public_dns: str,
+    ipv6s: list[str],
+    eni: bool,
+    ipv6_only: bool,
+    count: int,
+) -> None:
+    """TestNodeAddresses / TestNodeAddressesByProviderID: upstream's ``makeInstance`` (empty
+    strings as EC2 leaves them), the number of addresses and the ones upstream checks. The
+    lookups by name and by providerID are ``AWSInstances.find`` (an unknown instance:
+    ``instance_exists`` is False), tested in ``tests/controller/aws/test_instances.py``."""
+    instance: dict[str, Any] = {
+        "InstanceId": "i-00000000000000000",
+        "PrivateDnsName": private_dns,
+        "PrivateIpAddress": private_ip,
+        "PublicDnsName": public_dns,
+        "PublicIpAddress": public_ip,
+        "State": {"Name": "running"},
+    }
+    if eni:
+        interface: dict[str, Any] = {
+            "Status": "in-use",
+            "PrivateIpAddresses": [{"PrivateIpAddress": private_ip}],
+        }
+        if ipv6s:
+            interface["Ipv6Addresses"] = [{"Ipv6Address": ipv6s[0]}]
+        instance["NetworkInterfaces"] = [interface]
+    got = node_addresses(instance, ("ipv6",) if ipv6_only else ("ipv4",))  # type: ignore[arg-type]
+    assert len(got) == count, got
+    expected: list[NodeAddress] = []
+    if ipv6_only:
+        expected.append(NodeAddress("InternalIP", ipv6s[0]))
+    else:
+        if eni:
+            expected.append(NodeAddress("InternalIP", private_ip))
+        if public_ip:
+            expected.append(NodeAddress("ExternalIP", public_ip))
+        if public_dns:
+            expected.append(NodeAddress("ExternalDNS", public_dns))
+        if private_dns:
+            expected += [
+                NodeAddress("InternalDNS", private_dns),
+                NodeAddress("Hostname", private_dns),
+            ]
+    for address in expected:
+        assert address in got
+
+
+#: the states the lab's EC2 can hold an instance in (the others pass at once there)
+_HELD_STATES = {"running": None, "stopped": "stop_instances", "terminated": "terminate_instances"}
+
+
+@pytest.mark.parametrize(("state", "found"), FIND_BY_NODE_NAME_STATES)
+def test_find_instance_by_node_name_excludes_terminated(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud, state: str, found: bool
+) -> None:
+    """TestFindInstanceByNodeNameExcludesTerminatedInstances: a node named after its
+    instance's PrivateDnsName (no providerID) is looked up with an ``instance-state-name``
+    filter naming exactly the states upstream finds; where the lab can hold the state, the
+    lookup's answer is checked too."""
+    instances = make_cloud().instances_v2()
+    iid = topo.instances["node-0"]
+    if _HELD_STATES.get(state):
+        getattr(aws.client("ec2"), str(_HELD_STATES[state]))(InstanceIds=[iid])
+    node = Node(name=topo.private_dns[iid])
+    if state in _HELD_STATES and not found:
+        with pytest.raises(InstanceNotFound):
+            instances.find(node)
+    else:
+        got = instances.find(node)
+        if state in _HELD_STATES:
+            assert got is not None
+            assert got.get("InstanceId") == iid
+    (filters,) = [c.params["Filters"] for c in aws.trail.calls("DescribeInstances")[-1:]]
+    (states,) = [
+        f.split("=", 1)[1].split(",") for f in filters if f.startswith("instance-state-name=")
+    ]
+    assert (state in states) is found
