@@ -4,7 +4,8 @@ Source: kubernetes/cloud-provider-aws tag v1.33.0 (commit
 40f1f7ac233535fb55d9ab888f64d1650d2f6415), ``pkg/providers/v1/aws_test.go``:
 ``TestCheckProtocol``, ``TestCheckMixedProtocol``, ``TestReadAWSCloudConfigNodeIPFamilies``,
 ``TestCloud_sortELBSecurityGroupList``, ``Test_findELBSubnets``, ``TestNodeAddresses``,
-``TestNodeAddressesByProviderID`` and ``TestFindInstanceByNodeNameExcludesTerminatedInstances``.
+``TestNodeAddressesByProviderID``, ``TestFindInstanceByNodeNameExcludesTerminatedInstances`` and
+``Test_getLoadBalancerSubnets`` (the cases resolved through EC2).
 Inputs and expected outputs only; the adapters are in ``test_upstream_aws_v133``.
 """
 
@@ -152,3 +153,17 @@ FIND_BY_NODE_NAME_STATES: list[tuple[str, bool]] = [
     ("stopping", True),
     ("stopped", True),
 ]
+
+#: ``Test_getLoadBalancerSubnets``, the cases that resolve through EC2: (case, subnets in the
+#: VPC as (Name tag, zone), the annotation (``{0}``, ``{1}``: the ids of those subnets),
+#: expected subnets by Name tag, or the error text). Upstream's fake ignores the filters and
+#: returns every subnet; the lab's EC2 filters by ``tag:Name`` as AWS does, so the subnets
+#: carry the names the annotation uses.
+LOAD_BALANCER_SUBNETS_EC2: list[tuple[str, list[tuple[str, str]], str, list[str], str]] = [
+    ("subnet ids", [("My Subnet 1", "us-east-1c"), ("My Subnet 2", "us-east-1b")],
+     "{0}, {1}", ["My Subnet 1", "My Subnet 2"], ""),
+    ("subnet names", [("My Subnet 1", "us-east-1c"), ("My Subnet 2", "us-east-1b")],
+     "My Subnet 1, My Subnet 2 ", ["My Subnet 1", "My Subnet 2"], ""),
+    ("unable to find all subnets", [("My Subnet 1", "us-east-1c")],
+     "My Subnet 1, My Subnet 2, Test Subnet ", [], "expected to find 3, but found 1 subnets"),
+]  # fmt: skip

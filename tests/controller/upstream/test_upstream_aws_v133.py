@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from controller.aws.annotations import A_TYPE, parse_service
+from controller.aws.annotations import A_SUBNETS, A_TYPE, parse_service
 from controller.aws.config import load_cloud_config
 from controller.aws.instances import node_addresses
 from controller.aws.nlbspec import parse_nlb_service
 from controller.aws.securitygroups import sort_lb_groups
-from controller.aws.subnets import choose_subnets, cluster_subnets
+from controller.aws.subnets import Subnets, choose_subnets, cluster_subnets
 from controller.aws.tags import ClusterTags, tag_list
 from controller.cloud import (
     InstanceNotFound,
@@ -38,6 +38,7 @@ from tests.controller.upstream.aws_v133_tables import (
     ELB_ZONE_TYPES,
     FIND_BY_NODE_NAME_STATES,
     FIND_ELB_SUBNETS,
+    LOAD_BALANCER_SUBNETS_EC2,
     NODE_ADDRESSES,
     NODE_IP_FAMILIES,
     SORT_ELB_SECURITY_GROUPS,
@@ -237,3 +238,48 @@ def test_find_instance_by_node_name_excludes_terminated(
         f.split("=", 1)[1].split(",") for f in filters if f.startswith("instance-state-name=")
     ]
     assert (state in states) is found
+
+
+@pytest.mark.parametrize(("subnets", "value", "want", "error"),
+                         [r[1:] for r in LOAD_BALANCER_SUBNETS_EC2],
+                         ids=[r[0] for r in LOAD_BALANCER_SUBNETS_EC2])  # fmt: skip
+def test_get_load_balancer_subnets_through_ec2(
+    aws: AwsServer,
+    topo: Topology,
+    make_cloud: MakeCloud,
+    subnets: list[tuple[str, str]],
+    value: str,
+    want: list[str],
+    error: str,
+) -> None:
+    """Test_getLoadBalancerSubnets (the cases after the first two, which
+    ``test_upstream_aws`` runs): the annotation as the Classic validation reads it, resolved
+    by ``Subnets.for_load_balancer`` against the lab's EC2."""
+    ec2 = aws.client("ec2")
+    ids: dict[str, str] = {}
+    for i, (name, zone) in enumerate(subnets):
+        ids[name] = ec2.create_subnet(
+            VpcId=topo.vpc,
+            CidrBlock=f"10.20.{20 + i}.0/24",
+            AvailabilityZone=zone,
+            TagSpecifications=[
+                {"ResourceType": "subnet", "Tags": [{"Key": "Name", "Value": name}]}
+            ],
+        )["Subnet"]["SubnetId"]
+    service = Service(
+        namespace="default",
+        name="svc",
+        uid="UID",
+        annotations={A_SUBNETS: value.format(*ids.values())},
+        ports=(ServicePort(port=80, node_port=30080),),
+    )
+    spec = parse_service(service)
+    resolver = Subnets(make_cloud().context)
+    if error:
+        with pytest.raises(InvalidServiceConfig) as err:
+            resolver.for_load_balancer(internal=False, annotated=spec.subnets)
+        assert err.value.field == A_SUBNETS
+        assert error in err.value.reason
+        return
+    got = resolver.for_load_balancer(internal=False, annotated=spec.subnets)
+    assert sorted(got) == sorted(ids[n] for n in want)
