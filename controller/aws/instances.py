@@ -48,6 +48,10 @@ ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
 _INSTANCE_SEGMENT = re.compile(r"^(i-[^/]*|fargate-[^/]*)$")
 _LIVE_STATES = ["pending", "running", "shutting-down", "stopping", "stopped"]
 CACHE_MAX_AGE = 600.0
+#: ``MaxResults`` of a DescribeInstances that names no instance ids, whose ``NextToken`` is
+#: then followed (upstream v1.33.0 ``pkg/providers/v1/aws_ec2.go`` ``DescribeInstances``);
+#: EC2 refuses ``MaxResults`` together with ``InstanceIds``, so by-id calls send none.
+DESCRIBE_PAGE_SIZE = 1000
 
 
 class InvalidProviderID(CloudError):
@@ -184,15 +188,17 @@ class AWSInstances:
             raise
 
     def _by_private_dns(self, name: str) -> InstanceTypeDef:
-        resp = self.ec2.describe_instances(
+        pages = self.ec2.get_paginator("describe_instances").paginate(
             Filters=[
                 {"Name": "private-dns-name", "Values": [name]},
                 {"Name": "instance-state-name", "Values": _LIVE_STATES},
-            ]
+            ],
+            PaginationConfig={"PageSize": DESCRIBE_PAGE_SIZE},
         )
         found = [
             inst
-            for res in resp.get("Reservations", [])
+            for page in pages
+            for res in page.get("Reservations", [])
             for inst in res.get("Instances", [])
             if self.ctx.tags.has_cluster_tag(tag_map(cast(Any, inst.get("Tags"))))
         ]
@@ -360,7 +366,10 @@ class InstanceCache:
 
     def _refresh(self) -> None:
         found: dict[str, InstanceTypeDef] = {}
-        for page in self.ctx.clients.ec2.get_paginator("describe_instances").paginate():
+        pages = self.ctx.clients.ec2.get_paginator("describe_instances").paginate(
+            PaginationConfig={"PageSize": DESCRIBE_PAGE_SIZE}
+        )
+        for page in pages:
             for res in page.get("Reservations", []):
                 for inst in res.get("Instances", []):
                     if self.ctx.tags.has_cluster_tag(tag_map(cast(Any, inst.get("Tags")))):

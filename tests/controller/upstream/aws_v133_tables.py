@@ -167,3 +167,15 @@ LOAD_BALANCER_SUBNETS_EC2: list[tuple[str, list[tuple[str, str]], str, list[str]
     ("unable to find all subnets", [("My Subnet 1", "us-east-1c")],
      "My Subnet 1, My Subnet 2, Test Subnet ", [], "expected to find 3, but found 1 subnets"),
 ]  # fmt: skip
+
+#: ``TestDescribeInstances``: (case, the lookup, expected ``MaxResults`` on the wire or None
+#: when absent). Upstream's cases are inputs of its EC2 wrapper; ours are the three kinds of
+#: DescribeInstances the controller sends: every cluster instance (the load balancers'
+#: instance cache), by PrivateDnsName filter, by instance id.
+DESCRIBE_INSTANCES: list[tuple[str, str, str | None]] = [
+    ("MaxResults set on empty DescribeInstancesInput and NextToken respected.", "all", "1000"),
+    # upstream's "MaxResults only set if empty DescribeInstancesInput" keeps a caller's own
+    # MaxResults, which ours never sets; in its place the rule for a filtered input
+    ("MaxResults set on a filtered DescribeInstancesInput", "private-dns", "1000"),
+    ("MaxResults not set if instance IDs are provided", "ids", None),
+]

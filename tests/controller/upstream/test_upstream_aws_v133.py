@@ -15,7 +15,7 @@ import pytest
 
 from controller.aws.annotations import A_SUBNETS, A_TYPE, parse_service
 from controller.aws.config import load_cloud_config
-from controller.aws.instances import node_addresses
+from controller.aws.instances import InstanceCache, node_addresses
 from controller.aws.nlbspec import parse_nlb_service
 from controller.aws.securitygroups import sort_lb_groups
 from controller.aws.subnets import Subnets, choose_subnets, cluster_subnets
@@ -34,6 +34,7 @@ from tests.controller.aws.topology import Topology
 from tests.controller.upstream.aws_v133_tables import (
     CHECK_MIXED_PROTOCOL,
     CHECK_PROTOCOL,
+    DESCRIBE_INSTANCES,
     ELB_SUBNETS,
     ELB_ZONE_TYPES,
     FIND_BY_NODE_NAME_STATES,
@@ -283,3 +284,30 @@ def test_get_load_balancer_subnets_through_ec2(
         return
     got = resolver.for_load_balancer(internal=False, annotated=spec.subnets)
     assert sorted(got) == sorted(ids[n] for n in want)
+
+
+@pytest.mark.parametrize(("lookup", "max_results"), [r[1:] for r in DESCRIBE_INSTANCES],
+                         ids=[r[0] for r in DESCRIBE_INSTANCES])  # fmt: skip
+def test_describe_instances(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud, lookup: str, max_results: str | None
+) -> None:
+    """TestDescribeInstances: ``MaxResults=1000`` on every DescribeInstances that names no
+    instance ids (botocore's paginator then follows ``NextToken``), none on a by-id call
+    (EC2 refuses both together)."""
+    cloud = make_cloud()
+    iid = topo.instances["node-0"]
+    aws.control.clear_trail()
+    if lookup == "all":
+        assert [i["InstanceId"] for i in InstanceCache(cloud.context).get([iid])] == [iid]
+    elif lookup == "private-dns":
+        found = cloud.instances_v2().find(Node(name=topo.private_dns[iid]))
+        assert found is not None
+        assert found.get("InstanceId") == iid
+    else:
+        assert cloud.instances_v2().instance_exists(
+            Node(name="node-0", provider_id=topo.provider_id("node-0"))
+        )
+    calls = aws.trail.calls("DescribeInstances")
+    assert calls
+    for call in calls:
+        assert call.raw_params.get("MaxResults") == max_results, call.raw_params
