@@ -179,3 +179,14 @@ DESCRIBE_INSTANCES: list[tuple[str, str, str | None]] = [
     ("MaxResults set on a filtered DescribeInstancesInput", "private-dns", "1000"),
     ("MaxResults not set if instance IDs are provided", "ids", None),
 ]
+
+#: The region upstream's fake instance metadata answers (``newMockedFakeAWSServices``).
+METADATA_REGION = "us-west-2"
+
+#: ``TestNewAWSCloud``: (case, config text, expected region, deviation reason or "")
+NEW_AWS_CLOUD: list[tuple[str, str, str, str]] = [
+    ("Config specifies valid zone", "[global]\nzone = eu-west-1a", "eu-west-1",
+     "ours never derives the region from Zone; upstream's getRegionFromMetadata does, before "
+     "Region (see controller/DEVIATIONS.md, 'Found, not fixed')"),
+    ("Gets zone from metadata when not in config", "[global]\n", METADATA_REGION, ""),
+]  # fmt: skip
