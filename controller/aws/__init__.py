@@ -8,9 +8,9 @@ returns an :class:`AWSCloud` implementing ``controller.cloud.Cloud``.
 
 Layout, by capability: ``config`` (cloud config), ``annotations`` (Service validation),
 ``sgrules`` (rule arithmetic), ``securitygroups``, ``subnets``, ``loadbalancer`` (Classic ELB),
-``nlbspec`` / ``nlbrules`` / ``nlb`` (Network Load Balancers), ``instances`` (InstancesV2)
-with ``batch`` (DescribeInstances by id, batched), ``tagging`` (node instance tags for the
-tagging controller), ``metadata`` (IMDS), ``clients``, ``tags``, ``context``.
+``nlbspec`` / ``nlbrules`` / ``targets`` / ``nlb`` (Network Load Balancers), ``instances``
+(InstancesV2) with ``batch`` (DescribeInstances by id, batched), ``tagging`` (node instance
+tags for the tagging controller), ``metadata`` (IMDS), ``clients``, ``tags``, ``context``.
 Start-up failures raise :class:`CloudInitError` with a message saying what was tried and what to
 do; nothing here knows whether it talks to AWS or to a lab.
 """

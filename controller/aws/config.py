@@ -112,9 +112,10 @@ class CloudConfig:
     @property
     def derived_region(self) -> str:
         """The region as upstream's ``CloudConfig.GetRegion`` reads the config: ``Region``
-        only; empty means "ask instance metadata". ``Zone`` never decides the region (upstream
-        parses it and uses it nowhere), so a ``Zone`` in another region than the instance's
-        does not send the clients to the wrong region."""
+        only; empty means "ask instance metadata". ``Zone`` never decides the region here, so
+        a ``Zone`` in another region than the instance's does not send the clients to the
+        wrong region. Upstream's ``getRegionFromMetadata`` does take it (before ``Region``):
+        an open difference, listed in ``controller/DEVIATIONS.md``."""
         return self.region
 
     def imds_override(self) -> ServiceOverride | None:

@@ -48,6 +48,10 @@ ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
 _INSTANCE_SEGMENT = re.compile(r"^(i-[^/]*|fargate-[^/]*)$")
 _LIVE_STATES = ["pending", "running", "shutting-down", "stopping", "stopped"]
 CACHE_MAX_AGE = 600.0
+#: ``MaxResults`` of a DescribeInstances that names no instance ids, whose ``NextToken`` is
+#: then followed (upstream v1.33.0 ``pkg/providers/v1/aws_ec2.go`` ``DescribeInstances``);
+#: EC2 refuses ``MaxResults`` together with ``InstanceIds``, so by-id calls send none.
+DESCRIBE_PAGE_SIZE = 1000
 
 
 class InvalidProviderID(CloudError):
@@ -85,7 +89,9 @@ def instance_id_from_name(name: str) -> InstanceID | None:
 
 
 def node_addresses(instance: InstanceTypeDef, families: Sequence[str]) -> tuple[NodeAddress, ...]:
-    """Upstream ``getInstanceNodeAddress`` for the configured families, in order."""
+    """Upstream ``getInstanceNodeAddress`` for the configured families, in order
+    (``extractIPv4NodeAddresses``, ``extractIPv6NodeAddresses`` in kubernetes/cloud-provider-aws
+    v1.33.0 ``pkg/providers/v1/aws.go``)."""
     out: list[NodeAddress] = []
 
     def add(kind: str, value: str | None) -> None:
@@ -99,15 +105,14 @@ def node_addresses(instance: InstanceTypeDef, families: Sequence[str]) -> tuple[
             e.get("Attachment", {}).get("DeviceIndex", 0),
         ),
     )
-    in_use = [e for e in enis if e.get("Status", "in-use") == "in-use"]
+    # only in-use interfaces give internal IPs; an instance EC2 lists without one (none
+    # attached, or every one detaching) has no InternalIP, not its PrivateIpAddress
+    in_use = [e for e in enis if e.get("Status") == "in-use"]
     for family in families:
         if family == "ipv4":
-            if in_use:
-                for eni in in_use:
-                    for ip in eni.get("PrivateIpAddresses", []):
-                        add("InternalIP", ip.get("PrivateIpAddress"))
-            else:
-                add("InternalIP", instance.get("PrivateIpAddress"))
+            for eni in in_use:
+                for ip in eni.get("PrivateIpAddresses", []):
+                    add("InternalIP", ip.get("PrivateIpAddress"))
             add("ExternalIP", instance.get("PublicIpAddress"))
             add("InternalDNS", instance.get("PrivateDnsName"))
             add("Hostname", instance.get("PrivateDnsName"))
@@ -183,15 +188,17 @@ class AWSInstances:
             raise
 
     def _by_private_dns(self, name: str) -> InstanceTypeDef:
-        resp = self.ec2.describe_instances(
+        pages = self.ec2.get_paginator("describe_instances").paginate(
             Filters=[
                 {"Name": "private-dns-name", "Values": [name]},
                 {"Name": "instance-state-name", "Values": _LIVE_STATES},
-            ]
+            ],
+            PaginationConfig={"PageSize": DESCRIBE_PAGE_SIZE},
         )
         found = [
             inst
-            for res in resp.get("Reservations", [])
+            for page in pages
+            for res in page.get("Reservations", [])
             for inst in res.get("Instances", [])
             if self.ctx.tags.has_cluster_tag(tag_map(cast(Any, inst.get("Tags"))))
         ]
@@ -339,6 +346,14 @@ class AWSInstances:
         return self._zone_ids.get(zone, "")
 
 
+def node_targeted(node: Node, target_labels: Sequence[tuple[str, str]]) -> bool:
+    """Upstream ``filterTargetNodes`` for one node: every ``target-node-labels`` item matches
+    a label of the node (a key with an empty value: the key is present, with any value). No
+    items target every node (kubernetes/cloud-provider-aws v1.33.0
+    ``pkg/providers/v1/aws_loadbalancer.go``)."""
+    return all(k in node.labels and (not v or node.labels[k] == v) for k, v in target_labels)
+
+
 class InstanceCache:
     """Upstream ``describeAllInstancesCached``: all cluster instances, refreshed when older
     than ten minutes or missing a wanted id."""
@@ -351,7 +366,10 @@ class InstanceCache:
 
     def _refresh(self) -> None:
         found: dict[str, InstanceTypeDef] = {}
-        for page in self.ctx.clients.ec2.get_paginator("describe_instances").paginate():
+        pages = self.ctx.clients.ec2.get_paginator("describe_instances").paginate(
+            PaginationConfig={"PageSize": DESCRIBE_PAGE_SIZE}
+        )
+        for page in pages:
             for res in page.get("Reservations", []):
                 for inst in res.get("Instances", []):
                     if self.ctx.tags.has_cluster_tag(tag_map(cast(Any, inst.get("Tags")))):
@@ -377,7 +395,7 @@ class InstanceCache:
         """
         ids: list[str] = []
         for node in nodes:
-            if any(k not in node.labels or (v and node.labels[k] != v) for k, v in target_labels):
+            if not node_targeted(node, target_labels):
                 continue
             if not node.provider_id:
                 log.warning("node %s has no providerID; not registering it", node.name)

@@ -18,7 +18,7 @@ differs, not on every ensure.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
@@ -61,14 +61,53 @@ class LoadBalancerNotFound(CloudError):
     """``update_load_balancer`` for a Service whose ELB does not exist (yet)."""
 
 
-def _listener_key(desc: Any) -> tuple[str, int, str, int, str]:
+def protocols_equal(left: str | None, right: str | None) -> bool:
+    """Upstream ``elbProtocolsAreEqual``: the same protocol in any case; absent equals only
+    absent (kubernetes/cloud-provider-aws v1.33.0 ``pkg/providers/v1/aws_loadbalancer.go``)."""
+    if left is None or right is None:
+        return left is right
+    return left.casefold() == right.casefold()
+
+
+def arns_equal(left: str | None, right: str | None) -> bool:
+    """Upstream ``awsArnEquals``: the same ARN in any case; absent equals only absent."""
+    return protocols_equal(left, right)
+
+
+def listeners_equal(actual: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+    """Upstream ``elbListenersAreEqual``: both protocols (any case), both ports and the
+    certificate ARN (any case) of two ``Listener`` dicts."""
     return (
-        str(desc.get("Protocol", "")).upper(),
-        int(desc.get("LoadBalancerPort", 0)),
-        str(desc.get("InstanceProtocol", desc.get("Protocol", ""))).upper(),
-        int(desc.get("InstancePort", 0)),
-        str(desc.get("SSLCertificateId") or "").lower(),
+        protocols_equal(actual.get("Protocol"), expected.get("Protocol"))
+        and protocols_equal(actual.get("InstanceProtocol"), expected.get("InstanceProtocol"))
+        and int(actual.get("InstancePort", 0)) == int(expected.get("InstancePort", 0))
+        and int(actual.get("LoadBalancerPort", 0)) == int(expected.get("LoadBalancerPort", 0))
+        and arns_equal(actual.get("SSLCertificateId"), expected.get("SSLCertificateId"))
     )
+
+
+def sync_listeners(
+    expected: Sequence[Mapping[str, Any]], actual: Sequence[Mapping[str, Any] | None]
+) -> tuple[list[Mapping[str, Any]], list[int]]:
+    """Upstream ``syncElbListeners``: (listeners to create, load-balancer ports to delete).
+
+    An existing listener equal to a wanted one stays; any other is deleted by its port and
+    every wanted listener without an equal existing one is created (so a changed listener is
+    deleted, then created again). An absent existing listener is skipped. Creations follow
+    ``expected``'s order, deletions ``actual``'s.
+    """
+    found: set[int] = set()
+    delete: list[int] = []
+    for have in actual:
+        if have is None:
+            log.warning("ignoring an empty listener in the load balancer's description")
+            continue
+        match = next((i for i, want in enumerate(expected) if listeners_equal(have, want)), None)
+        if match is None:
+            delete.append(int(have.get("LoadBalancerPort", 0)))
+        else:
+            found.add(match)
+    return [want for i, want in enumerate(expected) if i not in found], delete
 
 
 def _listener_payload(listener: Listener) -> dict[str, Any]:
@@ -395,19 +434,14 @@ class ClassicLoadBalancers:
             )
             self._remove_owned_groups(name, [g for g in have_groups if g not in lb_groups], spec)
 
-        have = {
-            _listener_key(d.get("Listener", {})): d.get("Listener", {})
-            for d in lb.get("ListenerDescriptions", [])
-        }
-        want = {_listener_key(_listener_payload(x)): x for x in spec.listeners}
-        stale_ports = sorted({k[1] for k in have if k not in want})
-        if stale_ports:
+        create, stale = sync_listeners(
+            [_listener_payload(x) for x in spec.listeners],
+            [d.get("Listener") for d in lb.get("ListenerDescriptions", [])],
+        )
+        if stale:
             self.elb.delete_load_balancer_listeners(
-                LoadBalancerName=name, LoadBalancerPorts=stale_ports
+                LoadBalancerName=name, LoadBalancerPorts=sorted(set(stale))
             )
-        create = [
-            _listener_payload(x) for k, x in want.items() if k not in have or k[1] in stale_ports
-        ]
         if create:
             self.elb.create_load_balancer_listeners(
                 LoadBalancerName=name, Listeners=cast(Any, create)

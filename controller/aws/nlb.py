@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
-from controller.aws import nlbrules, sgrules
+from controller.aws import nlbrules, sgrules, targets
 from controller.aws.annotations import A_EXTRA_SECURITY_GROUPS, A_SECURITY_GROUPS, id_list
 from controller.aws.clients import aws_errors, error_code, revoke_as_sdk_v1
 from controller.aws.context import AWSContext
@@ -78,7 +78,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHUNK = 100  # upstream defaultRegisterTargetsChunkSize / defaultDeregisterTargetsChunkSize
 A_CROSS_ZONE_ATTR = "load_balancing.cross_zone.enabled"
 A_ACCESS_ENABLED_ATTR = "access_logs.s3.enabled"
 A_ACCESS_BUCKET_ATTR = "access_logs.s3.bucket"
@@ -620,20 +619,17 @@ class NetworkLoadBalancers:
     def _sync_targets(
         self, arn: str, port: int, instance_ids: Sequence[str], *, actual: Sequence[Any]
     ) -> None:
-        """Upstream ``ensureTargetGroupTargets``: (id, port) set difference, chunks of 100."""
-        want = {(i, port) for i in instance_ids}
-        have = {(str(t.get("Id", "")), int(t.get("Port", 0))) for t in actual}
-        register = sorted(want - have)
-        deregister = sorted(have - want)
-        for i in range(0, len(register), CHUNK):
+        """Upstream ``ensureTargetGroupTargets`` (see :mod:`controller.aws.targets`)."""
+        register, deregister = targets.diff_targets(
+            targets.expected_targets(instance_ids, port), targets.actual_targets(actual)
+        )
+        for chunk in targets.chunk_targets(register):
             self.elbv2.register_targets(
-                TargetGroupArn=arn,
-                Targets=[{"Id": t, "Port": p} for t, p in register[i : i + CHUNK]],
+                TargetGroupArn=arn, Targets=cast(Any, targets.payload(chunk))
             )
-        for i in range(0, len(deregister), CHUNK):
+        for chunk in targets.chunk_targets(deregister):
             self.elbv2.deregister_targets(
-                TargetGroupArn=arn,
-                Targets=[{"Id": t, "Port": p} for t, p in deregister[i : i + CHUNK]],
+                TargetGroupArn=arn, Targets=cast(Any, targets.payload(chunk))
             )
 
     def _reconcile_lb_attributes(self, arn: str, spec: NLBSpec) -> None:

@@ -88,6 +88,39 @@ def pick_subnets(
     return sorted(s.subnet_id for s in best.values())
 
 
+def cluster_subnets(subnets: Sequence[SubnetTypeDef], tags: ClusterTags) -> list[SubnetTypeDef]:
+    """Upstream ``findSubnets``' filter: the subnets tagged for this cluster or for none."""
+    return [
+        s for s in subnets if not tags.tagged_for_other_cluster(tag_map(cast(Any, s.get("Tags"))))
+    ]
+
+
+def choose_subnets(
+    subnets: Sequence[SubnetTypeDef],
+    route_tables: Sequence[RouteTableTypeDef],
+    zone_types: Mapping[str, str],
+    *,
+    internal: bool,
+    tags: ClusterTags,
+) -> list[str]:
+    """Upstream ``findELBSubnets`` after ``findSubnets``: subnets of regular availability
+    zones only (``zone_types``: zone name -> ``ZoneType``; local and wavelength zones are
+    left out), public ones only for an internet-facing load balancer, then
+    :func:`pick_subnets`."""
+    public = public_subnet_ids(subnets, route_tables)
+    infos = [
+        SubnetInfo(
+            subnet_id=s["SubnetId"],
+            zone=s.get("AvailabilityZone", ""),
+            tags=tag_map(cast(Any, s.get("Tags"))),
+            public=s["SubnetId"] in public,
+        )
+        for s in subnets
+        if zone_types.get(s.get("AvailabilityZone", ""), "availability-zone") == "availability-zone"
+    ]
+    return pick_subnets(infos, internal=internal, tags=tags)
+
+
 class Subnets:
     def __init__(self, ctx: AWSContext) -> None:
         self.ctx = ctx
@@ -148,11 +181,7 @@ class Subnets:
         if annotated:
             return self.resolve_annotation(annotated)
         vpc_filter: list[FilterTypeDef] = [{"Name": "vpc-id", "Values": [self.ctx.vpc_id]}]
-        subnets = [
-            s
-            for s in self._describe(Filters=vpc_filter)
-            if not self.ctx.tags.tagged_for_other_cluster(tag_map(cast(Any, s.get("Tags"))))
-        ]
+        subnets = cluster_subnets(self._describe(Filters=vpc_filter), self.ctx.tags)
         if not subnets and self.ctx.self_subnet_id:
             log.warning("No tagged subnets found; will fall-back to the current subnet only")
             subnets = self._describe(
@@ -161,20 +190,9 @@ class Subnets:
         route_tables: list[RouteTableTypeDef] = []
         for page in self.ec2.get_paginator("describe_route_tables").paginate(Filters=vpc_filter):
             route_tables.extend(page.get("RouteTables", []))
-        public = public_subnet_ids(subnets, route_tables)
-        zone_types = self.zone_types()
-        infos = [
-            SubnetInfo(
-                subnet_id=s["SubnetId"],
-                zone=s.get("AvailabilityZone", ""),
-                tags=tag_map(cast(Any, s.get("Tags"))),
-                public=s["SubnetId"] in public,
-            )
-            for s in subnets
-            if zone_types.get(s.get("AvailabilityZone", ""), "availability-zone")
-            == "availability-zone"
-        ]
-        chosen = pick_subnets(infos, internal=internal, tags=self.ctx.tags)
+        chosen = choose_subnets(
+            subnets, route_tables, self.zone_types(), internal=internal, tags=self.ctx.tags
+        )
         if not chosen:
             raise NoSuitableSubnets(
                 "could not find any suitable subnets for creating the ELB "

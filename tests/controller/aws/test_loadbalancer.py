@@ -494,3 +494,43 @@ def test_dropped_user_group_keeps_rules_on_untagged_groups_and_while_shared(
     assert untagged not in {
         e.params["GroupId"] for e in aws.trail.calls("RevokeSecurityGroupIngress")
     }
+
+
+def test_listener_sync_keeps_equal_listeners_and_replaces_a_changed_certificate(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """Upstream ``syncElbListeners`` on the ELB AWS reports: an SSL listener described with
+    its certificate is kept by a second ensure; a new certificate deletes that port's
+    listener and creates it again, and the TCP listener is left alone."""
+    acm = aws.client("acm")
+    cert, new_cert = (
+        acm.request_certificate(DomainName=d)["CertificateArn"] for d in ("a.example", "b.example")
+    )
+    ports = (
+        ServicePort(port=443, node_port=30443, name="tls"),
+        ServicePort(port=80, node_port=30080, name="web"),
+    )
+
+    def tls(arn: str) -> dict[str, str]:
+        # SSL to the backend too: moto reports a Classic listener's InstanceProtocol as its
+        # Protocol whatever was sent (SSL->TCP would be described as SSL->SSL)
+        return {A.A_SSL_CERT: arn, A.A_SSL_PORTS: "443", A.A_BACKEND_PROTOCOL: "ssl"}
+
+    lb = make_cloud().load_balancer()
+    lb.ensure_load_balancer("kubernetes", service(tls(cert), ports=ports), nodes(topo))
+    mark = aws.trail.last_seq
+    lb.ensure_load_balancer("kubernetes", service(tls(cert), ports=ports), nodes(topo))
+    assert mutating(aws, mark) == []
+    mark = aws.trail.last_seq
+    lb.ensure_load_balancer(
+        "kubernetes",
+        service(tls(new_cert), ports=ports),
+        nodes(topo),
+    )
+    assert mutating(aws, mark)[:2] == ["DeleteLoadBalancerListeners", "CreateLoadBalancerListeners"]
+    described = aws.client("elb").describe_load_balancers()["LoadBalancerDescriptions"][0]
+    got = {
+        (d["Listener"]["LoadBalancerPort"], d["Listener"].get("SSLCertificateId"))
+        for d in described["ListenerDescriptions"]
+    }
+    assert got == {(443, new_cert), (80, None)}
