@@ -111,11 +111,13 @@ class CloudConfig:
 
     @property
     def derived_region(self) -> str:
-        """The region as upstream's ``CloudConfig.GetRegion`` reads the config: ``Region``
-        only; empty means "ask instance metadata". ``Zone`` never decides the region here, so
-        a ``Zone`` in another region than the instance's does not send the clients to the
-        wrong region. Upstream's ``getRegionFromMetadata`` does take it (before ``Region``):
-        an open difference, listed in ``controller/DEVIATIONS.md``."""
+        """The region as upstream's ``newAWSCloud`` takes it from the config
+        (``getRegionFromMetadata``, v1.33.0 and 63ec440c): the region of ``Zone`` when
+        ``Zone`` is set ("for backwards compatibility", before ``Region``), else ``Region``
+        (``CloudConfig.GetRegion``); empty means "ask instance metadata". ``Zone`` was
+        checked when the config was read, so it names a zone."""
+        if self.zone:
+            return zone_to_region(self.zone)
         return self.region
 
     def imds_override(self) -> ServiceOverride | None:

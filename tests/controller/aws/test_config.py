@@ -90,14 +90,18 @@ def test_invalid_values_are_rejected_with_their_key(text: str, key: str) -> None
     assert err.value.key == key
 
 
-def test_zone_never_decides_the_region() -> None:
-    """Upstream ``CloudConfig.GetRegion``: ``Region``, else instance metadata; ``Zone`` is
-    parsed and used nowhere. Before, ours took the region from ``Zone`` when ``Region`` was
-    unset (and so never asked metadata)."""
+def test_zone_decides_the_region_before_region_and_metadata() -> None:
+    """Upstream ``getRegionFromMetadata`` (what ``newAWSCloud`` uses): the region of ``Zone``
+    whenever ``Zone`` is set, even beside a ``Region``; else ``Region``, else instance
+    metadata. Before, ours took ``Region`` or metadata and never ``Zone``."""
     cfg, _ = load_cloud_config("[Global]\nZone = eu-west-1b\n")
-    assert cfg.derived_region == ""  # ask instance metadata
+    assert cfg.derived_region == "eu-west-1"
     cfg, _ = load_cloud_config("[Global]\nZone = eu-west-1b\nRegion = us-east-2\n")
+    assert cfg.derived_region == "eu-west-1"
+    cfg, _ = load_cloud_config("[Global]\nRegion = us-east-2\n")
     assert cfg.derived_region == "us-east-2"
+    cfg, _ = load_cloud_config("[Global]\n")
+    assert cfg.derived_region == ""  # ask instance metadata
 
 
 def test_imds_override_applies_whatever_its_region() -> None:

@@ -185,8 +185,6 @@ METADATA_REGION = "us-west-2"
 
 #: ``TestNewAWSCloud``: (case, config text, expected region, deviation reason or "")
 NEW_AWS_CLOUD: list[tuple[str, str, str, str]] = [
-    ("Config specifies valid zone", "[global]\nzone = eu-west-1a", "eu-west-1",
-     "ours never derives the region from Zone; upstream's getRegionFromMetadata does, before "
-     "Region (see controller/DEVIATIONS.md, 'Found, not fixed')"),
+    ("Config specifies valid zone", "[global]\nzone = eu-west-1a", "eu-west-1", ""),
     ("Gets zone from metadata when not in config", "[global]\n", METADATA_REGION, ""),
 ]  # fmt: skip

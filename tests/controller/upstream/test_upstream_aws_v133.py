@@ -5,9 +5,8 @@ and ``checkMixedProtocol`` run in ``EnsureLoadBalancer`` before any AWS call, ou
 the order of an ELB's security groups, the subnets chosen for an ELB, a node's addresses
 from its instance, the lookups by node name, ``MaxResults`` on DescribeInstances, subnet
 annotations resolved through EC2 and the region of a new cloud. All cases pass (some since
-fixes to ours, listed in ``controller/DEVIATIONS.md``) but ``TestNewAWSCloud``'s "Config
-specifies valid zone", a known failure (strict xfail) found by this port and not yet
-decided."""
+fixes to ours, listed in ``controller/DEVIATIONS.md``; ``TestNewAWSCloud``'s "Config
+specifies valid zone" since ours takes the region from ``Zone`` as upstream does)."""
 
 from __future__ import annotations
 
