@@ -42,6 +42,11 @@ class KeepAliveServer(ThreadingHTTPServer):
     """A threaded HTTP/1.1 server for one WSGI app (see the module docstring)."""
 
     daemon_threads = True
+    #: the listen backlog: socketserver's default is 5, and a burst of new connections past it
+    #: (a lab starting its clients, metadata service and controller at once, on a loaded
+    #: machine) waits out SYN retransmits of 1 s and more; werkzeug's server, which this one
+    #: replaced for the endpoint, listens with 128
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], app: WsgiApp) -> None:
         self.app = app
