@@ -264,6 +264,34 @@ def deploy_image(
     return manifests
 
 
+def restart_image_in_lab(
+    name: str,
+    *,
+    root: Path | None = None,
+    runner: Runner | None = None,
+    kubectl: str = "kubectl",
+    wait_timeout: float = 300.0,
+) -> None:
+    """Restart the in-cluster controller of the kind lab ``name`` (``lab.controller.restart``
+    for a lab of ``--controller-image``): ``kubectl rollout restart`` of its DaemonSet, then
+    wait for the rollout, as a user would by hand. LabError with the command and its output
+    when either fails."""
+    from lab.state import LabError
+
+    run = runner or SubprocessRunner()
+    target = kind_lab_target(name, root=root, runner=run)
+    base = [kubectl, "--kubeconfig", str(target.kubeconfig)]
+    where = [f"daemonset/{NAME}", "--namespace", NAMESPACE]
+    try:
+        run.run([*base, "rollout", "restart", *where], timeout=60)
+        run.run(
+            [*base, "rollout", "status", *where, f"--timeout={int(wait_timeout)}s"],
+            timeout=wait_timeout + 30,
+        )
+    except CommandError as exc:
+        raise LabError(str(exc)) from exc
+
+
 def deploy_image_to_lab(
     name: str,
     image: str,

@@ -768,6 +768,10 @@ def restart_controller(
     """
     out = console or status_console()
     _check_command_flags(command, legacy, args)
+    validate_name(name)
+    image = load_state(name, root).controller_image
+    if image is not None:
+        return _restart_image(name, image, legacy=legacy, args=args, command=command, root=root)
     state = _controller_free(name, root)
     previous = state.controller
     try:
@@ -787,6 +791,35 @@ def restart_controller(
         raise LabError(
             f"{exc}; the previous controller ({flags}) runs again as pid {pid}"
         ) from None
+
+
+def _restart_image(
+    name: str,
+    image: str,
+    *,
+    legacy: Sequence[str],
+    args: Sequence[str],
+    command: ControllerCommand | None,
+    root: Path | None,
+) -> LabState:
+    """``lab.controller.restart`` of a lab whose controller is ``image`` in-cluster: the same
+    image restarted (its flags are the DaemonSet's); a flag for another controller is refused
+    in one line, since starting a local one too would give the cluster two controllers."""
+    from lab.incluster_image import restart_image_in_lab
+
+    if legacy or args or command is not None:
+        given = (
+            "--controller-cmd/--controller" if command is not None else "--legacy-behavior/--args"
+        )
+        raise LabError(
+            f"{given}: lab {name!r} runs its controller in-cluster from --controller-image "
+            f"{image}, whose flags are its DaemonSet's; restart it without them, or "
+            f"`invoke lab.down --name {name}` and `lab.up` again with the controller you want"
+        )
+    state = load_state(name, root)
+    require_daemon(state)
+    restart_image_in_lab(name, root=root)
+    return load_state(name, root)
 
 
 def _controller_free(name: str, root: Path | None) -> LabState:
@@ -1074,6 +1107,13 @@ def debug_controller(
     if not 0 <= port < 65536:
         raise LabError(f"--port {port}: a TCP port is 0 to 65535 (0 lets the kernel choose)")
     state = _controller_free(name, root)
+    if state.controller_image is not None:
+        raise LabError(
+            f"lab {name!r} runs its controller in-cluster from --controller-image "
+            f"{state.controller_image}; lab.debug runs our Python controller as a local "
+            "process, which would make two controllers: attach your build's own debugger in "
+            f"its pod, or `invoke lab.down --name {name}` and `lab.up` without the image"
+        )
     previous = state.controller
     if previous is not None and previous.command:
         raise LabError(

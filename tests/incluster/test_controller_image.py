@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -203,3 +204,59 @@ def test_controller_image_on_sim_is_one_line_at_the_front_door(tmp_path: Path) -
     )
     assert_one_line_error(result, "--controller-image img:1", "--backend kind")
     nothing_left(tmp_path, "x")
+
+
+def test_restart_of_an_image_lab_restarts_its_daemonset(fakes: Fakes, tmp_path: Path) -> None:
+    """``lab.controller.restart`` on a lab of ``--controller-image``: the DaemonSet rolled
+    (``kubectl rollout restart``, then its status), no local controller started."""
+    from lab.incluster_image import restart_image_in_lab
+
+    root = write_lab_state(tmp_path / "labs", controller_image="my-ccm:dev")
+    cluster = "ccm-lab-t"
+    fakes.cli.set(
+        containers=[
+            container(f"{cluster}-control-plane", "control-plane", cluster, "10.0.1.140", "n")
+        ],
+        images=["my-ccm:dev"],
+    )
+    restart_image_in_lab("t", root=root, runner=fakes.runner, wait_timeout=60)
+    kc = str(root / "t" / "kubeconfig")
+    where = [f"daemonset/{NAME}", "--namespace", "kube-system"]
+    kubectl = [c["argv"] for c in fakes.calls() if c["argv"][0] == "kubectl"]
+    assert kubectl == [
+        ["kubectl", "--kubeconfig", kc, "rollout", "restart", *where],
+        ["kubectl", "--kubeconfig", kc, "rollout", "status", *where, "--timeout=60s"],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda root: labctl.restart_controller(
+                name="t", root=root, legacy=["k8s-84926"], console=Console(file=io.StringIO())
+            ),
+            r"--legacy-behavior/--args: lab 't' runs its controller in-cluster from "
+            r"--controller-image my-ccm:dev",
+        ),
+        (
+            lambda root: labctl.debug_controller(
+                name="t", root=root, console=Console(file=io.StringIO())
+            ),
+            r"lab 't' runs its controller in-cluster .* two controllers",
+        ),
+    ],
+    ids=["restart-with-our-flags", "debug"],
+)
+def test_an_image_lab_refuses_a_local_controller_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: Any, match: str
+) -> None:
+    """A local controller beside the in-cluster one would make two: refused, nothing run."""
+    root = write_lab_state(tmp_path / "labs", controller_image="my-ccm:dev")
+    monkeypatch.setattr(labctl, "require_daemon", lambda state: None)
+    monkeypatch.setattr(labctl, "_controller_free", labctl.load_state)
+    )
+    with pytest.raises(LabError, match=match) as refused:
+        call(root)
+    assert "\n" not in str(refused.value)
+    assert labctl.load_state("t", root).controller is None
