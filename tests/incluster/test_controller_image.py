@@ -255,7 +255,6 @@ def test_an_image_lab_refuses_a_local_controller_in_one_line(
     root = write_lab_state(tmp_path / "labs", controller_image="my-ccm:dev")
     monkeypatch.setattr(labctl, "require_daemon", lambda state: None)
     monkeypatch.setattr(labctl, "_controller_free", labctl.load_state)
-    )
     with pytest.raises(LabError, match=match) as refused:
         call(root)
     assert "\n" not in str(refused.value)
