@@ -577,7 +577,7 @@ class Lab:
             token=self.token,
             credentials=credentials,
             caller_credentials=self.aws_caller_credentials,
-            guard=ProxyRunGuard(clients.guard),
+            guard=ProxyRunGuard(clients.guard, region=self.config.region),
         )
         self._aws = proxy
         proxy.start()

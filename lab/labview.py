@@ -99,8 +99,9 @@ def environment(*, name: str = "default", root: Path | None = None) -> list[tupl
         ("AWS_REGION", state.region),
         ("AWS_DEFAULT_REGION", state.region),
         *aws_env(state.aws_credentials).items(),
-        # a real-account lab's key is long-term: an empty token overrides one the shell has
-        *([("AWS_SESSION_TOKEN", "")] if state.aws_credentials else []),
+        # a real-account lab's key is long-term: empty tokens override one the shell has
+        # (botocore reads the older AWS_SECURITY_TOKEN too, before AWS_SESSION_TOKEN)
+        *([("AWS_SESSION_TOKEN", ""), ("AWS_SECURITY_TOKEN", "")] if state.aws_credentials else []),
         ("AWS_EC2_METADATA_SERVICE_ENDPOINT", state.imds_endpoint),
         ("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "IPv4"),
     ]

@@ -90,11 +90,22 @@ class Batcher(Generic[In, Out]):
             leader = len(self._pending) == 1
             self._cond.notify_all()
         if leader:
-            self._close_window()
+            window: list[_Request[In, Out]] = []
+            try:
+                self._close_window(window)
+            except BaseException as exc:  # nobody else would answer this window's callers
+                if not window:  # failed before taking its window: take it now
+                    with self._cond:
+                        window, self._pending = self._pending, []
+                for waiting in window:
+                    if not waiting.future.done():
+                        waiting.future.set_exception(exc)
+                raise
         return request.future.result()
 
-    def _close_window(self) -> None:
-        """Wait until the window closes, take the waiting requests and run them."""
+    def _close_window(self, window: list[_Request[In, Out]]) -> None:
+        """Wait until the window closes, take the waiting requests (into ``window``, so a
+        failure can answer them) and run them."""
         opened = self._monotonic()
         with self._cond:
             while len(self._pending) < self.max_items:
@@ -104,6 +115,7 @@ class Batcher(Generic[In, Out]):
                     break
                 self._cond.wait(left)
             taken, self._pending = self._pending, []
+            window.extend(taken)
         groups: dict[Hashable, list[_Request[In, Out]]] = {}
         for request in taken:
             groups.setdefault(request.key, []).append(request)

@@ -52,11 +52,17 @@ class KeepAliveServer(ThreadingHTTPServer):
         self.app = app
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
+        self._closed = False
         super().__init__(address, _Handler)
 
     def track(self, connection: socket.socket, *, open_: bool) -> None:
         with self._open_lock:
-            if open_:
+            if open_ and self._closed:
+                # accepted just before the server closed: its handler starts after
+                # server_close ended the others, so it ends here instead of being served
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
+            elif open_:
                 self._open.add(connection)
             else:
                 self._open.discard(connection)
@@ -64,6 +70,7 @@ class KeepAliveServer(ThreadingHTTPServer):
     def server_close(self) -> None:
         super().server_close()
         with self._open_lock:
+            self._closed = True
             connections, self._open = list(self._open), set()
         for connection in connections:
             with contextlib.suppress(OSError):

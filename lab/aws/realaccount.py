@@ -9,7 +9,9 @@ convention of the callers: :func:`account_clients` installs it on the boto3 clie
 the run's controller reaches the account through asks the same object
 (:mod:`lab.aws.runproxy`), so every call of the lab and of the controller passes it:
 
-* ``Describe*``/``Get*``/``List*`` pass (reading changes nothing);
+* ``Describe*``/``Get*``/``List*`` of EC2, ELB and ELBv2 pass (reading changes nothing), and
+  STS ``GetCallerIdentity``; every call of any other service is refused, reads too (a read
+  can hand out credentials or secrets: STS ``GetSessionToken``, Secrets Manager);
 * a call that creates (``Create*``, ``Run*``, ``Allocate*``...) gets the run tag added to its
   ``TagSpecifications``; one that cannot tag at creation is refused unless it only adds a part
   to resources of the run (``CreateRoute`` in its route table); and the parents it names
@@ -21,7 +23,13 @@ the run's controller reaches the account through asks the same object
 * any other call (modify, attach, authorize, register, delete, tag) is allowed only when every
   resource it names carries this run's tag (asked with each API's ``DescribeTags``; a listener
   or rule ARN counts as its load balancer's); one that names none (an account-wide setting)
-  is refused, and so is a changing call of any other service.
+  is refused; ``CreateTags``/``DeleteTags`` may not touch the run tag itself (re-tagged or
+  untagged, ``lab.down`` would no longer find the resource).
+
+In the proxy (:class:`lab.aws.runproxy.ProxyRunGuard`) a call is also refused when it cannot
+be read as the guard reads it: no ``Action`` (a REST or JSON API), a signing scope other than
+the service and region the request names, a region other than the run's, or a parameter given
+twice (query and body).
 
 A refusal is :class:`GuardRefused`, raised before the request is sent, naming the call, the
 resource and the tag. The ids a call only *uses* (``ImageId``: an Amazon image) are not
@@ -252,13 +260,16 @@ class RunGuard:
     def check(self, service: str, op: str, params: dict[str, Any]) -> None:
         """Let the call ``op`` of ``service`` with boto3-shaped ``params`` through (adding the
         run tag where it creates), or raise :class:`GuardRefused` naming the call and why."""
-        if op.startswith(_READ_ONLY):
-            return
+        if (service, op) == ("sts", "GetCallerIdentity"):
+            return  # who the caller is: what SDKs and the lab ask first
         if service not in GUARDED_SERVICES:
             raise GuardRefused(
-                f"{op}: a {service} call that changes something; the lab's guard knows how to "
-                f"tag and check {', '.join(GUARDED_SERVICES)} only, so it is not made"
+                f"{op}: a {service} call; the lab's guard knows how to tag and check "
+                f"{', '.join(GUARDED_SERVICES)} only (and lets STS GetCallerIdentity through), "
+                "so it is not made: reads of other services can hand out credentials and secrets"
             )
+        if op.startswith(_READ_ONLY):
+            return
         if service == "ec2":
             self._check_ec2(op, params)
         else:
@@ -282,6 +293,11 @@ class RunGuard:
         elif not ids:
             raise self._account_wide(op)
         self._refuse_untagged("ec2", op, ids)
+        if tagging and any(tag.get("Key") == RUN_TAG for tag in params.get("Tags") or []):
+            raise GuardRefused(
+                f"{op}: the run tag {RUN_TAG} is the lab's to set, at creation (changed or "
+                "removed, lab.down would no longer find the resource)"
+            )
 
     def _check_lb(self, service: str, op: str, params: dict[str, Any]) -> None:
         ids: list[str] = []

@@ -173,8 +173,10 @@ def _scalar(text: str, shape: Shape) -> Any:
 class ProxyRunGuard:
     """What the recording proxy asks before forwarding a call (module docstring)."""
 
-    def __init__(self, guard: RunGuard) -> None:
+    def __init__(self, guard: RunGuard, *, region: str | None = None) -> None:
         self.guard = guard
+        #: the run's region: calls for any other are refused (None: not checked)
+        self.region = region
 
     @property
     def run_id(self) -> str:
@@ -191,6 +193,24 @@ class ProxyRunGuard:
         body_pairs = (
             parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True) if form else []
         )
+        given = [k for k, _ in [*pairs, *body_pairs] if k not in ("Action", "Version")]
+        twice = sorted({k for k in given if given.count(k) > 1})
+        if twice:  # the guard would read one value and the upstream might act on the other
+            raise GuardRefusal(
+                f"ccm-lab run guard: {op}: parameters given twice ({', '.join(twice[:5])}), "
+                "in the query and the body or repeated; send each once",
+                code=REFUSAL_CODES.get(service, DEFAULT_REFUSAL_CODE),
+                status=403,
+                source=ANSWERED_BY,
+            )
+        if self.region is not None and request.region != self.region:
+            raise GuardRefusal(
+                f"ccm-lab run guard: {op} in {request.region}: the run lives in {self.region}, "
+                "where lab.down looks for what it made; the guard refuses other regions",
+                code=REFUSAL_CODES.get(service, DEFAULT_REFUSAL_CODE),
+                status=403,
+                source=ANSWERED_BY,
+            )
         flat = {k: v for k, v in [*pairs, *body_pairs] if k not in ("Action", "Version")}
         protocol = model.metadata.get("protocol", "query") if model is not None else "query"
         params = read_params(flat, model.input_shape if model is not None else None, protocol)

@@ -157,11 +157,20 @@ def _trail(state: LabState, action: str) -> list[TrailEvent]:
     return AwsControlClient(state.aws_endpoint, token=state.token).trail(action)
 
 
-def _service(state: LabState, name: str, annotations: dict[str, str] | None = None) -> None:
+def _service(
+    state: LabState, name: str, annotations: dict[str, str] | None = None, *, exist_ok: bool = False
+) -> None:
     from kubernetes import client
 
     api = new_api_client(state.kubeconfig)
     try:
+        if exist_ok:
+            try:
+                client.CoreV1Api(api).read_namespaced_service(name, "default")
+                return
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
         client.CoreV1Api(api).create_namespaced_service(
             "default",
             {
@@ -373,6 +382,13 @@ def test_down_removes_the_controllers_elbs_and_groups_and_nothing_else(
 ) -> None:
     lab = real.state
     run_id = lab.cluster_id.removeprefix("ccm-lab-")
+    # the earlier tests of this module made these; under pytest -n another worker (another
+    # lab and account) may have run them, so this one makes whatever its lab lacks
+    _service(lab, "api", exist_ok=True)
+    _service(lab, "web", exist_ok=True)
+    _service(
+        lab, "nlb", {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}, exist_ok=True
+    )
     elbs = _until(
         lambda: (elbs := _run_elbs(account, run_id)) and len(elbs) == 2 and elbs,
         "both Services' ELBs",

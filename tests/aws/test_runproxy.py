@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import pytest
+from botocore.exceptions import ClientError
 from botocore.serialize import create_serializer
 
 from lab.aws.protocol import AwsRequest
@@ -202,6 +203,23 @@ REFUSED = [
         "AccessDenied",
         "knows how to tag and check ec2, elb, elbv2 only",
     ),
+    # a read of another service can hand out credentials that escape the guard
+    ("sts", "GetSessionToken", {}, "AccessDenied", "can hand out credentials"),
+    # the run tag is how lab.down finds what the run made: not to be changed or removed
+    (
+        "ec2",
+        "CreateTags",
+        {"Resources": [VPC], "Tags": [{"Key": RUN_TAG, "Value": "another-run"}]},
+        "UnauthorizedOperation",
+        f"the run tag {RUN_TAG} is the lab's to set",
+    ),
+    (
+        "ec2",
+        "DeleteTags",
+        {"Resources": [VPC], "Tags": [{"Key": RUN_TAG}]},
+        "UnauthorizedOperation",
+        f"the run tag {RUN_TAG} is the lab's to set",
+    ),
 ]
 
 
@@ -246,3 +264,55 @@ def test_a_listener_or_rule_belongs_to_its_load_balancer() -> None:
     assert lb_arn_of(listener) == LB_ARN
     assert lb_arn_of(rule) == LB_ARN
     assert lb_arn_of(LB_ARN) == LB_ARN
+
+
+def test_who_am_i_passes_other_regions_and_repeated_parameters_do_not() -> None:
+    """STS ``GetCallerIdentity`` passes; a call for another region than the run's (where
+    ``lab.down`` would never look) and one naming a parameter twice (the guard would read one
+    value, AWS might act on the other) are refused."""
+    tags = Tags({VPC, "ours", LB_ARN})
+    guard = ProxyRunGuard(
+        RunGuard(RUN, {"ec2": tags, "elb": tags, "elbv2": tags}, settle_seconds=0),
+        region="eu-west-1",
+    )
+    request, body = _wire("sts", "GetCallerIdentity", {})
+    assert guard(request, "", body) == body
+    request, body = _wire("ec2", "CreateVpc", {"CidrBlock": "10.9.0.0/16"})
+    elsewhere = AwsRequest(service="ec2", action="CreateVpc", region="us-east-1")
+    with pytest.raises(GuardRefusal, match="in us-east-1: the run lives in eu-west-1"):
+        guard(elsewhere, "", body)
+    request, body = _wire("ec2", "DeleteSecurityGroup", {"GroupId": VPC})
+    with pytest.raises(GuardRefusal, match=r"parameters given twice \(GroupId\)"):
+        guard(request, f"GroupId={THEIR_GROUP}", body)
+
+
+def test_the_proxy_forwards_nothing_the_guard_cannot_read() -> None:
+    """Through a proxy with a guard: a REST call (no ``Action``: S3, whose bucket calls the
+    guard cannot read) is refused (403) before the guard, never forwarded to the account."""
+    from lab.aws import AwsServer
+    from lab.aws.proxy import AwsProxyServer
+    from lab.aws.server import make_client
+
+    asked: list[str] = []
+
+    def passes(request: AwsRequest, query: str, body: bytes) -> bytes:
+        asked.append(request.action)
+        return body
+
+    with (
+        AwsServer(region="eu-west-1") as account,
+        AwsProxyServer(account.url, region="eu-west-1", guard=passes) as proxy,
+    ):
+        s3 = make_client("s3", proxy.url, "eu-west-1")
+        with pytest.raises(ClientError) as refused:
+            s3.create_bucket(
+                Bucket="not-through-the-guard",
+                CreateBucketConfiguration={"LocationConstraint": "eu-west-1"},
+            )
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+        assert "the guard reads only query API calls" in str(refused.value)
+        direct = make_client("s3", account.url, "eu-west-1")
+        assert direct.list_buckets()["Buckets"] == []
+        assert asked == []  # it reached neither the guard nor the account
+        assert proxy.client("ec2").describe_vpcs()["Vpcs"]  # a well-formed call passes
+        assert asked == ["DescribeVpcs"]

@@ -58,7 +58,13 @@ from lab.aws.protocol import (
     read_body,
 )
 from lab.aws.proxy.callerauth import ANSWERED_BY, CallerAuth, SignedCall
-from lab.aws.proxy.upstream import Upstream, UpstreamUnavailable, caller_scope
+from lab.aws.proxy.upstream import (
+    SIGNING_NAMES,
+    Scope,
+    Upstream,
+    UpstreamUnavailable,
+    caller_scope,
+)
 from lab.component import InternalErrors
 from lab.component.bearer import bearer_ok, refusal
 
@@ -232,7 +238,8 @@ class ProxyApp:
             query = dict(parse_qsl(str(environ.get("QUERY_STRING", "")), keep_blank_values=True))
             scope = caller_scope(lowered, query, service=request.service, region=request.region)
             try:
-                if proxy.guard is not None and request.action:
+                if proxy.guard is not None:
+                    _same_scope(request, scope)
                     body = proxy.guard(request, str(environ.get("QUERY_STRING", "")), body)
                 response = proxy.upstream.forward(
                     str(environ.get("REQUEST_METHOD", "GET")),
@@ -304,6 +311,23 @@ class ProxyApp:
         )
         return error_response(
             request.service or "ec2", error, request_id=new_request_id(), protocol=request.protocol
+        )
+
+
+def _same_scope(request: AwsRequest, scope: Scope | None) -> None:
+    """With a guard, the call is forwarded only where the guard read it: the service and
+    region the caller signed for must be the ones the request names (else the guard would
+    judge one call and the upstream act on another); refused as the guard refuses."""
+    named = Scope(request.region, SIGNING_NAMES.get(request.service, request.service))
+    if scope is None or not request.action or scope != named:
+        where = f"{scope.service} in {scope.region}" if scope else "no known scope"
+        raise AwsError(
+            f"ccm-lab run guard: {request.action or 'a call with no Action'} signed for "
+            f"{where}: the guard reads only query API calls of the service and region they are "
+            "signed for",
+            code="UnauthorizedOperation" if request.service == "ec2" else "AccessDenied",
+            status=403,
+            source="proxy:run-guard",
         )
 
 

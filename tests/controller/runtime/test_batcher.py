@@ -139,3 +139,34 @@ def test_the_window_closes_at_max_wait_even_while_requests_keep_coming() -> None
 def test_rejects_a_bad_window() -> None:
     with pytest.raises(ValueError, match="idle"):
         Batcher("t", Recorder(), idle=0.5, max_wait=0.1)
+
+
+def test_a_leader_that_dies_fails_its_whole_window_instead_of_leaving_it_waiting() -> None:
+    """The caller that runs a window can die of a ``BaseException`` the executor raises
+    (``_run`` hands on only ``Exception``s); the other callers of its window get it too
+    instead of waiting forever."""
+    import threading
+
+    class Boom(BaseException):
+        pass
+
+    def execute(items: list[int]) -> list[Result[int]]:
+        raise Boom("executor died")
+
+    batcher: Batcher[int, int] = Batcher("t", execute, idle=0.2, max_wait=1.0)
+    got: list[BaseException] = []
+
+    def call(item: int) -> None:
+        try:
+            batcher.add(item)
+        except BaseException as exc:
+            got.append(exc)
+
+    callers = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(timeout=5)
+    assert not any(t.is_alive() for t in callers), "a caller of the dead window still waits"
+    assert len(got) == 3
+    assert all(isinstance(e, Boom) for e in got)
