@@ -539,6 +539,22 @@ def _eni_attachment_status_filter() -> None:
     NetworkInterface.get_filter_value = get_filter_value  # type: ignore[method-assign]
 
 
+def _twin(ami: Any, snapshot: Any) -> tuple[Any, Any]:
+    """A copy of a catalogue image and of its snapshot (the copy's ``ebs_snapshot``) that
+    shares nothing a call can change with them: launch permissions, product codes and the
+    snapshot's volume permissions are copied; ``ec2_backend`` is still theirs."""
+    import copy
+
+    snap = _shallow_copy(snapshot)
+    snap.create_volume_permission_groups = set(snapshot.create_volume_permission_groups)
+    snap.create_volume_permission_userids = set(snapshot.create_volume_permission_userids)
+    twin = _shallow_copy(ami)
+    twin.ebs_snapshot = snap
+    twin.launch_permissions = [dict(p) for p in ami.launch_permissions]
+    twin.product_codes = copy.copy(ami.product_codes)
+    return twin, snap
+
+
 def _shallow_copy(obj: Any) -> Any:
     """``copy.copy`` for a moto model, without its ``__reduce_ex__`` round trip (3x faster;
     ``__new__`` still registers the copy with moto's instance tracker, as a constructor would)."""
@@ -565,7 +581,6 @@ def _share_default_amis() -> None:
     after a reset (as a public AMI's snapshot on AWS is), not a new random one.
     Applied once per process, before moto serves a call.
     """
-    import copy
     import os
 
     from moto import settings
@@ -587,24 +602,13 @@ def _share_default_amis() -> None:
             original(self)
             if any(ami.id in self.tags for ami in self.amis.values()):
                 return  # a catalogue with tags: not shared (tags live in the backend)
-            _AMI_CATALOGUES[key] = [
-                (copy.copy(ami), copy.copy(ami.ebs_snapshot)) for ami in self.amis.values()
-            ]
+            # the template shares nothing mutable with this first backend's images, which
+            # its calls may change (launch permissions, product codes, snapshot permissions)
+            _AMI_CATALOGUES[key] = [_twin(ami, ami.ebs_snapshot) for ami in self.amis.values()]
             return
         for pristine_ami, pristine_snapshot in template:
-            snapshot = _shallow_copy(pristine_snapshot)
-            snapshot.ec2_backend = self
-            snapshot.create_volume_permission_groups = set(
-                pristine_snapshot.create_volume_permission_groups
-            )
-            snapshot.create_volume_permission_userids = set(
-                pristine_snapshot.create_volume_permission_userids
-            )
-            ami = _shallow_copy(pristine_ami)
-            ami.ec2_backend = self
-            ami.ebs_snapshot = snapshot
-            ami.launch_permissions = [dict(p) for p in pristine_ami.launch_permissions]
-            ami.product_codes = copy.copy(pristine_ami.product_codes)
+            ami, snapshot = _twin(pristine_ami, pristine_snapshot)
+            ami.ec2_backend = snapshot.ec2_backend = self
             self.snapshots[snapshot.id] = snapshot
             self.amis[ami.id] = ami
 
@@ -649,13 +653,7 @@ def _copy_backends(items: list[tuple[Any, str, str, Any]]) -> list[tuple[Any, st
     cheap: list[tuple[Any, Any]] = []  # (copy, the backend it belongs to)
     for _backends, _account, _region, backend in items:
         for ami, snapshot in _catalogue_of(backend):
-            snap = _shallow_copy(snapshot)
-            snap.create_volume_permission_groups = set(snapshot.create_volume_permission_groups)
-            snap.create_volume_permission_userids = set(snapshot.create_volume_permission_userids)
-            twin = _shallow_copy(ami)
-            twin.ebs_snapshot = snap
-            twin.launch_permissions = [dict(p) for p in ami.launch_permissions]
-            twin.product_codes = copy.copy(ami.product_codes)
+            twin, snap = _twin(ami, snapshot)
             memo[id(ami)], memo[id(snapshot)] = twin, snap
             cheap += [(twin, backend), (snap, backend)]
     copies = copy.deepcopy([backend for *_, backend in items], memo)

@@ -127,3 +127,21 @@ def test_reset_undoes_a_change_to_a_default_ami(aws: AwsServer, change: str) -> 
         Attribute="createVolumePermission",
     )
     assert snap["CreateVolumePermissions"] == []
+
+
+def test_the_first_backends_changes_do_not_reach_the_catalogue(aws: AwsServer) -> None:
+    """The catalogue is copied from the first backend of an account and region; what a call
+    then changes on that backend's images (launch permissions, product codes, snapshot
+    permissions, all changed in place by moto) must not reach the backends built after it."""
+    from moto.ec2.models import EC2Backend
+
+    first = EC2Backend("ap-south-2", "999988887777")  # the first of its key: the template
+    ami = first.amis[sorted(first.amis)[0]]
+    before = (list(ami.launch_permissions), set(ami.product_codes))
+    ami.launch_permissions.append({"UserId": "111122223333"})
+    ami.product_codes.add("changed")
+    ami.ebs_snapshot.create_volume_permission_userids.add("111122223333")
+    later = EC2Backend("ap-south-2", "999988887777")
+    twin = later.amis[ami.id]
+    assert (twin.launch_permissions, twin.product_codes) == before
+    assert twin.ebs_snapshot.create_volume_permission_userids == set()
