@@ -143,6 +143,15 @@ def test_node_name_selector_tolerations_and_cordon(cluster: Cluster) -> None:
     # cordon both workers: a new pod stays Pending with the scheduler's message
     for name in ("w1", "w2"):
         cluster.api.patch(f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}})
+    # kube-scheduler decides from its node informer, which lags the API: a pod created before
+    # the cordons reach it may still be bound (so would it be in a real cluster)
+    nodes = cluster.plane.scheduler.nodes
+    wait(
+        "the scheduler to see both cordons",
+        lambda: all(
+            ((nodes.get("", n) or {}).get("spec") or {}).get("unschedulable") for n in ("w1", "w2")
+        ),
+    )
     cluster.create_pod("waiting")
     message = wait(
         "the Unschedulable condition",
