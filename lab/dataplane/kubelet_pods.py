@@ -15,9 +15,11 @@ is alive, it writes what that release's kubelet writes (``podstatus``, through `
   shutting down", pods killed with reason ``Terminated``/``Shutdown``, the node powers off) end
   in ``Failed``; the affected releases keep ``Ready=True`` (#108594: #109414/#109718). From
   1.26 a ``DisruptionTarget`` condition comes first.
-* **status reconcile**: when a node's kubelet runs again, a Ready condition someone else changed
-  meanwhile (the node lifecycle controller marks a silent node's pods not ready) is written
-  back as the kubelet sees it, as its status manager does.
+* **status reconcile**: a Ready condition someone else changed (the node lifecycle controller
+  marks a silent or late node's pods not ready) is written back as the kubelet sees it, as its
+  status manager's reconcile does: when the node's kubelet runs again, and whenever the
+  kubelet's own node is Ready (a heartbeat that came late, a node that reported NotReady and
+  recovered).
 
 For the kube-proxy model: :meth:`pod_at` (the running pod holding an IP now: a Failed pod's
 stale ``podIP`` may be a newer pod's) and :meth:`refusal` (does it accept a connection now).
@@ -117,6 +119,10 @@ class KubeletPods(Controller):
     def _on_node(self, event: str, node: Obj, old: Obj | None) -> None:
         cidr = (node.get("spec") or {}).get("podCIDR")
         if cidr and cidr != ((old or {}).get("spec") or {}).get("podCIDR"):
+            self._enqueue_node(str(meta(node).get("name")))
+        elif ready_status(node) == "True" and ready_status(old or {}) != "True":
+            # Ready again: the status manager's next reconcile puts back what the node
+            # lifecycle controller changed meanwhile
             self._enqueue_node(str(meta(node).get("name")))
 
     def _on_kubelet(self, node: str, running: bool) -> None:
@@ -354,6 +360,16 @@ class KubeletPods(Controller):
             run.ready = ready
             self._log(run, f"readiness {'passed' if ready else 'failed'}")
             self._write(pod, phase=None, ready=ready, containers="running")
+        elif (
+            run.key not in self._reconcile
+            and _api_ready(pod) not in (None, run.ready)
+            and self._node_ready(run.node)
+        ):
+            # the API says otherwise (or the informer has not caught up with our own write):
+            # the status manager's next periodic reconcile looks again
+            with self._lock:
+                self._reconcile[run.key] = now
+            self.requeue_after(run.key, STATUS_SYNC_PERIOD)
         elif run.key in self._reconcile:
             # The status manager's reconcile (its syncBatch, every 10 s) once the kubelet is
             # back: the node lifecycle controller marked this pod not ready while the kubelet

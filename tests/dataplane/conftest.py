@@ -137,6 +137,39 @@ def _initialize(api: Api, name: str) -> None:
     api.patch(f"/api/v1/nodes/{name}", {"spec": {"taints": taints or None}})
 
 
+def _print_state(cluster: Cluster) -> None:
+    """What a failed wait needs to be understood: each node's Ready condition and taints, each
+    pod's phase, readiness and node, and the last events."""
+    try:
+        for node in cluster.api.get("/api/v1/nodes")["items"]:
+            ready = next(
+                (
+                    c.get("status")
+                    for c in node.get("status", {}).get("conditions") or []
+                    if c.get("type") == "Ready"
+                ),
+                None,
+            )
+            taints = [t["key"] for t in node.get("spec", {}).get("taints") or []]
+            print(f"node {node['metadata']['name']}: Ready={ready} taints={taints}")
+        for pod in cluster.api.get("/api/v1/pods")["items"]:
+            m, status = pod["metadata"], pod.get("status") or {}
+            print(
+                f"pod {m.get('namespace')}/{m['name']}: {status.get('phase')} "
+                f"Ready={cluster.condition(pod, 'Ready')} node={pod['spec'].get('nodeName')} "
+                f"deleting={bool(m.get('deletionTimestamp'))}"
+            )
+        events = cluster.api.get("/api/v1/events")["items"]
+        for event in events[-40:]:
+            involved = event.get("involvedObject") or {}
+            print(
+                f"event {event.get('type')} {event.get('reason')} "
+                f"{involved.get('kind')}/{involved.get('name')}: {event.get('message')}"
+            )
+    except Exception as err:  # the state is a help for reading a failure, never one itself
+        print(f"(state not read: {err})")
+
+
 @pytest.fixture
 def make_cluster() -> Iterator[Callable[..., Cluster]]:
     started: list[Cluster] = []
@@ -175,6 +208,7 @@ def make_cluster() -> Iterator[Callable[..., Cluster]]:
     yield build
     problems = []
     for cluster in started:
+        _print_state(cluster)  # pytest shows a test's output only when it failed
         cluster.plane.stop()
         cluster.kubelet.stop()
         problems += (

@@ -122,6 +122,30 @@ def test_kubelet_reported_not_ready_does_not_mark_pods_109998(
     assert ("node.kubernetes.io/not-ready", "NoExecute") not in taints(cluster, "w1")
 
 
+def test_pods_ready_again_once_a_node_that_reported_not_ready_recovers(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    """The kubelet kept running: MarkPodsNotReady's Ready=False is written back by the status
+    manager's reconcile once the node is Ready again (as it would be after a late heartbeat),
+    not only after a kubelet that was silent comes back."""
+    cluster = make_cluster("1.33", speed=100)
+    not_ready = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}
+    on_w1(cluster, "web", tolerations=[not_ready])  # not evicted meanwhile
+    wait("running", lambda: cluster.condition(cluster.running("web"), "Ready") == "True")
+    cluster.kubelet.report_not_ready("w1", "container runtime is down")
+    wait(  # a monitor pass has seen it
+        "the not-ready NoExecute taint",
+        lambda: ("node.kubernetes.io/not-ready", "NoExecute") in taints(cluster, "w1"),
+    )
+    # a Node that reported False itself marks only pods updated meanwhile (k/k#109998)
+    cluster.api.patch("/api/v1/namespaces/default/pods/web", {"metadata": {"labels": {"x": "1"}}})
+    wait("marked NotReady", lambda: cluster.condition(cluster.pod("web"), "Ready") == "False")
+    cluster.kubelet.report_ready("w1")
+    wait("the node Ready", lambda: ready_status(cluster, "w1") == "True")
+    wait("the pod Ready again", lambda: cluster.condition(cluster.pod("web"), "Ready") == "True")
+    assert cluster.pod("web")["metadata"].get("deletionTimestamp") is None
+
+
 def test_untolerated_no_execute_taint_evicts_at_once_and_cordon_taints(cluster: Cluster) -> None:
     on_w1(cluster, "web")
     wait("running", lambda: cluster.running("web"))
