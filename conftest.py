@@ -1,13 +1,18 @@
 """Repository-wide pytest configuration.
 
-Registers the lab's pytest plugin once it exists and forbids real AWS (below); test discovery
+Registers the lab's pytest plugin once it exists, forbids real AWS and restores the root
+logger after each test (below); test discovery
 and markers are configured in ``pyproject.toml``.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
+from collections.abc import Iterator
+
+import pytest
 
 # No test may reach a real AWS account: with this set, the lab's real-account path
 # (``lab.aws.realaccount``) refuses a client whose endpoint is one of Amazon's own hosts.
@@ -17,3 +22,23 @@ os.environ["CCM_LAB_NO_REAL_AWS"] = "1"
 pytest_plugins = [
     name for name in ("lab.pytest_plugin",) if importlib.util.find_spec(name) is not None
 ]
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """Put the root logger back after each test.
+
+    A test that runs a command's ``main()`` in-process lets it configure logging the way the
+    command does (a handler on ``sys.stderr``, which is pytest's capture file then); left in
+    place, that handler outlives the capture, and threads of later tests' labs that log hit a
+    closed file ("--- Logging error ---")."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    for handler in handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)
