@@ -86,7 +86,7 @@ from lab.dataplane.versions import parse_feature_gates
 from lab.imds import ImdsServer
 from lab.kube.server import KubeServer
 from lab.kube.version import DEFAULT_K8S_VERSION
-from lab.state import LabState, node_states
+from lab.state import AWS_BACKENDS, BACKENDS, LabState, node_states
 from lab.traffic import (
     Gate,
     ModelledCluster,
@@ -100,9 +100,6 @@ log = logging.getLogger(__name__)
 
 #: a kind node always listens here (the kubelet): the host-to-node reachability probe
 KUBELET_PORT = 10250
-
-BACKENDS = ("sim", "kind")
-AWS_BACKENDS = ("moto", "localstack", "real")
 
 
 class LabNotReady(RuntimeError):

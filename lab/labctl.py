@@ -35,7 +35,6 @@ from rich.markup import escape
 from lab.clock import DEFAULT_SPEED, check_speed
 from lab.component import ComponentNotReady, ProcessRef, spawn_detached, tail
 from lab.component.bearer import auth_headers
-from lab.compose import BACKENDS
 from lab.controllerproc import ControllerCommand, ControllerProcess, ControllerSpec
 from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.labview import (
@@ -48,6 +47,8 @@ from lab.labview import (
     validate_name,
 )
 from lab.state import (
+    AWS_BACKENDS,
+    BACKENDS,
     ControllerState,
     DebugState,
     LabError,
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
 __all__ = ["LabError", "load_state"]
 
 MAX_NODES = 20
-AWS_CHOICES = ("moto", "localstack", "real")
+AWS_CHOICES = AWS_BACKENDS
 #: a real-account run's record in the lab directory (``lab.down`` removes by its run id)
 REAL_RUN_FILE = "aws-run.json"
 #: Kubernetes minors the simulator's stand-ins have version facts for
@@ -242,8 +243,6 @@ def validate_aws(
     """``--aws``: moto (the lab's endpoint), localstack (``--aws-endpoint`` as a base URL, or
     one started through Docker; the sim backend only, see the README's LocalStack section) or
     real (an explicit, guarded opt-in)."""
-    from lab.aws.localstack import LocalStackConfigError, check_endpoint_url
-
     if aws not in AWS_CHOICES:
         raise LabError(
             f"--aws {aws!r}: choose one of {', '.join(AWS_CHOICES)} (moto is the default)"
@@ -254,6 +253,8 @@ def validate_aws(
                 f"--aws-endpoint {aws_endpoint!r} names a LocalStack; add --aws localstack "
                 "(the lab's moto endpoint is its own)"
             )
+        from lab.aws.localstack import LocalStackConfigError, check_endpoint_url
+
         try:
             check_endpoint_url(aws_endpoint)
         except LocalStackConfigError as exc:

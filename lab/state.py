@@ -30,6 +30,10 @@ from lab.component import ProcessRef
 STATE_FILE = "state.json"
 FORMAT_VERSION = 1
 LAB_ROOT = Path(".lab")
+#: the cluster backends a lab is built on (``existing`` attaches to a cluster instead)
+BACKENDS = ("sim", "kind")
+#: the AWS endpoints a lab can use
+AWS_BACKENDS = ("moto", "localstack", "real")
 
 
 class LabError(RuntimeError):
