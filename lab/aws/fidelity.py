@@ -66,6 +66,12 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     reference, and the error as kubernetes-sigs/cluster-api-provider-aws#4790 quotes it).
 14. ``DescribeInstanceTopology`` is not implemented in moto (500); the lab answers it from
     moto's instances (:mod:`lab.aws.instance_topology`, ``instance_topology``).
+16. A Classic listener's ``InstanceProtocol`` is dropped by moto, which describes it as the
+    listener's ``Protocol`` whatever was sent (an SSL listener to TCP backends is described as
+    SSL to SSL, so a controller comparing listeners, as upstream's ``syncElbListeners`` does,
+    replaces that listener on every sync). The layer keeps what ``CreateLoadBalancer`` and
+    ``CreateLoadBalancerListeners`` sent (``elb_fixes``); one sent without it stays the
+    listener's ``Protocol``, moto's choice, not checked against AWS.
 15. moto never health-checks ELBv2 targets: ``DescribeTargetHealth`` says ``healthy`` for
     every registered running instance. :mod:`lab.aws.nlbhealth` (owned by ``AwsLab``, called
     by ``AwsApp``) runs each NLB instance target group's checks on the lab clock through the
@@ -90,6 +96,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
+
+from moto.elb.models import FakeListener
 
 from lab.aws import instance_topology
 from lab.aws.exceptions import AwsControlError, AwsError, DependencyViolation
@@ -591,6 +599,8 @@ class FidelityLayer:
         lb = view.elb.load_balancers.get(name)
         if lb is None:
             return response
+        if action in ("CreateLoadBalancer", "CreateLoadBalancerListeners"):
+            _keep_instance_protocols(lb, request.params)
         if action == "CreateLoadBalancer":
             if lb.health_check is None and lb.listeners:
                 port = lb.listeners[0].instance_port
@@ -612,6 +622,33 @@ class FidelityLayer:
             lb.instance_sparse_ids = list(dict.fromkeys(lb.instance_sparse_ids))
             return response.with_body(_instances_result(action, lb.instance_sparse_ids, response))
         return response
+
+
+def _keep_instance_protocols(lb: Any, params: Mapping[str, str]) -> None:
+    """Give each listener the call created the ``InstanceProtocol`` it was sent with."""
+    sent: dict[str, str] = {}
+    for key, value in params.items():
+        match = _LISTENER_INSTANCE_PROTOCOL.fullmatch(key)
+        if match is not None and value:
+            port = params.get(f"Listeners.member.{match.group(1)}.LoadBalancerPort")
+            if port is not None:
+                sent[str(port)] = value.upper()
+    for listener in lb.listeners:
+        protocol = sent.get(str(listener.load_balancer_port))
+        # a listener that already had its own (moto leaves an equal one in place) keeps it
+        if protocol is not None and type(listener) is FakeListener:
+            listener.__class__ = _ElbListener
+            listener.instance_protocol = protocol
+
+
+_LISTENER_INSTANCE_PROTOCOL = re.compile(r"Listeners\.member\.(\d+)\.InstanceProtocol")
+
+
+class _ElbListener(FakeListener):
+    """moto's Classic listener with ``instance_protocol`` a stored value: moto's is a property
+    returning ``protocol``, which this class attribute shadows; the instance's own wins."""
+
+    instance_protocol = None  # type: ignore[assignment]
 
 
 _NLB_PROTOCOLS = ("TCP", "UDP", "TCP_UDP", "TLS")

@@ -529,3 +529,46 @@ def test_elbv2_nlb_created_without_groups_cannot_get_groups(aws: AwsServer, fixe
     assert "created without any security groups" in err.value.response["Error"]["Message"]
     [lb] = elbv2.describe_load_balancers(LoadBalancerArns=[bare])["LoadBalancers"]
     assert lb.get("SecurityGroups", []) == []
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_classic_listener_keeps_its_instance_protocol(aws: AwsServer, enabled: bool) -> None:
+    """moto describes every Classic listener's InstanceProtocol as its Protocol."""
+    aws.control.set_fidelity(enabled=enabled)
+    ec2, elb = aws.client("ec2"), aws.client("elb")
+    b.classic_elb(elb, ec2, "lb", [b.group(ec2, "g")])  # TCP:80 -> TCP:30080
+    cert = aws.client("acm").request_certificate(DomainName="a.example")["CertificateArn"]
+    elb.create_load_balancer_listeners(
+        LoadBalancerName="lb",
+        Listeners=[
+            {
+                "Protocol": "SSL",
+                "LoadBalancerPort": 443,
+                "InstanceProtocol": "tcp",
+                "InstancePort": 30443,
+                "SSLCertificateId": cert,
+            },
+            {"Protocol": "HTTP", "LoadBalancerPort": 8080, "InstancePort": 30081},
+        ],
+    )
+    described = elb.describe_load_balancers()["LoadBalancerDescriptions"][0]
+    got = {
+        d["Listener"]["LoadBalancerPort"]: (
+            d["Listener"]["Protocol"],
+            d["Listener"]["InstanceProtocol"],
+        )
+        for d in described["ListenerDescriptions"]
+    }
+    assert got == {
+        80: ("TCP", "TCP"),
+        443: ("SSL", "TCP" if enabled else "SSL"),
+        8080: ("HTTP", "HTTP"),  # sent without one: its Protocol (moto's choice, kept)
+    }
+    if enabled:  # a checkpoint keeps it
+        aws.control.checkpoint()
+        aws.control.restore()
+        described = elb.describe_load_balancers()["LoadBalancerDescriptions"][0]
+        assert {
+            d["Listener"]["LoadBalancerPort"]: d["Listener"]["InstanceProtocol"]
+            for d in described["ListenerDescriptions"]
+        }[443] == "TCP"

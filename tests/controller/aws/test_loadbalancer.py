@@ -512,9 +512,9 @@ def test_listener_sync_keeps_equal_listeners_and_replaces_a_changed_certificate(
     )
 
     def tls(arn: str) -> dict[str, str]:
-        # SSL to the backend too: moto reports a Classic listener's InstanceProtocol as its
-        # Protocol whatever was sent (SSL->TCP would be described as SSL->SSL)
-        return {A.A_SSL_CERT: arn, A.A_SSL_PORTS: "443", A.A_BACKEND_PROTOCOL: "ssl"}
+        # SSL to TCP backends: stock moto describes that listener as SSL to SSL, so this
+        # second ensure replaced it (the lab keeps the InstanceProtocol sent)
+        return {A.A_SSL_CERT: arn, A.A_SSL_PORTS: "443", A.A_BACKEND_PROTOCOL: "tcp"}
 
     lb = make_cloud().load_balancer()
     lb.ensure_load_balancer("kubernetes", service(tls(cert), ports=ports), nodes(topo))
