@@ -737,6 +737,8 @@ def rule_existence(check: Check) -> AwsError | None:
                     status=400,
                     source="validation:existence",
                 )
+        if action in ("CreateTags", "DeleteTags"):
+            return _tagged_instances(check)
         if action in _SG_PERMISSION_ACTIONS:
             known = _group_ids(check.view())
             group_id = request.params.get("GroupId")
@@ -789,6 +791,42 @@ def rule_existence(check: Check) -> AwsError | None:
         return _first_missing(
             request, groups, known, "security group", "security groups", "InvalidSecurityGroup"
         )
+    return None
+
+
+#: an EC2 instance id as EC2 issues them (8 hex digits before 2016, 17 since)
+_INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
+
+
+def _tagged_instances(check: Check) -> AwsError | None:
+    """The instances ``CreateTags``/``DeleteTags`` name must be well-formed ids (``InvalidID``,
+    "The ID '...' is not valid": kubernetes/cloud-provider-aws#1387 quotes it for a KWOK
+    node's id) of instances that exist (``InvalidInstanceID.NotFound``, "The instance ID '...'
+    does not exist", as EC2 answers a tag call on an instance it does not know). Ids of other
+    resource types are not checked."""
+    ids = [
+        v
+        for _, v in _items(check.tree.get("ResourceId"), member=None)
+        if isinstance(v, str) and v.startswith("i-")
+    ]
+    for resource in ids:
+        if not _INSTANCE_ID.fullmatch(resource):
+            return AwsError(
+                f"The ID '{resource}' is not valid",
+                code="InvalidID",
+                status=400,
+                source="validation:existence",
+            )
+    if ids:
+        known = {str(i.id) for i in check.view().ec2.all_instances()}
+        for resource in ids:
+            if resource not in known:
+                return AwsError(
+                    f"The instance ID '{resource}' does not exist",
+                    code="InvalidInstanceID.NotFound",
+                    status=400,
+                    source="validation:existence",
+                )
     return None
 
 

@@ -408,6 +408,27 @@ CASES = [
         "cannot be longer than '32' characters",
     ),
     (
+        "tags-on-an-unknown-instance",
+        "ec2",
+        "CreateTags",
+        lambda w: {
+            "ResourceId.1": w.instance,
+            "ResourceId.2": "i-0123456789abcdef0",
+            "Tag.1.Key": "team",
+            "Tag.1.Value": "a",
+        },
+        "InvalidInstanceID.NotFound",
+        "The instance ID 'i-0123456789abcdef0' does not exist",
+    ),
+    (
+        "untag-an-unknown-instance",
+        "ec2",
+        "DeleteTags",
+        lambda w: {"ResourceId.1": "i-0123456789abcdef0", "Tag.1.Key": "team"},
+        "InvalidInstanceID.NotFound",
+        "The instance ID 'i-0123456789abcdef0' does not exist",
+    ),
+    (
         "elbv2-enum",
         "elbv2",
         "CreateLoadBalancer",
@@ -648,3 +669,20 @@ def test_elb_tag_without_value_is_stored_empty(aws: AwsServer, world: World) -> 
     assert answer.status == 200, answer.body
     tags = aws.client("elb").describe_tags(LoadBalancerNames=["a1"])["TagDescriptions"][0]
     assert {"Key": "k", "Value": ""} in tags["Tags"]
+
+
+def test_stock_moto_tags_an_instance_that_does_not_exist(aws: AwsServer, world: World) -> None:
+    """What the CreateTags existence check adds (moto already refuses a malformed id)."""
+    params = {"ResourceId.1": "i-0123456789abcdef0", "Tag.1.Key": "team", "Tag.1.Value": "a"}
+    aws.control.set_fidelity(validate_existence=False)
+    assert call(aws, "ec2", "CreateTags", params).status == 200
+    aws.control.set_fidelity(validate_existence=True)
+    assert call(aws, "ec2", "CreateTags", params).code == "InvalidInstanceID.NotFound"
+    malformed = params | {"ResourceId.1": "i-eCHmOTcEW0OZ9KbNe"}  # cloud-provider-aws#1387
+    answer = call(aws, "ec2", "CreateTags", malformed)
+    assert (answer.code, answer.message) == (
+        "InvalidID",
+        "The ID 'i-eCHmOTcEW0OZ9KbNe' is not valid",
+    )
+    ours = params | {"ResourceId.1": world.instance}
+    assert call(aws, "ec2", "CreateTags", ours).status == 200

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from controller.aws import AWSCloud
 from controller.cloud import InstanceID
 from controller.fake import FakeKube
@@ -113,3 +115,16 @@ def test_batched_tagging_is_one_call_and_a_bad_id_fails_only_itself(
     assert type(errors[bad]).__name__ == "InvalidInstanceID"
     for iid in ids:
         assert TAGS.items() <= instance_tags(aws, iid).items()
+
+
+def test_an_instance_ec2_does_not_know_is_not_found_and_untagging_it_is_done(
+    make_cloud: MakeCloud,
+) -> None:
+    """The lab answers ``InvalidInstanceID.NotFound`` as EC2 does (stock moto tagged it)."""
+    from controller.cloud import InstanceNotFound
+
+    tags = make_cloud().instance_tags()
+    gone = InstanceID("i-0123456789abcdef0")
+    with pytest.raises(InstanceNotFound, match="InvalidInstanceID.NotFound"):
+        tags.tag_instance(gone, TAGS)
+    tags.untag_instance(gone, TAGS)  # nothing to remove: no error
