@@ -125,6 +125,6 @@ def test_an_instance_ec2_does_not_know_is_not_found_and_untagging_it_is_done(
 
     tags = make_cloud().instance_tags()
     gone = InstanceID("i-0123456789abcdef0")
-    with pytest.raises(InstanceNotFound, match="InvalidInstanceID.NotFound"):
+    with pytest.raises(InstanceNotFound, match=r"InvalidInstanceID\.NotFound"):
         tags.tag_instance(gone, TAGS)
     tags.untag_instance(gone, TAGS)  # nothing to remove: no error
