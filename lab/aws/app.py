@@ -379,7 +379,9 @@ class AwsApp:
             response = lab.fidelity.after(request, response, context)
             if response.ok:
                 lab.validator.observe(response.body)
-            return lab.nlb_health.after(request, lab.elb_health.after(request, response))
+            response, classic = lab.elb_health.after(request, response)
+            response, network = lab.nlb_health.after(request, response)
+            return response, classic or network
 
     def _moto_app(self, environ: dict[str, Any], request: AwsRequest) -> Any:
         """moto's per-service app for this call, cached per (service, region).

@@ -81,6 +81,8 @@ if TYPE_CHECKING:
     from lab.aws.app import AwsLab
 
 log = logging.getLogger(__name__)
+#: the trail's ``answered_by`` for what this model answers (its fidelity switch)
+SOURCE = "fidelity:elb_health_checks"
 
 IN_SERVICE = "InService"
 OUT_OF_SERVICE = "OutOfService"
@@ -554,19 +556,22 @@ class ElbHealth:
             }
 
     # -- the wire --------------------------------------------------------------------------
-    def after(self, request: AwsRequest, response: WireResponse) -> WireResponse:
-        """Answer ``DescribeInstanceHealth`` from the model; track (de)registrations now."""
+    def after(self, request: AwsRequest, response: WireResponse) -> tuple[WireResponse, str]:
+        """Answer ``DescribeInstanceHealth`` from the model (with the trail's ``answered_by``);
+        track (de)registrations now."""
         if request.service != "elb" or response.status >= 400 or not self.enabled:
-            return response
+            return response, ""
         if request.action == "DescribeInstanceHealth":
             return self._describe_response(request, response)
         if request.action.startswith(_READS):
-            return response
+            return response, ""
         # registrations, draining and new checks start now
         self.tick(request.region, load_balancer=request.params.get("LoadBalancerName"))
-        return response
+        return response, ""
 
-    def _describe_response(self, request: AwsRequest, response: WireResponse) -> WireResponse:
+    def _describe_response(
+        self, request: AwsRequest, response: WireResponse
+    ) -> tuple[WireResponse, str]:
         params = request.params
         numbered = []
         for key, value in params.items():
@@ -577,7 +582,7 @@ class ElbHealth:
         view = self._view(request.region)
         lb = view.elb.load_balancers.get(params.get("LoadBalancerName", ""))
         if lb is None:
-            return response
+            return response, ""
         self.tick(request.region, load_balancer=str(lb.name))
         try:
             states = self._describe(view, request.region, lb, ids)
@@ -586,9 +591,9 @@ class ElbHealth:
                 f"The specified EC2 instance does not exist: {exc.args[0]}",
                 code="InvalidInstance",
                 status=400,
-                source="fidelity:elb_health",
+                source=SOURCE,
             )
-            return error_response("elb", error, request_id=_request_id(response))
+            return error_response("elb", error, request_id=_request_id(response)), error.source
         members = "".join(
             "<member>"
             f"<Description>{escape(s.description)}</Description>"
@@ -605,7 +610,7 @@ class ElbHealth:
             f"<ResponseMetadata><RequestId>{_request_id(response)}</RequestId>"
             "</ResponseMetadata></DescribeInstanceHealthResponse>"
         )
-        return response.with_body(body.encode())
+        return response.with_body(body.encode()), SOURCE
 
 
 def _request_id(response: WireResponse) -> str:

@@ -95,7 +95,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from moto.elb.models import FakeListener
 
@@ -638,7 +638,7 @@ def _keep_instance_protocols(lb: Any, params: Mapping[str, str]) -> None:
         # a listener that already had its own (moto leaves an equal one in place) keeps it
         if protocol is not None and type(listener) is FakeListener:
             listener.__class__ = _ElbListener
-            listener.instance_protocol = protocol
+            cast(_ElbListener, listener).instance_protocol = protocol
 
 
 _LISTENER_INSTANCE_PROTOCOL = re.compile(r"Listeners\.member\.(\d+)\.InstanceProtocol")
@@ -648,7 +648,7 @@ class _ElbListener(FakeListener):
     """moto's Classic listener with ``instance_protocol`` a stored value: moto's is a property
     returning ``protocol``, which this class attribute shadows; the instance's own wins."""
 
-    instance_protocol = None  # type: ignore[assignment]
+    instance_protocol: str | None = None  # type: ignore[assignment]
 
 
 _NLB_PROTOCOLS = ("TCP", "UDP", "TCP_UDP", "TLS")

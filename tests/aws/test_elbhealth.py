@@ -303,9 +303,12 @@ def test_switch_off_gives_motos_answer(aws: AwsServer, clock: ManualClock) -> No
     w.register()
     clock.advance(100)
     assert w.one() == ("OutOfService", "Instance", FAILED_UNHEALTHY)
+    events = aws.trail.calls("DescribeInstanceHealth")
+    assert events[-1].answered_by == "fidelity:elb_health_checks"
     aws.control.set_fidelity(elb_health_checks=False)
     assert w.one() == IN  # stock moto: every running registered instance
     assert aws.control.fidelity().elb_health_checks is False
+    assert aws.trail.calls("DescribeInstanceHealth")[-1].answered_by == "moto"
 
 
 def test_default_health_check_of_a_new_load_balancer(aws: AwsServer, clock: ManualClock) -> None:
