@@ -723,6 +723,11 @@ def rule_listener_ports(check: Check) -> AwsError | None:
     return None
 
 
+def _missing(message: str, code: str) -> AwsError:
+    """An existence check's refusal: AWS's ``...NotFound``-style error for a named id."""
+    return AwsError(message, code=code, status=400, source="validation:existence")
+
+
 def rule_existence(check: Check) -> AwsError | None:
     """The VPC, subnets and security groups a create/attach call names must exist."""
     request = check.request
@@ -731,12 +736,7 @@ def rule_existence(check: Check) -> AwsError | None:
         if action == "CreateSecurityGroup":
             vpc_id = request.params.get("VpcId")
             if vpc_id is not None and vpc_id not in check.view().ec2.vpcs:
-                return AwsError(
-                    f"The vpc ID '{vpc_id}' does not exist",
-                    code="InvalidVpcID.NotFound",
-                    status=400,
-                    source="validation:existence",
-                )
+                return _missing(f"The vpc ID '{vpc_id}' does not exist", "InvalidVpcID.NotFound")
         if action in ("CreateTags", "DeleteTags"):
             return _tagged_instances(check)
         if action in _SG_PERMISSION_ACTIONS:
@@ -747,11 +747,8 @@ def rule_existence(check: Check) -> AwsError | None:
                 wanted += _sub(node, "Groups", "GroupId")
             for gid in wanted:
                 if gid not in known:
-                    return AwsError(
-                        f"The security group '{gid}' does not exist",
-                        code="InvalidGroup.NotFound",
-                        status=400,
-                        source="validation:existence",
+                    return _missing(
+                        f"The security group '{gid}' does not exist", "InvalidGroup.NotFound"
                     )
         return None
     if request.service not in ("elb", "elbv2"):
@@ -759,11 +756,8 @@ def rule_existence(check: Check) -> AwsError | None:
     if request.service == "elb" and action in _elb_not_found_actions():
         name = request.params.get("LoadBalancerName")
         if name is not None and name not in check.view().elb.load_balancers:
-            return AwsError(
-                f"The specified load balancer does not exist: {name}",
-                code="LoadBalancerNotFound",
-                status=400,
-                source="validation:existence",
+            return _missing(
+                f"The specified load balancer does not exist: {name}", "LoadBalancerNotFound"
             )
     subnets: list[str] = []
     groups: list[str] = []
@@ -811,21 +805,13 @@ def _tagged_instances(check: Check) -> AwsError | None:
     ]
     for resource in ids:
         if not _INSTANCE_ID.fullmatch(resource):
-            return AwsError(
-                f"The ID '{resource}' is not valid",
-                code="InvalidID",
-                status=400,
-                source="validation:existence",
-            )
+            return _missing(f"The ID '{resource}' is not valid", "InvalidID")
     if ids:
         known = {str(i.id) for i in check.view().ec2.all_instances()}
         for resource in ids:
             if resource not in known:
-                return AwsError(
-                    f"The instance ID '{resource}' does not exist",
-                    code="InvalidInstanceID.NotFound",
-                    status=400,
-                    source="validation:existence",
+                return _missing(
+                    f"The instance ID '{resource}' does not exist", "InvalidInstanceID.NotFound"
                 )
     return None
 
@@ -837,13 +823,11 @@ def _first_missing(
     missing = [i for i in ids if i not in known]
     if not missing:
         return None
-    return AwsError(
+    return _missing(
         f"The {one} '{missing[0]}' does not exist"
         if request.service == "elbv2"
         else f"One or more of the specified {many} do not exist.",
-        code=code,
-        status=400,
-        source="validation:existence",
+        code,
     )
 
 
