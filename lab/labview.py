@@ -15,7 +15,7 @@ import shlex
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -186,90 +186,100 @@ MAX_PODS_SHOWN = 30
 
 
 def _cluster_view(state: LabState) -> tuple[View, View, View]:
-    from kubernetes import client
+    # raw JSON through the lab's small REST wrapper: the generated CoreV1Api and its models
+    # cost 2.5 s to import, most of what `lab.status` took
+    from lab.dataplane.api import Api
 
-    api = new_api_client(state.kubeconfig)
-    api.configuration.retries = 0
-    core: Any = client.CoreV1Api(api)
-    discovery: Any = client.DiscoveryV1Api(api)
+    client = new_api_client(state.kubeconfig)
+    client.configuration.retries = 0
+    api = Api(client)
+
+    def items(path: str, query: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
+        return list(api.request("GET", path, query=query, timeout=3).get("items") or [])
+
     try:
         nodes = [
             {
-                "name": n.metadata.name,
-                "provider_id": n.spec.provider_id or "",
-                "taints": [f"{t.key}:{t.effect}" for t in (n.spec.taints or [])],
-                "ready": next(
-                    (c.status for c in (n.status.conditions or []) if c.type == "Ready"), "?"
-                ),
-                "zone": (n.metadata.labels or {}).get("topology.kubernetes.io/zone", ""),
+                "name": n["metadata"]["name"],
+                "provider_id": (n.get("spec") or {}).get("providerID") or "",
+                "taints": [
+                    f"{t.get('key')}:{t.get('effect')}"
+                    for t in (n.get("spec") or {}).get("taints") or []
+                ],
+                "ready": _condition(n, "Ready"),
+                "zone": (n["metadata"].get("labels") or {}).get("topology.kubernetes.io/zone", ""),
             }
-            for n in core.list_node(_request_timeout=3).items
+            for n in items("/api/v1/nodes")
         ]
         services = []
-        for s in core.list_service_for_all_namespaces(_request_timeout=3).items:
-            if s.spec.type != "LoadBalancer":
+        for svc in items("/api/v1/services"):
+            if (svc.get("spec") or {}).get("type") != "LoadBalancer":
                 continue
-            ingress = ", ".join(
-                i.hostname or i.ip or "" for i in (s.status.load_balancer.ingress or [])
-            )
+            m = svc["metadata"]
+            lb = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+            ingress = ", ".join(i.get("hostname") or i.get("ip") or "" for i in lb)
             services.append(
                 {
-                    "name": f"{s.metadata.namespace}/{s.metadata.name}",
-                    "elb": ("a" + s.metadata.uid.replace("-", ""))[:32],
+                    "name": f"{m['namespace']}/{m['name']}",
+                    "elb": ("a" + str(m["uid"]).replace("-", ""))[:32],
                     "hostname": ingress,
-                    "finalizers": list(s.metadata.finalizers or []),
-                    "last_warning": "" if ingress else _last_warning(core, s),
-                    "endpoints": _endpoint_counts(discovery, s),
+                    "finalizers": list(m.get("finalizers") or []),
+                    "last_warning": "" if ingress else _last_warning(items, m),
+                    "endpoints": _endpoint_counts(items, m),
                 }
             )
         pods = [
             {
-                "name": f"{p.metadata.namespace}/{p.metadata.name}",
-                "phase": p.status.phase or "Pending",
-                "ready": next(
-                    (c.status for c in (p.status.conditions or []) if c.type == "Ready"), "?"
-                ),
-                "terminating": p.metadata.deletion_timestamp is not None,
-                "ip": p.status.pod_ip or "",
-                "node": p.spec.node_name or "",
+                "name": f"{p['metadata']['namespace']}/{p['metadata']['name']}",
+                "phase": (p.get("status") or {}).get("phase") or "Pending",
+                "ready": _condition(p, "Ready"),
+                "terminating": p["metadata"].get("deletionTimestamp") is not None,
+                "ip": (p.get("status") or {}).get("podIP") or "",
+                "node": (p.get("spec") or {}).get("nodeName") or "",
             }
-            for p in core.list_pod_for_all_namespaces(_request_timeout=3).items
+            for p in items("/api/v1/pods")
         ]
         return nodes, services, pods
     finally:
-        api.close()
+        client.close()
 
 
-def _endpoint_counts(discovery: Any, svc: Any) -> dict[str, int]:
+_Items = Callable[..., list[dict[str, Any]]]
+
+
+def _condition(obj: dict[str, Any], kind: str) -> str:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((str(c.get("status")) for c in conditions if c.get("type") == kind), "?")
+
+
+def _endpoint_counts(items: _Items, svc: dict[str, Any]) -> dict[str, int]:
     """Endpoints of a Service by condition, from its EndpointSlices (what kube-proxy reads)."""
     counts = {"ready": 0, "serving": 0, "terminating": 0}
-    slices = discovery.list_namespaced_endpoint_slice(
-        svc.metadata.namespace,
-        label_selector=f"kubernetes.io/service-name={svc.metadata.name}",
-        _request_timeout=3,
-    ).items
+    slices = items(
+        f"/apis/discovery.k8s.io/v1/namespaces/{svc['namespace']}/endpointslices",
+        [("labelSelector", f"kubernetes.io/service-name={svc['name']}")],
+    )
     for eps in slices:
-        for ep in eps.endpoints or []:
-            cond = ep.conditions
-            counts["ready"] += bool(cond and cond.ready)
-            counts["serving"] += bool(cond and cond.serving and not cond.ready)
-            counts["terminating"] += bool(cond and cond.terminating)
+        for ep in eps.get("endpoints") or []:
+            cond = ep.get("conditions") or {}
+            counts["ready"] += bool(cond.get("ready"))
+            counts["serving"] += bool(cond.get("serving") and not cond.get("ready"))
+            counts["terminating"] += bool(cond.get("terminating"))
     return counts
 
 
-def _last_warning(core: Any, svc: Any) -> str:
-    events = core.list_namespaced_event(svc.metadata.namespace, _request_timeout=3).items
+def _last_warning(items: _Items, svc: dict[str, Any]) -> str:
     mine = [
         e
-        for e in events
-        if e.type == "Warning"
-        and e.involved_object.kind == "Service"
-        and e.involved_object.name == svc.metadata.name
+        for e in items(f"/api/v1/namespaces/{svc['namespace']}/events")
+        if e.get("type") == "Warning"
+        and (e.get("involvedObject") or {}).get("kind") == "Service"
+        and (e.get("involvedObject") or {}).get("name") == svc["name"]
     ]
     if not mine:
         return ""
-    last = max(mine, key=lambda e: str(e.last_timestamp or e.event_time or ""))
-    return f"{last.reason}: {last.message}"
+    last = max(mine, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    return f"{last.get('reason')}: {last.get('message')}"
 
 
 def render_status(doc: dict[str, Any], console: Console | None = None) -> None:

@@ -89,15 +89,14 @@ Neighbours: called by :mod:`lab.aws.app` under its request lock; instance timing
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal, cast
-
-from moto.elb.models import FakeListener
+from typing import Any, Literal
 
 from lab.aws import instance_topology
 from lab.aws.exceptions import AwsControlError, AwsError, DependencyViolation
@@ -633,22 +632,27 @@ def _keep_instance_protocols(lb: Any, params: Mapping[str, str]) -> None:
             port = params.get(f"Listeners.member.{match.group(1)}.LoadBalancerPort")
             if port is not None:
                 sent[str(port)] = value.upper()
+    mine = _elb_listener_class()
     for listener in lb.listeners:
         protocol = sent.get(str(listener.load_balancer_port))
         # a listener that already had its own (moto leaves an equal one in place) keeps it
-        if protocol is not None and type(listener) is FakeListener:
-            listener.__class__ = _ElbListener
-            cast(_ElbListener, listener).instance_protocol = protocol
+        if protocol is not None and type(listener) is mine.__base__:
+            listener.__class__ = mine
+            setattr(listener, "instance_protocol", protocol)  # noqa: B010 (moto types it read-only)
 
 
 _LISTENER_INSTANCE_PROTOCOL = re.compile(r"Listeners\.member\.(\d+)\.InstanceProtocol")
 
 
-class _ElbListener(FakeListener):
+@functools.cache
+def _elb_listener_class() -> type:
     """moto's Classic listener with ``instance_protocol`` a stored value: moto's is a property
-    returning ``protocol``, which this class attribute shadows; the instance's own wins."""
+    returning ``protocol``, which the class attribute shadows, and an instance's own value
+    wins. Made on first use: importing moto here would make every ``import lab.aws`` (the
+    front door's too) pay for moto's EC2 models."""
+    from moto.elb.models import FakeListener
 
-    instance_protocol: str | None = None  # type: ignore[assignment]
+    return type("ElbListener", (FakeListener,), {"instance_protocol": None})
 
 
 _NLB_PROTOCOLS = ("TCP", "UDP", "TCP_UDP", "TLS")
