@@ -151,6 +151,21 @@ def test_bad_lab_up_flags_change_nothing(
     nothing_left(tmp_path, "x")
 
 
+def test_the_front_door_imports_no_aws_or_kubernetes_sdk_until_it_needs_one() -> None:
+    """Validating a flag, reading state and printing an error import neither moto, boto3 nor
+    the Kubernetes client (together seconds of imports per command); each is imported where
+    a task uses it."""
+    probe = (
+        "import sys, tasks, lab.aws, lab.labctl, lab.labview; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} "
+        "& {'moto', 'boto3', 'botocore', 'kubernetes'}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout
+
+
 def test_a_bad_lab_name_is_refused(tmp_path: Path) -> None:
     result = invoke(tmp_path, "lab.up", "--name", "../Bad")
     assert_one_line_error(result, "--name '../Bad'")
