@@ -105,6 +105,8 @@ class KubeletPods(Controller):
         #: pods whose status the kubelet re-checks against the API (its kubelet came back) ->
         #: the lab time it came back
         self._reconcile: dict[tuple[str, str], float] = {}
+        #: lab time of each reconciling pod's last write-back (one per STATUS_SYNC_PERIOD)
+        self._synced: dict[tuple[str, str], float] = {}
         self._lock = threading.RLock()
         self.pods.add_handler(self._on_pod)
         self.nodes.add_handler(self._on_node)
@@ -131,6 +133,8 @@ class KubeletPods(Controller):
                 self._powered_off.discard(node)
                 now = self.clock.now()
                 self._reconcile.update({k: now for k, r in self._runs.items() if r.node == node})
+                for key in [k for k, r in self._runs.items() if r.node == node]:
+                    self._synced.pop(key, None)  # back: its first reconcile writes at once
             self._enqueue_node(node)
 
     def _enqueue_node(self, node: str) -> None:
@@ -369,20 +373,29 @@ class KubeletPods(Controller):
             # the status manager's next periodic reconcile looks again
             with self._lock:
                 self._reconcile[run.key] = now
+                self._synced[run.key] = now
             self.requeue_after(run.key, STATUS_SYNC_PERIOD)
         elif run.key in self._reconcile:
-            # The status manager's reconcile (its syncBatch, every 10 s) once the kubelet is
-            # back: the node lifecycle controller marked this pod not ready while the kubelet
-            # was silent, and goes on doing so each monitor pass until it sees the node Ready.
+            # The status manager's reconcile (its syncBatch, every 10 s): the node lifecycle
+            # controller marked this pod not ready (a silent kubelet, a late heartbeat), and
+            # marks it again on every update while it sees the node not Ready; so at most one
+            # write per period, or the two would trade writes without pause.
             if _api_ready(pod) not in (None, run.ready):
+                last = self._synced.get(run.key)
+                if last is not None and now - last < STATUS_SYNC_PERIOD:
+                    self.requeue_after(run.key, STATUS_SYNC_PERIOD - (now - last))
+                    return
                 self._log(run, "status reconciled with the kubelet's readiness")
                 self._write(pod, phase=None, ready=run.ready, containers="running")
+                with self._lock:
+                    self._synced[run.key] = now
             elif (
                 self._node_ready(run.node)
                 and now - self._reconcile[run.key] >= 2 * STATUS_SYNC_PERIOD
             ):
                 with self._lock:
                     self._reconcile.pop(run.key, None)
+                    self._synced.pop(run.key, None)
                 return
             self.requeue_after(run.key, STATUS_SYNC_PERIOD)
 
@@ -499,6 +512,7 @@ class KubeletPods(Controller):
                 ipam.release(run.ip)
         self._runs.pop(run.key, None)
         self._reconcile.pop(run.key, None)
+        self._synced.pop(run.key, None)
 
     # --- writing -------------------------------------------------------------------------
 

@@ -159,7 +159,12 @@ def _print_state(cluster: Cluster) -> None:
                 f"Ready={cluster.condition(pod, 'Ready')} node={pod['spec'].get('nodeName')} "
                 f"deleting={bool(m.get('deletionTimestamp'))}"
             )
-        events = cluster.api.get("/api/v1/events")["items"]
+        events = sorted(
+            cluster.api.get("/api/v1/events")["items"],
+            key=lambda e: str(
+                e.get("lastTimestamp") or e.get("eventTime") or e["metadata"]["creationTimestamp"]
+            ),
+        )
         for event in events[-40:]:
             involved = event.get("involvedObject") or {}
             print(

@@ -146,6 +146,32 @@ def test_pods_ready_again_once_a_node_that_reported_not_ready_recovers(
     assert cluster.pod("web")["metadata"].get("deletionTimestamp") is None
 
 
+def test_kubelet_and_lifecycle_controller_disagreeing_trade_one_write_per_sync_period(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    """A kubelet back from silence that reports its node NotReady: the node lifecycle
+    controller marks the pod not ready again on every update while it sees the node not
+    Ready, and the kubelet writes its readiness back at most once per syncBatch (10 s), so the
+    two do not trade writes without pause."""
+    cluster = make_cluster("1.33", speed=100)
+    tolerate = [
+        {"key": f"node.kubernetes.io/{k}", "operator": "Exists", "effect": "NoExecute"}
+        for k in ("not-ready", "unreachable")
+    ]
+    on_w1(cluster, "web", tolerations=tolerate)
+    wait("running", lambda: cluster.condition(cluster.running("web"), "Ready") == "True")
+    cluster.kubelet.stop_heartbeat("w1")
+    wait("marked NotReady", lambda: cluster.condition(cluster.pod("web"), "Ready") == "False")
+    cluster.kubelet.report_not_ready("w1", "container runtime is down")
+    cluster.kubelet.resume_heartbeat("w1")  # back, reporting Ready=False
+    started = cluster.clock.now()
+    cluster.clock.sleep(40)
+    elapsed = cluster.clock.now() - started
+    lines = cluster.plane.kubelet.logs("default", "web")
+    writes = sum("status reconciled" in line for line in lines)
+    assert 1 <= writes <= elapsed / 10 + 2, (writes, elapsed)
+
+
 def test_untolerated_no_execute_taint_evicts_at_once_and_cordon_taints(cluster: Cluster) -> None:
     on_w1(cluster, "web")
     wait("running", lambda: cluster.running("web"))
