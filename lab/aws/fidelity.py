@@ -634,25 +634,32 @@ def _keep_instance_protocols(lb: Any, params: Mapping[str, str]) -> None:
                 sent[str(port)] = value.upper()
     mine = _elb_listener_class()
     for listener in lb.listeners:
+        if type(listener) is mine:
+            continue  # it existed before this call (moto leaves an equal one in place)
+        listener.__class__ = mine  # every listener this layer has seen is of the class
         protocol = sent.get(str(listener.load_balancer_port))
-        # a listener that already had its own (moto leaves an equal one in place) keeps it
-        if protocol is not None and type(listener) is mine.__base__:
-            listener.__class__ = mine
-            setattr(listener, "instance_protocol", protocol)  # noqa: B010 (moto types it read-only)
+        if protocol is not None:
+            listener.__dict__[_SENT_INSTANCE_PROTOCOL] = protocol
 
 
 _LISTENER_INSTANCE_PROTOCOL = re.compile(r"Listeners\.member\.(\d+)\.InstanceProtocol")
 
 
+_SENT_INSTANCE_PROTOCOL = "_lab_instance_protocol"
+
+
 @functools.cache
 def _elb_listener_class() -> type:
-    """moto's Classic listener with ``instance_protocol`` a stored value: moto's is a property
-    returning ``protocol``, which the class attribute shadows, and an instance's own value
-    wins. Made on first use: importing moto here would make every ``import lab.aws`` (the
-    front door's too) pay for moto's EC2 models."""
+    """moto's Classic listener whose ``instance_protocol`` is the one it was created with, else
+    its ``protocol`` (moto's property answers ``protocol`` always). Made on first use:
+    importing moto here would make every ``import lab.aws`` (the front door's too) pay for
+    moto's EC2 models."""
     from moto.elb.models import FakeListener
 
-    return type("ElbListener", (FakeListener,), {"instance_protocol": None})
+    def instance_protocol(self: Any) -> str:
+        return str(self.__dict__.get(_SENT_INSTANCE_PROTOCOL) or self.protocol)
+
+    return type("ElbListener", (FakeListener,), {"instance_protocol": property(instance_protocol)})
 
 
 _NLB_PROTOCOLS = ("TCP", "UDP", "TCP_UDP", "TLS")
