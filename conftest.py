@@ -26,7 +26,7 @@ pytest_plugins = [
 
 @pytest.fixture(autouse=True)
 def _root_logging_restored() -> Iterator[None]:
-    """Put the root logger back after each test.
+    """Put the root logger (and every logger's level) back after each test.
 
     A test that runs a command's ``main()`` in-process lets it configure logging the way the
     command does (a handler on ``sys.stderr``, which is pytest's capture file then); left in
@@ -34,7 +34,14 @@ def _root_logging_restored() -> Iterator[None]:
     closed file ("--- Logging error ---")."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    named = {
+        name: logger.level
+        for name, logger in logging.root.manager.loggerDict.items()
+        if isinstance(logger, logging.Logger)
+    }
     yield
+    for name, before in named.items():  # the levels a command set on its noisy libraries
+        logging.getLogger(name).setLevel(before)
     for handler in list(root.handlers):
         if handler not in handlers:
             root.removeHandler(handler)
