@@ -68,6 +68,16 @@ class GuardRefusal(AwsError):
     """A call the run's guard refused, in AWS's shape (403, ``UnauthorizedOperation`` or
     ``AccessDenied``)."""
 
+    @classmethod
+    def of(cls, service: str, message: str) -> GuardRefusal:
+        """The refusal of a call to ``service``, ``message`` after the guard's prefix."""
+        return cls(
+            f"ccm-lab run guard: {message}",
+            code=REFUSAL_CODES.get(service, DEFAULT_REFUSAL_CODE),
+            status=403,
+            source=ANSWERED_BY,
+        )
+
 
 @functools.lru_cache(maxsize=8)
 def _service_model(service: str) -> Any:
@@ -196,20 +206,16 @@ class ProxyRunGuard:
         given = [k for k, _ in [*pairs, *body_pairs] if k not in ("Action", "Version")]
         twice = sorted({k for k in given if given.count(k) > 1})
         if twice:  # the guard would read one value and the upstream might act on the other
-            raise GuardRefusal(
-                f"ccm-lab run guard: {op}: parameters given twice ({', '.join(twice[:5])}), "
+            raise GuardRefusal.of(
+                service,
+                f"{op}: parameters given twice ({', '.join(twice[:5])}), "
                 "in the query and the body or repeated; send each once",
-                code=REFUSAL_CODES.get(service, DEFAULT_REFUSAL_CODE),
-                status=403,
-                source=ANSWERED_BY,
             )
         if self.region is not None and request.region != self.region:
-            raise GuardRefusal(
-                f"ccm-lab run guard: {op} in {request.region}: the run lives in {self.region}, "
+            raise GuardRefusal.of(
+                service,
+                f"{op} in {request.region}: the run lives in {self.region}, "
                 "where lab.down looks for what it made; the guard refuses other regions",
-                code=REFUSAL_CODES.get(service, DEFAULT_REFUSAL_CODE),
-                status=403,
-                source=ANSWERED_BY,
             )
         flat = {k: v for k, v in [*pairs, *body_pairs] if k not in ("Action", "Version")}
         protocol = model.metadata.get("protocol", "query") if model is not None else "query"
@@ -219,21 +225,14 @@ class ProxyRunGuard:
             self.guard.check(service or "unknown", op, params)
         except GuardRefused as exc:
             log.warning("run guard refused %s %s: %s", service, op, exc)
-            raise GuardRefusal(
-                f"ccm-lab run guard: {exc}",
-                code=REFUSAL_CODES.get(service, DEFAULT_REFUSAL_CODE),
-                status=403,
-                source=ANSWERED_BY,
-            ) from None
+            raise GuardRefusal.of(service, str(exc)) from None
         changed = {name: value for name, value in params.items() if before.get(name) != value}
         if not changed or model is None:
             return body
         if not form:  # botocore sends these calls as form bodies; anything else is not rewritten
-            raise GuardRefusal(
-                f"ccm-lab run guard: {op}: the run tag can only be added to a form body",
-                code=REFUSAL_CODES.get(service, DEFAULT_REFUSAL_CODE),
-                status=403,
-                source=ANSWERED_BY,
+            raise GuardRefusal.of(
+                service,
+                f"{op}: the run tag can only be added to a form body",
             )
         assert isinstance(model.input_shape, StructureShape)
         members = model.input_shape.members
