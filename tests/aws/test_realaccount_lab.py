@@ -401,10 +401,22 @@ def test_down_removes_the_controllers_elbs_and_groups_and_nothing_else(
         if g["GroupName"].startswith("k8s-elb-")
     }
     assert len(groups) == 2
-    v2 = _run_elbv2(account, run_id)
+    # the NLB Service may have been made just now: its load balancer and target group come
+    # with the controller's next sync
+    v2 = _until(
+        lambda: (found := _run_elbv2(account, run_id)) and len(found) == 2 and found,
+        "the NLB and its target group",
+    )
     assert sorted(v2.values()) == ["elbv2-load-balancer", "target-group"]
     root = Path(lab.directory).parent
+    # the controller may still be opening the node group for a Service made just now
     before = account.world()
+    for _ in range(30):
+        time.sleep(1)
+        now = account.world()
+        if now == before:
+            break
+        before = now
     dry = Console(file=io.StringIO(), width=400)
     labctl.down(name=NAME, root=root, dry_run=True, console=dry)
     planned = dry.file.getvalue()  # type: ignore[attr-defined]
