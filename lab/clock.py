@@ -8,15 +8,32 @@ unhealthy threshold costs a test three real seconds; ``speed=1`` is real time, f
 timing-sensitive reproductions. Neighbours: the data-plane stand-ins (``lab.dataplane``), the
 kubelet stand-in (``lab.cluster.kubelet``) and the AWS fidelity layer's health checks
 (``lab.aws``) all take a :class:`LabClock`; ``lab.compose`` builds one from
-``LabConfig.clock_speed``. A bottom-layer module: it imports nothing of the lab.
+``LabConfig.clock_speed``; ``lab.settle`` is the barrier built on what components report. A
+bottom-layer module: it imports nothing of the lab.
 
-Two implementations:
+**The time model** (what runs in lab time, what in real time, what the controller sees):
 
-* :class:`ScaledClock` runs over ``time.monotonic`` with a speed factor (changeable while
-  running; lab time stays continuous).
-* :class:`ManualClock` only moves when told (:meth:`ManualClock.advance`), for unit tests of
-  timing logic. Its :meth:`~ManualClock.sleep` advances the clock itself instead of blocking,
-  so single-threaded code that sleeps runs instantly and deterministically.
+* **Lab time** is what every in-lab component runs on: the kubelet stand-in's lease renewals
+  and status reports, the pod half's probes, start and shutdown delays, the node lifecycle
+  controller's monitor pass and grace period, taint eviction's ``tolerationSeconds``, the
+  endpoint controllers' batch period, the data-plane controllers' retry backoff, the ELB and
+  NLB health checks' intervals and thresholds, connection draining.
+* **Lab time never outruns a starved component.** Every in-lab component tells the clock when
+  its oldest piece of work fell (or falls) due (:meth:`LabClock.owe`: the head of its queue,
+  the key it is syncing, its next timer, the oldest API change its informer has not delivered
+  yet). While a component's work is overdue by more than its ``hold_after`` (one lab second
+  for all of them: less than any period they run on), lab time **holds** at that point and
+  resumes, continuously, once the component caught up. On a quiet machine nothing is ever
+  that late and the clock runs at ``speed``; on a loaded one, lab time slows to what the
+  lab's threads manage, so a kubelet that could not run for a second of real time does not
+  miss its heartbeat in lab time, and a scenario's outcome does not depend on the machine.
+  :meth:`ScaledClock.stats` counts the holds and the real time they took.
+* **Real time** is what the controller under test runs on (it is any build, in another
+  process, with its own clocks: resync periods, retry delays, batch windows), and what the
+  API server stamps objects with (``creationTimestamp``). Tests and scenarios judge the
+  controller by evidence, never by how long something took. The kind backend's real
+  kubelets and controllers run in real time too; only the AWS side's health checks are on
+  the lab clock there.
 
 Design decision, wall time: :meth:`LabClock.wall` is what objects are stamped with
 (``lastTransitionTime``, ``startedAt``...). A :class:`ScaledClock` answers the **real** UTC time
@@ -24,19 +41,36 @@ there, so the stand-ins' timestamps agree with the ones the API server writes it
 (``creationTimestamp``, ``deletionTimestamp``) and with the clocks of the processes under test;
 only durations are scaled. To measure lab time since a timestamp, use
 :meth:`LabClock.lab_time_of` (``clock.now() - clock.lab_time_of(stamp)`` lab seconds), which
-works for timestamps written by anyone.
+works for timestamps written by anyone: the clock keeps the history of its speed changes and
+holds, so a stamp's lab age is what lab time did since (a hold makes nothing older).
+
+Two implementations:
+
+* :class:`ScaledClock` runs over ``time.monotonic`` with a speed factor (changeable while
+  running; lab time stays continuous) and holds for overdue components.
+* :class:`ManualClock` only moves when told (:meth:`ManualClock.advance`), for unit tests of
+  timing logic. Its :meth:`~ManualClock.sleep` advances the clock itself instead of blocking,
+  so single-threaded code that sleeps runs instantly and deterministically. It records what is
+  owed (for progress reports) but never holds: nothing moves it but the test.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 #: The lab's default speed in tests and ``invoke lab.up``: lab seconds per real second.
 DEFAULT_SPEED = 10.0
+#: How late (lab seconds) a component's work may be before lab time holds for it: shorter than
+#: every period an in-lab component runs on (lease renewal 10 s, monitor pass 5 s, endpoint
+#: batching 1 s is the shortest, and a batch one lab second late is still within its period).
+HOLD_AFTER = 1.0
 
 
 def check_speed(speed: float) -> float:
@@ -45,6 +79,29 @@ def check_speed(speed: float) -> float:
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"clock speed must be a finite number > 0, got {speed!r}")
     return value
+
+
+@dataclass(frozen=True)
+class Owed:
+    """One component's oldest work: due at lab time ``due``; lab time holds at
+    ``due + hold_after`` until the component updates it."""
+
+    name: str
+    due: float
+    hold_after: float
+
+    @property
+    def limit(self) -> float:
+        return self.due + self.hold_after
+
+
+@dataclass(frozen=True)
+class ClockStats:
+    """How often lab time held for a starved component, and for how long (real seconds)."""
+
+    holds: int
+    held_seconds: float
+    by_component: dict[str, int]
 
 
 @runtime_checkable
@@ -69,37 +126,100 @@ class LabClock(Protocol):
         ...
 
     def sleep(self, seconds: float) -> None:
-        """Wait ``seconds`` lab seconds (``seconds / speed`` real seconds)."""
+        """Wait until ``seconds`` lab seconds have passed."""
         ...
 
     def real_seconds(self, seconds: float) -> float:
-        """How many real seconds ``seconds`` lab seconds take now (for waits with timeouts)."""
+        """How many real seconds ``seconds`` lab seconds take at the current speed (holds
+        make it longer: a wait computed from it wakes early, never late)."""
+        ...
+
+    def owe(
+        self, owner: object, due: float | None, *, name: str, hold_after: float = HOLD_AFTER
+    ) -> None:
+        """``owner``'s oldest work falls due at lab time ``due`` (None: it owes nothing); lab
+        time will not pass ``due + hold_after`` until ``owner`` says otherwise."""
+        ...
+
+    def owed(self) -> list[Owed]:
+        """What every owner owes now, oldest first."""
+        ...
+
+    def wait_change(self, timeout: float) -> None:
+        """Block up to ``timeout`` real seconds, or until some owner updates what it owes
+        (a barrier's wake-up: components report progress through :meth:`owe`)."""
         ...
 
 
-class ScaledClock:
-    """Lab time over ``time.monotonic``: ``now()`` advances ``speed`` lab seconds per second.
+class _Owing:
+    """What the owners owe a clock, and the limit lab time may not pass (shared by both)."""
 
-    The speed may change while the lab runs; lab time stays continuous, and
-    :meth:`lab_time_of` converts a timestamp at the speed that held when it was written (the
-    clock keeps its recent speed changes), so a Lease renewed just before a change is not
-    suddenly older or younger than it is.
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._owed: dict[object, Owed] = {}
+        self._limit = math.inf
+
+    def _set(self, owner: object, due: float | None, name: str, hold_after: float) -> bool:
+        """Update ``owner`` (lock held); True when the limit changed."""
+        if due is None:
+            if self._owed.pop(owner, None) is None:
+                return False
+        else:
+            entry = Owed(name, float(due), float(hold_after))
+            if self._owed.get(owner) == entry:
+                return False
+            self._owed[owner] = entry
+        self._changed.notify_all()
+        limit = min((o.limit for o in self._owed.values()), default=math.inf)
+        changed = limit != self._limit
+        self._limit = limit
+        return changed
+
+    def owed(self) -> list[Owed]:
+        with self._lock:
+            return sorted(self._owed.values(), key=lambda o: o.due)
+
+    def wait_change(self, timeout: float) -> None:
+        with self._changed:
+            self._changed.wait(timeout)
+
+    def _holder(self) -> str:
+        """The name of the owner whose limit holds lab time (lock held)."""
+        return min(self._owed.values(), key=lambda o: o.limit).name if self._owed else "?"
+
+
+class ScaledClock(_Owing):
+    """Lab time over ``time.monotonic``: ``now()`` advances ``speed`` lab seconds per second,
+    and holds while a component's work is overdue (see the module doc).
+
+    Lab time is kept as segments of real time, each with a rate (``speed``, or 0 while held),
+    so :meth:`lab_time_of` converts a timestamp with the rate that held when it was written:
+    a Lease renewed just before a speed change or a hold is not suddenly older or younger
+    than it is. ``mono`` and ``utcnow`` are the time sources (tests pass their own).
     """
 
-    #: speed changes remembered for :meth:`lab_time_of` (older stamps use the oldest kept)
-    HISTORY = 64
-    #: the time sources (replaced by tests that need exact intervals)
-    _mono = staticmethod(time.monotonic)
-    _utcnow = staticmethod(lambda: datetime.now(UTC))
+    #: segments remembered for :meth:`lab_time_of` (older stamps use the oldest kept)
+    HISTORY = 4096
 
-    def __init__(self, speed: float = DEFAULT_SPEED) -> None:
-        self._lock = threading.Lock()
+    def __init__(
+        self,
+        speed: float = DEFAULT_SPEED,
+        *,
+        mono: Callable[[], float] = time.monotonic,
+        utcnow: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        super().__init__()
+        self._mono = mono
+        self._utcnow = utcnow
         self._speed = check_speed(speed)
-        # lab time = base_lab + (monotonic - base_mono) * speed; rebased on speed changes
-        self._base_mono = self._mono()
-        self._base_lab = 0.0
-        # earlier segments, oldest first: (monotonic start, lab time at it, speed)
-        self._past: list[tuple[float, float, float]] = []
+        # segments of lab time: start (monotonic), lab time at the start, rate
+        self._starts: list[float] = [mono()]
+        self._segments: list[tuple[float, float, float]] = [(self._starts[0], 0.0, self._speed)]
+        self._last = 0.0
+        self._holds = 0
+        self._held_seconds = 0.0
+        self._held_by: dict[str, int] = {}
 
     @property
     def speed(self) -> float:
@@ -110,15 +230,51 @@ class ScaledClock:
         speed = check_speed(value)
         with self._lock:
             mono = self._mono()
-            self._past.append((self._base_mono, self._base_lab, self._speed))
-            del self._past[: -self.HISTORY]
-            self._base_lab += (mono - self._base_mono) * self._speed
-            self._base_mono = mono
+            lab = self._read(mono)
             self._speed = speed
+            if self._segments[-1][2] > 0:
+                self._push(mono, lab, speed)
+
+    # -- segments ----------------------------------------------------------------------------
+
+    def _push(self, start: float, lab: float, rate: float) -> None:
+        """Begin a segment (lock held); the history keeps the last :attr:`HISTORY`."""
+        last_start, _, last_rate = self._segments[-1]
+        if last_rate == 0 and rate > 0:  # a hold ends
+            self._held_seconds += max(start - last_start, 0.0)
+        self._starts.append(start)
+        self._segments.append((start, lab, rate))
+        if len(self._segments) > 2 * self.HISTORY:
+            del self._starts[: self.HISTORY]
+            del self._segments[: self.HISTORY]
+
+    def _read(self, mono: float) -> float:
+        """Lab time at ``mono`` (lock held), starting a hold where it passes the limit."""
+        start, lab, rate = self._segments[-1]
+        value = lab + (mono - start) * rate
+        if rate > 0 and value > self._limit:
+            held_at = max(self._limit, lab, self._last)
+            # lab time reached the limit at this point of real time; it stands still since
+            self._push(max(start + (held_at - lab) / rate, start), held_at, 0.0)
+            self._holds += 1
+            holder = self._holder()
+            self._held_by[holder] = self._held_by.get(holder, 0) + 1
+            value = held_at
+        value = max(value, self._last)
+        self._last = value
+        return value
+
+    def _resume_if_free(self, mono: float) -> None:
+        """After the limit moved (lock held): a hold the limit no longer needs ends now."""
+        _, lab, rate = self._segments[-1]
+        if rate == 0 and self._limit > lab:
+            self._push(mono, lab, self._speed)
+
+    # -- the clock ---------------------------------------------------------------------------
 
     def now(self) -> float:
         with self._lock:
-            return self._base_lab + (self._mono() - self._base_mono) * self._speed
+            return self._read(self._mono())
 
     def wall(self) -> datetime:
         return self._utcnow()
@@ -126,33 +282,54 @@ class ScaledClock:
     def lab_time_of(self, stamp: datetime) -> float:
         real_ago = (self._utcnow() - stamp).total_seconds()
         with self._lock:
+            now = self._read(self._mono())
             mono = self._mono() - real_ago
-            if mono >= self._base_mono or not self._past:
-                return self._base_lab + (mono - self._base_mono) * self._speed
-            for start, lab, speed in reversed(self._past):
-                if mono >= start:
-                    return lab + (mono - start) * speed
-            start, lab, speed = self._past[0]
-            return lab + (mono - start) * speed
+            i = max(bisect.bisect_right(self._starts, mono) - 1, 0)
+            start, lab, rate = self._segments[i]
+            return min(lab + (mono - start) * rate, now)
+
+    def owe(
+        self, owner: object, due: float | None, *, name: str, hold_after: float = HOLD_AFTER
+    ) -> None:
+        with self._lock:
+            mono = self._mono()
+            self._read(mono)  # what lab time did up to now, under the limit as it was
+            if self._set(owner, due, name, hold_after):
+                self._resume_if_free(mono)
 
     def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            time.sleep(seconds / self._speed)
+        if seconds <= 0:
+            return
+        until = self.now() + seconds
+        while (left := until - self.now()) > 0:
+            self.wait_change(self.real_seconds(left))
 
     def real_seconds(self, seconds: float) -> float:
         return max(seconds, 0.0) / self._speed
+
+    def stats(self) -> ClockStats:
+        """Holds so far (a hold still running counts its real time up to now)."""
+        with self._lock:
+            held = self._held_seconds
+            start, _, rate = self._segments[-1]
+            if rate == 0:
+                held += max(self._mono() - start, 0.0)
+            return ClockStats(self._holds, held, dict(self._held_by))
 
     def __repr__(self) -> str:
         return f"ScaledClock(speed={self._speed:g})"
 
 
-class ManualClock:
-    """A clock for unit tests: time moves only through :meth:`advance` (or :meth:`sleep`)."""
+class ManualClock(_Owing):
+    """A clock for unit tests: time moves only through :meth:`advance` (or :meth:`sleep`).
+
+    What components owe is recorded (:meth:`owed`, for progress reports) but never holds the
+    clock: the test is the only thing that moves it."""
 
     def __init__(
         self, start: float = 0.0, *, epoch: datetime | None = None, speed: float = 1.0
     ) -> None:
-        self._lock = threading.Lock()
+        super().__init__()
         self._now = float(start)
         self._epoch = epoch or datetime(2026, 1, 1, tzinfo=UTC)
         self._speed = check_speed(speed)
@@ -177,6 +354,7 @@ class ManualClock:
             raise ValueError(f"a manual clock only moves forward, got advance({seconds!r})")
         with self._lock:
             self._now += seconds
+            self._changed.notify_all()
             return self._now
 
     def sleep(self, seconds: float) -> None:
@@ -185,6 +363,12 @@ class ManualClock:
 
     def real_seconds(self, seconds: float) -> float:
         return 0.0
+
+    def owe(
+        self, owner: object, due: float | None, *, name: str, hold_after: float = HOLD_AFTER
+    ) -> None:
+        with self._lock:
+            self._set(owner, due, name, hold_after)
 
     def __repr__(self) -> str:
         return f"ManualClock(now={self.now():g})"
@@ -200,4 +384,14 @@ def parse_time(value: object) -> datetime | None:
         return None
 
 
-__all__ = ["DEFAULT_SPEED", "LabClock", "ManualClock", "ScaledClock", "check_speed", "parse_time"]
+__all__ = [
+    "DEFAULT_SPEED",
+    "HOLD_AFTER",
+    "ClockStats",
+    "LabClock",
+    "ManualClock",
+    "Owed",
+    "ScaledClock",
+    "check_speed",
+    "parse_time",
+]

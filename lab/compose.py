@@ -86,6 +86,7 @@ from lab.dataplane.versions import parse_feature_gates
 from lab.imds import ImdsServer
 from lab.kube.server import KubeServer
 from lab.kube.version import DEFAULT_K8S_VERSION
+from lab.settle import Reporter, settle
 from lab.state import AWS_BACKENDS, BACKENDS, LabState, node_states
 from lab.traffic import (
     Gate,
@@ -953,6 +954,29 @@ class Lab:
         )
         self.controller.start(wait_ready=wait_ready)
         return self.controller
+
+    def settle(self, timeout: float = 30.0) -> int:
+        """Wait until every in-lab component has caught up with the API and has nothing left
+        to do now (``lab.settle``): the sim's kubelet stand-in and data plane (informers,
+        scheduler, workload, endpoint, EndpointSlice, node-lifecycle and GC controllers, the
+        kubelet's pod half, the event writer; the kube-proxy model reads their informers), the
+        ELB and NLB health models, and the metadata service (which forgets its instance cache,
+        so its next answer reads EC2 as it is now). On kind the cluster's components are real
+        and not covered: wait for their evidence. The controller under test is never covered.
+        Returns the rounds it took; ``lab.settle.SettleTimeout`` names who did not settle."""
+        if self._imds is not None:
+            self._imds.forget_cache()
+        return settle(self._reporters, clock=self.clock, timeout=timeout, heads=self._heads)
+
+    def _reporters(self) -> list[Reporter]:
+        found: list[Reporter] = list(self.cluster.reporters())
+        if isinstance(self._aws, AwsServer):
+            found.append(self._aws.lab)
+        return found
+
+    def _heads(self) -> dict[tuple[str, str], int]:
+        cluster = self._cluster
+        return cluster.heads.snapshot() if isinstance(cluster, SimProvider) else {}
 
     def set_clock_speed(self, speed: float) -> float:
         """Run the lab clock at ``speed`` lab seconds per real second from now on (every timed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -21,9 +22,7 @@ def test_scaled_clock_runs_speed_lab_seconds_per_real_second() -> None:
 
 def test_speed_change_keeps_lab_time_continuous() -> None:
     real = [50.0]  # the monotonic source, moved by hand: no wall-clock timing in the test
-    clock = ScaledClock(speed=100)
-    clock._mono = lambda: real[0]  # type: ignore[method-assign]
-    clock._base_mono = real[0]
+    clock = ScaledClock(speed=100, mono=lambda: real[0])
     real[0] = 50.02
     before = clock.now()
     assert before == pytest.approx(2.0)
@@ -44,10 +43,9 @@ def test_scaled_wall_is_real_time_and_lab_time_of_scales_the_age() -> None:
 def test_lab_time_of_a_stamp_uses_the_speed_that_held_when_it_was_written() -> None:
     real = [100.0]  # monotonic seconds; the wall clock moves with it
     epoch = datetime(2026, 1, 1, tzinfo=UTC)
-    clock = ScaledClock(speed=10)
-    clock._mono = lambda: real[0]  # type: ignore[method-assign]
-    clock._utcnow = lambda: epoch + timedelta(seconds=real[0])  # type: ignore[method-assign]
-    clock._base_mono = real[0]
+    clock = ScaledClock(
+        speed=10, mono=lambda: real[0], utcnow=lambda: epoch + timedelta(seconds=real[0])
+    )
 
     def stamp_at(mono: float) -> datetime:
         return epoch + timedelta(seconds=mono)
@@ -102,3 +100,121 @@ def test_lab_config_checks_the_clock_speed() -> None:
     assert LabConfig().clock_speed == 10.0
     with pytest.raises(ValueError, match="clock speed must be a finite number > 0, got 0"):
         LabConfig(clock_speed=0)
+
+
+# --- holding for a starved component --------------------------------------------------------
+
+
+def _hand_clock(speed: float = 10) -> tuple[ScaledClock, list[float]]:
+    real = [0.0]  # the monotonic source, moved by hand
+    epoch = datetime(2026, 1, 1, tzinfo=UTC)
+    clock = ScaledClock(
+        speed=speed, mono=lambda: real[0], utcnow=lambda: epoch + timedelta(seconds=real[0])
+    )
+    return clock, real
+
+
+def test_lab_time_holds_at_an_overdue_component_and_resumes_continuously() -> None:
+    clock, real = _hand_clock(speed=10)
+    kubelet = object()
+    clock.owe(kubelet, 5.0, name="kubelet", hold_after=1.0)  # a renewal due at lab 5
+    real[0] = 0.3
+    assert clock.now() == pytest.approx(3.0)
+    real[0] = 10.0  # the process starved for ten real seconds: 100 lab seconds at 10x
+    assert clock.now() == pytest.approx(6.0)  # held one lab second past the due renewal
+    real[0] = 12.0
+    assert clock.now() == pytest.approx(6.0)  # still held: the kubelet has not caught up
+    clock.owe(kubelet, 15.0, name="kubelet")  # renewed; the next one is due at lab 15
+    assert clock.now() == pytest.approx(6.0)  # no jump by the time it was held
+    real[0] = 12.5
+    assert clock.now() == pytest.approx(11.0)  # running at 10x again from where it held
+    stats = clock.stats()
+    assert stats.holds == 1
+    assert stats.by_component == {"kubelet": 1}
+    assert stats.held_seconds == pytest.approx(12.0 - 0.6)  # it reached lab 6 at real 0.6
+
+
+def test_the_earliest_limit_holds_and_a_component_owing_nothing_never_does() -> None:
+    clock, real = _hand_clock(speed=10)
+    a, b = object(), object()
+    clock.owe(a, 20.0, name="a")
+    clock.owe(b, 8.0, name="b", hold_after=2.0)
+    real[0] = 5.0
+    assert clock.now() == pytest.approx(10.0)  # b's limit: 8 + 2
+    assert [o.name for o in clock.owed()] == ["b", "a"]
+    clock.owe(b, None, name="b")  # caught up, owes nothing more
+    real[0] = 6.0
+    assert clock.now() == pytest.approx(20.0)  # from 10 at real 5.0, 10 more; a's limit is 21
+    real[0] = 9.0
+    assert clock.now() == pytest.approx(21.0)
+    assert clock.stats().by_component == {"b": 1, "a": 1}
+
+
+def test_a_stamp_ages_only_by_the_lab_time_that_passed_across_a_hold() -> None:
+    clock, real = _hand_clock(speed=10)
+    epoch = datetime(2026, 1, 1, tzinfo=UTC)
+    owner = object()
+    clock.owe(owner, 2.0, name="slow", hold_after=1.0)
+    real[0] = 0.1
+    stamp = epoch + timedelta(seconds=0.1)  # written at lab 1
+    real[0] = 5.0  # held at lab 3 since real 0.3
+    assert clock.now() - clock.lab_time_of(stamp) == pytest.approx(2.0)
+    clock.owe(owner, None, name="slow")
+    real[0] = 5.5
+    assert clock.now() == pytest.approx(8.0)
+    assert clock.now() - clock.lab_time_of(stamp) == pytest.approx(7.0)
+    # a stamp written during the hold is as old as the lab time since the hold ended
+    during = epoch + timedelta(seconds=4.0)
+    assert clock.now() - clock.lab_time_of(during) == pytest.approx(5.0)
+
+
+def test_speed_change_while_held_resumes_at_the_new_speed() -> None:
+    clock, real = _hand_clock(speed=10)
+    owner = object()
+    clock.owe(owner, 1.0, name="x", hold_after=1.0)
+    real[0] = 1.0
+    assert clock.now() == pytest.approx(2.0)
+    clock.speed = 50
+    assert clock.now() == pytest.approx(2.0)  # still held
+    clock.owe(owner, None, name="x")
+    real[0] = 1.1
+    assert clock.now() == pytest.approx(7.0)
+
+
+def test_sleep_waits_lab_seconds_even_while_the_clock_holds() -> None:
+    clock = ScaledClock(speed=1000)
+    owner = object()
+    clock.owe(owner, clock.now(), name="held", hold_after=0.5)
+    done = threading.Event()
+    threading.Thread(target=lambda: (clock.sleep(2.0), done.set()), daemon=True).start()
+    assert not done.wait(0.05)  # 50 lab seconds of real time, but lab time holds below 2
+    clock.owe(owner, None, name="held")
+    assert done.wait(10)
+
+
+def test_manual_clock_records_what_is_owed_and_never_holds() -> None:
+    clock = ManualClock()
+    owner = object()
+    clock.owe(owner, 1.0, name="x", hold_after=0.0)
+    assert clock.advance(10) == 10
+    assert [(o.name, o.due, o.limit) for o in clock.owed()] == [("x", 1.0, 1.0)]
+    clock.owe(owner, None, name="x")
+    assert clock.owed() == []
+
+
+def test_wait_change_wakes_when_an_owner_reports() -> None:
+    clock = ScaledClock(speed=10)
+    woke = threading.Event()
+
+    def waiter() -> None:
+        clock.wait_change(30)
+        woke.set()
+
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    while not woke.is_set():  # the waiter may not be waiting yet: report until it wakes
+        clock.owe(thread, clock.now(), name="reporter")
+        clock.owe(thread, None, name="reporter")
+        woke.wait(0.01)
+    thread.join(5)
+    assert not thread.is_alive()

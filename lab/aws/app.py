@@ -54,6 +54,7 @@ from lab.aws.validation import unroutable as validation_unroutable
 from lab.clock import DEFAULT_SPEED, ScaledClock
 from lab.component import InternalErrors
 from lab.component.bearer import bearer_ok, refusal
+from lab.settle import Progress
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +228,24 @@ class AwsLab:
             self.fidelity.tick()
             self.elb_health.tick()
             self.nlb_health.tick()
+
+    def next_health_check(self) -> float | None:
+        """Lab time the next Classic or NLB health check (or draining deadline) falls due."""
+        dues = [
+            d for d in (self.elb_health.next_due(), self.nlb_health.next_due()) if d is not None
+        ]
+        return min(dues, default=None)
+
+    def progress(self) -> Progress:
+        """The health models, for the settle barrier (``lab.settle``): checks due by now run
+        first, as any question to the endpoint runs them (the ticker runs them at their lab
+        time), so what is left is when the next one falls due."""
+        self.advance()
+        clock = self.elb_health.clock
+        due = self.next_health_check()
+        if due is not None and due <= clock.now():
+            return Progress("aws-health-checks", False, "a health check is due", next_timer=due)
+        return Progress("aws-health-checks", True, next_timer=due)
 
     def health(self) -> dict[str, Any]:
         """What ``GET /_lab/health`` answers (after applying due time-based behaviour)."""

@@ -297,15 +297,19 @@ class ElbHealth:
             for balancer in self._balancers.values():
                 for rec in balancer.records.values():
                     rec.shift(delta)
+            self._clock.owe(self, None, name="elb-health")
             self._clock = clock
             for follower in list(self.clock_followers):
                 follower(delta)
 
     def start_ticker(self, period: float = 1.0) -> None:
-        """Also evaluate every load balancer every ``period`` **real** seconds, from a daemon
-        thread, so transitions are logged when they happen even when nobody calls AWS or asks
-        (and a change outside the API is attributed within one period). Idempotent;
-        :meth:`stop_ticker` (and closing the endpoint) stops it."""
+        """Also run every Classic and NLB check when it falls due (and at least every
+        ``period`` **real** seconds), from a daemon thread, so a check sees the world as it
+        is at its lab time even when nobody calls AWS or asks (a change outside the API, such
+        as a pod turning unready, reaches the next check), and transitions are logged as they
+        happen. The ticker tells the lab clock when the next check falls due, so lab time
+        holds while it is starved (``lab.clock``). Idempotent; :meth:`stop_ticker` (and closing
+        the endpoint) stops it."""
         if not period > 0:
             raise ValueError(f"ticker period must be > 0 seconds, got {period!r}")
         if self._ticker is not None:
@@ -313,12 +317,18 @@ class ElbHealth:
         stop = threading.Event()
 
         def run() -> None:
-            while not stop.wait(period):
+            while not stop.is_set():
                 try:
                     self.aws.advance()
                 except Exception as exc:  # keep ticking; the fixture reports it
                     log.exception("elb health ticker")
                     self.aws.internal_errors.record(f"elb health ticker: {exc}")
+                clock = self._clock
+                due = self.aws.next_health_check()
+                clock.owe(self, due, name="elb-health")
+                wait = period if due is None else clock.real_seconds(due - clock.now())
+                stop.wait(min(wait, period) if wait > 0 else period)
+            self._clock.owe(self, None, name="elb-health")
 
         thread = threading.Thread(target=run, name="elb-health-ticker", daemon=True)
         self._ticker = (thread, stop)
@@ -329,6 +339,16 @@ class ElbHealth:
         if ticker is not None:
             ticker[1].set()
             ticker[0].join(timeout=5)
+
+    def next_due(self) -> float | None:
+        """Lab time of the next check or draining deadline (None: nothing registered)."""
+        with self.aws.lock:
+            dues = [
+                rec.next_check if rec.deregistered_at is None else (rec.drain_until or 0.0)
+                for balancer in self._balancers.values()
+                for rec in balancer.records.values()
+            ]
+        return min(dues, default=None)
 
     def set_node_answers(self, node_answers: NodeAnswers) -> None:
         """Use the default prober with ``node_answers`` for what the instance answers once a

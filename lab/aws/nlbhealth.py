@@ -237,6 +237,16 @@ class NlbHealth:
             self._groups.clear()
             self.history.clear()
 
+    def next_due(self) -> float | None:
+        """Lab time of the next check or draining deadline (None: nothing registered)."""
+        with self.aws.lock:
+            dues = [
+                rec.next_check if rec.deregistered_at is None else (rec.drain_until or 0.0)
+                for group in self._groups.values()
+                for rec in group.records.values()
+            ]
+        return min(dues, default=None)
+
     # -- evaluation ------------------------------------------------------------------------
     def _view(self, region: str | None) -> MotoView:
         return MotoView(self.aws.settings.account, region or self.aws.settings.region)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NewType, Protocol
 from lab.cluster.steps import ProgressReporter
 from lab.cluster.versions import KubeVersion
 from lab.exec import CommandError, Runner, SubprocessRunner
+from lab.settle import Reporter
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -158,6 +159,11 @@ class ClusterProvider(Protocol):
 
     def take_internal_errors(self) -> list[str]:
         """Errors the backend's own stand-ins hit while serving (and forget them)."""
+        ...
+
+    def reporters(self) -> list[Reporter]:
+        """The backend's in-lab components, for the settle barrier (``lab.settle``): the
+        sim's stand-ins; none where real components run."""
         ...
 
     @property

@@ -21,6 +21,7 @@ from lab.cluster.restore import ClusterBaseline
 from lab.cluster.steps import ProgressReporter, run_steps
 from lab.exec import Runner, SubprocessRunner
 from lab.kubeclient import kubeconfig_server, new_api_client
+from lab.settle import Reporter
 
 if TYPE_CHECKING:
     from lab.cluster.kubelet import KubeletStandIn
@@ -97,6 +98,10 @@ class ExistingProvider:
 
     def reset_objects(self) -> None:
         self._baseline.restore(self.api_client())
+
+    def reporters(self) -> list[Reporter]:
+        """Real components run here: nothing of the lab's to settle."""
+        return []
 
     def take_internal_errors(self) -> list[str]:
         return []

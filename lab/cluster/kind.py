@@ -63,6 +63,7 @@ from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import KubeVersion, node_image
 from lab.exec import CommandError, Runner, SubprocessRunner
 from lab.kubeclient import kubeconfig_server, new_api_client
+from lab.settle import Reporter
 
 if TYPE_CHECKING:
     from lab.cluster.kubelet import KubeletStandIn
@@ -255,6 +256,10 @@ class KindProvider:
 
     def reset_objects(self) -> None:
         self._baseline.restore(self.api_client())
+
+    def reporters(self) -> list[Reporter]:
+        """Real components run here: nothing of the lab's to settle."""
+        return []
 
     def take_internal_errors(self) -> list[str]:
         return []  # nothing of the lab's runs inside a kind cluster

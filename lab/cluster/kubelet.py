@@ -29,6 +29,11 @@ Pod lifecycle (the other half of a kubelet) is ``lab.dataplane.kubelet_pods``; i
 :meth:`KubeletStandIn.is_running` and subscribes with :meth:`KubeletStandIn.add_listener` to
 know which nodes have a live kubelet.
 
+The loop wakes when the next renewal or report falls due (and at once when a node's state
+changes), tells the lab clock when that is (``lab.clock``: lab time holds for a starved stand-in
+instead of letting its Lease lapse), and reports its progress to the settle barrier
+(:meth:`KubeletStandIn.progress`, ``lab.settle``).
+
 The uninitialized taint, addresses, providerID and zone labels are left to the cloud controller
 under test. Errors in the background loop are logged and kept in ``errors`` so a test can assert
 that none happened.
@@ -56,6 +61,7 @@ from lab.cluster.node_shapes import (
     node_manifest,
 )
 from lab.cluster.versions import KubeVersion
+from lab.settle import Progress
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +147,9 @@ class KubeletStandIn:
         self._lock = threading.RLock()
         self._tick_lock = threading.Lock()  # one renewal/post at a time per stand-in
         self._stop = threading.Event()
+        self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
+        self.name = "kubelet-stand-in"
         self.errors: list[str] = []
 
     # --- lifecycle -------------------------------------------------------------------
@@ -157,11 +165,7 @@ class KubeletStandIn:
         if self._thread is not None:
             return
         self._stop.clear()
-        shortest = min(self.lease_renew_interval, self.status_report_interval)
-        tick = max(0.02, self.clock.real_seconds(shortest / 4))
-        self._thread = threading.Thread(
-            target=self._loop, args=(tick,), name="kubelet-stand-in", daemon=True
-        )
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -170,7 +174,9 @@ class KubeletStandIn:
         if thread is None:
             return
         self._stop.set()
+        self._poke()
         thread.join(timeout=10)
+        self.clock.owe(self, None, name=self.name)
 
     @property
     def node_names(self) -> list[str]:
@@ -237,6 +243,7 @@ class KubeletStandIn:
                 transitions=transitions,
             )
         log.info("registered node %s (kubelet %s)", reg.name, reg.version)
+        self._poke()
         self._notify(reg.name, True)
         return node
 
@@ -292,8 +299,11 @@ class KubeletStandIn:
         with self._lock:
             tracked = self._tracked(name)
             tracked.heartbeating = True
-            tracked.last_renew = tracked.last_status = float("-inf")  # both due now
+            now = self.clock.now()  # both due now
+            tracked.last_renew = now - self.lease_renew_interval
+            tracked.last_status = now - self.status_report_interval
             tracked.posted = _STALE  # the API may show the lifecycle controller's Unknown
+        self._poke()
         self._notify(name, True)
 
     def report_not_ready(self, name: str, message: str = DEFAULT_NOT_READY_MESSAGE) -> None:
@@ -323,9 +333,48 @@ class KubeletStandIn:
 
     # --- the loop --------------------------------------------------------------------
 
-    def _loop(self, tick: float) -> None:
-        while not self._stop.wait(tick):
+    def _poke(self) -> None:
+        """Wake the loop: something fell due now."""
+        with self._wake:
+            self._wake.notify_all()
+
+    def _due(self) -> float | None:
+        """Lab time the next renewal or report falls due (None: no heartbeating node)."""
+        now = self.clock.now()
+        dues = []
+        with self._lock:
+            for node in self._nodes.values():
+                if not node.heartbeating:
+                    continue
+                desired = _NOT_READY if node.not_ready is not None else _HEALTHY
+                if node.posted != desired:
+                    dues.append(now)
+                dues.append(node.last_renew + self.lease_renew_interval)
+                dues.append(node.last_status + self.status_report_interval)
+        return min(dues) if dues else None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
             self.heartbeat_once()
+            with self._wake:
+                due = self._due()
+                if self._thread is not None:
+                    self.clock.owe(self, due, name=self.name)
+                if self._stop.is_set():
+                    return
+                left = 1.0 if due is None else self.clock.real_seconds(due - self.clock.now())
+                if left > 0:
+                    self._wake.wait(min(left, 1.0))
+
+    def progress(self) -> Progress:
+        """Settled when no renewal or report is due now (``lab.settle``)."""
+        if self._thread is None:
+            return Progress(self.name, True, "stopped")
+        now = self.clock.now()
+        due = self._due()
+        if due is not None and due <= now:
+            return Progress(self.name, False, "a renewal or status report is due", next_timer=due)
+        return Progress(self.name, True, next_timer=due)
 
     def heartbeat_once(self) -> None:
         """One pass over all nodes: renew the Leases and post the conditions that are due."""

@@ -23,6 +23,11 @@ Where a real kubelet or kube-controller-manager is missing, the stand-ins' docum
 apply: Lease renewal and condition heartbeats (``lab.cluster.kubelet``); Unknown/unreachable
 after the node-monitor grace period on ``stop_heartbeat``, taints, pod eviction and the rest
 (``lab.dataplane``). ``dataplane=False`` leaves the data plane out (nodes then only heartbeat).
+
+The simulator's store tells :attr:`SimProvider.heads` (``lab.settle.ApiHeads``) of every commit,
+so the data plane's informers owe the lab clock what they have not delivered yet and the settle
+barrier knows the API's newest revision per type; :meth:`SimProvider.reporters` lists every
+stand-in for it.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.cluster.versions import kind_single_node_keeps_exclusion_label
 from lab.dataplane.plane import SimDataPlane
 from lab.kube.server import KubeServer
+from lab.settle import ApiHeads, Reporter
 
 
 @dataclasses.dataclass
@@ -61,6 +67,7 @@ class StartApiServer:
             workdir=p.state_dir / "apiserver",
             **p.simulator_options,
         )
+        p.simulator.store.on_publish = p.heads.published
         p.simulator.start()
 
     def undo(self, ctx: SimContext) -> None:
@@ -157,6 +164,8 @@ class SimProvider:
         self.dataplane_options = dict(dataplane_options or {})
         #: the lab clock every timed stand-in runs on (lab seconds; ``lab.clock``)
         self.clock: LabClock = clock or ScaledClock()
+        #: the API's newest revision per type, fed by the simulator's store (``lab.settle``)
+        self.heads = ApiHeads(self.clock)
         self.simulator: KubeServer | None = None
         self.kubelet: KubeletStandIn | None = None
         self.dataplane: SimDataPlane | None = None
@@ -216,6 +225,7 @@ class SimProvider:
             version=self.spec.version,
             hosts=self.require_kubelet(),
             clock=self.clock,
+            heads=self.heads,
             **self.dataplane_options,
         )
 
@@ -310,6 +320,15 @@ class SimProvider:
         self.kubelet.start()
         if self.with_dataplane:
             self.dataplane = self.new_dataplane().start()
+
+    def reporters(self) -> list[Reporter]:
+        """The kubelet stand-in and every data-plane component (``lab.settle``)."""
+        out: list[Reporter] = []
+        if self.kubelet is not None:
+            out.append(self.kubelet)
+        if self.dataplane is not None:
+            out += self.dataplane.reporters()
+        return out
 
     def take_internal_errors(self) -> list[str]:
         errors = self.simulator.take_internal_errors() if self.simulator is not None else []

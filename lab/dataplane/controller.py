@@ -4,11 +4,24 @@ Role: client-go's workqueue plus ``wait.Until``, small. A :class:`Controller` su
 which keys its informer handlers enqueue and implements :meth:`Controller.sync`; ``workers``
 threads take keys off the queue (a key is queued at most once and never synced by two threads
 at once: enqueued while being synced, it waits until that sync is done), sync them, retry
-failures with exponential backoff, and run :meth:`Controller.requeue_after` timers on the lab
-clock (``lab.clock``), so "evict after tolerationSeconds" or "probe every periodSeconds" cost
-``seconds / speed`` real time. Errors are logged and kept in ``errors`` (the sim provider
-turns them into internal errors a test fixture reports). Neighbours: ``informers`` (the
-events), every controller module.
+failures with exponential backoff, and run timers on the lab clock (``lab.clock``), so "evict
+after tolerationSeconds" or "probe every periodSeconds" cost ``seconds / speed`` real time.
+Errors are logged and kept in ``errors`` (the sim provider turns them into internal errors a
+test fixture reports). Neighbours: ``informers`` (the events), every controller module.
+
+Two kinds of timer, because the settle barrier (``lab.settle``) treats them differently:
+
+* :meth:`Controller.follow_up`: part of reacting to a change, the component's own latency (an
+  endpoint controller's batch period, a retry after a conflict or an error, waiting for its
+  cache to show its own write, a container starting). The lab has not settled while one is
+  pending.
+* :meth:`Controller.schedule`: a period or a deadline of the behaviour modelled (the node
+  monitor's pass, a probe's period, eviction after ``tolerationSeconds``, a Deployment's
+  progress deadline). The barrier does not wait for these; only one that is due now counts.
+
+Every controller tells the lab clock when its oldest work falls due (the head of its queue,
+the keys being synced, its first timer), so lab time holds while it is starved
+(:meth:`lab.clock.LabClock.owe`), and reports where it is (:meth:`Controller.progress`).
 """
 
 from __future__ import annotations
@@ -21,6 +34,7 @@ from collections.abc import Hashable
 
 from lab.clock import LabClock
 from lab.dataplane.api import status_code
+from lab.settle import Progress
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +53,12 @@ class Controller:
         self.clock = clock
         self._cond = threading.Condition()
         self._queue: collections.deque[Hashable] = collections.deque()
-        self._queued: set[Hashable] = set()
-        self._processing: set[Hashable] = set()
+        self._queued: dict[Hashable, float] = {}  # key -> lab time it was queued
+        self._processing: dict[Hashable, float] = {}  # key -> lab time it was due
         self._dirty: set[Hashable] = set()
         self._timers: list[tuple[float, int, Hashable]] = []
-        self._waiting: dict[Hashable, float] = {}  # key -> earliest due (the delaying queue)
+        # key -> (earliest due, a follow-up?): the delaying queue
+        self._waiting: dict[Hashable, tuple[float, bool]] = {}
         self._seq = 0
         self._failures: dict[Hashable, int] = {}
         self._stop = False
@@ -60,26 +75,38 @@ class Controller:
 
     def enqueue(self, key: Hashable) -> None:
         with self._cond:
-            self._add(key)
+            self._add(key, self.clock.now())
+            self._owe()
 
-    def _add(self, key: Hashable) -> None:  # with self._cond held
+    def _add(self, key: Hashable, due: float) -> None:  # with self._cond held
         if key in self._processing:
             self._dirty.add(key)  # again once the running sync is done
         elif key not in self._queued:
-            self._queued.add(key)
+            self._queued[key] = due
             self._queue.append(key)
             self._cond.notify()
 
-    def requeue_after(self, key: Hashable, seconds: float) -> None:
-        """Enqueue ``key`` once ``seconds`` lab seconds have passed (``AddAfter``: a key
-        already waiting keeps the earlier of the two times)."""
+    def follow_up(self, key: Hashable, seconds: float) -> None:
+        """Sync ``key`` again in ``seconds`` lab seconds as part of reacting to a change
+        (``AddAfter``; see the module doc: the lab is not settled until it ran)."""
+        self._after(key, seconds, follow_up=True)
+
+    def schedule(self, key: Hashable, seconds: float) -> None:
+        """Sync ``key`` again in ``seconds`` lab seconds: a period or deadline of the
+        behaviour modelled (``AddAfter``; the settle barrier does not wait for it)."""
+        self._after(key, seconds, follow_up=False)
+
+    def _after(self, key: Hashable, seconds: float, *, follow_up: bool) -> None:
+        """A key already waiting keeps the earlier of the two times (and its kind)."""
         with self._cond:
             due = self.clock.now() + max(seconds, 0.0)
-            if key in self._waiting and self._waiting[key] <= due:
+            waiting = self._waiting.get(key)
+            if waiting is not None and waiting[0] <= due:
                 return
-            self._waiting[key] = due
+            self._waiting[key] = (due, follow_up)
             self._seq += 1
             heapq.heappush(self._timers, (due, self._seq, key))
+            self._owe()
             self._cond.notify()
 
     @property
@@ -87,6 +114,48 @@ class Controller:
         """Nothing queued and nothing being synced (timers may be pending)."""
         with self._cond:
             return not self._queue and not self._processing
+
+    def _owe(self) -> None:  # with self._cond held
+        """Tell the clock when the oldest work falls due (nothing while not running)."""
+        due: float | None = None
+        if self._threads and not self._stop:
+            dues = [*self._processing.values()]
+            if self._queue:
+                dues.append(self._queued[self._queue[0]])
+            if self._timers:
+                dues.append(self._timers[0][0])
+            due = min(dues, default=None)
+        self.clock.owe(self, due, name=self.name)
+
+    def progress(self) -> Progress:
+        """Where this controller is, for the settle barrier (``lab.settle``)."""
+        with self._cond:
+            now = self.clock.now()
+            valid = [(d, k, f) for k, (d, f) in self._waiting.items()]
+            next_due = min((d for d, _, _ in valid), default=None)
+            follow_ups = [(d, k) for d, k, f in valid if f]
+            due_now = [k for d, k, _ in valid if d <= now]
+            if self._processing:
+                doing = "syncing " + ", ".join(repr(k) for k in self._processing)
+            elif self._queue:
+                doing = f"{len(self._queue)} key(s) queued, first {self._queue[0]!r}"
+            elif due_now:
+                doing = f"timer due now for {due_now[0]!r}"
+            elif follow_ups:
+                d, k = min(follow_ups, key=lambda dk: dk[0])
+                doing = f"follow-up for {k!r} in {d - now:.2f} lab s"
+            else:
+                doing = "idle"
+            settled = not self._queue and not self._processing and not due_now and not follow_ups
+            if not self.running:
+                settled, doing = True, "stopped"
+            return Progress(
+                self.name,
+                settled,
+                doing,
+                queued=len(self._queue) + len(self._processing),
+                next_timer=next_due,
+            )
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -100,6 +169,8 @@ class Controller:
         ]
         for thread in self._threads:
             thread.start()
+        with self._cond:
+            self._owe()
 
     @property
     def running(self) -> bool:
@@ -111,6 +182,7 @@ class Controller:
             return
         with self._cond:
             self._stop = True
+            self._owe()
             self._cond.notify_all()
         for thread in self._threads:
             thread.join(timeout=10)
@@ -124,14 +196,16 @@ class Controller:
                 now = self.clock.now()
                 while self._timers and self._timers[0][0] <= now:
                     due, _, key = heapq.heappop(self._timers)
-                    if self._waiting.get(key) == due:  # not superseded by an earlier time
+                    waiting = self._waiting.get(key)
+                    if waiting is not None and waiting[0] == due:  # not superseded
                         del self._waiting[key]
-                        self._add(key)
+                        self._add(key, due)
                 if self._queue:
                     key = self._queue.popleft()
-                    self._queued.discard(key)
-                    self._processing.add(key)
+                    self._processing[key] = self._queued.pop(key)
+                    self._owe()
                     return key
+                self._owe()
                 wait = None
                 if self._timers:
                     wait = max(self.clock.real_seconds(self._timers[0][0] - now), 0.001)
@@ -150,10 +224,11 @@ class Controller:
                 self._failed(key, err)
             finally:
                 with self._cond:
-                    self._processing.discard(key)
+                    self._processing.pop(key, None)
                     if key in self._dirty:
                         self._dirty.discard(key)
-                        self._add(key)
+                        self._add(key, self.clock.now())
+                    self._owe()
 
     def _failed(self, key: Hashable, err: Exception) -> None:
         count = self._failures.get(key, 0) + 1
@@ -168,4 +243,4 @@ class Controller:
             self.errors.append(f"{self.name}: {key!r}: {type(err).__name__}: {err}")
             self._failures.pop(key, None)
             return
-        self.requeue_after(key, 0.0 if conflict and count < 3 else 0.05 * 2**count)
+        self.follow_up(key, 0.0 if conflict and count < 3 else 0.05 * 2**count)

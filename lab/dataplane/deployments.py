@@ -428,7 +428,7 @@ class DeploymentController(Controller):
             )
         )
         if not complete and not stalled:
-            self.requeue_after(key, deadline - (self.clock.now() - self._progress[key][1]) + 1)
+            self.schedule(key, deadline - (self.clock.now() - self._progress[key][1]) + 1)
         status["conditions"] = conditions
         for field in (
             "readyReplicas",

@@ -221,7 +221,7 @@ class ServiceController(Controller):
             if any(map_selector_matches(selector, lbl) for lbl in labels):
                 key = (ns, meta(svc).get("name", ""))
                 if self.batch_period > 0:
-                    self.requeue_after(key, self.batch_period)  # AddAfter: pod changes batch
+                    self.follow_up(key, self.batch_period)  # AddAfter: pod changes batch
                 else:
                     self.enqueue(key)
 
@@ -355,7 +355,7 @@ class EndpointsController(ServiceController):
             except Exception as err:
                 if status_code(err) != 409:
                     raise
-                self.requeue_after(key, 0.1)  # created meanwhile; the cache will show it
+                self.follow_up(key, 0.1)  # created meanwhile; the cache will show it
         else:
             body["metadata"]["resourceVersion"] = meta(current).get("resourceVersion")
             self.api.replace(path(ENDPOINTS, ns, name), body)

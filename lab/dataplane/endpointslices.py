@@ -118,7 +118,7 @@ class EndpointSliceController(ServiceController):
             self._written.pop(f"{ns}/{name}", None)
             return  # the slices are the Service's dependents: garbage collected with it
         if self._stale(f"{ns}/{name}"):
-            self.requeue_after(key, 0.1)  # our last writes are not in the cache yet
+            self.follow_up(key, 0.1)  # our last writes are not in the cache yet
             return
         pods = self.selected(svc)
         existing = [
@@ -143,7 +143,7 @@ class EndpointSliceController(ServiceController):
             groups.setdefault(group, (ports, []))[1].append(endpoint)
         self._reconcile(svc, existing, groups)
         if skipped:
-            self.requeue_after(key, 5.0)
+            self.schedule(key, 5.0)
 
     def _stale(self, service: str) -> bool:
         written = self._written.get(service)

@@ -17,6 +17,7 @@ import threading
 
 from lab.clock import LabClock
 from lab.dataplane.api import EVENTS, Api, Obj, meta, path
+from lab.settle import Progress
 
 log = logging.getLogger(__name__)
 
@@ -83,26 +84,53 @@ def _write(api: Api, namespace: str, body: Obj) -> None:
 
 
 class EventSink:
-    """A background writer for events (client-go's broadcaster, 1,000 deep)."""
+    """A background writer for events (client-go's broadcaster, 1,000 deep).
 
-    def __init__(self, api: Api, *, depth: int = 1000) -> None:
+    It reports what it still has to write (:meth:`progress`, ``lab.settle``) and tells the
+    lab clock since when (``lab.clock``): an event waiting to be written is work due."""
+
+    name = "event-writer"
+
+    def __init__(self, api: Api, *, depth: int = 1000, clock: LabClock | None = None) -> None:
         self.api = api
+        self.clock = clock
         self._queue: queue.Queue[tuple[str, Obj] | None] = queue.Queue(maxsize=depth)
+        self._lock = threading.Lock()
+        self._pending = 0  # queued or being written
         self._thread = threading.Thread(target=self._run, name="event-sink", daemon=True)
         self.dropped = 0
         self._thread.start()
 
     def put(self, namespace: str, body: Obj) -> None:
         try:
-            self._queue.put_nowait((namespace, body))
+            with self._lock:
+                self._queue.put_nowait((namespace, body))
+                self._pending += 1
+                if self.clock is not None and self._pending == 1:
+                    self.clock.owe(self, self.clock.now(), name=self.name)
         except queue.Full:
             self.dropped += 1
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
-            _write(self.api, *item)
+            try:
+                _write(self.api, *item)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+                    if self.clock is not None and self._pending == 0:
+                        self.clock.owe(self, None, name=self.name)
+
+    def progress(self) -> Progress:
+        with self._lock:
+            pending = self._pending
+        if pending:
+            return Progress(self.name, False, f"{pending} event(s) to write", queued=pending)
+        return Progress(self.name, True)
 
     def stop(self) -> None:
         """Write what is queued, then stop."""
         self._queue.put(None)
         self._thread.join(timeout=10)
+        if self.clock is not None:
+            self.clock.owe(self, None, name=self.name)

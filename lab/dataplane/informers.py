@@ -10,6 +10,13 @@ only enqueue work (``lab.dataplane.controller``). Neighbours: ``api`` (the HTTP 
 :class:`Informers` (the factory the stand-ins share), every controller module.
 
 Objects handed out are the cache's own: read them, never mutate (copy first).
+
+Progress (``lab.settle``): an informer counts as having seen a resourceVersion once its
+handlers have had the event (not when it arrived), so a barrier that sees it caught up also
+sees whatever its handlers enqueued. Given the API's heads (:class:`lab.settle.ApiHeads`, the
+sim wires them to its store), it owes the lab clock every committed event it has not delivered
+yet, and :meth:`Informer.progress` compares what it delivered with the newest revision of its
+type.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from lab.dataplane.api import Api, Obj, Resource, json_lines, key_of, meta, path, status_code
+from lab.settle import ApiHeads, Progress
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +39,20 @@ IndexFn = Callable[[Obj], Iterable[str]]
 class Informer:
     """A list+watch cache of one resource type (all namespaces)."""
 
-    def __init__(self, api: Api, resource: Resource, *, watch_timeout: float = 300.0) -> None:
+    def __init__(
+        self,
+        api: Api,
+        resource: Resource,
+        *,
+        watch_timeout: float = 300.0,
+        heads: ApiHeads | None = None,
+    ) -> None:
         self.api = api
         self.resource = resource
+        self.name = f"informer-{resource.plural}"
+        self.heads = heads
+        #: the newest resourceVersion whose events the handlers have had (0: none yet)
+        self.delivered = 0
         self.watch_timeout = watch_timeout
         self._lock = threading.RLock()
         self._items: dict[tuple[str, str], Obj] = {}
@@ -103,9 +122,9 @@ class Informer:
         if self._thread is not None:
             return
         self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._run, name=f"informer-{self.resource.plural}", daemon=True
-        )
+        if self.heads is not None:
+            self.heads.listen(self, self._type_key)
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
     @property
@@ -127,6 +146,8 @@ class Informer:
             except Exception:  # already closed
                 log.debug("informer %s: shutdown of a closed stream", self.resource.plural)
         thread.join(timeout=5)
+        if self.heads is not None:
+            self.heads.forget(self)
         if thread.is_alive():
             self.errors.append(f"{self.resource.plural}: the watch thread did not stop in 5 s")
 
@@ -170,6 +191,7 @@ class Informer:
                 self._store(event, obj)
             self.resource_version = rv
         self._deliver(events)
+        self._delivered_up_to(rv)
         self._synced.set()
 
     def _watch(self) -> bool:
@@ -202,16 +224,46 @@ class Informer:
                 rv = str(meta(obj).get("resourceVersion") or "")
                 if etype == "BOOKMARK":
                     self.resource_version = rv or self.resource_version
+                    self._delivered_up_to(rv)
                     continue
                 with self._lock:
                     old = self._items.get(key_of(obj))
                     self._store(etype, obj)
                     self.resource_version = rv or self.resource_version
                 self._deliver([(etype, obj, old)])
+                self._delivered_up_to(rv)
         finally:
             self._stream = None
             stream.release_conn()
         return False
+
+    # --- progress ------------------------------------------------------------------------
+
+    @property
+    def _type_key(self) -> tuple[str, str]:
+        return (self.resource.group, self.resource.plural)
+
+    def _delivered_up_to(self, rv: str) -> None:
+        """The handlers have had every event up to ``rv`` (a simulator's integer revision;
+        another server's opaque ones are not compared)."""
+        if not rv.isdigit():
+            return
+        self.delivered = max(self.delivered, int(rv))
+        if self.heads is not None:
+            self.heads.delivered(self, self._type_key, self.delivered)
+
+    def progress(self) -> Progress:
+        """Caught up when the handlers have had the newest revision of this type."""
+        if not self.running:
+            return Progress(self.name, True, "stopped")
+        if not self.synced:
+            return Progress(self.name, False, "listing")
+        head = self.heads.head(self._type_key) if self.heads is not None else 0
+        if self.delivered >= head:
+            return Progress(self.name, True, seen=str(self.delivered))
+        return Progress(
+            self.name, False, f"behind: the API is at rv {head}", seen=str(self.delivered)
+        )
 
     def _store(self, event: str, obj: Obj) -> None:
         key = key_of(obj)
@@ -244,15 +296,16 @@ class Informer:
 class Informers:
     """The shared factory: one :class:`Informer` per resource type, started together."""
 
-    def __init__(self, api: Api) -> None:
+    def __init__(self, api: Api, *, heads: ApiHeads | None = None) -> None:
         self.api = api
+        self.heads = heads
         self._informers: dict[Resource, Informer] = {}
         self._started = False
 
     def __call__(self, resource: Resource) -> Informer:
         informer = self._informers.get(resource)
         if informer is None:
-            informer = self._informers[resource] = Informer(self.api, resource)
+            informer = self._informers[resource] = Informer(self.api, resource, heads=self.heads)
             if self._started:
                 informer.start()
         return informer
@@ -272,6 +325,9 @@ class Informers:
         for informer in self._informers.values():
             informer.stop()
         self._started = False
+
+    def all(self) -> list[Informer]:
+        return list(self._informers.values())
 
     def take_errors(self) -> list[str]:
         out: list[str] = []

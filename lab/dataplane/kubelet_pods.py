@@ -313,7 +313,7 @@ class KubeletPods(Controller):
                 extra={"startTime": self._stamp()},
             )
         if now < run.start_at:
-            self.requeue_after(run.key, run.start_at - now)
+            self.follow_up(run.key, run.start_at - now)
             return False
         if (pod.get("spec") or {}).get("hostNetwork"):
             ip: str | None = host_ip
@@ -321,7 +321,7 @@ class KubeletPods(Controller):
             ipam = self._node_ipam(run.node)
             ip = ipam.allocate() if ipam is not None else None
         if not ip:
-            self.requeue_after(run.key, 1.0)  # network not ready: the sandbox waits
+            self.follow_up(run.key, 1.0)  # network not ready: the sandbox waits
             return False
         with self._lock:
             run.ip, run.started, run.started_stamp = ip, now, self._stamp()
@@ -374,7 +374,7 @@ class KubeletPods(Controller):
             with self._lock:
                 self._reconcile[run.key] = now
                 self._synced[run.key] = now
-            self.requeue_after(run.key, STATUS_SYNC_PERIOD)
+            self.schedule(run.key, STATUS_SYNC_PERIOD)
         elif run.key in self._reconcile:
             # The status manager's reconcile (its syncBatch, every 10 s): the node lifecycle
             # controller marked this pod not ready (a silent kubelet, a late heartbeat), and
@@ -383,7 +383,7 @@ class KubeletPods(Controller):
             if _api_ready(pod) not in (None, run.ready):
                 last = self._synced.get(run.key)
                 if last is not None and now - last < STATUS_SYNC_PERIOD:
-                    self.requeue_after(run.key, STATUS_SYNC_PERIOD - (now - last))
+                    self.schedule(run.key, STATUS_SYNC_PERIOD - (now - last))
                     return
                 self._log(run, "status reconciled with the kubelet's readiness")
                 self._write(pod, phase=None, ready=run.ready, containers="running")
@@ -397,7 +397,7 @@ class KubeletPods(Controller):
                     self._reconcile.pop(run.key, None)
                     self._synced.pop(run.key, None)
                 return
-            self.requeue_after(run.key, STATUS_SYNC_PERIOD)
+            self.schedule(run.key, STATUS_SYNC_PERIOD)
 
     def _node_ready(self, node: str) -> bool:
         return ready_status(self.nodes.get("", node) or {}) == "True"
@@ -405,7 +405,7 @@ class KubeletPods(Controller):
     def _requeue(self, run: PodRun, now: float) -> None:
         due = next_due(run, now)
         if due is not None:
-            self.requeue_after(run.key, max(due - now, 0.0))
+            self.schedule(run.key, max(due - now, 0.0))
 
     # --- termination ---------------------------------------------------------------------
 

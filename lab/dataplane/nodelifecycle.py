@@ -232,7 +232,7 @@ class NodeLifecycleController(Controller):
             try:
                 self._monitor()
             finally:
-                self.requeue_after(MONITOR, self.monitor_period)
+                self.schedule(MONITOR, self.monitor_period)
         elif key[0] == "node":
             self._no_schedule_taints(str(key[1]))
         elif key[0] == "pod":
@@ -437,7 +437,7 @@ class TaintEvictionController(Controller):
         if self.clock.now() >= due:
             self._evict(pod)
         else:
-            self.requeue_after((ns, name), due - self.clock.now())
+            self.schedule((ns, name), due - self.clock.now())
 
     def _evict(self, pod: Obj) -> None:
         ns, name = meta(pod).get("namespace", ""), meta(pod).get("name", "")

@@ -11,6 +11,11 @@ controller acts; :meth:`SimDataPlane.stop` is idempotent and leaves no thread be
 Errors the stand-ins could not recover from are handed out by :meth:`take_errors` (the sim
 provider reports them as internal errors, which fail the test that caused them).
 
+Progress: every informer, controller and the event writer report where they are
+(:meth:`SimDataPlane.reporters`, for ``lab.settle``); given the API's heads
+(``lab.settle.ApiHeads``, which the sim provider wires to its simulator) the informers know
+what "caught up" means and owe the lab clock what they have not delivered yet.
+
 The public surface the traffic probe and the sim prober use: ``kube_proxy`` (route,
 health_check_node_port, healthz), ``kubelet`` (set_ready, evict, shutdown_node, logs, pod_at).
 """
@@ -19,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +49,7 @@ from lab.dataplane.versions import (
     kubelet_behaviour,
     node_lifecycle_behaviour,
 )
+from lab.settle import ApiHeads, Reporter
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +70,7 @@ class SimDataPlane:
         cluster_cidr: str = DEFAULT_CLUSTER_CIDR,
         ip_policy: str = "lowest-free",
         feature_gates: Mapping[str, bool] | None = None,
+        heads: ApiHeads | None = None,
     ) -> None:
         self.version = KubeVersion.parse(version)
         self.feature_gates = dict(feature_gates or {})
@@ -72,7 +78,7 @@ class SimDataPlane:
         self._client = new_api_client(api_client)
         self.api = Api(self._client)
         self.events: EventSink | None = None
-        self.informers = Informers(self.api)
+        self.informers = Informers(self.api, heads=heads)
         lifecycle = node_lifecycle_behaviour(self.version)
         endpoints = endpoints_behaviour(self.version)
         self.scheduler = Scheduler(self.api, self.informers, self.clock, rng=random.Random(seed))
@@ -133,7 +139,7 @@ class SimDataPlane:
     def start(self, *, timeout: float = 20.0) -> SimDataPlane:
         if self._started:
             return self
-        self.events = EventSink(self.api)
+        self.events = EventSink(self.api, clock=self.clock)
         self.api.event_sink = self.events
         self.informers.start()
         try:
@@ -174,17 +180,9 @@ class SimDataPlane:
             controller.errors.clear()
         return errors
 
-    def wait_idle(self, timeout: float = 10.0, *, settle: float = 0.05) -> bool:
-        """Wait until no controller has queued work (timers aside) for ``settle`` real
-        seconds; True if that happened within ``timeout`` (a benchmark helper, not a sync)."""
-        deadline = time.monotonic() + timeout
-        quiet_since: float | None = None
-        while time.monotonic() < deadline:
-            if all(c.idle for c in self.controllers):
-                quiet_since = quiet_since or time.monotonic()
-                if time.monotonic() - quiet_since >= settle:
-                    return True
-            else:
-                quiet_since = None
-            time.sleep(0.01)
-        return False
+    def reporters(self) -> list[Reporter]:
+        """Every informer, controller and the event writer (``lab.settle``)."""
+        out: list[Reporter] = [*self.informers.all(), *self.controllers]
+        if self.events is not None:
+            out.append(self.events)
+        return out

@@ -302,7 +302,7 @@ class ReplicaSetController(Controller):
             "observedGeneration": meta(rs).get("generation"),
         }
         if waiting:
-            self.requeue_after(
+            self.schedule(
                 (meta(rs).get("namespace", ""), meta(rs).get("name", "")), min(min_ready, 1.0)
             )
         for field in ("readyReplicas", "availableReplicas"):

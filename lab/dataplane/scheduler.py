@@ -184,7 +184,7 @@ class Scheduler(Controller):
         if not feasible:
             self._unschedulable.add(key)
             self._mark_unschedulable(pod, unschedulable_message(len(nodes), reasons))
-            self.requeue_after(key, self.retry_seconds)
+            self.schedule(key, self.retry_seconds)
             return
         chosen = self._score(pod, feasible)
         self._bind(pod, chosen)
@@ -231,7 +231,7 @@ class Scheduler(Controller):
             self._forget((ns, name))
             if status_code(err) not in (404, 409):  # not gone, bound or deleting meanwhile
                 log.warning("binding %s/%s to %s failed: %s", ns, name, node, err)
-                self.requeue_after((ns, name), 1.0)
+                self.follow_up((ns, name), 1.0)
             return
         log.debug("bound %s/%s to %s", ns, name, node)
         record(

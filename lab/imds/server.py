@@ -123,5 +123,11 @@ class ImdsServer(ServerComponent):
     def _on_stopping(self) -> None:
         self._stopping.set()  # release connections held by the hop-limit emulation
 
+    def forget_cache(self) -> None:
+        """Drop the instance cache: the next answer reads EC2 as it is now (``Lab.settle``)."""
+        invalidate = getattr(self.reader, "invalidate", None)
+        if callable(invalidate):
+            invalidate()
+
     def take_internal_errors(self) -> list[str]:
         return self.app.internal_errors.take()

@@ -148,6 +148,9 @@ class Store:
         #: the last object committed and its JSON (the size check's encoding), so the reply
         #: to that write does not encode it again (see :meth:`encoded`)
         self._last_commit: tuple[Obj, bytes] | None = None
+        #: told ``(resource type, revision)`` of every event as it is committed, before any
+        #: watcher sees it (the lab's settle barrier and clock: ``lab.settle.ApiHeads``)
+        self.on_publish: Callable[[RTKey, int], None] | None = None
         self.reset()
 
     # ------------------------------------------------------------------ lifecycle / admin
@@ -322,6 +325,8 @@ class Store:
         return dumps(obj)
 
     def _publish(self, k: RTKey, ev: Event) -> None:
+        if self.on_publish is not None:
+            self.on_publish(k, ev.rv)  # before any watcher can see it (lab.settle.ApiHeads)
         now = time.monotonic()
         history = self.history[k]
         history.append((now, ev))

@@ -4,16 +4,17 @@ twice at once, AddAfter on the lab clock, retries)."""
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Hashable, Iterator
 
 import pytest
 
-from lab.clock import ScaledClock
+from lab.clock import LabClock, ManualClock, ScaledClock
 from lab.dataplane.api import PODS, Api, Obj, path
 from lab.dataplane.controller import Controller
 from lab.dataplane.informers import Informer
 from lab.kube.server import KubeServer
+from lab.settle import SettleTimeout, settle
 from tests.dataplane.conftest import wait
 
 
@@ -68,18 +69,24 @@ class Recorder(Controller):
     name = "recorder"
     workers = 3
 
-    def __init__(self, clock: ScaledClock) -> None:
+    def __init__(self, clock: LabClock) -> None:
         super().__init__(clock)
         self.active: set[Hashable] = set()
         self.synced: list[Hashable] = []
         self.overlap = False
         self.fail_first: set[Hashable] = set()
+        #: syncs of these keys wait until the test opens the gate (after ``entered`` is set)
+        self.gated: dict[Hashable, tuple[threading.Event, threading.Event]] = {}
 
     def sync(self, key: Hashable) -> None:
         if key in self.active:
             self.overlap = True
         self.active.add(key)
-        time.sleep(0.02)
+        gate = self.gated.pop(key, None)
+        if gate is not None:
+            entered, release = gate
+            entered.set()
+            release.wait(10)
         self.synced.append(key)
         self.active.discard(key)
         if key in self.fail_first:
@@ -87,8 +94,12 @@ class Recorder(Controller):
             raise RuntimeError("transient")
 
 
+def _settle(controller: Controller, clock: LabClock) -> None:
+    settle(lambda: [controller], clock=clock, timeout=10)
+
+
 def test_controller_queue_semantics() -> None:
-    clock = ScaledClock(100)
+    clock = ManualClock()
     controller = Recorder(clock)
     controller.fail_first.add("flaky")
     controller.start()
@@ -96,20 +107,69 @@ def test_controller_queue_semantics() -> None:
         for _ in range(5):
             controller.enqueue("a")  # dedup: queued at most once
         controller.enqueue("b")
-        wait("a and b synced", lambda: {"a", "b"} <= set(controller.synced))
+        _settle(controller, clock)
+        assert sorted(map(str, controller.synced)) == ["a", "b"]
+
+        entered, release = threading.Event(), threading.Event()
+        controller.gated["a"] = (entered, release)
         controller.enqueue("a")
-        time.sleep(0.005)
-        controller.enqueue("a")  # while "a" runs: one more sync afterwards, never two at once
-        wait("idle", lambda: controller.idle)
+        assert entered.wait(10)  # "a" is being synced now
+        controller.enqueue("a")  # while it runs: one more sync afterwards, never two at once
+        controller.enqueue("a")
+        assert not controller.progress().settled
+        release.set()
+        _settle(controller, clock)
+        assert controller.synced.count("a") == 3
         assert not controller.overlap
-        started = time.monotonic()
-        controller.requeue_after("later", 100)  # 1 real second at 100x
-        controller.requeue_after("later", 10)  # AddAfter keeps the earlier time
-        wait("later", lambda: "later" in controller.synced)
-        assert time.monotonic() - started < 0.9
-        controller.enqueue("flaky")
-        wait("retried after the failure", lambda: controller.synced.count("flaky") == 2)
+
+        controller.schedule("later", 100)
+        controller.schedule("later", 10)  # AddAfter keeps the earlier time
+        _settle(controller, clock)  # a scheduled timer is not waited for
+        assert "later" not in controller.synced
+        clock.advance(10)
+        _settle(controller, clock)  # due now: it is
+        assert controller.synced.count("later") == 1
+        clock.advance(100)
+        _settle(controller, clock)
+        assert controller.synced.count("later") == 1  # the later time was superseded
         assert controller.errors == []
     finally:
         controller.stop()
     assert not controller.running
+
+
+def test_a_failed_sync_is_retried_and_settle_waits_for_the_retry() -> None:
+    clock = ScaledClock(1000)  # the backoff is lab time: 0.1 lab s here
+    controller = Recorder(clock)
+    controller.fail_first.add("flaky")
+    controller.start()
+    try:
+        controller.enqueue("flaky")
+        _settle(controller, clock)  # the retry is a follow-up: the barrier waits for it
+        assert controller.synced == ["flaky", "flaky"]
+        assert controller.errors == []
+    finally:
+        controller.stop()
+
+
+def test_follow_ups_keep_a_controller_unsettled_and_schedules_do_not() -> None:
+    clock = ManualClock()
+    controller = Recorder(clock)
+    controller.start()
+    try:
+        controller.follow_up("batch", 1.0)
+        progress = controller.progress()
+        assert not progress.settled
+        assert "follow-up for 'batch' in 1.00 lab s" in progress.doing
+        assert [o.name for o in clock.owed()] == ["recorder"]  # the clock knows it is due
+        with pytest.raises(SettleTimeout, match=r"recorder: follow-up for 'batch'"):
+            settle(lambda: [controller], clock=clock, timeout=0.2)
+        clock.advance(1.0)
+        _settle(controller, clock)
+        assert controller.synced == ["batch"]
+        controller.schedule("probe", 10.0)
+        assert controller.progress().settled
+        assert controller.progress().next_timer == pytest.approx(11.0)
+    finally:
+        controller.stop()
+    assert clock.owed() == []  # a stopped controller owes nothing
