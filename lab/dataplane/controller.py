@@ -19,6 +19,9 @@ Two kinds of timer, because the settle barrier (``lab.settle``) treats them diff
   monitor's pass, a probe's period, eviction after ``tolerationSeconds``, a Deployment's
   progress deadline). The barrier does not wait for these; only one that is due now counts.
 
+A test can hold a controller back (:meth:`Controller.paused`: its queue fills, nothing is synced)
+to reproduce a component lagging behind the others deterministically.
+
 Every controller tells the lab clock when its oldest work falls due (the head of its queue,
 the keys being synced, its first timer), so lab time holds while it is starved
 (:meth:`lab.clock.LabClock.owe`), and reports where it is (:meth:`Controller.progress`).
@@ -27,10 +30,11 @@ the keys being synced, its first timer), so lab time holds while it is starved
 from __future__ import annotations
 
 import collections
+import contextlib
 import heapq
 import logging
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 
 from lab.clock import LabClock
 from lab.dataplane.api import status_code
@@ -62,6 +66,7 @@ class Controller:
         self._seq = 0
         self._failures: dict[Hashable, int] = {}
         self._stop = False
+        self._paused = False
         self._threads: list[threading.Thread] = []
         self.errors: list[str] = []
 
@@ -109,6 +114,23 @@ class Controller:
             self._owe()
             self._cond.notify()
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Hold this controller back while the block runs: events still queue keys, timers
+        still fall due, but nothing is synced until the block ends (a sync already running
+        finishes). Held back on purpose, it neither holds the lab clock nor keeps the settle
+        barrier waiting."""
+        with self._cond:
+            self._paused = True
+            self._owe()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._paused = False
+                self._owe()
+                self._cond.notify_all()
+
     @property
     def idle(self) -> bool:
         """Nothing queued and nothing being synced (timers may be pending)."""
@@ -118,7 +140,7 @@ class Controller:
     def _owe(self) -> None:  # with self._cond held
         """Tell the clock when the oldest work falls due (nothing while not running)."""
         due: float | None = None
-        if self._threads and not self._stop:
+        if self._threads and not self._stop and not self._paused:
             dues = [*self._processing.values()]
             if self._queue:
                 dues.append(self._queued[self._queue[0]])
@@ -149,6 +171,8 @@ class Controller:
             settled = not self._queue and not self._processing and not due_now and not follow_ups
             if not self.running:
                 settled, doing = True, "stopped"
+            elif self._paused:
+                settled, doing = True, f"paused by the test ({doing})"
             return Progress(
                 self.name,
                 settled,
@@ -200,14 +224,14 @@ class Controller:
                     if waiting is not None and waiting[0] == due:  # not superseded
                         del self._waiting[key]
                         self._add(key, due)
-                if self._queue:
+                if self._queue and not self._paused:
                     key = self._queue.popleft()
                     self._processing[key] = self._queued.pop(key)
                     self._owe()
                     return key
                 self._owe()
                 wait = None
-                if self._timers:
+                if self._timers and not self._paused:
                     wait = max(self.clock.real_seconds(self._timers[0][0] - now), 0.001)
                 self._cond.wait(timeout=wait if wait is not None else 1.0)
             return None

@@ -12,6 +12,11 @@ health checks run on a manual lab clock here, so each step is exact:
    requests die at the node's security group at once, and after UnhealthyThreshold x Interval
    the instances are OutOfService with the security group that blocks the health check named
    as the root cause.
+
+The pods run on the sim's data plane, whose endpoint controllers lag the kubelet by a batch
+period; a test that sends as soon as the pods run races them. ``lab.settle()`` is the barrier
+(``lab.settle``): the last test holds the EndpointSlice controller back to show the race
+happening every time, and the barrier closing it.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ def test_health_and_security_groups_decide_where_requests_go(
 
     name = wait_for(registered, timeout=60, what="the ELB with both workers registered")
     lab.stop_controller()  # nothing puts the revoked rule back behind the test's back
+    lab.settle()  # the endpoint controllers have published the running pods
     check = _check(lab, name)
     interval = float(check["Interval"])
 
@@ -132,3 +138,51 @@ def test_health_and_security_groups_decide_where_requests_go(
     )
     assert "the security groups drop the health check from load balancer" in reason
     assert f"no inbound rule of {node_sg}" in reason
+
+
+def test_traffic_sent_before_the_endpoints_caught_up_misses_new_pods(
+    lab: Lab, health_clock: ManualClock
+) -> None:
+    """The race the barrier closes, every time: the EndpointSlice controller held back while
+    the Deployment scales up, so the new pods run but kube-proxy does not know them yet."""
+    lab.start_controller()
+    apps, core = deploy_web(lab)
+    probe = TrafficProbe(
+        aws=lab.aws.lab, dataplane=lab.dataplane, gates=AwsGates(lab.aws.lab, gate=Gate)
+    )
+    workers = {n.instance_id for n in lab.workers}
+
+    def registered() -> str | None:
+        report = probe.send("web", requests=1)
+        if report.load_balancer is None:
+            return None
+        lb = lab.aws.client("elb").describe_load_balancers(
+            LoadBalancerNames=[report.load_balancer]
+        )["LoadBalancerDescriptions"][0]
+        return (
+            report.load_balancer if {i["InstanceId"] for i in lb["Instances"]} == workers else None
+        )
+
+    name = wait_for(registered, timeout=60, what="the ELB with both workers registered")
+    lab.stop_controller()
+    lab.settle()
+    check = _check(lab, name)
+    health_clock.advance(float(check["Interval"]) * int(check["HealthyThreshold"]))
+    first = set(running_pods(core))
+    assert len(first) == 3
+    assert set(probe.send("web", requests=300, seed=2).answered) == first
+
+    slices = lab.dataplane.endpoint_slices
+    with slices.paused():
+        apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 5}})
+        lab.settle()  # everything but the held-back controller has caught up: 5 pods run
+        running = set(running_pods(core))
+        assert len(running) == 5
+        early = probe.send("web", requests=300, seed=3)
+        # sent too early: only the pods the slices already list answer
+        assert set(early.answered) == first, early.to_json()
+        assert slices.progress().doing.startswith("paused by the test (")
+    lab.settle()  # the barrier: the slices now list every running pod
+    late = probe.send("web", requests=300, seed=3)
+    assert set(late.answered) == running, late.to_json()
+    assert late.answered_total == 300
