@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,12 +11,19 @@ from lab.clock import LabClock, ManualClock, ScaledClock, check_speed, parse_tim
 
 
 def test_scaled_clock_runs_speed_lab_seconds_per_real_second() -> None:
-    clock = ScaledClock(speed=50)
-    start_lab, start_real = clock.now(), time.monotonic()
-    time.sleep(0.05)
-    lab, real = clock.now() - start_lab, time.monotonic() - start_real
-    assert lab == pytest.approx(real * 50, rel=0.2)
+    real = [7.0]
+    clock = ScaledClock(speed=50, mono=lambda: real[0])
+    start = clock.now()
+    real[0] = 7.05
+    assert clock.now() - start == pytest.approx(2.5)
     assert clock.real_seconds(10) == pytest.approx(0.2)
+
+
+def test_scaled_clock_reads_the_monotonic_clock_by_default() -> None:
+    clock = ScaledClock(speed=10)
+    first = clock.now()
+    assert clock.now() >= first  # never goes back
+    assert clock.wall().tzinfo is not None
 
 
 def test_speed_change_keeps_lab_time_continuous() -> None:
@@ -34,10 +40,11 @@ def test_speed_change_keeps_lab_time_continuous() -> None:
 
 
 def test_scaled_wall_is_real_time_and_lab_time_of_scales_the_age() -> None:
-    clock = ScaledClock(speed=10)
-    assert abs((clock.wall() - datetime.now(UTC)).total_seconds()) < 1
-    stamp = datetime.now(UTC) - timedelta(seconds=2)
-    assert clock.now() - clock.lab_time_of(stamp) == pytest.approx(20, abs=0.5)
+    clock, real = _hand_clock(speed=10)
+    real[0] = 5.0
+    assert clock.wall() == datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=5)
+    stamp = clock.wall() - timedelta(seconds=2)
+    assert clock.now() - clock.lab_time_of(stamp) == pytest.approx(20)
 
 
 def test_lab_time_of_a_stamp_uses_the_speed_that_held_when_it_was_written() -> None:

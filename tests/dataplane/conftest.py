@@ -4,7 +4,14 @@
 registers nodes with the kubelet stand-in (control plane ``cp``, workers ``w1``, ``w2``; the
 cloud controller's uninitialized taint removed, as it would), and runs the whole data plane on
 a fast lab clock. Every test fails if a component recorded an error (simulator handler errors,
-stand-in errors, controller errors no retry fixed). ``wait`` polls a probe with a timeout.
+stand-in errors, controller errors no retry fixed).
+
+``cluster.settle()`` is the barrier (``lab.settle``): it returns once every stand-in has caught
+up with the API and has nothing left to do now, so state the stand-ins produce in reaction to a
+change (pods bound and Running, endpoints published, status written) is asserted right after
+it. ``wait`` is for state that needs lab time to pass (a grace period, a probe's period, a
+toleration): it settles before every look, so it never judges the lab halfway through a
+reaction, and gives up after a real-time timeout.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from lab.cluster.versions import KubeVersion
 from lab.dataplane.api import Api, Obj
 from lab.dataplane.plane import SimDataPlane
 from lab.kube.server import KubeServer
+from lab.settle import ApiHeads, settle
 
 T = TypeVar("T")
 NODES = (
@@ -32,14 +40,26 @@ NODES = (
 )
 
 
-def wait(what: str, probe: Callable[[], T | None], timeout: float = 15.0) -> T:
+def wait(
+    what: str,
+    probe: Callable[[], T | None],
+    timeout: float = 15.0,
+    *,
+    cluster: Cluster | None = None,
+) -> T:
+    """``probe()`` once it is truthy, looked at on a settled lab when ``cluster`` is given."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:
+        if cluster is not None:
+            cluster.settle(timeout=max(deadline - time.monotonic(), 0.1))
         last = probe()
         if last:
             return last
-        time.sleep(0.02)
+        if cluster is not None:
+            cluster.clock.wait_change(0.02)
+        else:
+            time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
@@ -51,7 +71,17 @@ class Cluster:
     clock: ScaledClock
     api: Api
     version: KubeVersion
+    heads: ApiHeads
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Every stand-in caught up with the API, nothing left to do now (``lab.settle``)."""
+        settle(
+            lambda: [self.kubelet, *self.plane.reporters()],
+            clock=self.clock,
+            timeout=timeout,
+            heads=self.heads.snapshot,
+        )
 
     # --- small API helpers -------------------------------------------------------------
 
@@ -188,7 +218,10 @@ def make_cluster() -> Iterator[Callable[..., Cluster]]:
     ) -> Cluster:
         v = KubeVersion.parse(version)
         clock = ScaledClock(speed)
-        sim = KubeServer(version=str(v)).start()
+        sim = KubeServer(version=str(v))
+        heads = ApiHeads(clock)
+        sim.store.on_publish = heads.published
+        sim.start()
         kubelet = KubeletStandIn(sim.api_client(), clock=clock)
         kubelet.start()
         api = Api(sim.api_client())
@@ -196,18 +229,14 @@ def make_cluster() -> Iterator[Callable[..., Cluster]]:
             kubelet.register(NodeRegistration(name=name, ip=ip, version=v, role=role))
             _initialize(api, name)
         plane = SimDataPlane(
-            sim.api_client(), version=v, hosts=kubelet, clock=clock, **plane_options
+            sim.api_client(), version=v, hosts=kubelet, clock=clock, heads=heads, **plane_options
         )
         plane.start()
-        cluster = Cluster(sim, kubelet, plane, clock, api, v)
+        cluster = Cluster(sim, kubelet, plane, clock, api, v, heads)
         started.append(cluster)
-        wait(
-            "every node to get a podCIDR",
-            lambda: all(
-                (cluster.get(f"/api/v1/nodes/{n}") or {}).get("spec", {}).get("podCIDR")
-                for n, _, _ in nodes
-            ),
-        )
+        cluster.settle()
+        for n, _, _ in nodes:  # node IPAM has run
+            assert (cluster.get(f"/api/v1/nodes/{n}") or {}).get("spec", {}).get("podCIDR"), n
         return cluster
 
     yield build

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lab.dataplane.deployments import resolve, surge_and_unavailable, template_hash
-from tests.dataplane.conftest import Cluster, wait
+from tests.dataplane.conftest import Cluster
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 REPLICA_SETS = "/apis/apps/v1/namespaces/default/replicasets"
@@ -48,6 +48,14 @@ def rolled_out(cluster: Cluster, name: str = "web") -> dict | None:
     return dep if done else None
 
 
+def settled_rollout(cluster: Cluster, name: str = "web") -> dict:
+    """The Deployment once the lab settled: it must be rolled out by then."""
+    cluster.settle()
+    dep = rolled_out(cluster, name)
+    assert dep is not None, (cluster.get(f"{DEPLOYMENTS}/{name}") or {}).get("status")
+    return dep
+
+
 def test_rolling_math_matches_upstream_rounding() -> None:
     assert resolve("25%", 3, round_up=True) == 1
     assert resolve("25%", 3, round_up=False) == 0
@@ -66,7 +74,7 @@ def test_rolling_math_matches_upstream_rounding() -> None:
 
 def test_deployment_creates_replica_set_and_pods_with_owner_chain(cluster: Cluster) -> None:
     cluster.api.create(DEPLOYMENTS, deployment())
-    dep = wait("rolled out", lambda: rolled_out(cluster))
+    dep = settled_rollout(cluster)
     (rs,) = cluster.api.get(REPLICA_SETS)["items"]
     digest = rs["metadata"]["labels"]["pod-template-hash"]
     assert rs["metadata"]["name"] == f"web-{digest}"
@@ -90,12 +98,13 @@ def test_deployment_creates_replica_set_and_pods_with_owner_chain(cluster: Clust
 
 def test_scale_up_down_deletes_least_valuable_pods(cluster: Cluster) -> None:
     cluster.api.create(DEPLOYMENTS, deployment(replicas=2))
-    wait("rolled out", lambda: rolled_out(cluster))
+    settled_rollout(cluster)
     cluster.api.patch(f"{DEPLOYMENTS}/web", {"spec": {"replicas": 5}})
-    wait("scaled to 5", lambda: rolled_out(cluster))
+    settled_rollout(cluster)
     assert len(cluster.pods(selector="app=web")) == 5
     cluster.api.patch(f"{DEPLOYMENTS}/web", {"spec": {"replicas": 1}})
-    wait("scaled to 1", lambda: rolled_out(cluster) and len(cluster.pods(selector="app=web")) == 1)
+    settled_rollout(cluster)
+    assert len(cluster.pods(selector="app=web")) == 1
     # deleted pods are graceful: the kubelet stand-in ended them and removed the objects
 
 
@@ -104,7 +113,7 @@ def test_rolling_update_keeps_within_surge_and_unavailable(cluster: Cluster) -> 
         "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     }
     cluster.api.create(DEPLOYMENTS, deployment(replicas=4, **spec))
-    wait("rolled out", lambda: rolled_out(cluster))
+    settled_rollout(cluster)
     worst: dict[str, int] = {"total": 0, "available": 99}
     stop = threading.Event()
 
@@ -131,10 +140,8 @@ def test_rolling_update_keeps_within_surge_and_unavailable(cluster: Cluster) -> 
                 }
             },
         )
-        dep = wait(
-            "the new template rolled out",
-            lambda: (d := rolled_out(cluster)) and d["metadata"]["generation"] == 2 and d,
-        )
+        dep = settled_rollout(cluster)
+        assert dep["metadata"]["generation"] == 2
     finally:
         stop.set()
         observer.join()
@@ -155,7 +162,7 @@ def test_rolling_update_keeps_within_surge_and_unavailable(cluster: Cluster) -> 
 
 def test_recreate_takes_old_pods_down_first(cluster: Cluster) -> None:
     cluster.api.create(DEPLOYMENTS, deployment(replicas=2, strategy={"type": "Recreate"}))
-    wait("rolled out", lambda: rolled_out(cluster))
+    settled_rollout(cluster)
     old = {p["metadata"]["name"] for p in cluster.pods(selector="app=web")}
     seen_mixed = threading.Event()
     stop = threading.Event()
@@ -177,7 +184,7 @@ def test_recreate_takes_old_pods_down_first(cluster: Cluster) -> None:
         cluster.api.patch(
             f"{DEPLOYMENTS}/web", {"spec": {"template": {"metadata": {"annotations": {"v": "2"}}}}}
         )
-        wait("recreated", lambda: (d := rolled_out(cluster)) and d["metadata"]["generation"] == 2)
+        assert settled_rollout(cluster)["metadata"]["generation"] == 2
     finally:
         stop.set()
         observer.join()
@@ -203,13 +210,9 @@ def test_replica_set_adopts_orphans_and_gc_deletes_dependents_of_missing_owners(
         },
     }
     created = cluster.api.create(REPLICA_SETS, rs)
-    wait(
-        "two pods",
-        lambda: (
-            len(cluster.pods(selector="app=solo")) == 2
-            and all(p["metadata"].get("ownerReferences") for p in cluster.pods(selector="app=solo"))
-        ),
-    )
+    cluster.settle()
+    assert len(cluster.pods(selector="app=solo")) == 2
+    assert all(p["metadata"].get("ownerReferences") for p in cluster.pods(selector="app=solo"))
     orphan = cluster.pod("orphan")
     assert orphan["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
     # a ReplicaSet whose owner never existed is garbage: deleted, and its pods with it
@@ -237,10 +240,9 @@ def test_replica_set_adopts_orphans_and_gc_deletes_dependents_of_missing_owners(
         },
     }
     cluster.api.create(REPLICA_SETS, dangling)
-    wait(
-        "the dangling ReplicaSet collected", lambda: cluster.get(f"{REPLICA_SETS}/dangling") is None
-    )
-    wait("and its pods", lambda: not cluster.pods(selector="app=ghost"))
+    cluster.settle()
+    assert cluster.get(f"{REPLICA_SETS}/dangling") is None  # collected
+    assert not cluster.pods(selector="app=ghost")  # and its pods
 
 
 def test_gc_strips_only_the_dangling_reference(cluster: Cluster) -> None:
@@ -261,26 +263,21 @@ def test_gc_strips_only_the_dangling_reference(cluster: Cluster) -> None:
             "spec": {"containers": [{"name": "c", "image": "nginx"}]},
         },
     )
-    pod = wait(
-        "the dangling reference removed",
-        lambda: (
-            (p := cluster.pod("two-owners"))
-            and len(p["metadata"].get("ownerReferences") or []) == 1
-            and p
-        ),
-    )
-    assert pod["metadata"]["ownerReferences"][0]["name"] == "keeper"
+    cluster.settle()
+    pod = cluster.pod("two-owners")
+    assert pod is not None
+    assert [r["name"] for r in pod["metadata"]["ownerReferences"]] == ["keeper"]
 
 
 @pytest.mark.parametrize("replicas", [0])
 def test_scale_to_zero(make_cluster: Callable[..., Cluster], replicas: int) -> None:
     cluster = make_cluster(speed=100)
     cluster.api.create(DEPLOYMENTS, deployment(replicas=2))
-    wait("rolled out", lambda: rolled_out(cluster))
+    settled_rollout(cluster)
     cluster.api.patch(f"{DEPLOYMENTS}/web", {"spec": {"replicas": replicas}})
-    wait("no pods", lambda: not cluster.pods(selector="app=web"))
-    dep = wait(
-        "status at 0",
-        lambda: (d := cluster.get(f"{DEPLOYMENTS}/web")) and "replicas" not in d["status"] and d,
-    )
+    cluster.settle()
+    assert not cluster.pods(selector="app=web")
+    dep = cluster.get(f"{DEPLOYMENTS}/web")
+    assert dep is not None
+    assert "replicas" not in dep["status"]
     assert dep["status"]["observedGeneration"] == 2

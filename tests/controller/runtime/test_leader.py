@@ -85,7 +85,7 @@ def test_run_leads_then_releases_on_stop() -> None:
 
 
 def test_leadership_is_lost_when_renewals_fail_past_the_deadline() -> None:
-    kube = FakeKube()
+    kube, clock = FakeKube(), FakeClock()
     started, stopped = threading.Event(), threading.Event()
     e = LeaderElector(
         kube,
@@ -94,13 +94,24 @@ def test_leadership_is_lost_when_renewals_fail_past_the_deadline() -> None:
         ),
         on_started_leading=started.set,
         on_stopped_leading=stopped.set,
+        clock=clock,
     )
     t = threading.Thread(target=e.run, daemon=True)
     t.start()
     assert started.wait(5)
     kube.fail("get_lease", *[Unavailable("apiserver down")] * 100)
-    began = time.monotonic()
+
+    def failed_renewals() -> int:
+        return sum(1 for verb, _ in kube.requests if verb == "get_lease") - 1  # the acquire
+
+    clock.advance(0.3)  # renewals fail, but the renew deadline has not passed
+    deadline = time.monotonic() + 10  # evidence: the elector has tried and failed
+    while failed_renewals() < 1 and time.monotonic() < deadline:
+        stopped.wait(0.01)
+    assert failed_renewals() >= 1
+    assert e.is_leader
+    assert not stopped.is_set()  # not before the renew deadline
+    clock.advance(0.3)  # 0.6 s since the last renewal: past the 0.5 s deadline
     assert stopped.wait(5)
-    assert time.monotonic() - began >= 0.4  # not before the renew deadline
     assert not e.is_leader
     t.join(5)
