@@ -25,6 +25,15 @@ UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
 # --- Kubernetes objects -----------------------------------------------------------------------
 
 
+def settle(lab: Any, timeout: float = 30.0) -> None:
+    """The barrier (``Lab.settle``, ``lab.settle``): the lab's own components have caught up
+    and have nothing left to do now. On sim that is every part of the cluster but the
+    controller under test; on kind only the AWS side (the health checks) and the metadata
+    service: the cluster's components are real there, so a case that runs on kind waits for
+    their evidence instead."""
+    lab.settle(timeout=timeout)
+
+
 def quiet(_: str) -> None:
     """The default narrator of a scenario's steps: tests say nothing (``invoke lab.repro``
     passes one that prints each step)."""

@@ -39,7 +39,6 @@ from kubernetes import client
 from e2e import recipes
 from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import (
-    barrier,
     create_pod,
     endpoints_addresses,
     ensure_namespace,
@@ -84,7 +83,6 @@ def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     pods = {name: wait_running(core, name, A) for name in ("web-1", "web-2")}
     wait_hostname(core, "web", A, timeout=30)
     victim = min(pods, key=lambda n: [int(x) for x in pods[n].status.pod_ip.split(".")])
-    survivor = "web-2" if victim == "web-1" else "web-1"
     victim_ip = pods[victim].status.pod_ip
     wait_for(
         lambda: lab.traffic.send(f"{A}/web", requests=50).answered_total == 50,
@@ -110,7 +108,7 @@ def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     )
     create_pod(core, "api-1", namespace=B, app="api", node=worker)
     newcomer = wait_running(core, "api-1", B)
-    barrier(lab, barrier_pod=survivor, service="web", namespace=A)
+    lab.settle()  # the endpoint controllers and kube-proxy have seen all of it
     say(f"send 300 requests to {A}/web through its ELB")
     return Evidence(
         victim_phase=failed.status.phase,

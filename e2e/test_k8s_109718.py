@@ -38,7 +38,6 @@ from kubernetes import client
 from e2e import recipes
 from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import (
-    barrier,
     create_pod,
     endpoints_addresses,
     pod,
@@ -94,7 +93,7 @@ def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
         what="the pod on the shut-down node Failed",
     )
     wait_for(lambda: lab.dataplane.kubelet.powered_off(down), timeout=30, what="power off")
-    barrier(lab, barrier_pod="web-up", service="web", namespace=NS)
+    lab.settle()  # the endpoint controllers and kube-proxy have seen all of it
     victim = pod(core, "web-down", NS)
     down_instance = lab.node(down).instance_id
     say(f"wait for the ELB's health checks to take {down} ({down_instance}) out of service")

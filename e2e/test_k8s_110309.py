@@ -54,7 +54,7 @@ from kubernetes import client
 
 from e2e import recipes
 from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
-from e2e.workloads import barrier, create_pod, slice_endpoints, wait_pods_answer, wait_running
+from e2e.workloads import create_pod, slice_endpoints, wait_pods_answer, wait_running
 from lab.compose import Lab
 from lab.dataplane.versions import kubelet_behaviour
 from lab.traffic import TrafficReport
@@ -118,7 +118,7 @@ def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     )
     # Several probe periods (2 lab seconds each) for a fixed kubelet to report the quitter.
     lab.clock.sleep(8)
-    barrier(lab, barrier_pod="steady", service="web", namespace=NS)
+    lab.settle()  # the endpoint controllers and kube-proxy have seen all of it
     say(f"send 300 requests to web through its ELB while {rolling} is still in service")
     return Evidence(
         quitter_ip=ips["quitter"],

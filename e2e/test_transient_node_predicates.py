@@ -26,11 +26,12 @@ heartbeating: a kubelet whose runtime is unhealthy).
 
 from __future__ import annotations
 
-import time
+import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.catalog import conformance
 from e2e.support import (
@@ -128,6 +129,19 @@ def assert_stable(ev: Evidence) -> None:
 
 
 @conformance(failure="transient-node-predicates", expect="reproduce")
+def _metric(ctl: Any, name: str, **labels: str) -> float:
+    """One sample of our controller's ``/metrics`` (0 when the series is not there yet)."""
+    url = ctl.metrics_url
+    assert url is not None, "needs our controller's /metrics"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
 def test_reproduce_not_ready_node_dropped_at_once(lab: Lab, core_v1: Any, elb: Any) -> None:
     ev = run(lab, core_v1, elb, legacy=True)
     assert_cut(ev)
@@ -159,11 +173,21 @@ def test_fixed_autoscaler_taint_waits_for_the_next_sync(lab: Lab, core_v1: Any, 
     attrs = elb.describe_load_balancer_attributes(LoadBalancerName=name)["LoadBalancerAttributes"]
     assert attrs["ConnectionDraining"] == {"Enabled": True, "Timeout": 30}
     mark = aws.trail.last_seq
+    ctl = lab.controller
+    assert ctl is not None
+    adds_before = _metric(ctl, "ccm_workqueue_adds_total", queue="service-node-sync")
     node = core_v1.read_node(worker.name)
     taints = [*(node.spec.taints or []), {"key": AUTOSCALER_TAINT, "effect": "NoSchedule"}]
-    core_v1.patch_node(worker.name, {"spec": {"taints": taints}})
-    # the legacy controller deregisters within a second or so; give the fixed one as long
-    time.sleep(2.0)
+    tainted = core_v1.patch_node(worker.name, {"spec": {"taints": taints}})
+    # Evidence, not a pause: the controller's node handlers have had the taint (its informer
+    # reports the newest resourceVersion they were given), and they queued no node sync for it
+    # (the legacy controller's handler queues one, and deregisters the worker).
+    rv = int(tainted.metadata.resource_version)
+    wait_for(
+        lambda: _metric(ctl, "ccm_informer_resource_version", kind="nodes") >= rv,
+        what="the controller's node handlers to have the taint",
+    )
+    assert _metric(ctl, "ccm_workqueue_adds_total", queue="service-node-sync") == adds_before
     assert registered_instances(elb, name) == {worker.instance_id}
     assert not [
         e for e in aws.trail.events()

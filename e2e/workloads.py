@@ -1,9 +1,11 @@
 """Pods, endpoints and traffic helpers for the scenarios judged by where traffic goes.
 
 Bare pods (no ReplicaSet) so a scenario decides exactly which pods exist and when; readiness
-and endpoint reads through the official client; a *sync barrier* (termination-bugs.md §4.0):
-after the pod under test changes, flip a barrier pod's readiness and wait for the
-EndpointSlice to show it, so what is read afterwards includes every earlier change.
+and endpoint reads through the official client. The stand-in cases synchronise with
+``Lab.settle()`` (``lab.settle``): once it returns, the endpoint controllers and kube-proxy's
+informers have seen every earlier change (what termination-bugs.md §4.0's barrier pod does on
+a real cluster, which the recipe cases still use: ``e2e.recipes.barrier``), and every
+``lab.traffic`` call settles first.
 """
 
 from __future__ import annotations
@@ -102,38 +104,6 @@ def endpoints_addresses(core: client.CoreV1Api, service: str, namespace: str) ->
     """The ready addresses of a Service's Endpoints object."""
     eps = core.read_namespaced_endpoints(service, namespace)
     return {a.ip for s in (eps.subsets or []) for a in (s.addresses or [])}
-
-
-def barrier(lab: Lab, *, barrier_pod: str, service: str, namespace: str) -> None:
-    """Flip ``barrier_pod``'s readiness and back, each time waiting for the EndpointSlice to
-    show it, and kube-proxy's view of it (its informer may trail the API): every change made
-    before this call has then been through the controllers and reached kube-proxy."""
-    core = client.CoreV1Api(lab.api_client())
-    ip = pod(core, barrier_pod, namespace).status.pod_ip
-    ports = core.read_namespaced_service(service, namespace).spec.ports or []
-    kubelet = lab.dataplane.kubelet
-    proxy = lab.dataplane.kube_proxy
-
-    def proxy_sees(want: bool) -> bool:
-        return all(
-            any(
-                e.ip == ip and e.ready is want
-                for e in proxy.endpoints(namespace, service, p.name or "", p.protocol or "TCP")
-            )
-            for p in ports
-        )
-
-    for want in (False, True):
-        kubelet.set_ready(namespace, barrier_pod, want)
-        wait_for(
-            lambda want=want: (
-                slice_endpoints(lab, service, namespace).get(ip, {}).get("ready") is want
-                and proxy_sees(want)
-            ),
-            timeout=30,
-            what=f"the barrier {barrier_pod} ready={want} in the slice and in kube-proxy's view",
-        )
-    kubelet.set_ready(namespace, barrier_pod, None)
 
 
 # --- a Service and a scheduled pod, judged by traffic ------------------------------------

@@ -1068,7 +1068,8 @@ class Lab:
     @property
     def traffic(self) -> TrafficProbe:
         """Where requests to a LoadBalancer Service go, hop by hop: modelled through the sim's
-        data plane, or (real kubelets: kind) really sent to the nodes (``lab.traffic``)."""
+        data plane, or (real kubelets: kind) really sent to the nodes (``lab.traffic``). Each
+        call settles the lab first (:meth:`settle`)."""
         missing = self.aws_lacks("elb-model")
         if missing:
             raise LabNotReady(f"lab.traffic needs {FEATURES['elb-model']}: {missing['elb-model']}")
@@ -1080,8 +1081,10 @@ class Lab:
                     f"the node network ({self._nodes_unreachable})"
                 )
             cluster = RealCluster(Api(self.api_client()), address_of=self.node_address)
-            return TrafficProbe(aws=self.aws.lab, gates=gates, cluster=cluster)
-        return TrafficProbe(aws=self.aws.lab, gates=gates, dataplane=self.dataplane)
+            return TrafficProbe(aws=self.aws.lab, gates=gates, cluster=cluster, settle=self.settle)
+        return TrafficProbe(
+            aws=self.aws.lab, gates=gates, dataplane=self.dataplane, settle=self.settle
+        )
 
     @property
     def _real_nodes(self) -> bool:

@@ -27,6 +27,12 @@ enforces them), and from there each request is really sent to the node's address
 nodePort, through the real kube-proxy (:class:`RealCluster`); who answered is the pod the
 answer names (agnhost ``netexec`` ``/hostname``).
 
+Given ``settle`` (``Lab.traffic`` passes ``Lab.settle``), a call first waits until the lab's own
+components have caught up (``lab.settle``: endpoints published, kube-proxy's informers current,
+health checks due run), so a verdict never depends on how far a reaction had got when the call
+came; a probe built without it models the lab exactly as it is at that instant (a test uses
+that to show a component lagging).
+
 Neighbours: :mod:`lab.aws.elbview` (the load balancer's configuration), the security-group
 evaluator and the ELB health checker behind :class:`Gates`, :mod:`lab.dataplane` (kube-proxy
 model, informers). ``Lab.traffic`` builds one; ``invoke lab.traffic`` reaches it through the
@@ -366,6 +372,7 @@ class TrafficProbe:
         gates: Gates,
         dataplane: SimDataPlane | None = None,
         cluster: ClusterSide | None = None,
+        settle: Callable[[], object] | None = None,
     ) -> None:
         if (dataplane is None) == (cluster is None):
             raise ValueError("give the sim's dataplane or a cluster side, one of them")
@@ -375,6 +382,7 @@ class TrafficProbe:
             assert dataplane is not None
             cluster = ModelledCluster(dataplane)
         self.cluster: ClusterSide = cluster
+        self.settle = settle
         self._nodes_now: list[Obj] | None = None
 
     # -- lookups --------------------------------------------------------------------------
@@ -445,6 +453,11 @@ class TrafficProbe:
             raise TrafficError(f"--requests {requests}: give 1 to {MAX_REQUESTS}")
         rng = random.Random(seed)
         self._source(source, random.Random(seed))  # a bad --from fails before anything else
+        if self.settle is not None:
+            try:
+                self.settle()
+            except TimeoutError as err:  # lab.settle.SettleTimeout: who is stuck, and doing what
+                raise TrafficError(f"{err}\n(no request was modelled)") from None
         svc = self._service(service)
         meta = svc["metadata"]
         key = f"{meta.get('namespace', 'default')}/{meta['name']}"

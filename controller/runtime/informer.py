@@ -127,6 +127,8 @@ def _rv(obj: Obj) -> str:
 class InformerMetrics(Protocol):
     def observe_relist(self, kind: str) -> None: ...
 
+    def observe_resource_version(self, kind: str, resource_version: str) -> None: ...
+
 
 class Informer:
     """List+watch one kind into a :class:`MemoryStore`, on a background thread."""
@@ -229,6 +231,7 @@ class Informer:
         self.relists += 1
         if self._metrics is not None:
             self._metrics.observe_relist(self.kind)
+            self._metrics.observe_resource_version(self.kind, rv)
         self._synced.set()
         log.debug("%s: listed %d objects at resourceVersion %s", self.kind, len(items), rv)
 
@@ -244,9 +247,11 @@ class Informer:
                     return
                 rv = _rv(event.object)
                 if event.type != "BOOKMARK":
-                    self.store.apply(event.type, event.object)
+                    self.store.apply(event.type, event.object)  # handlers run in here
                 if rv:
                     self.resource_version = rv
+                    if self._metrics is not None:
+                        self._metrics.observe_resource_version(self.kind, rv)
         finally:
             self._stream = None
             stream.close()

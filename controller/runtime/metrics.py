@@ -15,7 +15,11 @@ rest of the code depends on:
 Exposed series (all prefixed ``ccm_``): ``sync_total{controller,outcome}``,
 ``sync_duration_seconds{controller}``, ``workqueue_depth{queue}``,
 ``cloud_api_calls_total{service,action,outcome}``, ``cloud_api_call_duration_seconds
-{service,action}``, ``leader`` (1 while this instance leads), ``informer_relists_total{kind}``.
+{service,action}``, ``leader`` (1 while this instance leads), ``informer_relists_total{kind}``,
+``workqueue_adds_total{queue}`` (every add, as client-go's ``workqueue_adds_total`` counts them)
+and ``informer_resource_version{kind}`` (the newest resourceVersion whose event the handlers
+have had: etcd revisions are integers, so it is a gauge; a test waits on it to know the
+controller has seen a change, and then reads what its handlers did with it).
 """
 
 from __future__ import annotations
@@ -62,10 +66,22 @@ class Metrics:
         self.relists = Counter(
             "ccm_informer_relists", "Informer (re)lists by kind", ["kind"], registry=r
         )
+        self.adds = Counter(
+            "ccm_workqueue_adds", "Items added to a work queue", ["queue"], registry=r
+        )
+        self.resource_version = Gauge(
+            "ccm_informer_resource_version",
+            "The newest resourceVersion an informer's handlers have had",
+            ["kind"],
+            registry=r,
+        )
 
     # QueueMetrics
     def set_depth(self, queue: str, depth: int) -> None:
         self.depth.labels(queue=queue).set(depth)
+
+    def observe_add(self, queue: str) -> None:
+        self.adds.labels(queue=queue).inc()
 
     # SyncMetrics
     def observe_sync(self, controller: str, outcome: str, seconds: float) -> None:
@@ -80,6 +96,10 @@ class Metrics:
         self.cloud_seconds.labels(service=service, action=action).observe(max(0.0, seconds))
 
     # InformerMetrics
+    def observe_resource_version(self, kind: str, resource_version: str) -> None:
+        if resource_version.isdigit():  # another server's opaque versions are not shown
+            self.resource_version.labels(kind=kind).set(int(resource_version))
+
     def observe_relist(self, kind: str) -> None:
         self.relists.labels(kind=kind).inc()
 

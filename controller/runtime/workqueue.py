@@ -78,6 +78,8 @@ class ExponentialBackoff(Generic[T]):
 class QueueMetrics(Protocol):
     def set_depth(self, queue: str, depth: int) -> None: ...
 
+    def observe_add(self, queue: str) -> None: ...
+
 
 class RateLimitingQueue(Generic[T]):
     """A deduplicating FIFO with delayed adds and per-item exponential backoff."""
@@ -109,7 +111,11 @@ class RateLimitingQueue(Generic[T]):
             self._add_locked(item)
 
     def _add_locked(self, item: T) -> None:
-        if self._shutdown or item in self._dirty:
+        if self._shutdown:
+            return
+        if self._metrics is not None:
+            self._metrics.observe_add(self.name)  # client-go counts every Add, deduplicated too
+        if item in self._dirty:
             return
         self._dirty.add(item)
         if item not in self._processing:
