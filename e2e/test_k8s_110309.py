@@ -44,13 +44,13 @@ not run here, where no image registry answers.
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 
 from e2e import recipes
 from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
@@ -193,8 +193,69 @@ K1_SCRIPT = (
 
 @dataclass(frozen=True)
 class K1Evidence:
-    #: (pod Ready, slice serving) once a second from the deletion on
-    samples: list[tuple[str, bool | None]]
+    #: (pod Ready, slice serving, container still running) at every change the API showed,
+    #: from the deletion until the container exited (or, fixed, until not ready and not
+    #: serving): watched, not sampled, so no state is missed and none is waited for
+    states: list[tuple[str, bool | None, bool]]
+
+    @property
+    def while_running(self) -> list[tuple[str, bool | None]]:
+        return [(ready, serving) for ready, serving, running in self.states if running]
+
+
+def _k1_timeline(
+    lab: Lab, ns: str, ip: str, *, resource_version: str, until_not_serving: bool
+) -> list[tuple[str, bool | None, bool]]:
+    """Watch web-1 and its Service's slices (from ``resource_version``, the deletion's) and
+    record every combined change until the container exits or, with ``until_not_serving``,
+    until it is not ready and not serving; bounded by the pod's 30 s grace period."""
+    api = lab.api_client()
+    core, discovery = client.CoreV1Api(api), client.DiscoveryV1Api(api)
+    lock = threading.Condition()
+    now: dict[str, Any] = {"ready": "True", "serving": True, "running": True}
+    states: list[tuple[str, bool | None, bool]] = []
+    done = threading.Event()
+
+    def record(**change: Any) -> None:
+        with lock:
+            now.update(change)
+            state = (now["ready"], now["serving"], now["running"])
+            if not states or states[-1] != state:
+                states.append(state)
+            if not now["running"] or (until_not_serving and state[:2] == ("False", False)):
+                done.set()
+
+    def pods() -> None:
+        for event in watch.Watch().stream(
+            core.list_namespaced_pod, ns, field_selector="metadata.name=web-1",
+            resource_version=resource_version, timeout_seconds=60,
+        ):  # fmt: skip
+            p = event["object"]
+            statuses = p.status.container_statuses or []
+            running = event["type"] != "DELETED" and not any(
+                s.state and s.state.terminated for s in statuses
+            )
+            record(ready=_ready(p), running=running)
+            if done.is_set():
+                return
+
+    def slices() -> None:
+        for event in watch.Watch().stream(
+            discovery.list_namespaced_endpoint_slice, ns,
+            label_selector="kubernetes.io/service-name=web",
+            resource_version=resource_version, timeout_seconds=60,
+        ):  # fmt: skip
+            eps = [e for e in event["object"].endpoints or [] if ip in e.addresses]
+            record(serving=eps[0].conditions.serving if eps and eps[0].conditions else None)
+            if done.is_set():
+                return
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (pods, slices)]
+    for thread in threads:
+        thread.start()
+    done.wait(60)  # the container exits 30 s after SIGTERM: the watch ends there
+    with lock:
+        return list(states)
 
 
 def run_k1(lab: Lab, *, wait_not_serving: bool) -> K1Evidence:
@@ -242,16 +303,11 @@ def run_k1(lab: Lab, *, wait_not_serving: bool) -> K1Evidence:
             timeout=30,
             what="the K1 pod serving in the slice",
         )
-        core.delete_namespaced_pod("web-1", ns)
-        samples: list[tuple[str, bool | None]] = []
-        for _ in range(12):
-            time.sleep(1)
-            pod_now = core.read_namespaced_pod("web-1", ns)
-            serving = (recipes.listing(lab, ns, "web").slice.get(ip) or {}).get("serving")
-            samples.append((_ready(pod_now), serving))
-            if wait_not_serving and samples[-1] == ("False", False):
-                break
-        return K1Evidence(samples)
+        deleting = core.delete_namespaced_pod("web-1", ns)
+        rv = str(deleting.metadata.resource_version)  # watch every change from the deletion on
+        return K1Evidence(
+            _k1_timeline(lab, ns, ip, resource_version=rv, until_not_serving=wait_not_serving)
+        )
     finally:
         recipes.force_delete_pods(core, ns)
 
@@ -261,14 +317,18 @@ def _ready(p: Any) -> str:
 
 
 def assert_k1_reproduced(ev: K1Evidence) -> None:
-    assert len(ev.samples) >= 10, ev.samples
-    assert all(s == ("True", True) for s in ev.samples), (
-        f"Ready and serving until exit: {ev.samples}"
+    assert ev.states, "no change recorded"
+    assert not ev.states[-1][2], f"the container exited: {ev.states}"
+    assert ev.while_running, ev.states
+    assert all(s == ("True", True) for s in ev.while_running), (
+        f"Ready and serving until the container exited: {ev.states}"
     )
 
 
 def assert_k1_fixed(ev: K1Evidence) -> None:
-    assert ev.samples[-1] == ("False", False), f"not ready, not serving within 12 s: {ev.samples}"
+    assert ("False", False) in ev.while_running, (
+        f"not ready, not serving while the container still ran: {ev.states}"
+    )
 
 
 @pytest.mark.parametrize("release", ["buggy", "fixed"])

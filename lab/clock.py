@@ -282,11 +282,16 @@ class ScaledClock(_Owing):
     def lab_time_of(self, stamp: datetime) -> float:
         real_ago = (self._utcnow() - stamp).total_seconds()
         with self._lock:
-            now = self._read(self._mono())
-            mono = self._mono() - real_ago
+            current = self._mono()
+            self._read(current)  # a hold that began since the last reading is in history
+            mono = current - real_ago
             i = max(bisect.bisect_right(self._starts, mono) - 1, 0)
             start, lab, rate = self._segments[i]
-            return min(lab + (mono - start) * rate, now)
+            if i == len(self._segments) - 1 and rate == 0:
+                # held now: a stamp from the hold is as old as the hold's lab time; one in the
+                # future (a deletionTimestamp, now + grace) is that far ahead at the speed
+                return lab + max(mono - current, 0.0) * self._speed
+            return lab + (mono - start) * rate
 
     def owe(
         self, owner: object, due: float | None, *, name: str, hold_after: float = HOLD_AFTER

@@ -175,6 +175,20 @@ def test_a_stamp_ages_only_by_the_lab_time_that_passed_across_a_hold() -> None:
     assert clock.now() - clock.lab_time_of(during) == pytest.approx(5.0)
 
 
+def test_a_future_stamp_is_as_far_ahead_in_lab_time_held_or_not() -> None:
+    clock, real = _hand_clock(speed=10)
+    epoch = datetime(2026, 1, 1, tzinfo=UTC)
+    real[0] = 1.0
+    deadline = epoch + timedelta(seconds=1.0 + 30)  # a deletionTimestamp: now + 30 s grace
+    assert clock.lab_time_of(deadline) - clock.now() == pytest.approx(300)
+    owner = object()
+    clock.owe(owner, clock.now(), name="slow", hold_after=0.0)
+    real[0] = 2.0  # held at lab 10 since real 1.0
+    assert clock.now() == pytest.approx(10.0)
+    assert clock.lab_time_of(deadline) - clock.now() == pytest.approx(290)
+    assert clock.lab_time_of(epoch + timedelta(seconds=1.5)) == pytest.approx(10.0)
+
+
 def test_speed_change_while_held_resumes_at_the_new_speed() -> None:
     clock, real = _hand_clock(speed=10)
     owner = object()

@@ -358,7 +358,11 @@ class KubeletPods(Controller):
 
     def _readiness(self, run: PodRun, pod: Obj, now: float, *, terminating: bool) -> None:
         if terminating and self.behaviour.probes_stop_on_termination:
-            return  # #110309: the probe workers are gone; Ready keeps its last value
+            # #110309: the probe workers are gone; Ready keeps its last value, and no probe
+            # falls due any more (a probe time left in the past requeued the pod at once, over
+            # and over, until the container exited)
+            run.probe = None
+            return
         ready = readiness(run, probe_spec(pod), now, terminating=terminating)
         if ready != run.ready:
             run.ready = ready
