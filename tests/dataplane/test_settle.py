@@ -55,10 +55,10 @@ def test_settle_passes_a_held_back_controller_and_names_a_pending_follow_up(
         assert "10.244" not in str(cluster.slice_endpoints("web"))
     cluster.settle()
     assert len(cluster.slice_endpoints("web")) == 1
+    cluster.create_pod(
+        "late",
+        annotations={"sim.ccm-lab.io/start-seconds": "100000"},
+        spec={"nodeName": "w1", "containers": [{"name": "c", "image": "nginx"}]},
+    )
     with pytest.raises(SettleTimeout, match=r"kubelet-pods: follow-up for \('default', 'late'\)"):
-        cluster.create_pod(
-            "late",
-            annotations={"sim.ccm-lab.io/start-seconds": "100000"},
-            spec={"nodeName": "w1", "containers": [{"name": "c", "image": "nginx"}]},
-        )
         cluster.settle(timeout=0.5)
