@@ -65,6 +65,7 @@ class Controller:
         self._waiting: dict[Hashable, tuple[float, bool]] = {}
         self._seq = 0
         self._failures: dict[Hashable, int] = {}
+        self._side: dict[Hashable, float] = {}  # work a sync handed to another thread
         self._stop = False
         self._paused = False
         self._threads: list[threading.Thread] = []
@@ -131,6 +132,18 @@ class Controller:
                 self._owe()
                 self._cond.notify_all()
 
+    def side_task_started(self, what: Hashable) -> None:
+        """A sync handed ``what`` to another thread (kube-scheduler's binding cycle): it is
+        this controller's work until :meth:`side_task_done`, for the clock and the barrier."""
+        with self._cond:
+            self._side[what] = self.clock.now()
+            self._owe()
+
+    def side_task_done(self, what: Hashable) -> None:
+        with self._cond:
+            self._side.pop(what, None)
+            self._owe()
+
     @property
     def idle(self) -> bool:
         """Nothing queued and nothing being synced (timers may be pending)."""
@@ -141,7 +154,7 @@ class Controller:
         """Tell the clock when the oldest work falls due (nothing while not running)."""
         due: float | None = None
         if self._threads and not self._stop and not self._paused:
-            dues = [*self._processing.values()]
+            dues = [*self._processing.values(), *self._side.values()]
             if self._queue:
                 dues.append(self._queued[self._queue[0]])
             if self._timers:
@@ -159,6 +172,8 @@ class Controller:
             due_now = [k for d, k, _ in valid if d <= now]
             if self._processing:
                 doing = "syncing " + ", ".join(repr(k) for k in self._processing)
+            elif self._side:
+                doing = "in flight: " + ", ".join(repr(k) for k in self._side)
             elif self._queue:
                 doing = f"{len(self._queue)} key(s) queued, first {self._queue[0]!r}"
             elif due_now:
@@ -168,7 +183,8 @@ class Controller:
                 doing = f"follow-up for {k!r} in {d - now:.2f} lab s"
             else:
                 doing = "idle"
-            settled = not self._queue and not self._processing and not due_now and not follow_ups
+            busy = self._queue or self._processing or self._side
+            settled = not busy and not due_now and not follow_ups
             if not self.running:
                 settled, doing = True, "stopped"
             elif self._paused:
@@ -177,7 +193,7 @@ class Controller:
                 self.name,
                 settled,
                 doing,
-                queued=len(self._queue) + len(self._processing),
+                queued=len(self._queue) + len(self._processing) + len(self._side),
                 next_timer=next_due,
             )
 

@@ -321,7 +321,9 @@ class KubeletPods(Controller):
             ipam = self._node_ipam(run.node)
             ip = ipam.allocate() if ipam is not None else None
         if not ip:
-            self.follow_up(run.key, 1.0)  # network not ready: the sandbox waits
+            # network not ready: the sandbox waits (the node's podCIDR arriving requeues the
+            # pod at once; a node that never gets one keeps it waiting, as a real one does)
+            self.schedule(run.key, 1.0)
             return False
         with self._lock:
             run.ip, run.started, run.started_stamp = ip, now, self._stamp()

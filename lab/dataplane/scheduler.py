@@ -220,10 +220,22 @@ class Scheduler(Controller):
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         self._assume((ns, name), node, pod)
-        # the binding cycle runs on its own, as kube-scheduler's goroutines do
-        self._binder.submit(self._post_binding, pod, node, binding)
+        # the binding cycle runs on its own, as kube-scheduler's goroutines do; until it is
+        # done it is the scheduler's work (the lab clock and the settle barrier see it)
+        self.side_task_started(("binding", ns, name))
+        try:
+            self._binder.submit(self._post_binding, pod, node, binding)
+        except RuntimeError:  # shut down meanwhile: nothing will bind it
+            self.side_task_done(("binding", ns, name))
 
     def _post_binding(self, pod: Obj, node: str, binding: Obj) -> None:
+        ns, name = meta(pod).get("namespace", ""), meta(pod).get("name", "")
+        try:
+            self._bind_now(pod, node, binding)
+        finally:
+            self.side_task_done(("binding", ns, name))
+
+    def _bind_now(self, pod: Obj, node: str, binding: Obj) -> None:
         ns, name = meta(pod).get("namespace", ""), meta(pod).get("name", "")
         try:
             self.api.create(path(PODS, ns, name, "binding"), binding)
