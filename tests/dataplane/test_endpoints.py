@@ -13,7 +13,7 @@ import pytest
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.dataplane.endpoints import endpoints_verdict, slice_conditions
 from lab.dataplane.versions import endpoints_behaviour
-from tests.dataplane.conftest import Cluster, wait
+from tests.dataplane.conftest import Cluster
 
 BUGGY, FIXED = "1.22.8", "1.22.11"
 FAKE = "fake-node-1"
@@ -285,19 +285,21 @@ class Harness:
         return address
 
     def barrier(self, service: str = "web", ns: str = "lab-a") -> None:
-        """Nudge the Service, flip the barrier's readiness, wait until both APIs show it."""
+        """Nudge the Service, flip the barrier's readiness, settle: both APIs show it."""
         self.c.api.patch(
             f"/api/v1/namespaces/{ns}/services/{service}",
             {"metadata": {"annotations": {"lab/nudge": str(next(_nudges))}}},
         )
         for ready in (False, True):
             self.status(f"barrier-{service}", ns=ns, ready=ready)
-            wait(
-                "the barrier in both APIs",
-                lambda r=ready: (
-                    ("10.244.77.2" in self.c.endpoints(service, ns)[0 if r else 1])
-                    and self.c.slice_endpoints(service, ns).get("10.244.77.2", {}).get("ready") is r
-                ),
+            self.c.settle()
+            ready_ips, not_ready_ips = self.c.endpoints(service, ns)
+            assert "10.244.77.2" in (ready_ips if ready else not_ready_ips), (
+                f"the barrier (ready={ready}) not in the Endpoints: {ready_ips} / {not_ready_ips}"
+            )
+            in_slice = self.c.slice_endpoints(service, ns).get("10.244.77.2", {})
+            assert in_slice.get("ready") is ready, (
+                f"the barrier (ready={ready}) in the slice: {in_slice}"
             )
 
     def views(self, ip: str, service: str = "web", ns: str = "lab-a") -> tuple[str, str]:
@@ -336,9 +338,11 @@ def test_r1_variant_a_phase_change_alone_is_not_noticed(harness: Harness) -> Non
     """§2.3: Running/Ready -> Failed/Ready in a later write does not resync the Service."""
     harness.service()
     ip = harness.pod("web-1")
-    wait("listed", lambda: harness.views(ip) == ("ready", "r=true s=true t=false"))
+    harness.c.settle()
+    assert harness.views(ip) == ("ready", "r=true s=true t=false")  # listed
     harness.status("web-1", phase="Failed", reason="OutOfcpu")
     harness.c.clock.sleep(20)
+    harness.c.settle()
     assert harness.views(ip) == ("ready", "r=true s=true t=false")  # both versions: not noticed
     harness.barrier()  # the nudge requeues the Service: now the fix shows
     assert harness.views(ip) == (
@@ -434,7 +438,8 @@ def test_slices_split_at_100_and_a_placeholder_stays(make_cluster: Callable[...,
                     }
                 },
             )
-        wait("130 endpoints", lambda: len(cluster.slice_endpoints("many")) == 130)
+        cluster.settle()
+        assert len(cluster.slice_endpoints("many")) == 130
         slices = cluster.api.get(
             "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
             query=[("labelSelector", "kubernetes.io/service-name=many")],
@@ -452,19 +457,12 @@ def test_slices_split_at_100_and_a_placeholder_stays(make_cluster: Callable[...,
         cluster.api.patch(
             "/api/v1/namespaces/default/services/many", {"spec": {"selector": {"app": "none"}}}
         )
-        wait(
-            "one empty placeholder",
-            lambda: (
-                [
-                    len(s.get("endpoints") or [])
-                    for s in cluster.api.get(
-                        "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
-                        query=[("labelSelector", "kubernetes.io/service-name=many")],
-                    )["items"]
-                ]
-                == [0]
-            ),
-        )
+        cluster.settle()
+        slices = cluster.api.get(
+            "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+            query=[("labelSelector", "kubernetes.io/service-name=many")],
+        )["items"]
+        assert [len(s.get("endpoints") or []) for s in slices] == [0], "not one empty placeholder"
         assert cluster.get("/api/v1/namespaces/default/endpoints/many").get("subsets") in (None, [])
     finally:
         standin.stop()
@@ -483,8 +481,9 @@ def test_apiserver_endpoints_are_left_alone(make_cluster: Callable[..., Cluster]
     assert slice_before is not None
     cluster.create_service("web")
     cluster.create_pod("web-1")
-    # the controllers have worked through their queues (kubernetes was queued first)
-    wait("web's endpoints", lambda: cluster.endpoints("web")[0] and cluster.slice_endpoints("web"))
+    cluster.settle()  # the controllers have worked through their queues
+    assert cluster.endpoints("web")[0]
+    assert cluster.slice_endpoints("web")
     assert cluster.get(ep_url) == ep_before
     kubernetes = cluster.api.get(
         slices_url, query=[("labelSelector", "kubernetes.io/service-name=kubernetes")]

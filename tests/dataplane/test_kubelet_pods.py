@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from lab.dataplane.api import Obj
 from tests.dataplane.conftest import Cluster, Recorder, Snapshot, wait
 
 PROBE = {"exec": {"command": ["cat", "/tmp/ready"]}, "periodSeconds": 2, "failureThreshold": 1}
@@ -21,6 +22,24 @@ def pod_spec(grace: int = 30, probe: dict | None = None, on: str | None = None) 
     if on:
         spec["nodeName"] = on
     return spec
+
+
+def settled_running(cluster: Cluster, name: str, ns: str = "default") -> Obj:
+    """The pod once the lab settled: a pod bound to a live node, with the default start and no
+    readinessProbe, must be Running with an IP by then (its start is the kubelet's reaction)."""
+    cluster.settle()
+    pod = cluster.running(name, ns)
+    status = (cluster.pod(name, ns) or {}).get("status")
+    assert pod is not None, f"pod {ns}/{name} not Running once the lab settled: {status}"
+    return pod
+
+
+def settled_pod(cluster: Cluster, name: str, ns: str = "default") -> Obj:
+    """The pod as the API holds it once the lab settled (it must still exist)."""
+    cluster.settle()
+    pod = cluster.pod(name, ns)
+    assert pod is not None, f"pod {ns}/{name} is gone once the lab settled"
+    return pod
 
 
 def phases(states: list[Snapshot]) -> list[tuple[str, str | None, str]]:
@@ -39,8 +58,13 @@ def test_start_sequence(
     cluster = make_cluster(version)
     recorder = Recorder(cluster, "web")
     cluster.create_pod("web", spec=pod_spec(on="w1"))
-    pod = wait("running", lambda: cluster.running("web"))
-    wait("the watch to show it", lambda: recorder.states and recorder.states[-1].phase == "Running")
+    pod = settled_running(cluster, "web")
+    # the test's own watch is no lab component: the barrier does not cover it
+    wait(
+        "the watch to show it",
+        lambda: recorder.states and recorder.states[-1].phase == "Running",
+        cluster=cluster,
+    )
     states = recorder.stop()
     assert phases(states) == [
         ("Pending", None, "none"),
@@ -77,24 +101,24 @@ def test_readiness_during_graceful_termination_110309(
             "sim.ccm-lab.io/serve-during-shutdown": "true",
         },
     )
-    pod = wait(
-        "running and ready",
-        lambda: (p := cluster.running("web")) and cluster.condition(p, "Ready") == "True" and p,
-    )
+    pod = settled_running(cluster, "web")
+    assert cluster.condition(pod, "Ready") == "True", pod["status"]
     ip = pod["status"]["podIP"]
-    wait("a ready endpoint", lambda: cluster.slice_endpoints("web").get(ip, {}).get("ready"))
+    cluster.settle()
+    assert cluster.slice_endpoints("web").get(ip, {}).get("ready"), cluster.slice_endpoints("web")
     recorder = Recorder(cluster, "web")
     cluster.api.delete("/api/v1/namespaces/default/pods/web")
-    wait(
-        "the endpoint marked terminating",
-        lambda: cluster.slice_endpoints("web").get(ip, {}).get("terminating"),
-    )
+    # 10 lab seconds on (a failing probe's period is 2 s), settled: the endpoint controllers
+    # have handled the deletion and whatever the probes found
     cluster.clock.sleep(10)  # halfway through the app's 20 s shutdown
-    midway = cluster.slice_endpoints("web")[ip]
+    cluster.settle()
+    midway = cluster.slice_endpoints("web").get(ip)
+    assert midway is not None, cluster.slice_endpoints("web")
+    assert midway["terminating"] is True
     assert midway["ready"] is False
     assert midway["serving"] is not goes_not_ready  # #110309: buggy kubelets keep serving=true
     assert cluster.endpoints("web") == (set(), set())  # Endpoints drop terminating pods at once
-    wait("the pod gone", lambda: recorder.gone, timeout=20)
+    wait("the pod gone", lambda: recorder.gone, timeout=20, cluster=cluster)
     states = recorder.stop()
     running_while_terminating = [s for s in states if s.terminating and s.state == "running"]
     assert running_while_terminating, states
@@ -110,10 +134,12 @@ def test_deleted_pod_final_status(
 ) -> None:
     cluster = make_cluster(version)
     cluster.create_pod("web", spec=pod_spec(on="w1"))
-    wait("running", lambda: cluster.running("web"))
+    settled_running(cluster, "web")
     recorder = Recorder(cluster, "web")
     cluster.api.delete("/api/v1/namespaces/default/pods/web")
-    wait("gone", lambda: recorder.gone)
+    cluster.settle()  # the app exits at SIGTERM: the kubelet deletes the pod in reaction
+    assert cluster.pod("web") is None, cluster.pod("web")
+    wait("the watch to see it deleted", lambda: recorder.gone, cluster=cluster)
     last = recorder.stop()[-1]
     assert (last.phase, last.ready, last.state) == (final_phase, "False", "terminated")
 
@@ -125,10 +151,10 @@ def test_grace_period_kill_exit_code(make_cluster: Callable[..., Cluster]) -> No
         spec=pod_spec(grace=2, on="w1"),
         annotations={"sim.ccm-lab.io/shutdown-seconds": "600"},
     )
-    wait("running", lambda: cluster.running("slow"))
+    settled_running(cluster, "slow")
     recorder = Recorder(cluster, "slow")
     cluster.api.delete("/api/v1/namespaces/default/pods/slow")
-    wait("gone", lambda: recorder.gone, timeout=10)
+    wait("gone", lambda: recorder.gone, timeout=10, cluster=cluster)  # killed at the 2 s grace
     recorder.stop()
     logs_seen = "\n".join(cluster.extra.get("logs", []))
     assert logs_seen == ""  # the pod is gone: its logs went with it
@@ -143,20 +169,19 @@ def test_evicted_pod_ready_condition_108594_and_ip_reuse(
 ) -> None:
     cluster = make_cluster(version)
     cluster.create_pod("victim", spec=pod_spec(on="w1"))
-    victim = wait("running", lambda: cluster.running("victim"))
+    victim = settled_running(cluster, "victim")
     ip = victim["status"]["podIP"]
     cluster.plane.kubelet.evict(
         "default", "victim", reason="OutOfcpu", message="Node didn't have enough resource: cpu"
     )
-    failed = wait(
-        "Failed", lambda: (p := cluster.pod("victim")) and p["status"]["phase"] == "Failed" and p
-    )
+    failed = settled_pod(cluster, "victim")  # killed with no grace: Failed in reaction
+    assert failed["status"]["phase"] == "Failed", failed["status"]
     assert failed["status"]["reason"] == "OutOfcpu"
     assert failed["status"]["podIP"] == ip  # the object keeps its stale IP
     assert cluster.condition(failed, "Ready") == ready_after_eviction
     assert failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     cluster.create_pod("newcomer", ns="kube-public", labels={"app": "api"}, spec=pod_spec(on="w1"))
-    newcomer = wait("the next pod running", lambda: cluster.running("newcomer", "kube-public"))
+    newcomer = settled_running(cluster, "newcomer", "kube-public")
     assert newcomer["status"]["podIP"] == ip  # lowest free first: the address is reused
     assert cluster.plane.kubelet.pod_at(ip).namespace == "kube-public"
 
@@ -175,11 +200,10 @@ def test_graceful_node_shutdown_109718(
 ) -> None:
     cluster = make_cluster(version)
     cluster.create_pod("web", spec=pod_spec(on="w1"))
-    wait("running", lambda: cluster.running("web"))
+    settled_running(cluster, "web")
     cluster.plane.kubelet.shutdown_node("w1", grace_seconds=20)
-    pod = wait(
-        "Failed", lambda: (p := cluster.pod("web")) and p["status"]["phase"] == "Failed" and p
-    )
+    pod = settled_pod(cluster, "web")  # the app exits at SIGTERM: Failed in reaction
+    assert pod["status"]["phase"] == "Failed", pod["status"]
     assert pod["status"]["reason"] == reason
     assert pod["status"]["message"] == "Pod was terminated in response to imminent node shutdown."
     assert cluster.condition(pod, "Ready") == ready
@@ -190,7 +214,8 @@ def test_graceful_node_shutdown_109718(
         "node is shutting down",
         "Kubelet stopped posting node status.",
     )
-    wait("the node powered off", lambda: not cluster.kubelet.is_running("w1"))
+    # every pod on it terminated: the node powers off in reaction
+    assert not cluster.kubelet.is_running("w1"), "w1 still heartbeats after its pods terminated"
 
 
 def test_readiness_annotations_and_the_lab_switch(cluster: Cluster) -> None:
@@ -208,14 +233,18 @@ def test_readiness_annotations_and_the_lab_switch(cluster: Cluster) -> None:
         lambda: (
             [s.ready for s in recorder.states if s.phase == "Running"][-2:] == ["True", "False"]
         ),
+        cluster=cluster,
     )
     recorder.stop()
     cluster.create_pod("switch", spec=pod_spec(on="w2"))
-    wait("ready", lambda: cluster.condition(cluster.running("switch"), "Ready") == "True")
+    switch = settled_running(cluster, "switch")
+    assert cluster.condition(switch, "Ready") == "True", switch["status"]
     cluster.plane.kubelet.set_ready("default", "switch", False)
-    wait("not ready", lambda: cluster.condition(cluster.pod("switch"), "Ready") == "False")
+    switch = settled_pod(cluster, "switch")
+    assert cluster.condition(switch, "Ready") == "False", switch["status"]
     cluster.plane.kubelet.set_ready("default", "switch", None)
-    wait("ready again", lambda: cluster.condition(cluster.pod("switch"), "Ready") == "True")
+    switch = settled_pod(cluster, "switch")
+    assert cluster.condition(switch, "Ready") == "True", switch["status"]
     with pytest.raises(KeyError, match="pod default/nope is not running on a lab kubelet"):
         cluster.plane.kubelet.set_ready("default", "nope", True)
 
@@ -224,18 +253,16 @@ def test_logs_and_a_bad_annotation_is_reported(cluster: Cluster) -> None:
     cluster.create_pod(
         "web", spec=pod_spec(on="w1"), annotations={"sim.ccm-lab.io/shutdown-seconds": "soon"}
     )
-    wait("running", lambda: cluster.running("web"))
+    settled_running(cluster, "web")
     lines = cluster.plane.kubelet.logs("default", "web")
     assert len(lines) == 1
     assert "started container(s) app on w1, IP 10.244." in lines[0]
-    events = wait(
-        "the warning event",
-        lambda: [
-            e
-            for e in cluster.api.get("/api/v1/namespaces/default/events")["items"]
-            if e["reason"] == "InvalidSimAnnotation"
-        ],
-    )
+    events = [
+        e
+        for e in cluster.api.get("/api/v1/namespaces/default/events")["items"]
+        if e["reason"] == "InvalidSimAnnotation"
+    ]
+    assert events, "no InvalidSimAnnotation event once the lab settled"
     assert events[0]["message"] == (
         "sim.ccm-lab.io/shutdown-seconds: 'soon' is not a number of seconds >= 0; using the default"
     )
@@ -245,10 +272,11 @@ def test_logs_and_a_bad_annotation_is_reported(cluster: Cluster) -> None:
 def test_dead_kubelet_freezes_status_and_resume_catches_up(cluster: Cluster) -> None:
     cluster.kubelet.stop_heartbeat("w1")
     cluster.create_pod("web", spec=pod_spec(on="w1"))
-    pod = wait("the pod created", lambda: cluster.pod("web"))
+    pod = settled_pod(cluster, "web")
     cluster.clock.sleep(5)
-    assert cluster.pod("web")["status"]["phase"] == "Pending"
-    assert "hostIP" not in cluster.pod("web")["status"]
+    frozen = settled_pod(cluster, "web")
+    assert frozen["status"]["phase"] == "Pending", frozen["status"]
+    assert "hostIP" not in frozen["status"], frozen["status"]
     cluster.kubelet.resume_heartbeat("w1")
-    wait("running once the kubelet is back", lambda: cluster.running("web"))
+    settled_running(cluster, "web")  # the kubelet back: it starts the pod in reaction
     assert pod["metadata"]["uid"] == cluster.pod("web")["metadata"]["uid"]

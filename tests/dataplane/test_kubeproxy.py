@@ -5,7 +5,6 @@ traffic after an IP is reused (#109414 as a user sees it)."""
 from __future__ import annotations
 
 import random
-import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -59,6 +58,20 @@ def lb_service(
     return svc
 
 
+def slice_state(cluster: Cluster, service: str) -> str:
+    """Where a hand-written slice is: the API, the shared informer, kube-proxy's endpoints."""
+    proxy = cluster.plane.kube_proxy
+    slices = proxy.slices
+    return (
+        f"API: {cluster.get(f'{SLICES}/{service}-manual')}"
+        f"\ninformer: running={slices.running} synced={slices.synced} "
+        f"rv={slices.resource_version} errors={slices.errors} "
+        f"indexed={slices.by_index('service', f'default/{service}')} "
+        f"all={[o['metadata']['name'] for o in slices.objects()]}"
+        f"\nendpoints: {proxy.endpoints('default', service)}"
+    )
+
+
 def manual_slice(
     cluster: Cluster, service: str, conditions: dict, node: str = "w1", ip: str = "10.244.200.10"
 ) -> None:
@@ -91,36 +104,24 @@ def test_r7_health_check_node_port_from_hand_written_slices(
     hcp = svc["spec"]["healthCheckNodePort"]
     proxy = cluster.plane.kube_proxy
     manual_slice(cluster, "hc", {"ready": True})
-    # kube-proxy opens the port once its informer has the Service (it lags the API a little)
-    wait("the health check port open", lambda: proxy.services.get("default", "hc"))
-    try:
-        _code, body = wait(
-            "200 on w1",
-            lambda: (r := proxy.health_check_node_port(node="w1", port=hcp)) and r[0] == 200 and r,
-            timeout=45,  # informer lag on a loaded 2-core machine (seen beyond 15 s in CI)
-        )
-    except AssertionError as exc:  # say where the slice got stuck (a CI failure left no trace)
-        slices = proxy.slices
-        raise AssertionError(
-            f"{exc}\nAPI: {cluster.get(f'{SLICES}/hc-manual')}"
-            f"\ninformer: running={slices.running} synced={slices.synced} "
-            f"rv={slices.resource_version} errors={slices.errors} "
-            f"indexed={slices.by_index('service', 'default/hc')} "
-            f"all={[o['metadata']['name'] for o in slices.objects()]}"
-            f"\nendpoints: {proxy.endpoints('default', 'hc')}"
-        ) from None
+    cluster.settle()
+    # kube-proxy opens the port once its informer has the Service
+    assert proxy.services.get("default", "hc"), "the health check port is not open"
+    code, body = proxy.health_check_node_port(node="w1", port=hcp)
+    assert code == 200, f"{code} {body} on w1\n{slice_state(cluster, 'hc')}"
     assert body["service"] == {"namespace": "default", "name": "hc"}
     assert body["localEndpoints"] == 1
     assert ("serviceProxyHealthy" in body) is (version != "1.26")
     assert proxy.health_check_node_port(node="w2", port=hcp)[0] == 503
     manual_slice(cluster, "hc", {"ready": False, "serving": True, "terminating": True})
-    _code, body = wait(
-        "503: terminating endpoints never count",
-        lambda: (r := proxy.health_check_node_port(node="w1", port=hcp)) and r[0] == 503 and r,
-    )
+    cluster.settle()
+    code, body = proxy.health_check_node_port(node="w1", port=hcp)
+    assert code == 503, f"terminating endpoints never count, got {code} {body}"
     assert body["localEndpoints"] == 0
     manual_slice(cluster, "hc", {"ready": True})  # what a buggy controller writes for a Failed pod
-    wait("200 again", lambda: proxy.health_check_node_port(node="w1", port=hcp)[0] == 200)
+    cluster.settle()
+    code, body = proxy.health_check_node_port(node="w1", port=hcp)
+    assert code == 200, f"not 200 again: {code} {body}\n{slice_state(cluster, 'hc')}"
     with pytest.raises(ConnectionRefused, match="no health check listens on tcp/1 on w1"):
         proxy.health_check_node_port(node="w1", port=1)
 
@@ -137,7 +138,8 @@ def test_a_hand_written_slice_survives_the_slice_controller(
     lb_service(cluster, selector={}, externalTrafficPolicy="Local")
     manual_slice(cluster, "hc", {"ready": True})
     slices = cluster.plane.endpoint_slices.slices
-    wait("the slice in the cache", lambda: slices.get("default", "hc-manual"))
+    cluster.settle()
+    assert slices.get("default", "hc-manual"), "the slice is not in the cache"
     cluster.plane.endpoint_slices.sync(("default", "hc"))
     assert cluster.get(f"{SLICES}/hc-manual") is not None
     assert [e.ip for e in cluster.plane.kube_proxy.endpoints("default", "hc")] == ["10.244.200.10"]
@@ -168,19 +170,20 @@ def test_r8_healthz_on_a_node_tainted_for_deletion(
             }
         },
     )
+    cluster.settle()  # kube-proxy's node informer has the taint
+    code, body = proxy.healthz(node="w1")
     if drains:
-        code, body = wait("503", lambda: (r := proxy.healthz(node="w1")) and r[0] == 503 and r)
+        assert code == 503, body
         assert body["nodeEligible"] is False
         assert proxy.livez(node="w1")[0] == 200
     else:
-        cluster.clock.sleep(5)
-        code, body = proxy.healthz(node="w1")
-        assert code == 200
+        assert code == 200, body
         assert "nodeEligible" not in body
         with pytest.raises(ConnectionRefused, match="serves no /livez"):
             proxy.livez(node="w1")
     cluster.api.patch("/api/v1/nodes/w1", {"spec": {"taints": taints or None}})
-    wait("200 after untainting", lambda: proxy.healthz(node="w1")[0] == 200)
+    cluster.settle()
+    assert proxy.healthz(node="w1")[0] == 200, "not 200 after untainting"
 
 
 def run_pods(
@@ -191,20 +194,18 @@ def run_pods(
         spec["nodeName"] = node
     for i in range(count):
         cluster.create_pod(f"{app}-{node or 'x'}-{i}", ns=ns, labels={"app": app}, spec=spec)
-    return wait(
-        f"{count} running",
-        lambda: (
-            (
-                ps := [
-                    p
-                    for p in cluster.pods(ns, f"app={app}")
-                    if cluster.running(p["metadata"]["name"], ns)
-                ]
-            )
-            and len(ps) >= count
-            and ps
-        ),
-    )
+
+    def running() -> list[dict]:
+        return [
+            p for p in cluster.pods(ns, f"app={app}") if cluster.running(p["metadata"]["name"], ns)
+        ]
+
+    cluster.settle()
+    pods = running()
+    assert len(pods) >= count, [
+        (p["metadata"]["name"], p.get("status")) for p in cluster.pods(ns, f"app={app}")
+    ]
+    return pods
 
 
 def test_routing_cluster_and_local_policies(cluster: Cluster) -> None:
@@ -212,7 +213,8 @@ def test_routing_cluster_and_local_policies(cluster: Cluster) -> None:
     svc = lb_service(cluster, "web", selector={"app": "web"})
     port = svc["spec"]["ports"][0]["nodePort"]
     proxy = cluster.plane.kube_proxy
-    wait("two endpoints", lambda: len(proxy.endpoints("default", "web")) == 2)
+    cluster.settle()
+    assert len(proxy.endpoints("default", "web")) == 2, proxy.endpoints("default", "web")
     rng = random.Random(1)
     answered = Counter(
         t.name for t in (proxy.route(node="w2", node_port=port, rng=rng) for _ in range(200))
@@ -222,12 +224,9 @@ def test_routing_cluster_and_local_policies(cluster: Cluster) -> None:
     cluster.api.patch(
         "/api/v1/namespaces/default/services/web", {"spec": {"externalTrafficPolicy": "Local"}}
     )
-    wait(
-        "Local",
-        lambda: (
-            proxy.route(node="w2", node_port=port, rng=rng)
-            == Drop("kube-proxy", "no local endpoint (externalTrafficPolicy=Local)")
-        ),
+    cluster.settle()
+    assert proxy.route(node="w2", node_port=port, rng=rng) == Drop(
+        "kube-proxy", "no local endpoint (externalTrafficPolicy=Local)"
     )
     assert isinstance(proxy.route(node="w1", node_port=port, rng=rng), PodTarget)
     with pytest.raises(ConnectionRefused, match="nothing listens on tcp/1 on w1"):
@@ -241,7 +240,8 @@ def test_client_ip_affinity_pins_a_source(cluster: Cluster) -> None:
     svc = lb_service(cluster, "web", selector={"app": "web"}, sessionAffinity="ClientIP")
     port = svc["spec"]["ports"][0]["nodePort"]
     proxy = cluster.plane.kube_proxy
-    wait("three endpoints", lambda: len(proxy.endpoints("default", "web")) == 3)
+    cluster.settle()
+    assert len(proxy.endpoints("default", "web")) == 3, proxy.endpoints("default", "web")
     rng = random.Random(7)
     for source in ("198.51.100.1", "198.51.100.2"):
         targets = {
@@ -281,18 +281,14 @@ def test_terminating_fallback_and_a_pod_that_stopped_listening(
     svc = lb_service(cluster, "web", selector={"app": "web"})
     port = svc["spec"]["ports"][0]["nodePort"]
     proxy = cluster.plane.kube_proxy
-    wait(
-        "two ready endpoints", lambda: sum(e.ready for e in proxy.endpoints("default", "web")) == 2
-    )
+    cluster.settle()
+    assert sum(e.ready for e in proxy.endpoints("default", "web")) == 2
     for name in ("slow", "quick"):
         cluster.api.delete(f"/api/v1/namespaces/default/pods/{name}")
-    wait(
-        "both terminating",
-        lambda: (
-            all(e.terminating for e in proxy.endpoints("default", "web"))
-            and len(proxy.endpoints("default", "web")) == 2
-        ),
-    )
+    cluster.settle()  # well inside the 60 s the apps take to exit
+    endpoints = proxy.endpoints("default", "web")
+    assert len(endpoints) == 2, endpoints
+    assert all(e.terminating for e in endpoints), endpoints
     results = {str(proxy.route(node="w1", node_port=port, rng=random.Random(i))) for i in range(30)}
     if not falls_back:
         assert results == {str(Drop("kube-proxy", "no endpoint for service default/web"))}
@@ -309,18 +305,15 @@ def test_reused_ip_sends_traffic_to_the_new_pod_109414(
     svc = lb_service(cluster, "web", selector={"app": "web"})
     port = svc["spec"]["ports"][0]["nodePort"]
     proxy = cluster.plane.kube_proxy
-    (endpoint,) = wait("one endpoint", lambda: proxy.endpoints("default", "web"))
+    cluster.settle()
+    (endpoint,) = proxy.endpoints("default", "web")
     cluster.plane.kubelet.evict("default", "web-w1-0", reason="OutOfcpu")
-    wait("Failed", lambda: cluster.pod("web-w1-0")["status"]["phase"] == "Failed")
-    run_pods(cluster, 1, node="w1", app="api", ns="kube-public")
-    target = wait(
-        "the Failed pod's stale endpoint now answers as the new pod",
-        lambda: (
-            (t := proxy.route(node="w2", node_port=port, rng=random.Random(0)))
-            and isinstance(t, PodTarget)
-            and t
-        ),
-    )
+    cluster.settle()
+    assert cluster.pod("web-w1-0")["status"]["phase"] == "Failed"
+    run_pods(cluster, 1, node="w1", app="api", ns="kube-public")  # settles
+    # the Failed pod's stale endpoint now answers as the new pod
+    target = proxy.route(node="w2", node_port=port, rng=random.Random(0))
+    assert isinstance(target, PodTarget), target
     assert (target.namespace, target.name, target.ip) == ("kube-public", "api-w1-0", endpoint.ip)
 
 
@@ -369,14 +362,14 @@ def test_local_terminating_fallback_and_frozen_readiness_110309(
     svc = lb_service(cluster, "web", selector={"app": "web"}, externalTrafficPolicy="Local")
     port = svc["spec"]["ports"][0]["nodePort"]
     proxy = cluster.plane.kube_proxy
-    wait(
-        "two ready endpoints", lambda: sum(e.ready for e in proxy.endpoints("default", "web")) == 2
-    )
+    cluster.settle()
+    endpoints = proxy.endpoints("default", "web")
+    assert sum(e.ready for e in endpoints) == 2, endpoints
     for name in ("drainer", "quitter"):
         cluster.api.delete(f"/api/v1/namespaces/default/pods/{name}")
     expected_quitter_serving = outcome == "refused" or (not gates and version == "1.22.8")
 
-    def settled() -> bool:
+    def quitter_serving_as_expected() -> bool:
         eps = {e.target: e for e in proxy.endpoints("default", "web")}
         return (
             len(eps) == 2
@@ -386,9 +379,16 @@ def test_local_terminating_fallback_and_frozen_readiness_110309(
             )
         )
 
-    wait("both terminating, the quitter's serving settled", settled)
-    time.sleep(0.3)  # a few more probe periods at speed 20: a frozen Ready stays frozen
-    assert settled()
+    # The fixed kubelet needs failureThreshold (3) probe periods to turn the quitter not
+    # ready: lab time, so a wait for the evidence (on a settled lab each look).
+    wait(
+        "both terminating, the quitter's serving settled",
+        quitter_serving_as_expected,
+        cluster=cluster,
+    )
+    cluster.clock.sleep(3 * 2)  # three more probe periods: a frozen Ready stays frozen
+    cluster.settle()
+    assert quitter_serving_as_expected(), proxy.endpoints("default", "web")
     results = Counter(
         str(proxy.route(node="w1", node_port=port, rng=random.Random(i))) for i in range(40)
     )

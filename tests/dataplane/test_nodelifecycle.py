@@ -32,6 +32,14 @@ def ready_status(cluster: Cluster, node: str) -> str:
     return str(cond["status"])
 
 
+def assert_running_ready(cluster: Cluster, *names: str) -> None:
+    """Each pod Running with an IP and Ready (the kubelet stand-in's reaction to it)."""
+    for name in names:
+        pod = cluster.pod(name)
+        assert cluster.running(name), (pod or {}).get("status")
+        assert cluster.condition(pod, "Ready") == "True", (pod or {}).get("status")
+
+
 def on_w1(cluster: Cluster, name: str, **extra: object) -> dict:
     return cluster.create_pod(
         name, spec={"nodeName": "w1", "containers": [{"name": "c", "image": "nginx"}], **extra}
@@ -51,13 +59,15 @@ def test_dead_kubelet_unknown_taints_pods_not_ready_then_evicted(
             {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}
         ],
     )
-    wait("running", lambda: cluster.running("victim") and cluster.running("stays"))
+    cluster.settle()
+    assert_running_ready(cluster, "victim", "stays")
     assert {t["key"] for t in cluster.pod("victim")["spec"]["tolerations"]} == {
         "node.kubernetes.io/not-ready",
         "node.kubernetes.io/unreachable",
     }  # DefaultTolerationSeconds
     cluster.kubelet.stop_heartbeat("w1")
-    wait("Unknown", lambda: ready_status(cluster, "w1") == "Unknown")
+    # the node-monitor grace period, then the NoExecute taint one monitor pass later
+    wait("Unknown", lambda: ready_status(cluster, "w1") == "Unknown", cluster=cluster)
     wait(
         "both unreachable taints",
         lambda: (
@@ -67,10 +77,11 @@ def test_dead_kubelet_unknown_taints_pods_not_ready_then_evicted(
             }
             <= taints(cluster, "w1")
         ),
+        cluster=cluster,
     )
-    wait(
-        "pods marked NotReady", lambda: cluster.condition(cluster.pod("victim"), "Ready") == "False"
-    )
+    # the monitor pass that wrote Unknown marked the node's pods (the waits settled after it)
+    victim = cluster.pod("victim")
+    assert cluster.condition(victim, "Ready") == "False", victim["status"]
     events = [e["reason"] for e in cluster.api.get("/api/v1/namespaces/default/events")["items"]]
     assert "NodeNotReady" in events
     # 300 s of lab time later the taint manager deletes the pod; the dead kubelet never ends it
@@ -78,22 +89,28 @@ def test_dead_kubelet_unknown_taints_pods_not_ready_then_evicted(
         "evicted (terminating)",
         lambda: (p := cluster.pod("victim")) and p["metadata"].get("deletionTimestamp") and p,
         timeout=20,
+        cluster=cluster,
     )
     assert (cluster.condition(victim, "DisruptionTarget") == "True") is disruption
     assert cluster.pod("stays")["metadata"].get("deletionTimestamp") is None  # tolerates forever
     cluster.kubelet.resume_heartbeat("w1")
+    # the NoExecute taint goes at the next monitor pass
     wait(
         "Ready and untainted",
         lambda: (
             ready_status(cluster, "w1") == "True"
             and not {k for k, _ in taints(cluster, "w1") if k == "node.kubernetes.io/unreachable"}
         ),
+        cluster=cluster,
     )
-    wait("the kubelet finishes the evicted pod", lambda: cluster.pod("victim") is None)
-    # The status manager writes its own view back over MarkPodsNotReady's Ready=False.
+    # the kubelet back finishes the evicted pod at once (no shutdown time, the wait settled)
+    assert cluster.pod("victim") is None, cluster.pod("victim")
+    # The status manager writes its own view back over MarkPodsNotReady's Ready=False (once
+    # per sync period while the lifecycle controller still sees the node not Ready).
     wait(
         "the surviving pod Ready again",
         lambda: cluster.condition(cluster.pod("stays"), "Ready") == "True",
+        cluster=cluster,
     )
 
 
@@ -102,9 +119,10 @@ def test_kubelet_reported_not_ready_does_not_mark_pods_109998(
 ) -> None:
     cluster = make_cluster("1.22.8", speed=100)
     on_w1(cluster, "web")
-    wait("running", lambda: cluster.condition(cluster.running("web"), "Ready") == "True")
+    cluster.settle()
+    assert_running_ready(cluster, "web")
     cluster.kubelet.report_not_ready("w1", "container runtime is down")
-    wait(
+    wait(  # the NoExecute taint lands at the next monitor pass
         "not-ready taints",
         lambda: (
             {
@@ -113,10 +131,12 @@ def test_kubelet_reported_not_ready_does_not_mark_pods_109998(
             }
             <= taints(cluster, "w1")
         ),
+        cluster=cluster,
     )
     cluster.kubelet.stop_heartbeat("w1")  # False, then silence: observed False -> Unknown
-    wait("Unknown", lambda: ready_status(cluster, "w1") == "Unknown")
+    wait("Unknown", lambda: ready_status(cluster, "w1") == "Unknown", cluster=cluster)
     cluster.clock.sleep(30)
+    cluster.settle()
     assert cluster.condition(cluster.pod("web"), "Ready") == "True"  # never marked
     assert ("node.kubernetes.io/unreachable", "NoExecute") in taints(cluster, "w1")
     assert ("node.kubernetes.io/not-ready", "NoExecute") not in taints(cluster, "w1")
@@ -131,18 +151,28 @@ def test_pods_ready_again_once_a_node_that_reported_not_ready_recovers(
     cluster = make_cluster("1.33", speed=100)
     not_ready = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}
     on_w1(cluster, "web", tolerations=[not_ready])  # not evicted meanwhile
-    wait("running", lambda: cluster.condition(cluster.running("web"), "Ready") == "True")
+    cluster.settle()
+    assert_running_ready(cluster, "web")
     cluster.kubelet.report_not_ready("w1", "container runtime is down")
     wait(  # a monitor pass has seen it
         "the not-ready NoExecute taint",
         lambda: ("node.kubernetes.io/not-ready", "NoExecute") in taints(cluster, "w1"),
+        cluster=cluster,
     )
+    cluster.settle()  # that pass is over: it recorded the node not Ready
     # a Node that reported False itself marks only pods updated meanwhile (k/k#109998)
     cluster.api.patch("/api/v1/namespaces/default/pods/web", {"metadata": {"labels": {"x": "1"}}})
-    wait("marked NotReady", lambda: cluster.condition(cluster.pod("web"), "Ready") == "False")
+    cluster.settle()
+    assert cluster.condition(cluster.pod("web"), "Ready") == "False", "not marked NotReady"
     cluster.kubelet.report_ready("w1")
-    wait("the node Ready", lambda: ready_status(cluster, "w1") == "True")
-    wait("the pod Ready again", lambda: cluster.condition(cluster.pod("web"), "Ready") == "True")
+    cluster.settle()
+    assert ready_status(cluster, "w1") == "True"
+    # the status manager's reconcile writes Ready back within its sync period
+    wait(
+        "the pod Ready again",
+        lambda: cluster.condition(cluster.pod("web"), "Ready") == "True",
+        cluster=cluster,
+    )
     assert cluster.pod("web")["metadata"].get("deletionTimestamp") is None
 
 
@@ -159,13 +189,19 @@ def test_kubelet_and_lifecycle_controller_disagreeing_trade_one_write_per_sync_p
         for k in ("not-ready", "unreachable")
     ]
     on_w1(cluster, "web", tolerations=tolerate)
-    wait("running", lambda: cluster.condition(cluster.running("web"), "Ready") == "True")
+    cluster.settle()
+    assert_running_ready(cluster, "web")
     cluster.kubelet.stop_heartbeat("w1")
-    wait("marked NotReady", lambda: cluster.condition(cluster.pod("web"), "Ready") == "False")
+    wait(  # the node-monitor grace period
+        "marked NotReady",
+        lambda: cluster.condition(cluster.pod("web"), "Ready") == "False",
+        cluster=cluster,
+    )
     cluster.kubelet.report_not_ready("w1", "container runtime is down")
     cluster.kubelet.resume_heartbeat("w1")  # back, reporting Ready=False
     started = cluster.clock.now()
     cluster.clock.sleep(40)
+    cluster.settle()
     elapsed = cluster.clock.now() - started
     lines = cluster.plane.kubelet.logs("default", "web")
     writes = sum("status reconciled" in line for line in lines)
@@ -174,12 +210,11 @@ def test_kubelet_and_lifecycle_controller_disagreeing_trade_one_write_per_sync_p
 
 def test_untolerated_no_execute_taint_evicts_at_once_and_cordon_taints(cluster: Cluster) -> None:
     on_w1(cluster, "web")
-    wait("running", lambda: cluster.running("web"))
+    cluster.settle()
+    assert cluster.running("web"), cluster.pod("web")
     cluster.api.patch("/api/v1/nodes/w2", {"spec": {"unschedulable": True}})
-    wait(
-        "the unschedulable taint",
-        lambda: ("node.kubernetes.io/unschedulable", "NoSchedule") in taints(cluster, "w2"),
-    )
+    cluster.settle()
+    assert ("node.kubernetes.io/unschedulable", "NoSchedule") in taints(cluster, "w2")
     node = cluster.get("/api/v1/nodes/w1")
     cluster.api.patch(
         "/api/v1/nodes/w1",
@@ -192,14 +227,11 @@ def test_untolerated_no_execute_taint_evicts_at_once_and_cordon_taints(cluster: 
             }
         },
     )
-    wait(
-        "deleted by the taint manager and ended by the kubelet", lambda: cluster.pod("web") is None
-    )
+    cluster.settle()
+    assert cluster.pod("web") is None, "not deleted by the taint manager and ended by the kubelet"
     cluster.api.patch("/api/v1/nodes/w2", {"spec": {"unschedulable": False}})
-    wait(
-        "no unschedulable taint",
-        lambda: ("node.kubernetes.io/unschedulable", "NoSchedule") not in taints(cluster, "w2"),
-    )
+    cluster.settle()
+    assert ("node.kubernetes.io/unschedulable", "NoSchedule") not in taints(cluster, "w2")
 
 
 def test_cidr_set_round_robin_and_exhaustion() -> None:
@@ -237,20 +269,21 @@ def test_exhausted_cluster_cidr_leaves_a_node_without_range(
     nodes = (("cp", "10.0.0.10", Role.CONTROL_PLANE), ("w1", "10.0.0.11", Role.WORKER))
     cluster = make_cluster(nodes=nodes, cluster_cidr="10.244.0.0/23")
     cluster.kubelet.register(NodeRegistration(name="w9", ip="10.0.0.19", version=cluster.version))
-    event = wait(
-        "CIDRNotAvailable",
-        lambda: [
-            e
-            for e in cluster.api.get("/api/v1/namespaces/default/events")["items"]
-            if e["reason"] == "CIDRNotAvailable"
-        ],
-    )
+    cluster.settle()
+    event = [
+        e
+        for e in cluster.api.get("/api/v1/namespaces/default/events")["items"]
+        if e["reason"] == "CIDRNotAvailable"
+    ]
+    assert event, "no CIDRNotAvailable event"
     assert event[0]["involvedObject"]["name"] == "w9"
     assert "podCIDR" not in cluster.get("/api/v1/nodes/w9")["spec"]
     on = cluster.create_pod(
         "stuck", spec={"nodeName": "w9", "containers": [{"name": "c", "image": "nginx"}]}
     )
     assert on
+    # No settle() from here: the kubelet stand-in retries the sandbox of a pod on a node without
+    # a pod CIDR every lab second as a follow-up, so the barrier never returns while it waits.
     wait(
         "ContainerCreating without a pod network",
         lambda: (

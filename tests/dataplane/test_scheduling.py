@@ -15,7 +15,11 @@ from lab.dataplane.scheduling import (
     tolerates,
     unschedulable_message,
 )
-from tests.dataplane.conftest import Cluster, wait
+from tests.dataplane.conftest import Cluster
+
+# Binding waits stay waits (settling before each look): kube-scheduler's stand-in posts its
+# Binding from a thread pool the settle barrier does not see (lab/dataplane/scheduler.py,
+# Scheduler._bind -> _post_binding), so the barrier can return before a pod is bound.
 
 
 def node(
@@ -108,10 +112,9 @@ def test_filter_reasons_in_the_schedulers_words() -> None:
 def test_pending_pods_are_bound_spread_and_ready_nodes_only(cluster: Cluster) -> None:
     for i in range(6):
         cluster.create_pod(f"p{i}")
-    pods = wait(
-        "six pods bound",
-        lambda: (ps := cluster.pods()) and all(p["spec"].get("nodeName") for p in ps) and ps,
-    )
+    cluster.settle()
+    pods = cluster.pods()
+    assert [p["metadata"]["name"] for p in pods if not p["spec"].get("nodeName")] == []
     spread = Counter(p["spec"]["nodeName"] for p in pods)
     assert spread == {"w1": 3, "w2": 3}  # the control plane is tainted NoSchedule
     scheduled = [c for c in pods[0]["status"]["conditions"] if c["type"] == "PodScheduled"]
@@ -136,7 +139,8 @@ def test_node_name_selector_tolerations_and_cordon(cluster: Cluster) -> None:
             "containers": [{"name": "c", "image": "nginx"}],
         },
     )
-    wait("pods running", lambda: all(cluster.running(n) for n in ("direct", "ssd", "anywhere")))
+    cluster.settle()
+    assert all(cluster.running(n) for n in ("direct", "ssd", "anywhere"))
     assert cluster.pod("direct")["spec"]["nodeName"] == "cp"  # nodeName: never scheduled
     assert cluster.pod("ssd")["spec"]["nodeName"] == "w2"
     assert cluster.pod("anywhere")["spec"]["nodeName"] == "cp"
@@ -145,51 +149,40 @@ def test_node_name_selector_tolerations_and_cordon(cluster: Cluster) -> None:
         cluster.api.patch(f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}})
     # kube-scheduler decides from its node informer, which lags the API: a pod created before
     # the cordons reach it may still be bound (so would it be in a real cluster)
+    cluster.settle()
     nodes = cluster.plane.scheduler.nodes
-    wait(
-        "the scheduler to see both cordons",
-        lambda: all(
-            ((nodes.get("", n) or {}).get("spec") or {}).get("unschedulable") for n in ("w1", "w2")
-        ),
-    )
+    assert all(
+        ((nodes.get("", n) or {}).get("spec") or {}).get("unschedulable") for n in ("w1", "w2")
+    ), "the scheduler's node informer does not show both cordons once the lab settled"
     cluster.create_pod("waiting")
-    message = wait(
-        "the Unschedulable condition",
-        lambda: next(
-            (
-                c.get("message")
-                for c in (cluster.pod("waiting") or {}).get("status", {}).get("conditions") or []
-                if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
-            ),
-            None,
+    cluster.settle()  # the scheduler marks a pod that fits nowhere in its sync, no binding
+    waiting = cluster.pod("waiting") or {}
+    message = next(
+        (
+            c.get("message")
+            for c in waiting.get("status", {}).get("conditions") or []
+            if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
         ),
+        None,
     )
     assert message == (
         "0/3 nodes are available: 1 node(s) had untolerated taint "
         "{node-role.kubernetes.io/control-plane: }, 2 node(s) were unschedulable."
     )
     cluster.api.patch("/api/v1/nodes/w1", {"spec": {"unschedulable": False}})
-    pod = wait(
-        "the waiting pod bound once w1 is uncordoned",
-        lambda: (p := cluster.pod("waiting")) and p["spec"].get("nodeName") and p,
-    )
-    assert pod["spec"]["nodeName"] == "w1"
+    cluster.settle()  # bound once w1 is uncordoned
+    pod = cluster.pod("waiting")
+    assert pod is not None
+    assert pod["spec"].get("nodeName") == "w1"
 
 
 def test_not_ready_node_gets_no_new_pods(make_cluster: Callable[..., Cluster]) -> None:
     cluster = make_cluster(speed=100)
     cluster.kubelet.report_not_ready("w1")
-    wait(
-        "the not-ready taint",
-        lambda: any(
-            t["key"] == "node.kubernetes.io/not-ready"
-            for t in cluster.get("/api/v1/nodes/w1")["spec"].get("taints") or []
-        ),
-    )
+    cluster.settle()  # the NoSchedule taint follows the Ready=False condition in reaction
+    taints = cluster.get("/api/v1/nodes/w1")["spec"].get("taints") or []
+    assert any(t["key"] == "node.kubernetes.io/not-ready" for t in taints), taints
     for i in range(3):
         cluster.create_pod(f"p{i}")
-    pods = wait(
-        "bound",
-        lambda: (ps := cluster.pods()) and all(p["spec"].get("nodeName") for p in ps) and ps,
-    )
-    assert {p["spec"]["nodeName"] for p in pods} == {"w2"}
+    cluster.settle()
+    assert {p["spec"].get("nodeName") for p in cluster.pods()} == {"w2"}
