@@ -40,6 +40,7 @@ from lab.clock import LabClock
 from lab.dataplane.api import ENDPOINT_SLICES, NODES, SERVICES, Obj, meta
 from lab.dataplane.informers import Informers
 from lab.dataplane.versions import KubeProxyBehaviour
+from lab.settle import Progress
 
 TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
@@ -151,6 +152,15 @@ class KubeProxyModel:
         self._endpoint_cache: dict[tuple[str, str, str, str], tuple[Any, list[Endpoint]]] = {}
         #: (service key, source IP) -> (endpoint IP, port, lab time it expires)
         self._affinity: dict[tuple[str, str], tuple[str, int, float]] = {}
+
+    def progress(self) -> Progress:
+        """A model answers from its informers: caught up when they are (``lab.settle``)."""
+        behind = [
+            i.name for i in (self.services, self.slices, self.nodes) if not i.progress().settled
+        ]
+        if behind:
+            return Progress("kube-proxy", False, "its informers are behind: " + ", ".join(behind))
+        return Progress("kube-proxy", True)
 
     @staticmethod
     def _slice_service(eps: Obj) -> list[str]:

@@ -182,7 +182,7 @@ class SimDataPlane:
 
     def reporters(self) -> list[Reporter]:
         """Every informer, controller and the event writer (``lab.settle``)."""
-        out: list[Reporter] = [*self.informers.all(), *self.controllers]
+        out: list[Reporter] = [*self.informers.all(), *self.controllers, self.kube_proxy]
         if self.events is not None:
             out.append(self.events)
         return out
