@@ -36,6 +36,8 @@ from lab.compose import Lab
 E = TypeVar("E")
 
 FAKE_TAINT = "lab.example.com/fake"
+#: a kubelet's lease renewal interval (lab seconds on sim)
+KUBELET_LEASE_RENEW = 10.0
 NUDGE = "lab.example.com/nudge"
 
 
@@ -99,9 +101,12 @@ def _now() -> str:
 
 @contextlib.contextmanager
 def fake_node(lab: Lab, name: str, *, renew_every: float = 0.5) -> Iterator[str]:
-    """A Node no kubelet owns, Ready, its Lease renewed every ``renew_every`` real seconds
-    (so the node lifecycle controller never marks it Unknown, and never MarkPodsNotReady
-    its pods), tainted so nothing is scheduled onto it; removed afterwards."""
+    """A Node no kubelet owns, Ready, its Lease renewed (so the node lifecycle controller never
+    marks it Unknown, and never MarkPodsNotReady its pods), tainted so nothing is scheduled
+    onto it; removed afterwards. Renewed every ``renew_every`` real seconds on a real cluster;
+    on sim every 10 lab seconds, as a kubelet does, and the renewer tells the lab clock when
+    the next one is due (``lab.clock``): the lifecycle controller's grace period is lab time,
+    so a renewer in real time would lose that race at a fast clock or on a busy machine."""
     api = lab.api_client()
     core, coord = client.CoreV1Api(api), client.CoordinationV1Api(api)
     core.create_node(
@@ -126,13 +131,28 @@ def fake_node(lab: Lab, name: str, *, renew_every: float = 0.5) -> Iterator[str]
         },
     )
     stop = threading.Event()
+    clock = lab.clock if lab.has_kubelet_stand_in else None
+    owner = f"fake-node {name}"
+
+    def renew_once() -> None:
+        with contextlib.suppress(ApiException, OSError):
+            coord.patch_namespaced_lease(name, "kube-node-lease", {"spec": {"renewTime": _now()}})
 
     def renew() -> None:
-        while not stop.wait(renew_every):
-            with contextlib.suppress(ApiException, OSError):
-                coord.patch_namespaced_lease(
-                    name, "kube-node-lease", {"spec": {"renewTime": _now()}}
-                )
+        if clock is None:
+            while not stop.wait(renew_every):
+                renew_once()
+            return
+        due = clock.now() + KUBELET_LEASE_RENEW
+        while not stop.is_set():
+            clock.owe(owner, due, name=owner)
+            left = due - clock.now()
+            if left > 0:
+                stop.wait(clock.real_seconds(left))
+                continue
+            renew_once()
+            due = clock.now() + KUBELET_LEASE_RENEW
+        clock.owe(owner, None, name=owner)
 
     thread = threading.Thread(target=renew, name=f"lease-{name}", daemon=True)
     thread.start()
