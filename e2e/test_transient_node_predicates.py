@@ -128,7 +128,6 @@ def assert_stable(ev: Evidence) -> None:
     assert ev.cp_instance in ev.registered, "the later node sync did run"
 
 
-@conformance(failure="transient-node-predicates", expect="reproduce")
 def _metric(ctl: Any, name: str, **labels: str) -> float:
     """One sample of our controller's ``/metrics`` (0 when the series is not there yet)."""
     url = ctl.metrics_url
@@ -142,6 +141,7 @@ def _metric(ctl: Any, name: str, **labels: str) -> float:
     return 0.0
 
 
+@conformance(failure="transient-node-predicates", expect="reproduce")
 def test_reproduce_not_ready_node_dropped_at_once(lab: Lab, core_v1: Any, elb: Any) -> None:
     ev = run(lab, core_v1, elb, legacy=True)
     assert_cut(ev)

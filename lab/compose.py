@@ -1070,6 +1070,12 @@ class Lab:
         """Where requests to a LoadBalancer Service go, hop by hop: modelled through the sim's
         data plane, or (real kubelets: kind) really sent to the nodes (``lab.traffic``). Each
         call settles the lab first (:meth:`settle`)."""
+        return self.traffic_probe(settle=True)
+
+    def traffic_probe(self, *, settle: bool) -> TrafficProbe:
+        """:attr:`traffic`; without ``settle`` the probe models the lab as it is (the lab
+        daemon settles first itself, and answers anyway if the lab does not settle)."""
+        before = self.settle if settle else None
         missing = self.aws_lacks("elb-model")
         if missing:
             raise LabNotReady(f"lab.traffic needs {FEATURES['elb-model']}: {missing['elb-model']}")
@@ -1081,10 +1087,8 @@ class Lab:
                     f"the node network ({self._nodes_unreachable})"
                 )
             cluster = RealCluster(Api(self.api_client()), address_of=self.node_address)
-            return TrafficProbe(aws=self.aws.lab, gates=gates, cluster=cluster, settle=self.settle)
-        return TrafficProbe(
-            aws=self.aws.lab, gates=gates, dataplane=self.dataplane, settle=self.settle
-        )
+            return TrafficProbe(aws=self.aws.lab, gates=gates, cluster=cluster, settle=before)
+        return TrafficProbe(aws=self.aws.lab, gates=gates, dataplane=self.dataplane, settle=before)
 
     @property
     def _real_nodes(self) -> bool:

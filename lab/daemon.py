@@ -105,7 +105,9 @@ class _Control(BaseHTTPRequestHandler):
             ask = json.loads(self.rfile.read(length) or b"{}")
             if not isinstance(ask, dict) or not isinstance(ask.get("service"), str):
                 raise TrafficError("give a JSON object with a 'service' string")
-            report = self.lab.traffic.send(
+            probe = self.lab.traffic_probe(settle=False)
+            note = self._settle_for_traffic()
+            report = probe.send(
                 ask["service"],
                 requests=int(ask.get("requests") or 100),
                 source=ask.get("source") or None,
@@ -115,7 +117,20 @@ class _Control(BaseHTTPRequestHandler):
         except (TrafficError, LabNotReady, ValueError) as exc:
             self._reply(400, {"error": str(exc)})
             return
-        self._reply(200, report.to_json())
+        self._reply(200, {**report.to_json(), **({"note": note} if note else {})})
+
+    def _settle_for_traffic(self) -> str:
+        """Settle the lab before modelling requests (``Lab.settle``); a user's lab that does
+        not settle within 10 s (a pod told to take minutes to start) is modelled as it is,
+        and the answer says so."""
+        from lab.settle import SettleTimeout
+
+        try:
+            self.lab.settle(timeout=10)
+        except SettleTimeout as exc:
+            busy = "; ".join(exc.busy) or "the API kept changing"
+            return f"modelled without waiting for the lab to settle ({busy})"
+        return ""
 
 
 class _Interrupted(BaseException):

@@ -535,6 +535,8 @@ def render_traffic(doc: dict[str, Any], console: Console | None = None) -> None:
         for d in doc["dropped"]:
             drops.add_row(d["hop"], escape(d["reason"]), str(d["count"]))
         out.print(drops)
+    if doc.get("note"):
+        out.print(f"[yellow]note:[/] {escape(str(doc['note']))}")
     if doc.get("instances"):
         out.print(
             "[dim]instances the load balancer chose: "

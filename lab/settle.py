@@ -90,7 +90,10 @@ class ApiHeads:
     The sim wires the simulator's store to :meth:`published` (called under the store's lock,
     before any watcher sees the event), so an informer owes an event from the moment it
     exists: the clock holds for an informer that fell behind (``lab.clock``), and the barrier
-    knows what "caught up" means per type."""
+    knows what "caught up" means per type. What an informer owes is dated from the first
+    commit it had not delivered since it was last caught up (not from the oldest it has not
+    delivered now): under a steady stream of writes to one type the clock may hold a little
+    early, never late."""
 
     def __init__(self, clock: LabClock) -> None:
         self.clock = clock

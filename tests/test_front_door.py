@@ -482,8 +482,19 @@ def test_traffic_shows_the_pods_a_new_users_deployment_answers_from(lab_dir: Pat
         assert_one_line_error(internal, "type ClusterIP", "LoadBalancer")
         bad = invoke(lab_dir, "lab.traffic", "web", "--name", "fd", "--requests", "0")
         assert_one_line_error(bad, "--requests 0")
+        # a pod told to take a lab day to start keeps the lab from settling: the answer comes
+        # anyway, saying who was busy
+        slow = {"sim.ccm-lab.io/start-seconds": "86400"}
+        overrides = json.dumps({"metadata": {"annotations": slow}})
+        assert kubectl("run", "slow", "--image=nginx", f"--overrides={overrides}").code == 0
+        noted = invoke(lab_dir, "lab.traffic", "web", "--name", "fd")
+        assert noted.code == 0, noted.out
+        assert "100 answered" in noted.out
+        assert "modelled without waiting for the lab to settle" in noted.out
+        assert "follow-up for ('default', 'slow')" in noted.out
     finally:
         kubectl("delete", "service,deployment", "web")
+        kubectl("delete", "pod", "slow", "--ignore-not-found", "--wait=false")
 
 
 def test_repro_runs_on_a_scratch_lab_and_in_place_restores(lab_dir: Path) -> None:

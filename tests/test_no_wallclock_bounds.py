@@ -3,8 +3,9 @@
 A test that says "this took less than N seconds" passes on a quiet machine and fails on a busy
 one: its verdict depends on the machine, not on the code. This module reads every test module
 (``tests/``, ``e2e/``) as Python syntax and fails naming each ``assert`` that compares a reading
-of a real clock (``time.monotonic()``, ``time.perf_counter()``, ``time.time()``, ``datetime.now()``, directly or
-through a variable assigned from one) as smaller than something. Lower bounds ("an injected
+of a real clock (``time.monotonic()``, ``time.perf_counter()``, ``time.time()``,
+``datetime.now()``, directly or through a variable assigned from one) as smaller than
+something. Lower bounds ("an injected
 latency of 0.3 s took at least 0.3 s") cannot fail because a machine is slow and are allowed, and
 so is a wait's give-up time (``assert time.monotonic() < deadline`` with ``deadline = time.
 monotonic() + timeout``): every wait has one, as a guard against a hang, not a claim of speed.
@@ -48,12 +49,12 @@ def _upper_bounds(test: ast.Assert, tainted: set[str], deadlines: set[str]) -> b
         operands = [compare.left, *compare.comparators]
         for i, op in enumerate(compare.ops):
             left, right = operands[i], operands[i + 1]
-            if isinstance(op, ast.Lt | ast.LtE) and _reads_clock(left, tainted):
-                if not _is_deadline(right, deadlines):
-                    return True
-            if isinstance(op, ast.Gt | ast.GtE) and _reads_clock(right, tainted):
-                if not _is_deadline(left, deadlines):
-                    return True
+            below = isinstance(op, ast.Lt | ast.LtE) and _reads_clock(left, tainted)
+            if below and not _is_deadline(right, deadlines):
+                return True
+            above = isinstance(op, ast.Gt | ast.GtE) and _reads_clock(right, tainted)
+            if above and not _is_deadline(left, deadlines):
+                return True
     return False
 
 

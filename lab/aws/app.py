@@ -229,10 +229,13 @@ class AwsLab:
             self.elb_health.tick()
             self.nlb_health.tick()
 
-    def next_health_check(self) -> float | None:
-        """Lab time the next Classic or NLB health check (or draining deadline) falls due."""
+    def next_health_check(self, *, after: float) -> float | None:
+        """Lab time the next Classic or NLB health check (or draining deadline) falls due,
+        after ``after`` (what was due by then has just run)."""
         dues = [
-            d for d in (self.elb_health.next_due(), self.nlb_health.next_due()) if d is not None
+            d
+            for d in (self.elb_health.next_due(after), self.nlb_health.next_due(after))
+            if d is not None
         ]
         return min(dues, default=None)
 
@@ -240,12 +243,10 @@ class AwsLab:
         """The health models, for the settle barrier (``lab.settle``): checks due by now run
         first, as any question to the endpoint runs them (the ticker runs them at their lab
         time), so what is left is when the next one falls due."""
-        self.advance()
-        clock = self.elb_health.clock
-        due = self.next_health_check()
-        if due is not None and due <= clock.now():
-            return Progress("aws-health-checks", False, "a health check is due", next_timer=due)
-        return Progress("aws-health-checks", True, next_timer=due)
+        with self.lock:
+            self.advance()
+            now = self.elb_health.clock.now()
+        return Progress("aws-health-checks", True, next_timer=self.next_health_check(after=now))
 
     def health(self) -> dict[str, Any]:
         """What ``GET /_lab/health`` answers (after applying due time-based behaviour)."""
@@ -400,6 +401,8 @@ class AwsApp:
                 lab.validator.observe(response.body)
             response, classic = lab.elb_health.after(request, response)
             response, network = lab.nlb_health.after(request, response)
+            if not request.action.startswith(_READS):
+                lab.elb_health.poke_ticker()  # registrations and checks may have changed
             return response, classic or network
 
     def _moto_app(self, environ: dict[str, Any], request: AwsRequest) -> Any:

@@ -280,6 +280,7 @@ class ElbHealth:
         self.history: deque[HealthTransition] = deque(maxlen=1000)
         self._balancers: dict[tuple[str, str], _Balancer] = {}
         self._ticker: tuple[threading.Thread, threading.Event] | None = None
+        self._wake = threading.Event()
         self.clock_followers: list[Callable[[float], None]] = []
         """Other models on this clock (the NLB health model): told the lab-time shift when
         the clock is swapped, so their pending checks keep their distance from now."""
@@ -318,35 +319,53 @@ class ElbHealth:
 
         def run() -> None:
             while not stop.is_set():
+                self._wake.clear()
                 try:
                     self.aws.advance()
                 except Exception as exc:  # keep ticking; the fixture reports it
                     log.exception("elb health ticker")
                     self.aws.internal_errors.record(f"elb health ticker: {exc}")
-                clock = self._clock
-                due = self.aws.next_health_check()
-                clock.owe(self, due, name="elb-health")
+                with self.aws.lock:  # not swapped between the reading and the owing
+                    clock = self._clock
+                    due = self.aws.next_health_check(after=clock.now())
+                    clock.owe(self, due, name="elb-health")
                 wait = period if due is None else clock.real_seconds(due - clock.now())
-                stop.wait(min(wait, period) if wait > 0 else period)
+                self._wake.wait(min(wait, period) if wait > 0 else period)
             self._clock.owe(self, None, name="elb-health")
 
         thread = threading.Thread(target=run, name="elb-health-ticker", daemon=True)
         self._ticker = (thread, stop)
         thread.start()
 
+    def poke_ticker(self) -> None:
+        """Something may have changed what falls due next (a registration, a new check):
+        the ticker looks again now instead of at its next wake-up."""
+        self._wake.set()
+
     def stop_ticker(self) -> None:
         ticker, self._ticker = self._ticker, None
         if ticker is not None:
             ticker[1].set()
+            self._wake.set()
             ticker[0].join(timeout=5)
 
-    def next_due(self) -> float | None:
-        """Lab time of the next check or draining deadline (None: nothing registered)."""
+    def next_due(self, after: float) -> float | None:
+        """Lab time of the next check or draining deadline after ``after`` (a tick just ran
+        everything due by then) that the ticker will run: the endpoint's region, checks
+        enabled. A record a tick leaves behind (a health check AWS would have refused) is
+        no work the clock should wait for."""
+        if not self.enabled:
+            return None
+        region = self.aws.settings.region
         with self.aws.lock:
             dues = [
-                rec.next_check if rec.deregistered_at is None else (rec.drain_until or 0.0)
-                for balancer in self._balancers.values()
+                due
+                for (lb_region, _), balancer in self._balancers.items()
+                if lb_region == region
                 for rec in balancer.records.values()
+                if (due := rec.next_check if rec.deregistered_at is None else rec.drain_until)
+                is not None
+                and due > after
             ]
         return min(dues, default=None)
 

@@ -237,13 +237,20 @@ class NlbHealth:
             self._groups.clear()
             self.history.clear()
 
-    def next_due(self) -> float | None:
-        """Lab time of the next check or draining deadline (None: nothing registered)."""
+    def next_due(self, after: float) -> float | None:
+        """As :meth:`lab.aws.elbhealth.ElbHealth.next_due`, for the target groups."""
+        if not self.enabled:
+            return None
+        region = self.aws.settings.region
         with self.aws.lock:
             dues = [
-                rec.next_check if rec.deregistered_at is None else (rec.drain_until or 0.0)
-                for group in self._groups.values()
+                due
+                for (tg_region, _), group in self._groups.items()
+                if tg_region == region
                 for rec in group.records.values()
+                if (due := rec.next_check if rec.deregistered_at is None else rec.drain_until)
+                is not None
+                and due > after
             ]
         return min(dues, default=None)
 

@@ -108,6 +108,8 @@ class _Tracked:
     posted: str = "healthy"
     last_renew: float = 0.0
     last_status: float = 0.0
+    #: after a failed renewal or post: lab time of the next try (the kubelet's 10 s retry)
+    retry_at: float = float("-inf")
     #: lastTransitionTime per condition type, as the kubelet tracks it
     transitions: dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -347,10 +349,12 @@ class KubeletStandIn:
                 if not node.heartbeating:
                     continue
                 desired = _NOT_READY if node.not_ready is not None else _HEALTHY
-                if node.posted != desired:
-                    dues.append(now)
-                dues.append(node.last_renew + self.lease_renew_interval)
-                dues.append(node.last_status + self.status_report_interval)
+                due = min(
+                    now if node.posted != desired else float("inf"),
+                    node.last_renew + self.lease_renew_interval,
+                    node.last_status + self.status_report_interval,
+                )
+                dues.append(max(due, node.retry_at))
         return min(dues) if dues else None
 
     def _loop(self) -> None:
@@ -385,15 +389,21 @@ class KubeletStandIn:
                 with self._tick_lock:
                     self._tick_node(node)
             except Exception as err:
+                # tried again a renewal period later, as the kubelet's status loop does (not
+                # at once: that loop would spin and owe the lab clock the past for good)
+                node.retry_at = self.clock.now() + self.lease_renew_interval
+                if is_not_found(err):  # the Node was deleted: a real kubelet logs and retries
+                    log.info("kubelet stand-in: node %s is gone from the API", node.reg.name)
+                    continue
                 message = f"{node.reg.name}: {type(err).__name__}: {err}"
                 log.warning("kubelet stand-in: %s", message)
                 with self._lock:
                     self.errors.append(message)
 
     def _tick_node(self, node: _Tracked) -> None:
-        if not node.heartbeating:
-            return
         now = self.clock.now()
+        if not node.heartbeating or now < node.retry_at:
+            return
         name = node.reg.name
         if now - node.last_renew >= self.lease_renew_interval:
             node.lease_rv = self._renew_lease(name, node.uid, node.lease_rv)

@@ -144,12 +144,6 @@ class Controller:
             self._side.pop(what, None)
             self._owe()
 
-    @property
-    def idle(self) -> bool:
-        """Nothing queued and nothing being synced (timers may be pending)."""
-        with self._cond:
-            return not self._queue and not self._processing
-
     def _owe(self) -> None:  # with self._cond held
         """Tell the clock when the oldest work falls due (nothing while not running)."""
         due: float | None = None

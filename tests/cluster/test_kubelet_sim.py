@@ -369,3 +369,22 @@ def test_kubelet_reported_not_ready_keeps_lease_and_taints_not_ready(
         node_if(core, "w1", lambda n: ready(n)["status"] == "True" and len(taint_keys(n)) == 1),
     )
     assert ready(node)["reason"] == "KubeletReady"
+
+
+def test_a_deleted_node_is_retried_a_period_later_and_lab_time_runs_on(
+    core: client.CoreV1Api, kubelet: KubeletStandIn
+) -> None:
+    """The controller deletes a Node whose kubelet still runs (a terminated instance): the
+    status post fails with 404, as a real kubelet's does, and is tried again a renewal period
+    later; before, the stand-in retried at once, without end, owing the lab clock the past
+    (lab time stood still)."""
+    clock = kubelet.clock
+    kubelet.register(WORKER)
+    core.delete_node(WORKER.name)
+    start = clock.now()
+    clock.sleep(60)  # the 30 s status post fails; lab time must run on through the retries
+    assert clock.now() - start >= 60
+    progress = kubelet.progress()
+    assert progress.next_timer is not None
+    assert progress.next_timer > clock.now() - kubelet.lease_renew_interval
+    assert kubelet.errors == []  # a gone Node is the world's state, not the stand-in's error

@@ -17,10 +17,6 @@ from lab.dataplane.scheduling import (
 )
 from tests.dataplane.conftest import Cluster
 
-# Binding waits stay waits (settling before each look): kube-scheduler's stand-in posts its
-# Binding from a thread pool the settle barrier does not see (lab/dataplane/scheduler.py,
-# Scheduler._bind -> _post_binding), so the barrier can return before a pod is bound.
-
 
 def node(
     name: str = "n",
