@@ -9,6 +9,7 @@ Thresholds count on the lab clock; these tests drive a :class:`~lab.clock.Manual
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -461,6 +462,33 @@ def test_ticker_logs_transitions_without_anyone_asking(aws: AwsServer) -> None:
         health.clock = real
     with pytest.raises(ValueError, match="period must be > 0"):
         health.start_ticker(0)
+
+
+@pytest.mark.parametrize("stall", ["checks-switched-off", "a-check-aws-would-refuse"])
+def test_the_ticker_owes_the_clock_only_checks_it_will_run(aws: AwsServer, stall: str) -> None:
+    """Records the ticker leaves behind (health checks switched off, a health check moto kept
+    that AWS would have refused) are no work due: lab time runs on. It held for good before."""
+    health = aws.lab.elb_health
+    real = health.clock
+    clock = health.clock = ScaledClock(200)
+    try:
+        w = World(aws)
+        w.register()
+        health.start_ticker(0.02)
+        w.one()  # the record exists
+        if stall == "checks-switched-off":
+            aws.control.set_fidelity(elb_health_checks=False)
+        else:
+            w.check("HTTP:30080", interval=10, healthy=2, unhealthy=3)  # no path: AWS refuses
+        start = clock.now()
+        deadline = time.monotonic() + 30  # 100 lab seconds take half a real second at 200x
+        while clock.now() - start < 100:
+            assert time.monotonic() < deadline, f"lab time holds: {clock.owed()}"
+            clock.wait_change(0.05)
+        assert [o.name for o in clock.owed() if o.due < clock.now() - 1] == []
+    finally:
+        health.stop_ticker()
+        health.clock = real
 
 
 def test_endpoint_clock_speed_is_a_knob() -> None:
