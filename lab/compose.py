@@ -1173,7 +1173,7 @@ class Lab:
 
 
 def wait_for(
-    predicate: Callable[[], Any], *, timeout: float = 20.0, interval: float = 0.05, what: str = ""
+    predicate: Callable[[], Any], *, timeout: float = 20.0, interval: float = 0.02, what: str = ""
 ) -> Any:
     """Poll ``predicate`` until it returns something truthy; raise ``TimeoutError`` naming it."""
     deadline = time.monotonic() + timeout
