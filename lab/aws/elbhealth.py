@@ -72,7 +72,7 @@ from lab.aws.elbprobe import (
 from lab.aws.elbview import ClassicInstance, read_instances
 from lab.aws.exceptions import AwsError
 from lab.aws.fidelity import MotoView
-from lab.aws.healthcore import CheckRun, probe_safely
+from lab.aws.healthcore import CheckRun, next_due, probe_safely
 from lab.aws.protocol import AwsRequest, WireResponse, error_response
 from lab.aws.sgview import SecurityGroupView
 from lab.clock import DEFAULT_SPEED, LabClock, ScaledClock
@@ -356,18 +356,8 @@ class ElbHealth:
         no work the clock should wait for."""
         if not self.enabled:
             return None
-        region = self.aws.settings.region
         with self.aws.lock:
-            dues = [
-                due
-                for (lb_region, _), balancer in self._balancers.items()
-                if lb_region == region
-                for rec in balancer.records.values()
-                if (due := rec.next_check if rec.deregistered_at is None else rec.drain_until)
-                is not None
-                and due > after
-            ]
-        return min(dues, default=None)
+            return next_due(self._balancers, region=self.aws.settings.region, after=after)
 
     def set_node_answers(self, node_answers: NodeAnswers) -> None:
         """Use the default prober with ``node_answers`` for what the instance answers once a

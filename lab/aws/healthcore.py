@@ -17,9 +17,9 @@ Neighbours: :mod:`lab.aws.elbprobe` (the prober both models ask).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lab.aws.elbprobe import Prober, ProbeResult, ProbeTarget
 from lab.aws.elbview import ClassicInstance
@@ -90,6 +90,33 @@ class CheckRun:
         self.next_check += delta
 
 
+class _Tracked(Protocol):
+    next_check: float
+    deregistered_at: float | None
+    drain_until: float | None
+
+
+class _Holder(Protocol):
+    @property
+    def records(self) -> Mapping[str, _Tracked]: ...
+
+
+def next_due(
+    holders: Mapping[tuple[str, str], _Holder], *, region: str, after: float
+) -> float | None:
+    """Lab time of the next check or draining deadline after ``after`` among the (region,
+    name)-keyed load balancers or target groups of ``region`` (what the health ticker runs)."""
+    dues = [
+        due
+        for (where, _), holder in holders.items()
+        if where == region
+        for rec in holder.records.values()
+        if (due := rec.next_check if rec.deregistered_at is None else rec.drain_until) is not None
+        and due > after
+    ]
+    return min(dues, default=None)
+
+
 def probe_safely(
     aws: AwsLab, prober: Prober, instance: ClassicInstance, target: ProbeTarget
 ) -> ProbeResult:
@@ -103,4 +130,4 @@ def probe_safely(
         return ProbeResult(False, f"prober error: {exc}")
 
 
-__all__ = ["CheckRun", "probe_safely"]
+__all__ = ["CheckRun", "next_due", "probe_safely"]

@@ -76,7 +76,7 @@ from lab.aws.elbprobe import HealthTarget, Prober, ProbeTarget
 from lab.aws.elbview import ClassicInstance, read_instances
 from lab.aws.exceptions import AwsError
 from lab.aws.fidelity import MotoView
-from lab.aws.healthcore import CheckRun, probe_safely
+from lab.aws.healthcore import CheckRun, next_due, probe_safely
 from lab.aws.nlbview import (
     NetworkLoadBalancer,
     NlbTarget,
@@ -241,18 +241,8 @@ class NlbHealth:
         """As :meth:`lab.aws.elbhealth.ElbHealth.next_due`, for the target groups."""
         if not self.enabled:
             return None
-        region = self.aws.settings.region
         with self.aws.lock:
-            dues = [
-                due
-                for (tg_region, _), group in self._groups.items()
-                if tg_region == region
-                for rec in group.records.values()
-                if (due := rec.next_check if rec.deregistered_at is None else rec.drain_until)
-                is not None
-                and due > after
-            ]
-        return min(dues, default=None)
+            return next_due(self._groups, region=self.aws.settings.region, after=after)
 
     # -- evaluation ------------------------------------------------------------------------
     def _view(self, region: str | None) -> MotoView:

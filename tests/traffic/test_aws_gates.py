@@ -54,19 +54,13 @@ def _check(lab: Lab, name: str) -> dict[str, Any]:
     return check
 
 
-def test_health_and_security_groups_decide_where_requests_go(
-    lab: Lab, health_clock: ManualClock
-) -> None:
-    lab.start_controller()
-    _, core = deploy_web(lab)
-    probe = TrafficProbe(
-        aws=lab.aws.lab, dataplane=lab.dataplane, gates=AwsGates(lab.aws.lab, gate=Gate)
-    )
+def _registered_elb(lab: Lab, probe: TrafficProbe) -> str:
+    """The controller's ELB once both workers are registered with it (its evidence); the
+    controller is stopped then, so nothing changes behind the test's back, and the lab
+    settled: the endpoint controllers have published the running pods."""
 
     def registered() -> str | None:
-        if len(running_pods(core)) != 3:
-            return None
-        report = probe.send("web", requests=10)
+        report = probe.send("web", requests=1)
         if report.load_balancer is None:
             return None
         lb = lab.aws.client("elb").describe_load_balancers(
@@ -76,9 +70,27 @@ def test_health_and_security_groups_decide_where_requests_go(
         have = {i["InstanceId"] for i in lb["Instances"]}
         return report.load_balancer if have == workers else None
 
-    name = wait_for(registered, timeout=60, what="the ELB with both workers registered")
-    lab.stop_controller()  # nothing puts the revoked rule back behind the test's back
-    lab.settle()  # the endpoint controllers have published the running pods
+    name: str = wait_for(registered, timeout=60, what="the ELB with both workers registered")
+    lab.stop_controller()
+    lab.settle()
+    return name
+
+
+def _probe(lab: Lab) -> TrafficProbe:
+    """A probe without the barrier: it models the lab as it is at each call."""
+    return TrafficProbe(
+        aws=lab.aws.lab, dataplane=lab.dataplane, gates=AwsGates(lab.aws.lab, gate=Gate)
+    )
+
+
+def test_health_and_security_groups_decide_where_requests_go(
+    lab: Lab, health_clock: ManualClock
+) -> None:
+    lab.start_controller()
+    _, core = deploy_web(lab)
+    probe = _probe(lab)
+    name = _registered_elb(lab, probe)
+    assert len(running_pods(core)) == 3
     check = _check(lab, name)
     interval = float(check["Interval"])
 
@@ -147,25 +159,8 @@ def test_traffic_sent_before_the_endpoints_caught_up_misses_new_pods(
     the Deployment scales up, so the new pods run but kube-proxy does not know them yet."""
     lab.start_controller()
     apps, core = deploy_web(lab)
-    probe = TrafficProbe(
-        aws=lab.aws.lab, dataplane=lab.dataplane, gates=AwsGates(lab.aws.lab, gate=Gate)
-    )
-    workers = {n.instance_id for n in lab.workers}
-
-    def registered() -> str | None:
-        report = probe.send("web", requests=1)
-        if report.load_balancer is None:
-            return None
-        lb = lab.aws.client("elb").describe_load_balancers(
-            LoadBalancerNames=[report.load_balancer]
-        )["LoadBalancerDescriptions"][0]
-        return (
-            report.load_balancer if {i["InstanceId"] for i in lb["Instances"]} == workers else None
-        )
-
-    name = wait_for(registered, timeout=60, what="the ELB with both workers registered")
-    lab.stop_controller()
-    lab.settle()
+    probe = _probe(lab)
+    name = _registered_elb(lab, probe)
     check = _check(lab, name)
     health_clock.advance(float(check["Interval"]) * int(check["HealthyThreshold"]))
     first = set(running_pods(core))
