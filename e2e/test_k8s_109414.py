@@ -80,7 +80,7 @@ def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     worker = lab.workers[0].name
     for name in ("web-1", "web-2"):
         create_pod(core, name, namespace=A, app="web", node=worker)
-    pods = {name: wait_running(core, name, A) for name in ("web-1", "web-2")}
+    pods = {name: wait_running(lab, core, name, A) for name in ("web-1", "web-2")}
     wait_hostname(core, "web", A, timeout=30)
     victim = min(pods, key=lambda n: [int(x) for x in pods[n].status.pod_ip.split(".")])
     victim_ip = pods[victim].status.pod_ip
@@ -107,7 +107,7 @@ def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
         "the lowest free address"
     )
     create_pod(core, "api-1", namespace=B, app="api", node=worker)
-    newcomer = wait_running(core, "api-1", B)
+    newcomer = wait_running(lab, core, "api-1", B)
     lab.settle()  # the endpoint controllers and kube-proxy have seen all of it
     say(f"send 300 requests to {A}/web through its ELB")
     return Evidence(

@@ -77,8 +77,8 @@ def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     down, up = lab.workers[0].name, lab.workers[1].name
     create_pod(core, "web-down", namespace=NS, app="web", node=down)
     create_pod(core, "web-up", namespace=NS, app="web", node=up)
-    victim_ip = wait_running(core, "web-down", NS).status.pod_ip
-    wait_running(core, "web-up", NS)
+    victim_ip = wait_running(lab, core, "web-down", NS).status.pod_ip
+    wait_running(lab, core, "web-up", NS)
     wait_hostname(core, "web", timeout=30)
     wait_pods_answer(lab, "web", 2)
 

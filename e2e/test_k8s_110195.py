@@ -126,8 +126,8 @@ def run(lab: Lab, say: Callable[[str], None] = quiet, *, shared_probe: bool = Tr
     load_balancer = elb_name(create_service(core, lb_service("web", annotations=HEALTH_CHECK)))
     create_pod(core, "web-stays", namespace=NS, app="web", node=stays)
     create_pod(core, "web-goes", namespace=NS, app="web", node=goes, grace=5)
-    wait_running(core, "web-stays", NS)
-    wait_running(core, "web-goes", NS)
+    wait_running(lab, core, "web-stays", NS)
+    wait_running(lab, core, "web-goes", NS)
     wait_hostname(core, "web", timeout=30)
     wait_pods_answer(lab, "web", 2)
     aws = lab.aws

@@ -97,8 +97,8 @@ def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     create_pod(core, "quitter", namespace=NS, app="web", node=rolling, grace=180,
                annotations=QUITS, readiness_probe=True)  # fmt: skip
     create_pod(core, "steady", namespace=NS, app="web", node=steady, readiness_probe=True)
-    ips = {name: wait_running(core, name, NS).status.pod_ip for name in ("drainer", "quitter")}
-    wait_running(core, "steady", NS)
+    ips = {name: wait_running(lab, core, name, NS).status.pod_ip for name in ("drainer", "quitter")}
+    wait_running(lab, core, "steady", NS)
     wait_hostname(core, "web", timeout=30)
     wait_pods_answer(lab, "web", 3)
 

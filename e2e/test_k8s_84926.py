@@ -160,7 +160,7 @@ def run_scenario(
     worker, cp = (lab.workers[0].name, lab.control_plane.name) if judged else ("", "")
     if judged:
         create_pod(core, f"{service}-0", namespace="default", app=service, node=worker)
-        wait_running(core, f"{service}-0", "default")
+        wait_running(lab, core, f"{service}-0", "default")
     wait_hostname(core, service)
     elb_group = group_id_by_name(ec2, f"k8s-elb-{name}")
     assert elb_group is not None, "the controller must create the ELB's own group"

@@ -221,7 +221,7 @@ def run_lifecycle(
     svc = create_service(core, body)
     name = elb_name(svc)
     create_pod(core, f"{svc_name}-0", namespace="default", app=svc_name, node=lab.workers[0].name)
-    wait_running(core, f"{svc_name}-0", "default")
+    wait_running(lab, core, f"{svc_name}-0", "default")
     hostname = wait_hostname(core, svc_name)
     wait_for(
         lambda: "EnsuredLoadBalancer" in ordered_reasons(core, svc_name),
@@ -618,7 +618,7 @@ def run_shared(lab: Lab, core: Any, ec2: Any, elb: Any, *, legacy: bool) -> Shar
         create_pod(core, f"{svc_name}-0", namespace="default", app=svc_name,
                    node=lab.workers[0].name)  # fmt: skip
     for svc_name in names:
-        wait_running(core, f"{svc_name}-0", "default")
+        wait_running(lab, core, f"{svc_name}-0", "default")
         wait_hostname(core, svc_name)
     node_rules_with_both = ingress_rules(ec2, node_group)
     other_traffic_before = decided_traffic(lab, "blog")

@@ -59,7 +59,7 @@ def ensure_service(lab: Lab, core: Any) -> str:
     cluster's workloads are)."""
     svc = create_service(core, lb_service("web"))
     create_pod(core, "web-0", namespace="default", app="web", node=lab.control_plane.name)
-    wait_running(core, "web-0", "default")
+    wait_running(lab, core, "web-0", "default")
     wait_hostname(core, "web")
     return elb_name(svc)
 

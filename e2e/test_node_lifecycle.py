@@ -75,7 +75,7 @@ def serve_on_every_worker(lab: Lab, core: Any) -> None:
     create_service(core, lb_service("web"))
     for i, worker in enumerate(lab.workers):
         create_pod(core, f"web-{i}", namespace="default", app="web", node=worker.name)
-        wait_running(core, f"web-{i}", "default")
+        wait_running(lab, core, f"web-{i}", "default")
     wait_hostname(core, "web", timeout=30)
     wait_pods_answer(lab, "web", len(lab.workers))
 

@@ -74,8 +74,14 @@ def ready(p: Any) -> str:
     return next((c.status for c in (p.status.conditions or []) if c.type == "Ready"), "?")
 
 
-def wait_running(core: client.CoreV1Api, name: str, namespace: str) -> Any:
+def wait_running(lab: Lab, core: client.CoreV1Api, name: str, namespace: str) -> Any:
+    """The pod once Running and Ready. On sim every look is on a settled lab (``lab.settle``):
+    a pod without a readiness probe is there at the first look; one with a probe needs its
+    periods of lab time. On kind the real kubelet's evidence is polled."""
+
     def running() -> Any:
+        if lab.has_kubelet_stand_in:
+            lab.settle()
         p = pod(core, name, namespace)
         return p if p.status.phase == "Running" and ready(p) == "True" else None
 
