@@ -307,6 +307,7 @@ class KindProvider:
         absent, kind#3795), ``docker save`` of this engine's platform + ``kind load
         image-archive``."""
         target = ["--name", self.name, *(["--nodes", ",".join(nodes)] if nodes else [])]
+        self.ensure_local_image(image)
         try:
             self.runner.run([self.kind_binary, "load", "docker-image", image, *target], timeout=300)
             return
@@ -339,6 +340,19 @@ class KindProvider:
             )
         finally:
             archive.unlink(missing_ok=True)
+
+    def ensure_local_image(self, image: str) -> None:
+        """Pull ``image`` unless the host's engine has it: kind loads only local images ("not
+        present locally"), so a released build named by reference must be pulled first."""
+        present = self.runner.run(
+            [self.docker_binary, "image", "inspect", "--format", "{{.Id}}", image],
+            timeout=30,
+            check=False,
+        )
+        if present.ok:
+            return
+        log.info("pulling %s: kind loads only images the host's engine has", image)
+        self.runner.run([self.docker_binary, "pull", image], timeout=900)
 
     def nodes(self) -> list[NodeInfo]:
         listed = self.runner.run(

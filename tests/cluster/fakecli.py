@@ -358,6 +358,26 @@ if argv[:1] == ["inspect"] and "--format" in argv:
     if argv[argv.index("--format") + 1] != "{{.State.Running}}":
         fail("fake docker: inspect format not modelled", 2)
     print("true" if c.get("State", {}).get("Running", True) else "false"); sys.exit(0)
+if argv[:2] == ["image", "inspect"]:
+    # docker image inspect [--format F] IMAGE...: exit 1 naming the first image not local
+    args = argv[2:]
+    wanted = [a for i, a in enumerate(args) if not a.startswith("-")
+              and (i == 0 or args[i - 1] not in ("--format", "-f"))]
+    for image in wanted:
+        if image not in state.get("images", []):
+            print("[]" if "--format" not in args else "")
+            fail("Error: No such image: " + image)
+    print("\\n".join("sha256:%064x" % abs(hash(w)) for w in wanted)); sys.exit(0)
+if argv[:1] == ["pull"]:
+    # docker pull IMAGE: from the registry the test scripted (state["registry"]), else as
+    # with no registry reachable
+    image = next(a for a in argv[1:] if not a.startswith("-"))
+    if image not in state.get("registry", []):
+        host = image.split("/")[0] if "." in image.split("/")[0] else "registry-1.docker.io"
+        fail('Error response from daemon: Get "https://%s/v2/": dial tcp: lookup %s: '
+             "no such host" % (host, host))
+    state.setdefault("images", []).append(image)
+    print("Status: Downloaded newer image for " + image); save(); sys.exit(0)
 if argv[:1] == ["save"]:
     args = argv[1:]
     if "--platform" in args and state.get("docker_cli", "20.10") < "28":

@@ -70,6 +70,7 @@ def test_provision_runs_exact_commands_and_reports_nodes(fake: FakeCLI, tmp_path
         ["docker", "ps", "--all", "--filter", "label=io.x-k8s.kind.cluster=lab1",
          "--format", "{{.Names}}"],
         ["docker", "inspect", "lab1-control-plane", "lab1-worker"],
+        ["docker", "image", "inspect", "--format", "{{.Id}}", "ccm-lab/controller:dev-1"],
         ["kind", "load", "docker-image", "ccm-lab/controller:dev-1", "--name", "lab1"],
     ]  # fmt: skip
     # kind is pointed at the dedicated network only for the create call
@@ -276,6 +277,7 @@ def test_delete_logs_load_and_host_address(
     assert fake.calls()[before:] == [
         ["docker", "network", "inspect", "ccm-lab-lab1"],
         ["kind", "export", "logs", str(tmp_path / "logs"), "--name", "lab1"],
+        ["docker", "image", "inspect", "--format", "{{.Id}}", "img:1"],
         ["kind", "load", "docker-image", "img:1", "--name", "lab1", "--nodes", "lab1-worker"],
         delete,
         ["docker", "network", "ls", "--filter", "label=io.x-k8s.ccm-lab.cluster=lab1",
@@ -307,6 +309,8 @@ def test_load_falls_back_to_an_archive_under_the_containerd_store(
     p.load_image("img:1")
     archive = str(tmp_path / "state" / "images" / "img_1.tar")
     calls = fake.calls()[before:]
+    assert calls[0] == ["docker", "image", "inspect", "--format", "{{.Id}}", "img:1"], "local"
+    calls = calls[1:]
     assert calls[0] == ["kind", "load", "docker-image", "img:1", "--name", "lab1"]
     assert calls[1] == ["docker", "version", "--format", "{{.Server.Os}}/{{.Server.Arch}}"]
     assert calls[2] == ["docker", "save", "--platform", "linux/amd64", "-o", archive, "img:1"]
@@ -388,3 +392,29 @@ def test_delete_exports_logs_first_when_asked(
         exports
         == [["kind", "export", "logs", str(tmp_path / "kind-logs" / "lab1"), "--name", "lab1"]] * 2
     )
+
+
+def test_load_pulls_an_image_the_host_does_not_have(fake: FakeCLI, tmp_path: Path) -> None:
+    """``--controller-image registry.k8s.io/...``: kind loads only local images ("not present
+    locally"), so the provider pulls a released build first; one already local is not pulled."""
+    image = "registry.k8s.io/provider-aws/cloud-controller-manager:v1.33.0"
+    fake.set(images=[], registry=[image])
+    p = provider(fake, tmp_path)
+    p.provision(spec())
+    before = len(fake.calls())
+    p.load_image(image)
+    calls = fake.calls()[before:]
+    assert ["docker", "pull", image] in calls
+    assert calls[-1] == ["kind", "load", "docker-image", image, "--name", "lab1"]
+    assert fake.state["node_images"] == {"lab1-control-plane": [image], "lab1-worker": [image]}
+    before = len(fake.calls())
+    p.load_image(image)
+    assert not [c for c in fake.calls()[before:] if c[:2] == ["docker", "pull"]]
+
+
+def test_load_of_an_image_no_registry_has_names_the_registry(fake: FakeCLI, tmp_path: Path) -> None:
+    fake.set(images=[], registry=[])
+    p = provider(fake, tmp_path)
+    p.provision(spec())
+    with pytest.raises(CommandError, match=r"lookup registry\.example: no such host"):
+        p.load_image("registry.example/ccm:1")

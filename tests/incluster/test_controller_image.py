@@ -127,14 +127,16 @@ def test_deploy_to_a_kind_lab_loads_applies_and_waits(fakes: Fakes, tmp_path: Pa
     assert [a[:2] for a in argvs] == [
         ["docker", "ps"],
         ["docker", "inspect"],
+        ["docker", "image"],
         ["kind", "load"],
         ["kubectl", "--kubeconfig"],
         ["kubectl", "--kubeconfig"],
-    ], "no build: the image is the user's"
-    assert argvs[2] == ["kind", "load", "docker-image", image, "--name", cluster]
-    assert argvs[3] == ["kubectl", "--kubeconfig", kc, "apply", "-f", "-"]
-    assert list(yaml.safe_load_all(calls[3]["stdin"])) == applied
-    assert argvs[4] == [
+    ], "no build: the image is the user's, and local (not pulled)"
+    assert argvs[2] == ["docker", "image", "inspect", "--format", "{{.Id}}", image]
+    assert argvs[3] == ["kind", "load", "docker-image", image, "--name", cluster]
+    assert argvs[4] == ["kubectl", "--kubeconfig", kc, "apply", "-f", "-"]
+    assert list(yaml.safe_load_all(calls[4]["stdin"])) == applied
+    assert argvs[5] == [
         "kubectl",
         "--kubeconfig",
         kc,
@@ -162,7 +164,8 @@ def test_an_image_the_engine_does_not_have_is_one_error_with_the_command(
         ],
         images=[],
     )
-    with pytest.raises(LabError, match=r"(?s)docker save .*my-ccm:gone.*reference does not exist"):
+    # neither local nor in any registry this host reaches: the pull's command and its error
+    with pytest.raises(LabError, match=r"(?s)docker pull my-ccm:gone.*no such host"):
         deploy_image_to_lab("t", "my-ccm:gone", root=root, runner=fakes.runner)
     assert not any(c["argv"][:2] == ["kubectl", "--kubeconfig"] for c in fakes.calls())
 

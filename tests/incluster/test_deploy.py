@@ -35,6 +35,7 @@ def test_deploy_builds_loads_applies_and_waits_in_order(fakes: Fakes, tmp_path: 
     assert [c["argv"] for c in calls] == [
         ["docker", "network", "inspect", "kind"],
         ["docker", "build", "-f", "deploy/Dockerfile", "-t", DEFAULT_IMAGE, "."],
+        ["docker", "image", "inspect", "--format", "{{.Id}}", DEFAULT_IMAGE],
         ["kind", "load", "docker-image", DEFAULT_IMAGE, "--name", "ccm-lab"],
         ["kubectl", "--kubeconfig", kc, "apply", "-f", "-"],
         [
@@ -50,7 +51,7 @@ def test_deploy_builds_loads_applies_and_waits_in_order(fakes: Fakes, tmp_path: 
         ],
     ]
     assert calls[1]["cwd"] == str(REPO_ROOT)
-    assert list(yaml.safe_load_all(calls[3]["stdin"])) == applied == render_manifests(settings)
+    assert list(yaml.safe_load_all(calls[4]["stdin"])) == applied == render_manifests(settings)
     text = by_kind(applied)["ConfigMap"]["data"]["cloud.conf"]
     assert "URL = http://172.30.0.1:4566" in text
 
@@ -83,6 +84,7 @@ def test_deploy_without_build_or_wait(fakes: Fakes, tmp_path: Path) -> None:
         wait_timeout=None,
     )
     assert [c["argv"][:4] for c in fakes.calls()] == [
+        ["docker", "image", "inspect", "--format"],
         ["kind", "load", "docker-image", "registry.local/ccm:1.2.3"],
         ["kubectl", "--kubeconfig", str(fakes.kubeconfig), "apply"],
     ]
@@ -126,11 +128,12 @@ def test_deploy_to_a_kind_lab_uses_its_gateway_and_ports(fakes: Fakes, tmp_path:
         ["docker", "ps"],
         ["docker", "inspect"],
         ["docker", "build"],
+        ["docker", "image"],
         ["kind", "load"],
         ["kubectl", "--kubeconfig"],
     ]
-    assert argvs[3] == ["kind", "load", "docker-image", DEFAULT_IMAGE, "--name", cluster]
-    assert argvs[4][2] == str(root / "t" / "kubeconfig")
+    assert argvs[4] == ["kind", "load", "docker-image", DEFAULT_IMAGE, "--name", cluster]
+    assert argvs[5][2] == str(root / "t" / "kubeconfig")
     k = by_kind(applied)
     assert "URL = http://172.30.0.1:41000" in k["ConfigMap"]["data"]["cloud.conf"]
     env = k["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]
