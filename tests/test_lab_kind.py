@@ -301,3 +301,42 @@ def test_lab_on_kind_sends_health_checks_and_traffic_to_the_nodes(
     finally:
         node.server_close()
         lab.stop()
+
+
+def _pod(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]},
+    }
+
+
+def test_reset_on_kind_removes_the_tests_pods_and_empties_their_namespaces(
+    kind_world: tuple[FakeCLI, Path, Path],
+) -> None:
+    """A real cluster keeps what a test made: the reset removes its pods (finalizers too) in
+    ``default`` and in every namespace created since the baseline, so the next test may create
+    ``web-0`` again; the cluster's own pods and namespaces are left alone."""
+    fake, wrapper, tmp = kind_world
+    lab = _kind_lab(fake, wrapper, tmp)
+    try:
+        lab.start()
+        core = client.CoreV1Api(lab.api_client())
+        # the cluster's own (kube-system was there at the baseline: not a test's namespace)
+        core.create_namespaced_pod("kube-system", _pod("coredns-1"))
+        core.create_namespaced_pod("default", _pod("web-0"))
+        core.create_namespace({"metadata": {"name": "k1-lab-a"}})
+        stuck = {**_pod("web-1"), "metadata": {"name": "web-1", "finalizers": ["test/hold"]}}
+        core.create_namespaced_pod("k1-lab-a", stuck)
+        core.create_namespaced_service(
+            "k1-lab-a", {"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}
+        )
+        lab.reset()
+        assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == []
+        assert [p.metadata.name for p in core.list_namespaced_pod("k1-lab-a").items] == []
+        assert [s.metadata.name for s in core.list_namespaced_service("k1-lab-a").items] == []
+        assert [p.metadata.name for p in core.list_namespaced_pod("kube-system").items] == [
+            "coredns-1"
+        ]
+        core.create_namespaced_pod("default", _pod("web-0"))  # the name is free again
+    finally:
+        lab.stop()

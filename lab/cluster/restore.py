@@ -3,9 +3,17 @@
 A real cluster has real kubelets and controllers, so a test cannot start from an empty API
 server as on the simulator. :class:`ClusterBaseline` remembers what tests may change and a reset
 puts back: each node's labels, annotations and taints (providerID is immutable once set, so it
-is left alone) and the Services, with the Events, of the namespaces tests use. On reset, every
-Service created since (and its finalizers, which no controller will remove once the controller
-under test is stopped) and every Event is removed, and each node is patched back.
+is left alone) and the Services, Pods and Events of the namespaces tests use (``default`` and
+every namespace created since the baseline). On reset, every Service and Pod created since is
+removed (Services without their finalizers, which no controller will remove once the controller
+under test is stopped; Pods at once, grace period 0, so the next test may reuse their names),
+every Event too, and each node is patched back. Namespaces tests created stay, emptied: deleting
+one takes the namespace controller's time on a real cluster, and a test that creates it again
+would meet it terminating.
+
+The nodes come back as they registered, the ``node.cloudprovider.kubernetes.io/uninitialized``
+taint included (the sim's reset registers its nodes anew, with the same taint): a test that
+needs schedulable nodes starts a controller first.
 
 Used by ``lab.cluster.kind`` and ``lab.cluster.existing``; the sim provider resets by wiping the
 simulator and registering its nodes again.
@@ -14,7 +22,7 @@ simulator and registering its nodes again.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lab.cluster.kubeapi import MERGE_PATCH, is_not_found, raw
@@ -40,6 +48,30 @@ def _node_baseline(node: Mapping[str, Any]) -> NodeBaseline:
     )
 
 
+def _names(response: Any) -> set[str]:
+    return {str(item["metadata"]["name"]) for item in raw(response).get("items") or []}
+
+
+def _delete(
+    unfinalize: Callable[..., Any] | None,
+    delete: Callable[..., Any],
+    name: str,
+    namespace: str,
+    **options: Any,
+) -> None:
+    """Drop the object's finalizers (when ``unfinalize`` is given) and delete it; one gone
+    meanwhile is fine."""
+    try:
+        if unfinalize is not None:
+            unfinalize(
+                name, namespace, {"metadata": {"finalizers": None}}, _content_type=MERGE_PATCH
+            )
+        delete(name, namespace, **options)
+    except Exception as exc:
+        if not is_not_found(exc):
+            raise
+
+
 class ClusterBaseline:
     """What ``reset_objects()`` restores on a real cluster (see module docstring)."""
 
@@ -47,6 +79,9 @@ class ClusterBaseline:
         self.namespaces = tuple(namespaces)
         self.nodes: dict[str, NodeBaseline] = {}
         self.services: dict[str, set[str]] = {}
+        self.pods: dict[str, set[str]] = {}
+        #: every namespace at the baseline: one created later is a test's, emptied on reset
+        self.all_namespaces: set[str] = set()
 
     def take(self, api_client: Any) -> None:
         from kubernetes import client
@@ -54,13 +89,13 @@ class ClusterBaseline:
         core = client.CoreV1Api(api_client)
         items = raw(core.list_node(_preload_content=False)).get("items") or []
         self.nodes = {n["metadata"]["name"]: _node_baseline(n) for n in items}
+        self.all_namespaces = _names(core.list_namespace(_preload_content=False))
         self.services = {
-            ns: {
-                s["metadata"]["name"]
-                for s in raw(core.list_namespaced_service(ns, _preload_content=False)).get(
-                    "items", []
-                )
-            }
+            ns: _names(core.list_namespaced_service(ns, _preload_content=False))
+            for ns in self.namespaces
+        }
+        self.pods = {
+            ns: _names(core.list_namespaced_pod(ns, _preload_content=False))
             for ns in self.namespaces
         }
 
@@ -68,24 +103,30 @@ class ClusterBaseline:
         from kubernetes import client
 
         core = client.CoreV1Api(api_client)
-        for ns in self.namespaces:
+        created = sorted(_names(core.list_namespace(_preload_content=False)) - self.all_namespaces)
+        for ns in (*self.namespaces, *created):
             listed = raw(core.list_namespaced_service(ns, _preload_content=False))
             for svc in listed.get("items") or []:
                 name = svc["metadata"]["name"]
                 if name in self.services.get(ns, set()):
                     continue
-                try:
-                    if svc["metadata"].get("finalizers"):
-                        core.patch_namespaced_service(
-                            name,
-                            ns,
-                            {"metadata": {"finalizers": None}},
-                            _content_type=MERGE_PATCH,
-                        )
-                    core.delete_namespaced_service(name, ns)
-                except Exception as exc:  # gone meanwhile is fine
-                    if not is_not_found(exc):
-                        raise
+                _delete(
+                    core.patch_namespaced_service if svc["metadata"].get("finalizers") else None,
+                    core.delete_namespaced_service,
+                    name,
+                    ns,
+                )
+            for pod in raw(core.list_namespaced_pod(ns, _preload_content=False)).get("items") or []:
+                name = pod["metadata"]["name"]
+                if name in self.pods.get(ns, set()):
+                    continue
+                _delete(
+                    core.patch_namespaced_pod if pod["metadata"].get("finalizers") else None,
+                    core.delete_namespaced_pod,
+                    name,
+                    ns,
+                    grace_period_seconds=0,
+                )
             core.delete_collection_namespaced_event(ns)
         for name, wanted in self.nodes.items():
             try:
