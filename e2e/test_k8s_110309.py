@@ -259,7 +259,10 @@ def _k1_timeline(
 
 
 def run_k1(lab: Lab, *, wait_not_serving: bool) -> K1Evidence:
+    """The recipe on the lab's nodes. They come back from a reset as they registered, tainted
+    uninitialized, so the controller runs first: the pod is scheduled once it initialized them."""
     core = client.CoreV1Api(lab.api_client())
+    lab.start_controller()
     ns = "k1-lab-a"
     recipes.ensure_namespace(core, ns)
     try:
