@@ -19,6 +19,14 @@ from lab.compose import Lab
 from lab.traffic import TrafficReport
 
 PORT = 8080
+#: the Kubernetes e2e suites' own workload (kubernetes ``test/utils/image/manifest.go``): with
+#: ``netexec --http-port=8080`` it answers ``/hostname`` with the pod's name (what
+#: ``lab.traffic`` counts on a real cluster) and ``/healthz`` with 200, on the Services'
+#: ``targetPort``
+AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"
+NETEXEC_ARGS = ("netexec", f"--http-port={PORT}")
+#: the readiness probe's path: one agnhost netexec serves (``shared/docs`` kind facts)
+READY_PATH = "/healthz"
 
 
 def ensure_namespace(core: client.CoreV1Api, name: str) -> None:
@@ -38,12 +46,19 @@ def create_pod(
     grace: int = 30,
     readiness_probe: bool = False,
 ) -> None:
-    """A bare pod of one container (``readiness_probe``: an HTTP probe every 2 s, as in
+    """A bare pod of one agnhost ``netexec`` container listening on :data:`PORT` (the
+    Services' ``targetPort``), so a real kubelet runs a pod that answers the ELB's health checks
+    and names itself to ``lab.traffic`` (``readiness_probe``: an HTTP probe every 2 s, as in
     kubernetes#110309's reproduction)."""
-    container: dict[str, Any] = {"name": app, "image": "nginx", "ports": [{"containerPort": PORT}]}
+    container: dict[str, Any] = {
+        "name": app,
+        "image": AGNHOST,
+        "args": list(NETEXEC_ARGS),
+        "ports": [{"containerPort": PORT}],
+    }
     if readiness_probe:
         container["readinessProbe"] = {
-            "httpGet": {"path": "/ready", "port": PORT},
+            "httpGet": {"path": READY_PATH, "port": PORT},
             "periodSeconds": 2,
             "failureThreshold": 1,
         }
@@ -75,13 +90,13 @@ def ready(p: Any) -> str:
 
 
 def wait_running(lab: Lab, core: client.CoreV1Api, name: str, namespace: str) -> Any:
-    """The pod once Running and Ready. On sim every look is on a settled lab (``lab.settle``):
-    a pod without a readiness probe is there at the first look; one with a probe needs its
-    periods of lab time. On kind the real kubelet's evidence is polled."""
+    """The pod once Running and Ready, looked at on a settled lab (``lab.settle``). On sim a
+    pod without a readiness probe is there at the first look; one with a probe needs its
+    periods of lab time. On kind settling covers none of the cluster (its kubelets are real),
+    so the looks poll the real kubelet's evidence."""
 
     def running() -> Any:
-        if lab.has_kubelet_stand_in:
-            lab.settle()
+        lab.settle()
         p = pod(core, name, namespace)
         return p if p.status.phase == "Running" and ready(p) == "True" else None
 
