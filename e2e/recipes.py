@@ -17,10 +17,7 @@ table against a real cluster.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -100,13 +97,14 @@ def _now() -> str:
 
 
 @contextlib.contextmanager
-def fake_node(lab: Lab, name: str, *, renew_every: float = 0.5) -> Iterator[str]:
+def fake_node(lab: Lab, name: str) -> Iterator[str]:
     """A Node no kubelet owns, Ready, its Lease renewed (so the node lifecycle controller never
     marks it Unknown, and never MarkPodsNotReady its pods), tainted so nothing is scheduled
-    onto it; removed afterwards. Renewed every ``renew_every`` real seconds on a real cluster;
-    on sim every 10 lab seconds, as a kubelet does, and the renewer tells the lab clock when
-    the next one is due (``lab.clock``): the lifecycle controller's grace period is lab time,
-    so a renewer in real time would lose that race at a fast clock or on a busy machine."""
+    onto it; removed afterwards. Renewed every 10 seconds of lab time, as a kubelet does, and
+    the renewer tells the lab clock when the next one is due (``lab.clock``): on sim the
+    lifecycle controller's grace period is lab time, so a renewer in real time would lose that
+    race at a fast clock or on a busy machine; on kind the lab clock runs at real time, as the
+    real controller does."""
     api = lab.api_client()
     core, coord = client.CoreV1Api(api), client.CoordinationV1Api(api)
     core.create_node(
@@ -131,7 +129,7 @@ def fake_node(lab: Lab, name: str, *, renew_every: float = 0.5) -> Iterator[str]
         },
     )
     stop = threading.Event()
-    clock = lab.clock if lab.has_kubelet_stand_in else None
+    clock = lab.clock
     owner = f"fake-node {name}"
 
     def renew_once() -> None:
@@ -139,10 +137,6 @@ def fake_node(lab: Lab, name: str, *, renew_every: float = 0.5) -> Iterator[str]
             coord.patch_namespaced_lease(name, "kube-node-lease", {"spec": {"renewTime": _now()}})
 
     def renew() -> None:
-        if clock is None:
-            while not stop.wait(renew_every):
-                renew_once()
-            return
         due = clock.now() + KUBELET_LEASE_RENEW
         while not stop.is_set():
             clock.owe(owner, due, name=owner)
@@ -347,17 +341,10 @@ def force_delete_pods(core: client.CoreV1Api, namespace: str) -> None:
 
 
 def proxy_healthz(lab: Lab, node: str) -> tuple[int, dict[str, Any]]:
-    """kube-proxy's ``/healthz`` on 10256 of ``node``: the stand-in's on sim, a real request
-    to the node's InternalIP elsewhere (kind: the node container, reachable from the host)."""
-    if lab.has_kubelet_stand_in:
-        return lab.dataplane.kube_proxy.healthz(node=node)
-    found = client.CoreV1Api(lab.api_client()).read_node(node)
-    ip = next(a.address for a in found.status.addresses if a.type == "InternalIP")
-    try:
-        with urllib.request.urlopen(f"http://{ip}:10256/healthz", timeout=3) as answer:
-            return answer.status, json.loads(answer.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"{}")
+    """kube-proxy's ``/healthz`` on 10256 of ``node`` (``lab.traffic``): the model's answer on
+    a settled sim lab, a real request to the node elsewhere (kind: the node container,
+    reachable from the host)."""
+    return lab.traffic.kube_proxy_healthz(node)
 
 
 def set_taint(lab: Lab, node: str, key: str, value: str | None) -> None:

@@ -261,9 +261,8 @@ def run_recipe(lab: Lab, *, drains: bool) -> RecipeEvidence:
                 timeout=30,
                 what=f"kube-proxy's /healthz on {node} failing for the taint",
             )
-        elif lab.has_kubelet_stand_in:
+        elif lab.settles_cluster:
             # the barrier: kube-proxy's informer has the taint, so one answer is the answer
-            lab.settle()
             tainted.append(recipes.proxy_healthz(lab, node))
         else:
             # a real kube-proxy gives no sign of having seen the taint when it ignores it: the

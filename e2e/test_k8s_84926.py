@@ -154,9 +154,10 @@ def run_scenario(
         },
     )
     name = elb_name(svc)
-    # Traffic is judged where the data plane is in reach (a Lab in this process); an
-    # in-place replay on a running lab (``lab.repro --in-place``) judges the rules only.
-    judged = isinstance(lab, Lab) and lab.has_kubelet_stand_in
+    # Traffic is judged wherever the lab is in this process: modelled through the sim's data
+    # plane, or really sent to the nodes on kind; an in-place replay on a running lab
+    # (``lab.repro --in-place``) judges the rules only.
+    judged = isinstance(lab, Lab)
     worker, cp = (lab.workers[0].name, lab.control_plane.name) if judged else ("", "")
     if judged:
         create_pod(core, f"{service}-0", namespace="default", app=service, node=worker)

@@ -30,7 +30,7 @@ from e2e.workloads import assert_pod_answers, assert_traffic_fails_for_want_of_a
 from lab import nodes as node_patches
 from lab.compose import Lab, LabNode
 
-pytestmark = pytest.mark.standin(
+standin = pytest.mark.standin(
     "re-registers a node with kind's container IP, as a kubelet with another --node-ip"
 )
 
@@ -87,6 +87,7 @@ def _stuck_evidence(lab: Lab, core: Any, name: str) -> tuple[Any, list[Any], str
     return core.read_node(name), events_for(core, "Node", name), ctl.log_text()
 
 
+@standin
 def test_reproduce_kind_node_ip_not_an_instance_address(lab: Lab, core_v1: Any) -> None:
     worker = lab.workers[0]
     lab.reregister(worker.name, ip=KIND_CONTAINER_IP)
@@ -103,6 +104,7 @@ def test_reproduce_kind_node_ip_not_an_instance_address(lab: Lab, core_v1: Any) 
         assert_initialized(node, worker, events)
 
 
+@standin
 def test_fixed_by_patching_the_annotation(lab: Lab, core_v1: Any) -> None:
     """The write-up's fix: edit the annotation to the instance's private IP."""
     worker = lab.workers[0]

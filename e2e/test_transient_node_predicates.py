@@ -46,7 +46,7 @@ from e2e.support import (
 from lab import nodes as node_patches
 from lab.compose import Lab
 
-pytestmark = pytest.mark.standin("makes a kubelet report NotReady")
+standin = pytest.mark.standin("makes a kubelet report NotReady")
 
 
 AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
@@ -142,6 +142,7 @@ def _metric(ctl: Any, name: str, **labels: str) -> float:
 
 
 @conformance(failure="transient-node-predicates", expect="reproduce")
+@standin
 def test_reproduce_not_ready_node_dropped_at_once(lab: Lab, core_v1: Any, elb: Any) -> None:
     ev = run(lab, core_v1, elb, legacy=True)
     assert_cut(ev)
@@ -150,6 +151,7 @@ def test_reproduce_not_ready_node_dropped_at_once(lab: Lab, core_v1: Any, elb: A
 
 
 @conformance(failure="transient-node-predicates", expect="fixed")
+@standin
 def test_fixed_not_ready_node_stays(lab: Lab, core_v1: Any, elb: Any) -> None:
     ev = run(lab, core_v1, elb, legacy=False)
     assert_stable(ev)

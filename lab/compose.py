@@ -1104,6 +1104,13 @@ class Lab:
         return ModelledCluster(plane).answer_health_check(inst, target)
 
     @property
+    def settles_cluster(self) -> bool:
+        """True where :meth:`settle` covers the cluster's own components (sim: once it returns,
+        kube-proxy's and the controllers' informers have seen every change, so one look is the
+        answer); on kind their absence of reaction can only be observed over a window."""
+        return bool(self.cluster.reporters())
+
+    @property
     def has_kubelet_stand_in(self) -> bool:
         """True where nodes can be re-registered, made NotReady, removed at will (sim)."""
         return self.capabilities.kubelet_stand_in

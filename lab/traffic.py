@@ -190,6 +190,10 @@ class ClusterSide(Protocol):
         rng: random.Random,
     ) -> PodTarget | Drop: ...
 
+    def kube_proxy_healthz(self, inst: ClassicInstance, node: str) -> tuple[int, Obj]:
+        """kube-proxy's ``/healthz`` on ``node``: its HTTP status and JSON body."""
+        ...
+
 
 def node_of(nodes: Sequence[Obj], instance_id: str) -> str | None:
     """The Node whose providerID names ``instance_id``."""
@@ -246,6 +250,10 @@ class ModelledCluster:
             return self.plane.kube_proxy.route(node=node, node_port=node_port, rng=rng)
         except ConnectionRefused as exc:
             return Drop("node", f"connection refused: {exc}")
+
+    def kube_proxy_healthz(self, inst: ClassicInstance, node: str) -> tuple[int, Obj]:
+        """The kube-proxy model's answer (what its informers have seen)."""
+        return self.plane.kube_proxy.healthz(node=node)
 
     def answer_health_check(self, inst: ClassicInstance, target: ProbeTarget) -> ProbeResult:
         """What a node answers a Classic ELB health check that got past the security groups
@@ -360,6 +368,30 @@ class RealCluster:
         if status == 200 and _POD_NAME.match(name):
             return PodTarget(namespace=namespace, name=name, ip="", node="")
         return PodTarget(namespace=namespace, name=f"(unnamed: HTTP {status})", ip="", node="")
+
+    def kube_proxy_healthz(self, inst: ClassicInstance, node: str) -> tuple[int, Obj]:
+        """A real ``GET /healthz`` to the node's kube-proxy (port 10256 at ``address_of``).
+        Raises :class:`TrafficError` naming the address when nothing answers."""
+        host, port = self.address_of(inst, KUBE_PROXY_HEALTHZ_PORT)
+        conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
+        try:
+            conn.request("GET", "/healthz", headers={"User-Agent": "ccm-lab-traffic/1.0"})
+            answer = conn.getresponse()
+            status, body = answer.status, answer.read(65536)
+        except (OSError, http.client.HTTPException) as exc:
+            raise TrafficError(
+                f"kube-proxy's /healthz at {host}:{port} ({node}): {type(exc).__name__}: {exc}"
+            ) from None
+        finally:
+            conn.close()
+        try:
+            parsed = json.loads(body or b"{}")
+        except ValueError:
+            raise TrafficError(
+                f"kube-proxy's /healthz at {host}:{port} ({node}) answered HTTP {status} with a "
+                f"body that is not JSON: {body[:120]!r}"
+            ) from None
+        return status, parsed if isinstance(parsed, dict) else {"body": parsed}
 
 
 class TrafficProbe:
@@ -682,6 +714,14 @@ class TrafficProbe:
                 "node", f"{inst.instance_id} is no node of the cluster (no Node has its providerID)"
             )
         return self.cluster.deliver(inst, node, target.port, namespace=namespace, rng=rng)
+
+    def kube_proxy_healthz(self, node: str) -> tuple[int, Obj]:
+        """kube-proxy's ``/healthz`` on ``node`` (status, JSON body), asked after the lab
+        settled: the model's answer on sim, a real request to the node on kind."""
+        if self.settle is not None:
+            self.settle()
+        inst = instance(self.aws, self.instance_of(node))
+        return self.cluster.kube_proxy_healthz(inst, node)
 
     def between(
         self, source_node: str, dest_node: str, port: int, *, protocol: str = "tcp"

@@ -101,6 +101,10 @@ class Capabilities:
     #: node IPs are assigned by the backend (Docker), not taken from the spec: the lab aligns
     #: its EC2 instances with ``nodes()`` after provisioning
     assigns_node_ips: bool = False
+    #: the cluster's own components (kubelets, kube-proxy, node lifecycle) run on the lab clock,
+    #: so a faster clock speeds them up with the ELB's health checks; where they run in real
+    #: time (kind, existing) the lab clock must too, or the two disagree about every period
+    lab_time: bool = False
     #: Address at which processes inside the cluster reach the host (the lab's AWS endpoint and
     #: IMDS must listen there); None when everything runs on the host.
     host_address_for_nodes: str | None = None

@@ -185,6 +185,7 @@ class SimProvider:
             stop_node_heartbeat=True,
             kubelet_stand_in=True,
             assigns_node_ips=False,
+            lab_time=True,
         )
 
     def steps(self) -> list[Step[SimContext]]:
