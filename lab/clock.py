@@ -150,6 +150,13 @@ class LabClock(Protocol):
         (a barrier's wake-up: components report progress through :meth:`owe`)."""
         ...
 
+    def wait_earlier(self, owner: object, due: float, *, timeout: float) -> list[str]:
+        """Block until no other owner owes work that fell due before lab time ``due``: work
+        runs in lab-time order, so a periodic pass due at ``due`` sees everything that
+        happened before it, however the threads were scheduled. Returns the names of the
+        owners still owing earlier work after ``timeout`` real seconds (empty once in order)."""
+        ...
+
 
 class _Owing:
     """What the owners owe a clock, and the limit lab time may not pass (shared by both)."""
@@ -183,6 +190,19 @@ class _Owing:
     def wait_change(self, timeout: float) -> None:
         with self._changed:
             self._changed.wait(timeout)
+
+    def wait_earlier(self, owner: object, due: float, *, timeout: float) -> list[str]:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                # strictly earlier: two owners due at the same instant never wait for each other
+                earlier = sorted(
+                    o.name for k, o in self._owed.items() if k is not owner and o.due < due
+                )
+                left = deadline - time.monotonic()
+                if not earlier or left <= 0:
+                    return earlier
+                self._changed.wait(left)
 
     def _holder(self) -> str:
         """The name of the owner whose limit holds lab time (lock held)."""

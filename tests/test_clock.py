@@ -239,3 +239,23 @@ def test_wait_change_wakes_when_an_owner_reports() -> None:
         woke.wait(0.01)
     thread.join(5)
     assert not thread.is_alive()
+
+
+def test_wait_earlier_returns_once_others_finished_what_fell_due_before() -> None:
+    """Lab-time order: a pass due at 5 waits for another owner's work due at 2 (not for work
+    due at 5 or later: owners due at one instant never wait for each other)."""
+    clock = ManualClock()
+    pass_owner, kubelet, later, same = object(), object(), object(), object()
+    clock.owe(pass_owner, 5.0, name="monitor")
+    clock.owe(kubelet, 2.0, name="kubelet")
+    clock.owe(later, 9.0, name="later")
+    clock.owe(same, 5.0, name="same instant")
+    assert clock.wait_earlier(pass_owner, 5.0, timeout=0) == ["kubelet"]
+    done: list[list[str]] = []
+    waiter = threading.Thread(
+        target=lambda: done.append(clock.wait_earlier(pass_owner, 5.0, timeout=30))
+    )
+    waiter.start()
+    clock.owe(kubelet, None, name="kubelet")  # its work is done
+    waiter.join(30)
+    assert done == [[]]

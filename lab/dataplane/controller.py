@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 
 #: Give up on a key after this many consecutive failures (it is retried on its next event).
 MAX_RETRIES = 8
+#: Real seconds a pass run in lab-time order (:meth:`Controller.after_earlier_work`) waits for
+#: others' earlier work before it runs anyway (a component stuck that long is a lab error the
+#: settle barrier names too).
+ORDER_WAIT = 10.0
 
 
 class Controller:
@@ -114,6 +118,26 @@ class Controller:
             heapq.heappush(self._timers, (due, self._seq, key))
             self._owe()
             self._cond.notify()
+
+    def after_earlier_work(self, key: Hashable) -> None:
+        """Call from :meth:`sync` of a timer key: wait until every other in-lab component has
+        done the work that fell due before this one did (their informers delivered, their
+        queues drained up to that lab time), so a periodic pass judges what happened before it
+        in lab time, not what the threads happened to finish (``LabClock.wait_earlier``)."""
+        with self._cond:
+            due = self._processing.get(key)
+        if due is None:
+            return
+        late = self.clock.wait_earlier(self, due, timeout=ORDER_WAIT)
+        if late:
+            log.warning(
+                "%s: %r ran at lab %.1f s while %s still owed earlier work after %g s",
+                self.name,
+                key,
+                due,
+                ", ".join(late),
+                ORDER_WAIT,
+            )
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:

@@ -175,8 +175,10 @@ class KubeletPods(Controller):
         ``Failed``, reason per version) and the node powers off (heartbeats stop)."""
         if node not in self.hosts.node_names:
             raise KeyError(f"node {node!r} has no kubelet here; known: {self.hosts.node_names}")
-        self.hosts.report_not_ready(node, "node is shutting down")
         reason = self.behaviour.node_shutdown_reason
+        # The pods' kills are queued (owed to the lab clock) before the node reports NotReady:
+        # both happen at this lab instant, and a node-monitor pass due after it waits for both
+        # (``Controller.after_earlier_work``) instead of seeing one without the other.
         with self._lock:
             self._shutting_down.add(node)
             for run in list(self._runs.values()):
@@ -184,6 +186,7 @@ class KubeletPods(Controller):
                     run.failure = (reason, SHUTDOWN_MESSAGE)
                     self._sigterm(run, grace_seconds)
                     self.enqueue(run.key)
+        self.hosts.report_not_ready(node, "node is shutting down")
         self._maybe_power_off(node)
 
     def logs(self, namespace: str, name: str, container: str | None = None) -> list[str]:

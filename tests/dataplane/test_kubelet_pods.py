@@ -4,11 +4,13 @@ it hands out, readiness control, logs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Hashable
 
 import pytest
 
 from lab.dataplane.api import Obj
+from lab.dataplane.nodelifecycle import MONITOR
 from tests.dataplane.conftest import Cluster, Recorder, Snapshot, wait
 
 PROBE = {"exec": {"command": ["cat", "/tmp/ready"]}, "periodSeconds": 2, "failureThreshold": 1}
@@ -280,3 +282,45 @@ def test_dead_kubelet_freezes_status_and_resume_catches_up(cluster: Cluster) -> 
     cluster.kubelet.resume_heartbeat("w1")
     settled_running(cluster, "web")  # the kubelet back: it starts the pod in reaction
     assert pod["metadata"]["uid"] == cluster.pod("web")["metadata"]["uid"]
+
+
+def test_a_node_monitor_pass_due_after_a_shutdown_sees_the_pods_killed_first(
+    make_cluster: Callable[..., Cluster], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kubernetes#109718 on 1.22.8: the pod killed by a graceful node shutdown keeps Ready=True
+    because the node reported NotReady itself and the node lifecycle controller marks only pods
+    updated after it has seen that. The shutdown and the pods' kills happen at one lab instant;
+    a monitor pass due after it must see both, however late the kubelet's thread is. Here the
+    kubelet is held in the middle of writing the pod's end while a pass falls due: the pass
+    waits for it (``Controller.after_earlier_work``) instead of judging the node first and
+    then marking the pod NotReady (the flake this reproduces: 1 run in ~10 of the catalog)."""
+    cluster = make_cluster("1.22.8")
+    cluster.create_pod("web", spec=pod_spec(on="w1"))
+    settled_running(cluster, "web")
+    kubelet, lifecycle = cluster.plane.kubelet, cluster.plane.node_lifecycle
+    held, release = threading.Event(), threading.Event()
+    inner = kubelet.sync
+
+    def slow_sync(key: Hashable) -> None:
+        if key == ("default", "web") and not release.is_set():
+            held.set()
+            release.wait(30)
+        inner(key)
+
+    monkeypatch.setattr(kubelet, "sync", slow_sync)
+    kubelet.shutdown_node("w1", grace_seconds=20)
+    assert held.wait(30), "the kubelet took the pod's kill"
+    lifecycle.enqueue(MONITOR)  # a pass falls due while the kubelet is still at it
+    # Before letting the kubelet go: the pass has either judged the node already (the race
+    # lost) or is waiting for the kubelet's earlier work.
+    wait(
+        "the monitor pass to run or to wait for the kubelet",
+        lambda: (
+            "syncing ('monitor',)" in lifecycle.progress().doing
+            or lifecycle.node_ready_seen("w1") == "False"
+        ),
+    )
+    release.set()
+    pod = settled_pod(cluster, "web")
+    assert pod["status"]["phase"] == "Failed", pod["status"]
+    assert cluster.condition(pod, "Ready") == "True", "#108594: the killed pod keeps Ready=True"
