@@ -21,7 +21,12 @@ Provisioning steps (``lab.cluster.steps``, undone in reverse on failure unless `
    IPs from ``docker inspect``; the ``on_nodes`` callback receives them so the lab can align each
    fake EC2 instance's private IP with its node (kubelet's ``--node-ip`` is the container IP and
    the CCM rejects a provided node IP the cloud does not report — peers.md §1.2).
-6. ``load-images``: ``kind load docker-image`` for an in-cluster controller image; where that
+6. ``wait-for-nodes``: every node's Node object registered (``--wait`` covers control-plane
+   nodes only: a worker may still be joining when ``kind create`` returns), within ``wait``,
+   and each with the providerID the lab patched in: a patch kind skipped (its ``apiVersion``
+   not the node image's kubeadm API) leaves kind's own ``kind://`` providerID, which can never
+   change, and the controller would never initialize that node.
+7. ``load-images``: ``kind load docker-image`` for an in-cluster controller image; where that
    fails (under Docker's containerd image store, kind#3795) ``docker save --platform`` of the
    engine's own platform and ``kind load image-archive``.
 
@@ -44,6 +49,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,9 +64,10 @@ from lab.cluster.base import (
 )
 from lab.cluster.kind_config import kind_node_names, render_config
 from lab.cluster.kind_network import gateway_of, ipam_gateway
+from lab.cluster.kubeapi import raw
 from lab.cluster.restore import ClusterBaseline
 from lab.cluster.steps import ProgressReporter, Step, StepRun
-from lab.cluster.versions import KubeVersion, node_image
+from lab.cluster.versions import KubeVersion, kubeadm_api_version, node_image
 from lab.exec import CommandError, Runner, SubprocessRunner
 from lab.kubeclient import kubeconfig_server, new_api_client
 from lab.settle import Reporter
@@ -211,7 +218,7 @@ class KindProvider:
         steps: list[Step[KindContext]] = [CheckKindVersion()]
         if self.network_subnet:
             steps.append(EnsureNetwork())
-        steps += [WriteConfig(), CreateCluster(), DiscoverNodes()]
+        steps += [WriteConfig(), CreateCluster(), DiscoverNodes(), WaitForNodes()]
         if self.images_to_load:
             steps.append(LoadImages())
         return steps
@@ -582,6 +589,68 @@ class DiscoverNodes:
 
     def undo(self, ctx: KindContext) -> None:
         ctx.nodes = []
+
+
+def duration_seconds(text: str) -> float:
+    """A Go duration as kind's ``--wait`` takes it (``120s``, ``5m``, ``1m30s``) in seconds."""
+    match = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?", text.strip())
+    if not text.strip() or match is None:
+        raise ValueError(f"wait {text!r}: a duration such as 120s or 5m")
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+class WaitForNodes:
+    name = "wait-for-nodes"
+
+    def execute(self, ctx: KindContext) -> None:
+        from kubernetes import client, watch
+
+        p = ctx.provider
+        expected = kind_node_names(p.name, [n.role for n in ctx.spec.nodes])
+        core = client.CoreV1Api(p.api_client())
+        deadline = time.monotonic() + duration_seconds(p.wait)
+        found: dict[str, Any] = {}
+        while True:
+            listed = raw(core.list_node(_preload_content=False))
+            found = {n["metadata"]["name"]: n for n in listed.get("items") or []}
+            missing = [n for n in expected if n not in found]
+            left = deadline - time.monotonic()
+            if not missing or left <= 0:
+                break
+            log.info(
+                "waiting for nodes %s to register (kind --wait covers control planes)", missing
+            )
+            watcher = watch.Watch()  # type: ignore[no-untyped-call]
+            stream = watcher.stream(  # type: ignore[no-untyped-call]
+                core.list_node,
+                resource_version=listed["metadata"]["resourceVersion"],
+                timeout_seconds=max(1, int(left)),
+            )
+            for event in stream:  # until one of them is added; then list again
+                if event.get("type") == "ADDED":
+                    watcher.stop()  # type: ignore[no-untyped-call]
+        if missing:
+            raise RuntimeError(
+                f"kind created the cluster but nodes {missing} did not register within "
+                f"{p.wait}; `kind export logs --name {p.name}` shows their kubelets' logs"
+            )
+        for name, node in sorted(found.items()):
+            want = p.provider_ids.get(name)
+            have = (node.get("spec") or {}).get("providerID")
+            if want is not None and have != want:
+                raise RuntimeError(
+                    f"node {name} registered with providerID {have or '(none)'}, not the lab's "
+                    f"{want}: kind skipped the lab's kubeadm patch (a patch applies only where "
+                    f"its apiVersion is the node image's kubeadm API, here "
+                    f"{kubeadm_api_version(ctx.spec.version)} for Kubernetes "
+                    f"{ctx.spec.version}), so the node image does not run that version. A "
+                    "providerID never changes: delete the lab and bring it up with a node image "
+                    "of the --k8s-version asked for"
+                )
+
+    def undo(self, ctx: KindContext) -> None:
+        return None
 
 
 class LoadImages:

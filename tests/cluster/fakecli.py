@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.exec import SubprocessRunner
+from lab.kube.server import KubeServer
 
 HERE = Path(__file__).resolve().parent
 
@@ -139,7 +140,20 @@ if path == ("create", "cluster"):
         c for c in new if c["Name"].lstrip("/") not in state.get("vanish", []))
     save()
     kubeconfig = flags.get("kubeconfig") or os.path.expanduser("~/.kube/config")
-    Path(kubeconfig).write_text("apiVersion: v1\\nkind: Config\\n")
+    if not state.get("api_kubeconfig"):
+        Path(kubeconfig).write_text("apiVersion: v1\\nkind: Config\\n")
+        sys.exit(0)
+    # The cluster's API is the test's simulator: hand back its kubeconfig, and register each
+    # node as its kubelet would from the arguments above (``late_nodes`` register later, when
+    # the test says: kind's --wait covers control planes only)
+    import shutil
+    from kubernetes import client, config as kube_config
+    shutil.copyfile(state["api_kubeconfig"], kubeconfig)
+    core = client.CoreV1Api(kube_config.new_client_from_config(state["api_kubeconfig"]))
+    for c in new:
+        node_name = c["Name"].lstrip("/")
+        if node_name not in state.get("late_nodes", []):
+            core.create_node(kr.registered_node(node_name, kubelets[node_name]))
     sys.exit(0)
 if path == ("delete", "cluster"):
     print('Deleting cluster "%s" ...' % name, file=sys.stderr)
@@ -149,6 +163,16 @@ if path == ("delete", "cluster"):
     for n in gone:
         state.get("kubelets", {}).pop(n, None)
     save()
+    if gone and state.get("api_kubeconfig"):  # the cluster's API goes with its nodes
+        from kubernetes import client, config as kube_config
+        from kubernetes.client.rest import ApiException
+        core = client.CoreV1Api(kube_config.new_client_from_config(state["api_kubeconfig"]))
+        for n in gone:
+            try:
+                core.delete_node(n)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
     if gone:
         print("Deleted nodes: " + json.dumps(gone), file=sys.stderr)
     sys.exit(0)
@@ -396,6 +420,9 @@ fail("fake docker: command not modelled: " + " ".join(argv), 2)
 
 
 class FakeCLI:
+    #: the API simulator ``serve_api`` gave the cluster, if any
+    api: KubeServer | None = None
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self.bin = root / "bin"
@@ -434,6 +461,14 @@ class FakeCLI:
     def network_envs(self) -> list[str | None]:
         path = self.root / "calls.jsonl"
         return [json.loads(line)["network_env"] for line in path.read_text().splitlines()]
+
+    def serve_api(self, sim: KubeServer) -> None:
+        """``kind create cluster`` hands back ``sim``'s kubeconfig and registers the nodes there
+        as their kubelets would (``kind_releases.registered_node``); ``kind delete cluster``
+        removes them again."""
+        kubeconfig = sim.write_kubeconfig(self.root / "api.kubeconfig")
+        self.set(api_kubeconfig=str(kubeconfig))
+        self.api = sim
 
     def kubelets(self) -> dict[str, dict[str, Any]]:
         """What ``kind create cluster`` started each node's kubelet with."""

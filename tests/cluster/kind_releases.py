@@ -504,3 +504,59 @@ def _merge_args_by_name(
             sub = target.setdefault(key, {})
             if isinstance(sub, dict):
                 _merge_args_by_name(sub, value, patch_versioned=patch_versioned)
+
+
+def registered_node(name: str, kubelet: Mapping[str, Any]) -> dict[str, Any]:
+    """The Node a kind node's kubelet registers from its arguments (``kubelet_args``), as
+    kubelet's ``initialNode`` builds it with ``--cloud-provider=external``: the hostname, os and
+    arch labels plus ``--node-labels``, ``spec.providerID`` from ``--provider-id``, the
+    ``node.cloudprovider.kubernetes.io/uninitialized`` taint, and ``--node-ip`` as the provided
+    node IP (annotation and InternalIP); kubeadm then labels a control plane's role."""
+    args = kubelet["args"]
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": "amd64",
+    }
+    for pair in filter(None, str(args.get("node-labels") or "").split(",")):
+        key, _, value = pair.partition("=")
+        labels[key] = value
+    if kubelet.get("role") == "control-plane":
+        labels["node-role.kubernetes.io/control-plane"] = ""
+    taints = []
+    if args.get("cloud-provider") == "external":
+        taints.append(
+            {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true",
+             "effect": "NoSchedule"}
+        )  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": {"alpha.kubernetes.io/provided-node-ip": args["node-ip"]},
+        },
+        "spec": {"providerID": args["provider-id"], "taints": taints},
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": args["node-ip"]},
+                {"type": "Hostname", "address": name},
+            ],
+            # what a kindest/node container reports (Debian, containerd)
+            "nodeInfo": {
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+                "kernelVersion": "6.1.0",
+                "osImage": "Debian GNU/Linux 12 (bookworm)",
+                "containerRuntimeVersion": "containerd://1.7.18",
+                "kubeletVersion": kubelet.get("version", ""),
+                "kubeProxyVersion": "",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        },
+    }

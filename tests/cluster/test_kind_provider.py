@@ -3,18 +3,24 @@ their argv; the tests assert the exact commands, node discovery, and undo on fai
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client
 
+from lab.cluster import kind_config
 from lab.cluster.base import ClusterSpec, NodeInfo, NodeName, NodeSpec, ProviderID, Role
 from lab.cluster.kind import KindProvider, KindVersionError, check_kind_version, parse_kind_version
 from lab.cluster.steps import ProvisionError
 from lab.cluster.versions import KubeVersion
 from lab.exec import CommandError
+from lab.kube.server import KubeServer
 
+from . import kind_releases
 from .fakecli import FakeCLI, container
 
 CP_ID = ProviderID("aws:///us-east-1a/i-0aaaaaaaaaaaaaaa1")
@@ -30,10 +36,14 @@ def spec(version: str = "1.29", name: str = "lab1") -> ClusterSpec:
 
 
 @pytest.fixture
-def fake(tmp_path: Path) -> FakeCLI:
+def fake(tmp_path: Path) -> Iterator[FakeCLI]:
+    """The fakes, with an API simulator as the cluster's API server: the nodes register there
+    as kind's kubelets would."""
     cli = FakeCLI(tmp_path / "fake")
     cli.set(kind_version="kind v0.22.0 go1.20.13 linux/amd64")
-    return cli
+    with KubeServer() as sim:
+        cli.serve_api(sim)
+        yield cli
 
 
 def provider(fake: FakeCLI, tmp_path: Path, **kwargs: Any) -> KindProvider:
@@ -418,3 +428,62 @@ def test_load_of_an_image_no_registry_has_names_the_registry(fake: FakeCLI, tmp_
     p.provision(spec())
     with pytest.raises(CommandError, match=r"lookup registry\.example: no such host"):
         p.load_image("registry.example/ccm:1")
+
+
+def test_provision_waits_for_a_worker_that_registers_after_kind_returns(
+    fake: FakeCLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kind create --wait`` waits for control planes only: the worker's kubelet may register
+    after kind returns. Here it registers once the provider is watching for it (the evidence
+    the provider waits on, not a pause), and provisioning finishes with both nodes there."""
+    fake.set(late_nodes=["lab1-worker"])
+    sim = fake.api
+    assert sim is not None
+    inner = sim.api.handle
+    joined = threading.Event()
+
+    def join() -> None:
+        body = kind_releases.registered_node("lab1-worker", fake.kubelets()["lab1-worker"])
+        client.CoreV1Api(sim.api_client()).create_node(body)
+
+    def handle(req: Any) -> Any:
+        watching = req.target.startswith("/api/v1/nodes?") and "watch=" in req.target
+        if watching and not joined.is_set():
+            joined.set()
+            threading.Thread(target=join, daemon=True).start()
+        return inner(req)
+
+    monkeypatch.setattr(sim.api, "handle", handle)
+    p = provider(fake, tmp_path)
+    p.provision(spec())
+    assert joined.is_set(), "the provider watched for the missing worker"
+    names = [n.metadata.name for n in client.CoreV1Api(sim.api_client()).list_node().items]
+    assert sorted(names) == ["lab1-control-plane", "lab1-worker"]
+
+
+def test_a_worker_that_never_registers_fails_provisioning_naming_it(
+    fake: FakeCLI, tmp_path: Path
+) -> None:
+    fake.set(late_nodes=["lab1-worker"])
+    p = provider(fake, tmp_path, wait="1s")
+    with pytest.raises(ProvisionError, match=r"nodes \['lab1-worker'\] did not register within 1s"):
+        p.provision(spec())
+    assert ["kind", "delete", "cluster"] in [c[:3] for c in fake.calls()], "undone"
+
+
+def test_a_patch_kind_skipped_leaves_kinds_provider_id_and_fails_at_once(
+    fake: FakeCLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config whose patches name another kubeadm API than the node image's: kind skips them
+    silently (the fake applies kind's matching rules), the kubelets register with kind's own
+    immutable ``kind://`` providerID, and provisioning says so instead of a lab that waits for
+    nodes the controller can never initialize."""
+    monkeypatch.setattr(kind_config, "kubeadm_api_version", lambda v: "kubeadm.k8s.io/v1beta2")
+    p = provider(fake, tmp_path)
+    with pytest.raises(ProvisionError) as caught:
+        p.provision(spec())
+    message = str(caught.value.__cause__ or caught.value)
+    assert "node lab1-control-plane registered with providerID kind://docker/lab1/" in message
+    assert f"not the lab's {CP_ID}" in message
+    assert "kind skipped the lab's kubeadm patch" in message
+    assert "kubeadm.k8s.io/v1beta3 for Kubernetes v1.29" in message
