@@ -298,8 +298,10 @@ class KindProvider:
         if self._api_client is not None:
             self._api_client.close()
             self._api_client = None
-        if self.network and self._owned_network_exists():
-            self.runner.run([self.docker_binary, "network", "rm", self.network], timeout=60)
+        # by the owner label, not by this provider's settings: a process cleaning up after a
+        # lab whose daemon died does not know the subnet the network was made with
+        for network in self._owned_networks():
+            self.runner.run([self.docker_binary, "network", "rm", network], timeout=60)
 
     def logs(self, dest: Path) -> Path:
         dest.mkdir(parents=True, exist_ok=True)
@@ -399,9 +401,8 @@ class KindProvider:
 
     # --- helpers -----------------------------------------------------------------------
 
-    def _owned_network_exists(self) -> bool:
-        if self.network is None:
-            return False
+    def _owned_networks(self) -> list[str]:
+        """The Docker networks the lab made for this cluster (its owner label)."""
         result = self.runner.run(
             [
                 self.docker_binary,
@@ -414,7 +415,7 @@ class KindProvider:
             ],
             timeout=30,
         )
-        return self.network in result.stdout.split()
+        return sorted(n for n in result.stdout.split() if n)
 
     def _node_from_inspect(self, item: dict[str, Any]) -> NodeInfo | None:
         """A Kubernetes node from a container, or None for kind's other containers (the

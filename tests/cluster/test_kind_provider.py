@@ -487,3 +487,23 @@ def test_a_patch_kind_skipped_leaves_kinds_provider_id_and_fails_at_once(
     assert f"not the lab's {CP_ID}" in message
     assert "kind skipped the lab's kubeadm patch" in message
     assert "kubeadm.k8s.io/v1beta3 for Kubernetes v1.29" in message
+
+
+def test_delete_from_a_fresh_process_removes_the_labs_network(
+    fake: FakeCLI, tmp_path: Path
+) -> None:
+    """``lab.down`` after the daemon died builds the provider from the state file alone, without
+    the subnet its network was made with: the network is found by its owner label and removed,
+    and another lab's network is left alone."""
+    p = provider(fake, tmp_path, network_subnet="10.0.0.0/16")
+    p.provision(spec())
+    other = KindProvider(
+        "lab10", state_dir=tmp_path / "other", runner=fake.runner(), network_subnet="10.9.0.0/16"
+    )
+    other.prepare(spec(name="lab10"))
+    assert {"ccm-lab-lab1", "ccm-lab-lab10"} <= set(fake.state["networks"])
+    orphan = KindProvider("lab1", state_dir=tmp_path / "state", runner=fake.runner())
+    orphan.delete()
+    assert "ccm-lab-lab1" not in fake.state["networks"]
+    assert "ccm-lab-lab10" in fake.state["networks"]
+    assert not [c for c in fake.state.get("containers", []) if "lab1-" in c["Name"]]
