@@ -133,6 +133,14 @@ class _Control(BaseHTTPRequestHandler):
         return ""
 
 
+def control_server(lab: Lab) -> ThreadingHTTPServer:
+    """The daemon's control API for ``lab`` on 127.0.0.1 (a free port; not yet serving)."""
+    handler = type("Control", (_Control,), {"lab": lab})
+    control = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    control.daemon_threads = True
+    return control
+
+
 class _Interrupted(BaseException):
     """SIGTERM/SIGINT while the lab starts (a BaseException, so no step swallows it)."""
 
@@ -161,9 +169,7 @@ def serve(config: LabConfig) -> int:
         return 1
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    handler = type("Control", (_Control,), {"lab": lab})
-    control = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    control.daemon_threads = True
+    control = control_server(lab)
     threading.Thread(target=control.serve_forever, name="lab-control", daemon=True).start()
     try:
         me = ProcessRef.of(os.getpid()) or ProcessRef(os.getpid(), 0)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import http.server
 import ipaddress
 import json
+import os
 import socket
 import sys
 import threading
@@ -29,13 +30,16 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from lab import daemon, labview
 from lab.cluster import kind_network
 from lab.cluster.base import Role
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.versions import KubeVersion
+from lab.component import ProcessRef
 from lab.compose import Lab, LabConfig, LabNotReady, wait_for
 from lab.kube.server import KubeServer
 from lab.pytest_plugin import quiesce_session_lab
+from lab.state import DaemonState, make_private_dir, write_state
 from tests.cluster.fakecli import FakeCLI
 
 UNINIT = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -339,4 +343,49 @@ def test_reset_on_kind_removes_the_tests_pods_and_empties_their_namespaces(
         ]
         core.create_namespaced_pod("default", _pod("web-0"))  # the name is free again
     finally:
+        lab.stop()
+
+
+def test_lab_traffic_through_the_daemon_sends_real_requests_on_kind(
+    kind_world: tuple[FakeCLI, Path, Path],
+) -> None:
+    """``invoke lab.traffic`` asks the lab daemon, whose probe on kind really sends the requests
+    through the nodes (here one loopback port answering as agnhost netexec does)."""
+    fake, wrapper, tmp = kind_world
+    node = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Node)
+    threading.Thread(target=node.serve_forever, daemon=True).start()
+    NODE_PORT[0] = int(node.server_address[1])
+    lab = _kind_lab(fake, wrapper, tmp)
+    control = daemon.control_server(lab)
+    threading.Thread(target=control.serve_forever, daemon=True).start()
+    try:
+        lab.start()
+        lab.start_controller()
+        core = client.CoreV1Api(lab.api_client())
+        core.create_namespaced_service(
+            "default", {"metadata": {"name": "web"}, "spec": {"type": "LoadBalancer",
+                                                            "ports": [{"port": 80}]}}
+        )  # fmt: skip
+        root = tmp / "labs"
+        make_private_dir(root / "k")
+        url = f"http://127.0.0.1:{control.server_address[1]}"
+        me = ProcessRef.of(os.getpid())
+        assert me is not None
+        write_state(
+            lab.state(root / "k").replace(
+                daemon=DaemonState(process=me, control_url=url, log=str(tmp / "lab.log"))
+            )
+        )
+        doc = wait_for(
+            lambda: (d := labview.traffic("web", name="k", requests=20, root=root))
+            .get("answered", {}).get("default/web-7d9f") == 20 and d,
+            timeout=30,
+            what="every request answered through the nodes, asked of the daemon",
+        )  # fmt: skip
+        assert doc["requests"] == 20, doc
+    finally:
+        control.shutdown()
+        control.server_close()
+        node.shutdown()
+        node.server_close()
         lab.stop()
