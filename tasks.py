@@ -402,7 +402,7 @@ def trail(
     help={
         "service": "the LoadBalancer Service: NAME or NAMESPACE/NAME",
         "name": "lab name",
-        "requests": "how many requests to model (default 100)",
+        "requests": "how many requests to send (default 100; modelled on sim)",
         "from": "the client: a CIDR (addresses drawn from it) or a node name",
         "port": "the Service port (default its first)",
         "seed": "random seed (same seed, same answer)",
@@ -419,7 +419,7 @@ def traffic(
     seed: int = 0,
     json_: bool = False,
 ) -> None:
-    """Where requests to a LoadBalancer Service go, hop by hop (sim backend)."""
+    """Where requests to a LoadBalancer Service go, hop by hop (sim: modelled; kind: sent)."""
     from lab.labview import render_traffic
     from lab.labview import traffic as lab_traffic
 
