@@ -19,6 +19,10 @@ reproduce  ``shown`` (the build has the bug)   ``not shown`` (reported as xfaile
                                                the run does not fail for it)
 ========== =================================== ====================================
 
+``--report-only FAILURE`` (with ``--expect fixed``): that failure's ``not fixed`` is reported as
+xfailed and does not fail the run, for a fix beyond what the build's upstream has (upstream
+cloud-provider-aws v1.33.0 has no shared-ELB-group check: ``shared-elb-sg``).
+
 Any other exception (the build never got ready, an API error...) is ``error`` and a skip is
 ``skipped``; both fail or skip the run as pytest always does. ``--conformance-report DIR``
 writes ``DIR/conformance.md`` and ``DIR/conformance.xml`` (JUnit) with, per case, the
@@ -198,10 +202,19 @@ class ConformancePlugin:
     Registered by ``lab.pytest_plugin`` when ``--expect`` is given; ``build`` names the
     controller under test for the report."""
 
-    def __init__(self, *, expect: str, build: str, report_dir: Path | None) -> None:
+    def __init__(
+        self,
+        *,
+        expect: str,
+        build: str,
+        report_dir: Path | None,
+        report_only: frozenset[str] = frozenset(),
+    ) -> None:
         self.expect = expect
         self.build = build
         self.report_dir = report_dir
+        #: failures whose "not fixed" is reported without failing the run (``--report-only``)
+        self.report_only = report_only
         self.results: dict[str, CaseResult] = {}
         self.current: pytest.Item | None = None
 
@@ -213,12 +226,21 @@ class ConformancePlugin:
     ) -> None:
         keep: list[pytest.Item] = []
         drop: list[pytest.Item] = []
+        declared: set[str] = set()
         for item in items:
             declaration = Declaration.of(item)
+            if declaration is not None:
+                declared.add(declaration.failure)
             if declaration is not None and declaration.expect == self.expect:
                 keep.append(item)
             else:
                 drop.append(item)
+        unknown = sorted(self.report_only - declared)
+        if unknown and items:
+            raise pytest.UsageError(
+                f"--report-only {unknown[0]}: no collected case declares that failure; declared: "
+                + ", ".join(sorted(declared))
+            )
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
@@ -284,6 +306,12 @@ class ConformancePlugin:
             # the build does not show this failure: an answer, not an error
             report.outcome = "skipped"
             report.wasxfail = f"not shown: {evidence[0] if evidence else 'the case failed'}"
+        elif verdict == "not fixed" and declaration.failure in self.report_only:
+            # a fix beyond what this build claims to have: said, not gated
+            report.outcome = "skipped"
+            report.wasxfail = (
+                f"not fixed (report only): {evidence[0] if evidence else 'the case failed'}"
+            )
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -42,6 +42,7 @@ from lab.clock import check_speed
 from lab.compose import Lab, LabConfig
 from lab.conformance import (
     EXPECTATIONS,
+    FAILURE_ID,
     MARKER_HELP,
     ConformancePlugin,
     Declaration,
@@ -165,6 +166,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="with --expect: write DIR/conformance.md and DIR/conformance.xml (JUnit)",
     )
     group.addoption(
+        "--report-only",
+        action="append",
+        default=[],
+        metavar="FAILURE",
+        help="with --expect fixed: report this documented failure's verdict without failing the "
+        "run on 'not fixed' (a fix beyond what the build's upstream has: shared-elb-sg for "
+        "cloud-provider-aws v1.33.0); repeat it, or give a comma-separated list",
+    )
+    group.addoption(
         "--catalog-speed",
         type=_clock_speed,
         default=None,
@@ -210,6 +220,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     expect = config.getoption("--expect", None)
     report_dir = config.getoption("--conformance-report", None)
+    report_only = _report_only(config.getoption("--report-only", []) or [], expect)
     if expect is None:
         if report_dir:
             raise pytest.UsageError(
@@ -228,9 +239,27 @@ def pytest_configure(config: pytest.Config) -> None:
         expect=expect,
         build=f"{command.name}: {' '.join(command.template)}",
         report_dir=Path(report_dir) if report_dir else None,
+        report_only=report_only,
     )
     config.stash[CONFORMANCE] = plugin
     config.pluginmanager.register(plugin, "ccm-lab-conformance")
+
+
+def _report_only(given: list[str], expect: str | None) -> frozenset[str]:
+    """``--report-only``'s failure ids (usage errors name the value)."""
+    ids = frozenset(i.strip() for text in given for i in text.split(",") if i.strip())
+    if ids and expect != "fixed":
+        raise pytest.UsageError(
+            f"--report-only {','.join(sorted(ids))}: keeps a 'not fixed' verdict from failing a "
+            "conformance run; give --expect fixed too"
+        )
+    bad = sorted(i for i in ids if not FAILURE_ID.fullmatch(i))
+    if bad:
+        raise pytest.UsageError(
+            f"--report-only {bad[0]!r}: a documented failure's id (lower-case words and digits "
+            "joined by dashes, e.g. shared-elb-sg)"
+        )
+    return ids
 
 
 def _check_aws_options(config: pytest.Config) -> None:

@@ -276,3 +276,46 @@ def test_lab_report_checks_its_flags_and_builds_the_pytest_run(tmp_path: Path) -
         "--conformance-report", str(tmp_path), "-p", "no:cacheprovider", "-rxs",
         "--controller", "upstream=/opt/acm", "-n", "2",
     ]  # fmt: skip
+
+
+BEYOND_UPSTREAM = """
+import pytest
+
+@pytest.mark.conformance(failure="shared-elb-sg", expect="fixed")
+def test_fixed_shared_group_kept():
+    assert False, "the shared ELB group's rule was revoked"
+
+@pytest.mark.conformance(failure="k8s-84926", expect="fixed")
+def test_fixed_elb_group_by_kind():
+    pass
+"""
+
+
+def test_report_only_keeps_a_fix_beyond_upstream_from_failing_the_gate(tmp_path: Path) -> None:
+    """Upstream cloud-provider-aws v1.33.0 has no shared-ELB-group check: with ``--report-only
+    shared-elb-sg`` its ``not fixed`` is reported (xfailed, in the report) and the gate stays
+    green; without it the run fails. Ids no case declares, or the flag without ``--expect
+    fixed``, are usage errors naming the value."""
+    (tmp_path / "test_gate.py").write_text(BEYOND_UPSTREAM, encoding="utf-8")
+    base = ["-p", "lab.pytest_plugin", "-c", os.devnull, "--rootdir", str(tmp_path),
+            str(tmp_path), "--controller-cmd", OURS, "-q", "-rx"]  # fmt: skip
+    gated = _pytest([*base, "--expect", "fixed"], timeout=120)
+    assert gated.returncode == 1, gated.stdout + gated.stderr
+    report = tmp_path / "report"
+    said = _pytest(
+        [*base, "--expect", "fixed", "--report-only", "shared-elb-sg",
+         "--conformance-report", str(report)],
+        timeout=120,
+    )  # fmt: skip
+    assert said.returncode == 0, said.stdout + said.stderr
+    assert "1 passed, 1 xfailed" in said.stdout, said.stdout
+    assert "not fixed (report only)" in said.stdout
+    assert set(_verdicts(report).values()) == {"not fixed", "fixed"}
+    unknown = _pytest([*base, "--expect", "fixed", "--report-only", "k8s-1"], timeout=120)
+    assert unknown.returncode == 4, unknown.stdout + unknown.stderr
+    assert "--report-only k8s-1: no collected case declares that failure" in unknown.stderr
+    reproduce = _pytest(
+        [*base, "--expect", "reproduce", "--report-only", "shared-elb-sg"], timeout=120
+    )
+    assert reproduce.returncode == 4
+    assert "give --expect fixed too" in reproduce.stderr

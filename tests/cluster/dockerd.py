@@ -4,7 +4,12 @@ The lab's Docker operations (bridge networks, containers) change a host's interf
 iptables; tests may not. So the engine runs as ``unshare --net --mount --pid --fork dockerd``:
 its bridges, routes and rules live in a fresh network namespace that disappears with it, its
 overlay mounts in a private mount namespace, its containerd and containers in a PID namespace
-whose init is dockerd (stopping it ends them all). It listens on a socket under a temporary
+whose init is dockerd (stopping it ends them all). Its containerd is its own: dockerd adopts a
+running system containerd when ``/run/containerd/containerd.sock`` exists (moby's
+``initializeContainerd``), and that containerd, in the host's mount namespace, would not see
+the private namespace's mounts; so the private mount namespace hides ``/run/containerd`` under
+an empty tmpfs before dockerd starts, and dockerd starts a managed containerd of its own. It
+listens on a socket under a temporary
 directory (``DOCKER_HOST``), never on the host's ``/var/run/docker.sock``; nothing can be pulled
 (no registry is reachable from the namespace), so images are made with ``docker import`` of a
 minimal root filesystem (:func:`minimal_rootfs`).
@@ -38,6 +43,16 @@ def unavailable() -> str | None:
     return None
 
 
+#: where a system containerd listens (moby's ``containerddefaults.DefaultAddress`` directory)
+SYSTEM_CONTAINERD = "/run/containerd"
+#: ``sh -c`` in the new mount namespace: cover ``$1`` (if it exists) with an empty tmpfs, then
+#: exec the rest; a failed mount stops there (dockerd would adopt the system containerd)
+_HIDE_THEN_EXEC = (
+    'if [ -d "$1" ]; then mount -t tmpfs ccm-no-system-containerd "$1" || exit 97; fi; '
+    'shift; exec "$@"'
+)
+
+
 class PrivateDockerd:
     """``dockerd`` in new network, mount and PID namespaces; ``runner()`` talks to it."""
 
@@ -55,16 +70,22 @@ class PrivateDockerd:
     def runner(self) -> SubprocessRunner:
         return SubprocessRunner(base_env={"DOCKER_HOST": self.host})
 
-    def start(self, timeout: float = 60.0) -> str | None:
-        """Start and wait until ``docker info`` answers; None, or why it did not (log tail)."""
-        argv = [
+    def command(self, *, hide: str = SYSTEM_CONTAINERD, dockerd: str = "dockerd") -> list[str]:
+        """The argv: new namespaces, ``hide`` (the system containerd's directory) covered by an
+        empty tmpfs in the private mount namespace where it exists, then ``dockerd``."""
+        return [
             "unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc",
             "--kill-child=SIGTERM",
-            "dockerd", "--host", self.host,
+            "sh", "-c", _HIDE_THEN_EXEC, "sh", hide,
+            dockerd, "--host", self.host,
             "--data-root", str(self.root / "data"),
             "--exec-root", str(self.root / "exec"),
             "--pidfile", str(self.root / "dockerd.pid"),
         ]  # fmt: skip
+
+    def start(self, timeout: float = 60.0) -> str | None:
+        """Start and wait until ``docker info`` answers; None, or why it did not (log tail)."""
+        argv = self.command()
         with self.log.open("wb") as out:
             self._proc = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True

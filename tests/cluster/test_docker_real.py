@@ -16,6 +16,8 @@ from __future__ import annotations
 import io
 import ipaddress
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -234,3 +236,34 @@ def test_image_archive_fallback_saves_a_loadable_archive(
     assert not list((tmp_path / "load" / "images").iterdir()), "the archive is removed"
     with tarfile.open(fileobj=io.BytesIO(dockerd.minimal_rootfs())) as tar:
         assert "bin/sleep" in tar.getnames()
+
+
+_SEES = """#!{python} -I
+import os, sys
+print("sees system containerd" if os.path.exists({marker!r}) else "sees none")
+"""
+
+
+def test_the_private_dockerd_cannot_see_a_system_containerd(tmp_path: Path) -> None:
+    """dockerd adopts a system containerd whose socket it finds; that containerd lives in the
+    host's mount namespace and would not see the private one's mounts. The command hides the
+    directory first: a program started in dockerd's place does not see the socket that is
+    there for everyone else (here a stand-in directory and socket file, so the host's own
+    /run/containerd is never touched)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare to make a mount namespace")
+    system = tmp_path / "run-containerd"
+    system.mkdir()
+    (system / "containerd.sock").write_text("")
+    fake = tmp_path / "dockerd"
+    fake.write_text(_SEES.format(python=sys.executable, marker=str(system / "containerd.sock")))
+    fake.chmod(0o755)
+    daemon = dockerd.PrivateDockerd()
+    try:
+        argv = daemon.command(hide=str(system), dockerd=str(fake))
+        seen = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        assert seen.returncode == 0, seen.stderr
+        assert seen.stdout.strip() == "sees none", seen.stdout + seen.stderr
+        assert (system / "containerd.sock").exists(), "hidden only inside the namespace"
+    finally:
+        daemon.stop()
