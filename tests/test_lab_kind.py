@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from kubernetes import client
 
@@ -388,4 +389,49 @@ def test_lab_traffic_through_the_daemon_sends_real_requests_on_kind(
         control.server_close()
         node.shutdown()
         node.server_close()
+        lab.stop()
+
+
+def test_the_in_cluster_controller_gets_the_labs_world(
+    kind_world: tuple[FakeCLI, Path, Path],
+) -> None:
+    """What the real-kind in-cluster test deploys into (``lab_world_settings``): the cloud
+    config's EC2 endpoint lists an instance for every node, with its container's IP, and the
+    metadata service answers botocore's own fetcher as the control plane's instance. A bare
+    endpoint and metadata service (what that test used to start by hand) answer neither, and
+    the controller exits at start."""
+    from botocore.utils import InstanceMetadataRegionFetcher
+
+    from tests.incluster.support import lab_world_settings
+
+    fake, wrapper, tmp = kind_world
+    network = {"Subnet": "127.0.0.0/20", "IPRange": "127.0.8.0/21", "Gateway": "127.0.0.1"}
+    fake.set(networks={f"ccm-lab-{CLUSTER}": {**network, "Labels": {}}})
+    lab = _kind_lab(fake, wrapper, tmp, expose_to_nodes=True, vpc_cidr="127.0.0.0/16")
+    try:
+        lab.start()
+        settings = lab_world_settings(lab)
+        url = next(
+            line.split("=", 1)[1].strip()
+            for line in settings.cloud_config.splitlines()
+            if line.strip().startswith("URL") and "elasticloadbalancing" not in line
+        )
+        creds = settings.aws_credentials
+        ec2 = boto3.client(
+            "ec2",
+            endpoint_url=url,
+            region_name=lab.config.region,
+            aws_access_key_id=creds["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"],
+        )
+        listed = {
+            i["PrivateIpAddress"]: i["InstanceId"]
+            for r in ec2.describe_instances()["Reservations"]
+            for i in r["Instances"]
+        }
+        assert listed == {n.private_ip: n.instance_id for n in lab.nodes}
+        assert settings.imds_endpoint is not None
+        fetcher = InstanceMetadataRegionFetcher(base_url=settings.imds_endpoint)
+        assert fetcher.retrieve_region() == lab.config.region
+    finally:
         lab.stop()

@@ -68,6 +68,23 @@ LB_SERVICE: Obj = {
 }
 
 
+def lab_world_settings(lab: Any, **changes: Any) -> InClusterSettings:
+    """The in-cluster controller's settings for a started kind ``lab`` (``lab.compose.Lab``
+    with ``expose_to_nodes``): the lab's AWS endpoint, seeded with an instance per node, and
+    its metadata service, whose default instance is the control plane's, both where the nodes
+    reach them. Without that world (a bare AWS endpoint and metadata service) the controller
+    finds no instance of its own and exits at start."""
+    host = lab.cluster.host_address()
+    return lab_settings(
+        host=host,
+        aws_port=urllib.parse.urlsplit(lab.aws.url).port or 0,
+        imds_port=urllib.parse.urlsplit(lab.imds.url).port or 0,
+        region=lab.config.region,
+        cluster_id=lab.config.cluster_id,
+        **changes,
+    )
+
+
 def kind_settings(**changes: Any) -> InClusterSettings:
     """Lab settings for a kind network gateway at 172.30.0.1 (AWS on 4566, IMDS on 4567)."""
     return lab_settings(host="172.30.0.1", aws_port=4566, imds_port=4567, **changes)
