@@ -20,7 +20,9 @@ import pytest
 os.environ["CCM_LAB_NO_REAL_AWS"] = "1"
 
 pytest_plugins = [
-    name for name in ("lab.pytest_plugin",) if importlib.util.find_spec(name) is not None
+    name
+    for name in ("lab.pytest_plugin", "tests.rehearsal.plugin")
+    if importlib.util.find_spec(name) is not None
 ]
 
 

@@ -334,6 +334,7 @@ def assert_k1_fixed(ev: K1Evidence) -> None:
     )
 
 
+@pytest.mark.realnodes("K1 runs busybox with an exec readiness probe and a SIGTERM trap")
 @pytest.mark.parametrize("release", ["buggy", "fixed"])
 def test_recipe_k1_terminating_pod_readiness_on_a_real_kubelet(
     request: pytest.FixtureRequest, release: str

@@ -37,6 +37,7 @@ _PRELUDE = """#!{python} -I
 import ipaddress, json, os, sys
 from pathlib import Path
 sys.path.insert(0, {here!r})
+sys.path.insert(1, {repo!r})
 root = Path({root!r})
 argv = sys.argv[1:]
 with open(root / "calls.jsonl", "a") as f:
@@ -140,6 +141,28 @@ if path == ("create", "cluster"):
         c for c in new if c["Name"].lstrip("/") not in state.get("vanish", []))
     save()
     kubeconfig = flags.get("kubeconfig") or os.path.expanduser("~/.kube/config")
+    if state.get("rehearsal"):
+        import shutil
+        from tests.rehearsal import fakes
+        try:
+            pid, made = fakes.cluster_created(
+                root, name, version=kubelets[new[0]["Name"].lstrip("/")]["version"],
+                net=net, nodes=[
+                    {"name": c["Name"].lstrip("/"), "role": kubelets[c["Name"].lstrip("/")]["role"],
+                     "ip": c["NetworkSettings"]["Networks"][network]["IPAddress"],
+                     "args": kubelets[c["Name"].lstrip("/")]["args"],
+                     # kind untaints the control plane only when no worker joins (inferred
+                     # from kind users' setups, not read in kubeadminit: unverified)
+                     "control_plane_taints": len(new) > 1,
+                     "exclusion_label": release.labels_control_plane_excluded}
+                    for c in new])
+        except RuntimeError as err:
+            fail("ERROR: failed to create cluster: " + str(err))
+        state = json.loads((root / "state.json").read_text())
+        state.setdefault("rehearsal_pids", {})[name] = pid
+        save()
+        shutil.copyfile(made, kubeconfig)
+        sys.exit(0)
     if not state.get("api_kubeconfig"):
         Path(kubeconfig).write_text("apiVersion: v1\\nkind: Config\\n")
         sys.exit(0)
@@ -157,6 +180,10 @@ if path == ("create", "cluster"):
     sys.exit(0)
 if path == ("delete", "cluster"):
     print('Deleting cluster "%s" ...' % name, file=sys.stderr)
+    if state.get("rehearsal") and name in state.get("rehearsal_pids", {}):
+        from tests.rehearsal import fakes
+        fakes.cluster_deleted(state["rehearsal_pids"].pop(name))
+        save()
     gone = [c["Name"].lstrip("/") for c in cluster_nodes(name)]
     state["containers"] = [c for c in state.get("containers", [])
                            if c["Name"].lstrip("/") not in gone]
@@ -267,6 +294,9 @@ if argv[:2] == ["network", "create"]:
         nets[name]["IPRange"] = ip_range
     if gateway:
         nets[name]["Gateway"] = gateway
+    if state.get("rehearsal"):
+        from tests.rehearsal import fakes
+        fakes.network_created(name, nets[name])
     save(); print("%012x" % abs(hash(name))); sys.exit(0)
 if argv[:2] == ["network", "ls"]:
     filters = label_filters(argv)
@@ -278,6 +308,9 @@ if argv[:2] == ["network", "rm"]:
         if any(n in c["NetworkSettings"]["Networks"] for c in state.get("containers", [])):
             fail("Error response from daemon: error while removing network: "
                  "network %s id %s has active endpoints" % (n, n))
+        if state.get("rehearsal"):
+            from tests.rehearsal import fakes
+            fakes.network_removed(nets[n])
         del nets[n]
         print(n)
     save(); sys.exit(0)
@@ -430,7 +463,11 @@ class FakeCLI:
         for name, body in (("kind", _KIND), ("docker", _DOCKER)):
             path = self.bin / name
             prelude = _PRELUDE.format(
-                python=sys.executable, root=str(root), name=name, here=str(HERE)
+                python=sys.executable,
+                root=str(root),
+                name=name,
+                here=str(HERE),
+                repo=str(HERE.parent.parent),
             )
             path.write_text(prelude + body)
             path.chmod(0o755)

@@ -144,6 +144,13 @@ class KindRelease:
     def tag(self) -> str:
         return "v{}.{}.{}".format(*self.version)
 
+    @property
+    def labels_control_plane_excluded(self) -> bool:
+        """kubeadminit labels the control plane
+        ``node.kubernetes.io/exclude-from-external-load-balancers`` before v0.22 (kind commit
+        18bb5af0 dropped it; ``shared/docs/reference/kind-facts.md``)."""
+        return self.version < (0, 22, 0)
+
     def display_version(self) -> str:
         """What ``kind version`` prints (version.go ``DisplayVersion``)."""
         return f"kind {self.tag} go{self.go} linux/amd64"
