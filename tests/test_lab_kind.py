@@ -149,6 +149,14 @@ def _kind_lab(fake: FakeCLI, wrapper: Path, tmp: Path, **changes: Any) -> Lab:
     )
 
 
+def _exposed_kind_lab(fake: FakeCLI, wrapper: Path, tmp: Path) -> Lab:
+    """A lab with ``expose_to_nodes`` on a network it reuses, whose gateway is loopback (so its
+    servers may bind the nodes' gateway here)."""
+    network = {"Subnet": "127.0.0.0/20", "IPRange": "127.0.8.0/21", "Gateway": "127.0.0.1"}
+    fake.set(networks={f"ccm-lab-{CLUSTER}": {**network, "Labels": {}}})
+    return _kind_lab(fake, wrapper, tmp, expose_to_nodes=True, vpc_cidr="127.0.0.0/16")
+
+
 def test_lab_on_kind_seeds_instances_from_containers_and_initializes_nodes(
     kind_world: tuple[FakeCLI, Path, Path],
 ) -> None:
@@ -230,10 +238,7 @@ def test_expose_to_nodes_serves_aws_and_metadata_on_the_nodes_gateway(
     network reports 127.0.0.1 as its gateway (servers here bind loopback only), so what is
     checked is that the address comes from the network's IPAM answer."""
     fake, wrapper, tmp = kind_world
-    # a network the lab reuses, whose gateway is loopback so the servers may bind it
-    network = {"Subnet": "127.0.0.0/20", "IPRange": "127.0.8.0/21", "Gateway": "127.0.0.1"}
-    fake.set(networks={f"ccm-lab-{CLUSTER}": {**network, "Labels": {}}})
-    lab = _kind_lab(fake, wrapper, tmp, expose_to_nodes=True, vpc_cidr="127.0.0.0/16")
+    lab = _exposed_kind_lab(fake, wrapper, tmp)
     try:
         lab.start()
         inspects = [c for c in fake.calls() if c[:3] == ["docker", "network", "inspect"]]
@@ -405,9 +410,7 @@ def test_the_in_cluster_controller_gets_the_labs_world(
     from tests.incluster.support import lab_world_settings
 
     fake, wrapper, tmp = kind_world
-    network = {"Subnet": "127.0.0.0/20", "IPRange": "127.0.8.0/21", "Gateway": "127.0.0.1"}
-    fake.set(networks={f"ccm-lab-{CLUSTER}": {**network, "Labels": {}}})
-    lab = _kind_lab(fake, wrapper, tmp, expose_to_nodes=True, vpc_cidr="127.0.0.0/16")
+    lab = _exposed_kind_lab(fake, wrapper, tmp)
     try:
         lab.start()
         settings = lab_world_settings(lab)

@@ -23,7 +23,7 @@ it drives the fake ``kind``/``docker`` exactly as the real ones.
 from __future__ import annotations
 
 import argparse
-import contextlib
+import hashlib
 import json
 import logging
 import signal
@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.rehearsal.net import pipe
 
 log = logging.getLogger("rehearsal")
 
@@ -50,7 +52,7 @@ def _ip(*args: str) -> None:
 def make_node_namespace(node: str, ip: str, prefix: int, bridge: str, gateway: str) -> str:
     """A network namespace for ``node`` with ``ip`` on the bridge: its "container"."""
     ns = ns_name(node)
-    tag = format(abs(hash(node)) % 16**8, "08x")
+    tag = hashlib.sha1(node.encode()).hexdigest()[:8]  # interface names: 15 characters at most
     host_end, node_end = f"vh{tag}", f"vn{tag}"
     _ip("netns", "add", ns)
     _ip("link", "add", host_end, "type", "veth", "peer", "name", node_end)
@@ -70,17 +72,6 @@ def _relay(listen: tuple[str, int], target: tuple[str, int]) -> int:
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(listen)
     server.listen(64)
-
-    def pipe(a: socket.socket, b: socket.socket) -> None:
-        try:
-            while data := a.recv(65536):
-                b.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (a, b):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
 
     def accept() -> None:
         while True:

@@ -24,26 +24,13 @@ import datetime
 import http.server
 import os
 import socket
-import socketserver
 import sys
 import threading
 import urllib.parse
 
+from tests.rehearsal.net import Server
+
 NOT_REHEARSED = ("/dial", "/shell", "/upload", "/redirect")
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    """No reverse DNS lookup of the bound address (``HTTPServer.server_bind`` asks
-    ``getfqdn``, which waits for resolvers a node namespace cannot reach)."""
-
-    daemon_threads = True
-
-    def server_bind(self) -> None:
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = (
-            str(self.server_address[0]),
-            int(self.server_address[1]),
-        )
 
 
 def _serve_udp(sock: socket.socket, hostname: str, ready: threading.Event) -> None:
@@ -123,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         udp.bind((args.bind, args.udp_port))
         threading.Thread(target=_serve_udp, args=(udp, args.hostname, ready), daemon=True).start()
-    server = _Server((args.bind, args.http_port), handler(args.hostname, ready))
-    server.daemon_threads = True
+    server = Server((args.bind, args.http_port), handler(args.hostname, ready))
     # the port bound (agnhost prints the flag; 0 asks for a free one, as the tests do)
     sys.stderr.write(f"Started HTTP server on port {server.server_address[1]}\n")
     sys.stderr.flush()

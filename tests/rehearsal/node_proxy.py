@@ -19,13 +19,11 @@ resyncs on events; the period bounds how late it is) and serves what kube-proxy 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import http.server
 import json
 import random
 import socket
-import socketserver
 import sys
 import threading
 import time
@@ -33,23 +31,11 @@ from typing import Any
 
 import urllib3
 
+from tests.rehearsal.net import Server, pipe
+
 AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
 HEALTHZ_PORT = 10256
 KUBELET_PORT = 10250
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    """No reverse DNS lookup of the bound address (``HTTPServer.server_bind`` asks
-    ``getfqdn``, which waits for resolvers a node namespace cannot reach)."""
-
-    daemon_threads = True
-
-    def server_bind(self) -> None:
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = (
-            str(self.server_address[0]),
-            int(self.server_address[1]),
-        )
 
 
 def _now() -> str:
@@ -119,18 +105,6 @@ class State:
         return found
 
 
-def _pipe(a: socket.socket, b: socket.socket) -> None:
-    try:
-        while data := a.recv(65536):
-            b.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (a, b):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-
 class NodePort:
     """One nodePort's listener; the Service and port it serves are looked up per connection."""
 
@@ -180,8 +154,8 @@ class NodePort:
         except OSError:
             conn.close()
             return
-        threading.Thread(target=_pipe, args=(conn, upstream), daemon=True).start()
-        _pipe(upstream, conn)
+        threading.Thread(target=pipe, args=(conn, upstream), daemon=True).start()
+        pipe(upstream, conn)
 
     def close(self) -> None:
         self.closed = True
@@ -251,8 +225,7 @@ def _check_port(svc: dict[str, Any]) -> Any:
 
 
 def _serve(port: int, handler: type[http.server.BaseHTTPRequestHandler]) -> http.server.HTTPServer:
-    server = _Server(("0.0.0.0", port), handler)
-    server.daemon_threads = True
+    server = Server(("0.0.0.0", port), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
