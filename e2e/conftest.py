@@ -57,7 +57,8 @@ def catalog_clock(request: pytest.FixtureRequest) -> Iterator[None]:
     """The session lab at :data:`CATALOG_SPEED` for a catalog test that uses it, where the
     cluster runs on the lab clock (sim). On kind the kubelets, kube-proxy and the node lifecycle
     controller run in real time, so the lab clock (the ELB's health checks, the fake nodes'
-    leases) stays at real time there too."""
+    leases) keeps the lab's own ``--clock-speed`` there (10 by default, as ``lab.up``), not the
+    catalog's 200."""
     if "lab" not in request.fixturenames:
         yield
         return

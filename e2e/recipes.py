@@ -103,8 +103,8 @@ def fake_node(lab: Lab, name: str) -> Iterator[str]:
     onto it; removed afterwards. Renewed every 10 seconds of lab time, as a kubelet does, and
     the renewer tells the lab clock when the next one is due (``lab.clock``): on sim the
     lifecycle controller's grace period is lab time, so a renewer in real time would lose that
-    race at a fast clock or on a busy machine; on kind the lab clock runs at real time, as the
-    real controller does."""
+    race at a fast clock or on a busy machine; on kind, at the lab's own clock speed (every
+    10 lab seconds is well inside the real controller's 40 s grace at any speed >= 1)."""
     api = lab.api_client()
     core, coord = client.CoreV1Api(api), client.CoordinationV1Api(api)
     core.create_node(

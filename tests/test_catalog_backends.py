@@ -14,6 +14,12 @@ classified:
 * anything else is evidence every backend has (the API, AWS, the trail, ``lab.traffic``,
   ``lab.settle``, which covers nothing where real components run).
 
+Two backend choices stay allowed because they change how a case waits or which lab it runs on,
+not what it judges: ``lab.settles_cluster`` (one look after ``lab.settle`` where the barrier
+covers the cluster, an observation window where it does not) and ``recipes.release_lab`` /
+``sim_backend`` (a release preset on sim, the session's cluster elsewhere; the preset fixture is
+fetched by name there, which this check does not follow).
+
 A case without ``standin`` that reaches a stand-in read fails the contract (it would skip
 nothing and fail on kind, or branch on the backend and judge differently there); a case with
 ``standin`` that reaches none is marked for nothing and skips on kind for no reason.
@@ -39,6 +45,7 @@ STAND_IN_ATTRS = frozenset(
         "remove_node",
         "registration",
         "kubelet_stand_in",
+        "simulator",
     }
 )
 STAND_IN_FIXTURES = frozenset({"lab_at"})
@@ -53,7 +60,7 @@ class Module:
     constants: dict[str, ast.expr]
     #: local name -> (module, name) for ``from e2e.X import name``
     imported: dict[str, tuple[str, str]]
-    #: local name -> module for ``from e2e import X`` / ``import e2e.X as Y``
+    #: local name -> module for ``from e2e import X``
     modules: dict[str, str]
 
 
@@ -85,11 +92,18 @@ def _load(name: str, source: str) -> Module:
 MODULES = {p.stem: _load(p.stem, p.read_text(encoding="utf-8")) for p in sorted(E2E.glob("*.py"))}
 
 
+def _is_lab_name(name: str) -> bool:
+    return name == "lab" or name.startswith("lab_") or name.endswith("_lab")
+
+
 def _is_lab_expr(node: ast.expr) -> bool:
-    """``lab``, ``self.lab``, ``lab_session`` … : an expression naming a lab."""
-    if isinstance(node, ast.Name):
-        return "lab" in node.id
-    return isinstance(node, ast.Attribute) and "lab" in node.attr
+    """An expression rooted at a lab: ``lab``, ``lab_session``, ``self.lab``,
+    ``lab.cluster`` (so ``lab.cluster.kubelet`` counts as ``lab.kubelet`` does)."""
+    while isinstance(node, ast.Attribute):
+        if _is_lab_name(node.attr):
+            return True
+        node = node.value
+    return isinstance(node, ast.Name) and _is_lab_name(node.id)
 
 
 def _reads(module: Module, node: ast.AST) -> Iterator[str]:
@@ -201,6 +215,8 @@ def test_the_contract_sees_a_stand_in_read_and_a_clean_case() -> None:
         "ANNOTATED = {'sim.ccm-lab.io/shutdown-seconds': '1'}\n"
         "def test_annotated(lab):\n    return ANNOTATED\n"
         "def test_presets(lab_at):\n    pass\n"
+        "def test_deep(lab):\n    lab.cluster.kubelet.stop_heartbeat('w')\n"
+        "def test_label(label, table):\n    return label.kubelet, table.dataplane\n"
     )
     MODULES["test_contract_probe"] = _load("test_contract_probe", source)
     try:
@@ -210,5 +226,7 @@ def test_the_contract_sees_a_stand_in_read_and_a_clean_case() -> None:
         assert stand_in_reads("test_contract_probe", "test_clean") == []
         assert "sim.ccm-lab.io/" in stand_in_reads("test_contract_probe", "test_annotated")[0]
         assert "lab_at" in stand_in_reads("test_contract_probe", "test_presets")[0]
+        assert "lab.cluster.kubelet" in stand_in_reads("test_contract_probe", "test_deep")[0]
+        assert stand_in_reads("test_contract_probe", "test_label") == [], "not a lab"
     finally:
         del MODULES["test_contract_probe"]

@@ -103,7 +103,8 @@ class Capabilities:
     assigns_node_ips: bool = False
     #: the cluster's own components (kubelets, kube-proxy, node lifecycle) run on the lab clock,
     #: so a faster clock speeds them up with the ELB's health checks; where they run in real
-    #: time (kind, existing) the lab clock must too, or the two disagree about every period
+    #: time (kind, existing) only the lab's side (health checks) follows its clock, and the
+    #: catalog does not speed it up there
     lab_time: bool = False
     #: Address at which processes inside the cluster reach the host (the lab's AWS endpoint and
     #: IMDS must listen there); None when everything runs on the host.

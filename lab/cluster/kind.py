@@ -22,7 +22,8 @@ Provisioning steps (``lab.cluster.steps``, undone in reverse on failure unless `
    fake EC2 instance's private IP with its node (kubelet's ``--node-ip`` is the container IP and
    the CCM rejects a provided node IP the cloud does not report — peers.md §1.2).
 6. ``wait-for-nodes``: every node's Node object registered (``--wait`` covers control-plane
-   nodes only: a worker may still be joining when ``kind create`` returns), within ``wait``,
+   nodes only: a worker may still be joining when ``kind create`` returns), within another
+   ``wait`` after kind returned,
    and each with the providerID the lab patched in: a patch kind skipped (its ``apiVersion``
    not the node image's kubeadm API) leaves kind's own ``kind://`` providerID, which can never
    change, and the controller would never initialize that node.
@@ -179,7 +180,7 @@ class KindProvider:
         self.gateways: dict[str, str] = {}
         self.kubelet: KubeletStandIn | None = None  # real kubelets run
         self.simulator: KubeServer | None = None
-        self._baseline = ClusterBaseline()
+        self._baseline = ClusterBaseline(sweep_pods=True)  # the lab's own cluster
         self._api_client: Any = None
 
     # --- paths and names ---------------------------------------------------------------
@@ -592,13 +593,20 @@ class DiscoverNodes:
         ctx.nodes = []
 
 
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_TERM = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s|us|µs|ns)")
+
+
 def duration_seconds(text: str) -> float:
-    """A Go duration as kind's ``--wait`` takes it (``120s``, ``5m``, ``1m30s``) in seconds."""
-    match = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?", text.strip())
-    if not text.strip() or match is None:
-        raise ValueError(f"wait {text!r}: a duration such as 120s or 5m")
-    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
+    """A Go duration as kind's ``--wait`` takes it (``120s``, ``5m``, ``1m30s``, ``1.5m``,
+    ``500ms``, ``0``) in seconds; ValueError naming the text otherwise."""
+    value = text.strip()
+    if value == "0":
+        return 0.0
+    terms = _TERM.findall(value)
+    if not terms or "".join(n + u for n, u in terms) != value:
+        raise ValueError(f"wait {text!r}: a duration such as 120s, 5m or 1m30s")
+    return sum(float(n) * _UNITS[u] for n, u in terms)
 
 
 class WaitForNodes:
@@ -627,6 +635,7 @@ class WaitForNodes:
                 core.list_node,
                 resource_version=listed["metadata"]["resourceVersion"],
                 timeout_seconds=max(1, int(left)),
+                _request_timeout=left + 10,  # a server that stops answering ends the watch
             )
             for event in stream:  # until one of them is added; then list again
                 if event.get("type") == "ADDED":

@@ -16,11 +16,6 @@ version (docs/reference/peers.md §1.1, checked against kind's ``pkg/cluster/int
   (``InitConfiguration`` for the first control plane, ``JoinConfiguration`` for the rest),
   because ``KubeletConfiguration`` is read from the first node only.
 * the pinned ``kindest/node`` image (``lab.cluster.versions.NODE_IMAGES``).
-* every control plane labelled ``node.kubernetes.io/exclude-from-external-load-balancers``,
-  as kubeadm labels it and as clusters built with kubeadm or kops have it (the sim's kubelet
-  stand-in registers control planes that way): kind removed the label from v0.22 (kind commit
-  18bb5af0), which would put the control plane behind every load balancer. Found by the kind
-  rehearsal: the catalog's "the worker only" cases failed there.
 
 Node IPs: kind passes ``--node-ip`` itself (the container's address on the Docker network) and
 kubelet refuses an address that is not on one of its interfaces, so the config cannot choose
@@ -47,8 +42,6 @@ from lab.cluster.versions import (
 )
 
 KIND_API_VERSION = "kind.x-k8s.io/v1alpha4"
-#: kubeadm's label on control-plane nodes (kubelet may set ``node.kubernetes.io/`` labels)
-EXCLUDE_FROM_LB = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 
 def kind_node_names(cluster: str, roles: Sequence[Role]) -> list[str]:
@@ -146,8 +139,6 @@ def config_document(
             )
         node: dict[str, Any] = {"role": spec.role.value, "image": image_ref}
         merged_labels = {**(node_labels or {}), **spec.labels}
-        if spec.role is Role.CONTROL_PLANE:
-            merged_labels.setdefault(EXCLUDE_FROM_LB, "")
         if merged_labels:
             node["labels"] = merged_labels
         if spec.provider_id is not None:

@@ -3,13 +3,14 @@
 A real cluster has real kubelets and controllers, so a test cannot start from an empty API
 server as on the simulator. :class:`ClusterBaseline` remembers what tests may change and a reset
 puts back: each node's labels, annotations and taints (providerID is immutable once set, so it
-is left alone) and the Services, Pods and Events of the namespaces tests use (``default`` and
-every namespace created since the baseline). On reset, every Service and Pod created since is
-removed (Services without their finalizers, which no controller will remove once the controller
-under test is stopped; Pods at once, grace period 0, so the next test may reuse their names),
-every Event too, and each node is patched back. Namespaces tests created stay, emptied: deleting
-one takes the namespace controller's time on a real cluster, and a test that creates it again
-would meet it terminating.
+is left alone) and the Services and Events of the namespaces tests use. On reset, every Service
+created since is removed (without its finalizers, which no controller will remove once the
+controller under test is stopped), every Event too, and each node is patched back. On a cluster
+the lab made (kind: ``sweep_pods``) the Pods created since go too, at once (grace period 0, so
+the next test may reuse their names), in ``default`` and in every namespace created since the
+baseline; those namespaces stay, emptied (deleting one takes the namespace controller's time,
+and a test that creates it again would meet it terminating). On an existing cluster nothing but
+the tests' Services and the Events is removed: other people's pods and namespaces live there.
 
 The nodes come back as they registered, the ``node.cloudprovider.kubernetes.io/uninitialized``
 taint included (the sim's reset registers its nodes anew, with the same taint): a test that
@@ -75,8 +76,13 @@ def _delete(
 class ClusterBaseline:
     """What ``reset_objects()`` restores on a real cluster (see module docstring)."""
 
-    def __init__(self, *, namespaces: Sequence[str] = ("default",)) -> None:
+    def __init__(
+        self, *, namespaces: Sequence[str] = ("default",), sweep_pods: bool = False
+    ) -> None:
         self.namespaces = tuple(namespaces)
+        #: also remove Pods (and empty namespaces created since): only on a cluster the lab made,
+        #: where nobody else's objects live (kind); never on an existing cluster
+        self.sweep_pods = sweep_pods
         self.nodes: dict[str, NodeBaseline] = {}
         self.services: dict[str, set[str]] = {}
         self.pods: dict[str, set[str]] = {}
@@ -103,7 +109,10 @@ class ClusterBaseline:
         from kubernetes import client
 
         core = client.CoreV1Api(api_client)
-        created = sorted(_names(core.list_namespace(_preload_content=False)) - self.all_namespaces)
+        created: list[str] = []
+        if self.sweep_pods:
+            listed_ns = _names(core.list_namespace(_preload_content=False))
+            created = sorted(listed_ns - self.all_namespaces)
         for ns in (*self.namespaces, *created):
             listed = raw(core.list_namespaced_service(ns, _preload_content=False))
             for svc in listed.get("items") or []:
@@ -116,7 +125,8 @@ class ClusterBaseline:
                     name,
                     ns,
                 )
-            for pod in raw(core.list_namespaced_pod(ns, _preload_content=False)).get("items") or []:
+            pods = raw(core.list_namespaced_pod(ns, _preload_content=False)).get("items") or []
+            for pod in pods if self.sweep_pods else []:
                 name = pod["metadata"]["name"]
                 if name in self.pods.get(ns, set()):
                     continue

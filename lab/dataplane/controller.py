@@ -34,6 +34,7 @@ import contextlib
 import heapq
 import logging
 import threading
+import time
 from collections.abc import Hashable, Iterator
 
 from lab.clock import LabClock
@@ -46,8 +47,8 @@ log = logging.getLogger(__name__)
 MAX_RETRIES = 8
 #: Real seconds a pass run in lab-time order (:meth:`Controller.after_earlier_work`) waits for
 #: others' earlier work before it runs anyway (a component stuck that long is a lab error the
-#: settle barrier names too).
-ORDER_WAIT = 10.0
+#: settle barrier names too); well below ``stop()``'s 10 s join, and a stop ends the wait.
+ORDER_WAIT = 5.0
 
 
 class Controller:
@@ -128,8 +129,11 @@ class Controller:
             due = self._processing.get(key)
         if due is None:
             return
-        late = self.clock.wait_earlier(self, due, timeout=ORDER_WAIT)
-        if late:
+        deadline = time.monotonic() + ORDER_WAIT
+        late = ["?"]
+        while late and not self._stop and time.monotonic() < deadline:
+            late = self.clock.wait_earlier(self, due, timeout=min(0.25, ORDER_WAIT))
+        if late and not self._stop:
             log.warning(
                 "%s: %r ran at lab %.1f s while %s still owed earlier work after %g s",
                 self.name,

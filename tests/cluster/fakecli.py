@@ -151,10 +151,10 @@ if path == ("create", "cluster"):
                     {"name": c["Name"].lstrip("/"), "role": kubelets[c["Name"].lstrip("/")]["role"],
                      "ip": c["NetworkSettings"]["Networks"][network]["IPAddress"],
                      "args": kubelets[c["Name"].lstrip("/")]["args"],
-                     # kind untaints the control plane only when no worker joins (inferred
-                     # from kind users' setups, not read in kubeadminit: unverified)
+                     # kind untaints a one-node cluster's control plane
+                     # (lab.cluster.versions.kind_single_node_keeps_exclusion_label)
                      "control_plane_taints": len(new) > 1,
-                     "exclusion_label": release.labels_control_plane_excluded}
+                     "exclusion_label": release.keeps_exclusion_label(len(new))}
                     for c in new])
         except RuntimeError as err:
             fail("ERROR: failed to create cluster: " + str(err))

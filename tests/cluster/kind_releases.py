@@ -144,12 +144,13 @@ class KindRelease:
     def tag(self) -> str:
         return "v{}.{}.{}".format(*self.version)
 
-    @property
-    def labels_control_plane_excluded(self) -> bool:
-        """kubeadminit labels the control plane
-        ``node.kubernetes.io/exclude-from-external-load-balancers`` before v0.22 (kind commit
-        18bb5af0 dropped it; ``shared/docs/reference/kind-facts.md``)."""
-        return self.version < (0, 22, 0)
+    def keeps_exclusion_label(self, nodes: int) -> bool:
+        """Whether the control plane keeps kubeadm's
+        ``node.kubernetes.io/exclude-from-external-load-balancers``: kubeadm labels every
+        control plane, and kubeadminit removes the label from a one-node cluster only, from
+        v0.22 (kind commit 18bb5af0, "Remove exclude-from-external-load-balancers from single
+        node clusters"; ``lab.cluster.versions.kind_single_node_keeps_exclusion_label``)."""
+        return nodes > 1 or self.version < (0, 22, 0)
 
     def display_version(self) -> str:
         """What ``kind version`` prints (version.go ``DisplayVersion``)."""

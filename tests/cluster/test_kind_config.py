@@ -143,10 +143,7 @@ def test_explicit_image_labels_and_feature_gates() -> None:
         feature_gates={"SomeGate": True},
     )
     assert doc["nodes"][0]["image"] == "kindest/node:v1.30.0"
-    assert doc["nodes"][0]["labels"] == {
-        "topology.kubernetes.io/zone": "us-east-1a",
-        "node.kubernetes.io/exclude-from-external-load-balancers": "",
-    }
+    assert doc["nodes"][0]["labels"] == {"topology.kubernetes.io/zone": "us-east-1a"}
     assert doc["featureGates"] == {"SomeGate": True}
 
 
@@ -206,9 +203,5 @@ def test_per_node_labels_merge_over_cluster_labels() -> None:
         ],
         node_labels={"topology.kubernetes.io/zone": "us-east-1a", "tier": "lab"},
     )
-    assert doc["nodes"][0]["labels"] == {
-        "topology.kubernetes.io/zone": "us-east-1a",
-        "tier": "lab",
-        "node.kubernetes.io/exclude-from-external-load-balancers": "",
-    }, "a control plane keeps kubeadm's exclusion label, which kind >= v0.22 drops"
+    assert doc["nodes"][0]["labels"] == {"topology.kubernetes.io/zone": "us-east-1a", "tier": "lab"}
     assert doc["nodes"][1]["labels"] == {"topology.kubernetes.io/zone": "us-east-1b", "tier": "lab"}

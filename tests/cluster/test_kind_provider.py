@@ -507,3 +507,14 @@ def test_delete_from_a_fresh_process_removes_the_labs_network(
     assert "ccm-lab-lab1" not in fake.state["networks"]
     assert "ccm-lab-lab10" in fake.state["networks"]
     assert not [c for c in fake.state.get("containers", []) if "lab1-" in c["Name"]]
+
+
+def test_wait_takes_go_durations_and_names_a_bad_one() -> None:
+    from lab.cluster.kind import duration_seconds
+
+    assert [duration_seconds(t) for t in ("120s", "5m", "1m30s", "1.5m", "500ms", "0")] == [
+        120.0, 300.0, 90.0, 90.0, 0.5, 0.0,
+    ]  # fmt: skip
+    for bad in ("", "5", "5mm", "2 m"):
+        with pytest.raises(ValueError, match="a duration such as 120s"):
+            duration_seconds(bad)

@@ -55,14 +55,19 @@ def make_node_namespace(node: str, ip: str, prefix: int, bridge: str, gateway: s
     tag = hashlib.sha1(node.encode()).hexdigest()[:8]  # interface names: 15 characters at most
     host_end, node_end = f"vh{tag}", f"vn{tag}"
     _ip("netns", "add", ns)
-    _ip("link", "add", host_end, "type", "veth", "peer", "name", node_end)
-    _ip("link", "set", host_end, "master", bridge, "up")
-    _ip("link", "set", node_end, "netns", ns)
-    _ip("-n", ns, "link", "set", node_end, "name", "eth0")
-    _ip("-n", ns, "addr", "add", f"{ip}/{prefix}", "dev", "eth0")
-    _ip("-n", ns, "link", "set", "eth0", "up")
-    _ip("-n", ns, "link", "set", "lo", "up")
-    _ip("-n", ns, "route", "add", "default", "via", gateway)
+    try:
+        _ip("link", "add", host_end, "type", "veth", "peer", "name", node_end)
+        _ip("link", "set", host_end, "master", bridge, "up")
+        _ip("link", "set", node_end, "netns", ns)
+        _ip("-n", ns, "link", "set", node_end, "name", "eth0")
+        _ip("-n", ns, "addr", "add", f"{ip}/{prefix}", "dev", "eth0")
+        _ip("-n", ns, "link", "set", "eth0", "up")
+        _ip("-n", ns, "link", "set", "lo", "up")
+        _ip("-n", ns, "route", "add", "default", "via", gateway)
+    except subprocess.CalledProcessError:  # half a node: undone (the veth goes with either end)
+        subprocess.run(["ip", "link", "del", host_end], check=False, capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
+        raise
     return ns
 
 
@@ -169,7 +174,9 @@ def run(directory: Path, spec: dict[str, Any], stop: threading.Event) -> None:
                     stdout=log_file, stderr=subprocess.STDOUT,
                 )
             )  # fmt: skip
-        (directory / "ready").write_text(json.dumps({"api": kube.url}))
+        ready = directory / "ready.tmp"  # renamed whole: the fake kind never reads half of it
+        ready.write_text(json.dumps({"api": kube.url}))
+        ready.rename(directory / "ready")
         stop.wait()
     finally:
         for process in processes:

@@ -85,14 +85,27 @@ def cluster_created(
     deadline = time.monotonic() + CREATE_TIMEOUT
     while not (directory / "ready").exists():
         if process.poll() is not None or (directory / "failed").exists():
-            log = (directory / "cluster.log").read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"the rehearsal cluster {name} failed to start:\n{log}")
+            process.wait(30)
+            raise RuntimeError(f"the rehearsal cluster {name} failed to start:\n{_tail(directory)}")
         if time.monotonic() > deadline:
             process.terminate()
-            raise RuntimeError(f"the rehearsal cluster {name} was not ready in {CREATE_TIMEOUT}s")
+            process.wait(30)
+            raise RuntimeError(
+                f"the rehearsal cluster {name} was not ready in {CREATE_TIMEOUT}s:\n"
+                + _tail(directory)
+            )
         time.sleep(0.05)
     json.loads((directory / "ready").read_text())
     return process.pid, directory / "kubeconfig"
+
+
+def _tail(directory: Path) -> str:
+    """The end of the cluster's log, else of its output (an import error never logs)."""
+    for name in ("cluster.log", "cluster.out"):
+        path = directory / name
+        if path.exists() and path.stat().st_size:
+            return path.read_text(errors="replace")[-2000:]
+    return "(no output)"
 
 
 def cluster_deleted(pid: int) -> None:

@@ -6,9 +6,12 @@ resyncs on events; the period bounds how late it is) and serves what kube-proxy 
 
 * every ``nodePort`` of a NodePort or LoadBalancer Service, on all the node's addresses: a TCP
   connection is forwarded to one ready endpoint of the port (any node's with
-  ``externalTrafficPolicy: Cluster``, this node's only with ``Local``); with none, the
-  connection is closed at once (iptables' REJECT, ``Cluster``) or left unanswered until the
-  client gives up (the DROP of ``Local`` without a local endpoint);
+  ``externalTrafficPolicy: Cluster``, this node's only with ``Local``). A Service with no ready
+  endpoint anywhere has no listener, so connections are refused (kube-proxy's REJECT). With
+  ``Local`` and endpoints only on other nodes, kube-proxy DROPs; here the handshake completes
+  and nothing answers until the client gives up: a TCP health check on such a port would pass
+  where the real one times out (the controller's checks for ``Local`` Services are HTTP on the
+  health-check node port, which answers 503 here as there);
 * ``/healthz`` on 10256: 200 with ``lastUpdated``/``currentTime``; from the releases that have
   KEP-3836 (``lab.dataplane.versions.kube_proxy_behaviour``) also ``nodeEligible``, and 503
   when the node is tainted ``ToBeDeletedByClusterAutoscaler`` or being deleted;
@@ -275,29 +278,49 @@ def main(argv: list[str] | None = None) -> int:
         with state.lock:
             state.services, state.slices, state.node = services, slices, node
             state.updated = _now()
-        wanted = {
-            int(p["nodePort"])
-            for s in services
-            if (s.get("spec") or {}).get("type") in ("NodePort", "LoadBalancer")
-            for p in (s.get("spec") or {}).get("ports") or []
-            if p.get("nodePort")
-        }
+        with state.lock:
+            wanted = _listening_node_ports(state, services)
         checks = {
             int(s["spec"]["healthCheckNodePort"])
             for s in services
             if (s.get("spec") or {}).get("healthCheckNodePort")
         }
-        for number in sorted(wanted - set(node_ports)):
-            node_ports[number] = NodePort(number, state, args.node)
+        # close first: a port may move between a nodePort and a health-check port
         for number in sorted(set(node_ports) - wanted):
             node_ports.pop(number).close()
-        for number in sorted(checks - set(health_ports)):
-            health_ports[number] = _serve(number, _healthz(state, args.node, eligibility))
         for number in sorted(set(health_ports) - checks):
             server = health_ports.pop(number)
             server.shutdown()
             server.server_close()
+        for number in sorted(wanted - set(node_ports)):
+            try:
+                node_ports[number] = NodePort(number, state, args.node)
+            except OSError as exc:  # tried again at the next resync
+                sys.stderr.write(f"nodePort {number}: {exc}\n")
+        for number in sorted(checks - set(health_ports)):
+            try:
+                health_ports[number] = _serve(number, _healthz(state, args.node, eligibility))
+            except OSError as exc:
+                sys.stderr.write(f"healthCheckNodePort {number}: {exc}\n")
         time.sleep(args.period)
+
+
+def _listening_node_ports(state: State, services: list[dict[str, Any]]) -> set[int]:
+    """The nodePorts with a listener: those of a Service with at least one ready endpoint
+    anywhere. Without one nothing listens, so a connection is refused, as kube-proxy's REJECT
+    refuses it (state lock held)."""
+    wanted = set()
+    for svc in services:
+        spec = svc.get("spec") or {}
+        if spec.get("type") not in ("NodePort", "LoadBalancer"):
+            continue
+        for port in spec.get("ports") or []:
+            if not port.get("nodePort"):
+                continue
+            cluster_wide = {**svc, "spec": {**spec, "externalTrafficPolicy": "Cluster"}}
+            if state.endpoints(cluster_wide, port, ""):
+                wanted.add(int(port["nodePort"]))
+    return wanted
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -54,6 +55,15 @@ def unavailable() -> str | None:
     for tool in ("unshare", "ip", "mount"):
         if shutil.which(tool) is None:
             return f"{tool} is not on PATH"
+    probe = subprocess.run(
+        ["unshare", "--net", "--mount", "--pid", "--fork", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if probe.returncode != 0:  # root in a container without CAP_SYS_ADMIN, for one
+        return f"cannot make namespaces here: {probe.stderr.strip() or probe.returncode}"
     return None
 
 

@@ -8,8 +8,8 @@ its node every ``period`` seconds and, as a current kubelet does:
   running agnhost ``netexec`` is a ``tests.rehearsal.netexec`` process bound to that address
   (``ip netns exec``); any other image runs nothing that answers (the rehearsal cannot run it);
 * reports it Running with its IPs, Ready at once without a readiness probe, or as its HTTP
-  readiness probe answers (every ``periodSeconds``, real requests to the pod); an exec probe
-  cannot run here and never passes;
+  readiness probe answers (every ``periodSeconds``, a real request to the pod from the node's
+  namespace, where pod IPs are routed); an exec probe cannot run here and never passes;
 * on deletion (a ``deletionTimestamp``): SIGTERM (netexec ends at once), the container
   terminated in the status, then the final delete with grace period 0, as the kubelet does;
 * keeps routes to the other nodes' pod CIDRs (via their node IPs) in its namespace, so a node's
@@ -29,7 +29,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,10 @@ from lab.dataplane.api import SMP, Api, status_code
 log = logging.getLogger(__name__)
 
 AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:"
+#: an HTTP GET probe: exit 0 on a 2xx or 3xx answer within the timeout (the kubelet's rule)
+_PROBE = (
+    "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=float(sys.argv[2]))"
+)
 
 
 def _now() -> str:
@@ -173,12 +176,16 @@ class NodePods:
         ready = False
         http = probe.get("httpGet")
         if http is not None:
+            # from the node's namespace, as the kubelet probes: pod IPs are routed only there
             url = f"http://{run.ip}:{http.get('port')}{http.get('path') or '/'}"
-            try:
-                with urllib.request.urlopen(url, timeout=float(probe.get("timeoutSeconds") or 1)):
-                    ready = True
-            except Exception:
-                ready = False
+            timeout = float(probe.get("timeoutSeconds") or 1)
+            answered = subprocess.run(
+                self.run_in_node([sys.executable, "-c", _PROBE, url, str(timeout)]),
+                capture_output=True,
+                timeout=timeout + 30,
+                check=False,
+            )
+            ready = answered.returncode == 0
         if ready != run.ready:
             run.ready = ready
             self._status(key, pod, run)
