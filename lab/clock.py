@@ -28,6 +28,12 @@ bottom-layer module: it imports nothing of the lab.
   lab's threads manage, so a kubelet that could not run for a second of real time does not
   miss its heartbeat in lab time, and a scenario's outcome does not depend on the machine.
   :meth:`ScaledClock.stats` counts the holds and the real time they took.
+* **Work runs in lab-time order where it matters.** A periodic pass that judges what others
+  did (the node lifecycle controller's monitor) first waits, with
+  :meth:`LabClock.wait_earlier`, until no other owner still owes work that fell due before
+  its own lab time: two things that happen at nearly the same lab instant (a kubelet's status
+  write and the pass) are then seen in their lab-time order, not in the order the threads
+  happened to run.
 * **Real time** is what the controller under test runs on (it is any build, in another
   process, with its own clocks: resync periods, retry delays, batch windows), and what the
   API server stamps objects with (``creationTimestamp``). Tests and scenarios judge the
