@@ -18,8 +18,10 @@ Role: what happens to a Node whose kubelet goes quiet or reports NotReady, and t
   Unknown, none for True; so the unreachable NoExecute taint lands one pass after Unknown.
 * **MarkPodsNotReady**: when a pass itself turns Ready from True to not-True, every pod on the
   Node gets ``Ready=False``; and a pod updated while its Node's last-seen Ready is not True
-  gets it too. A Node that reported False itself first never triggers the pass-level marking
-  (k/k#109998), which is why #109718's pods kept Ready=True.
+  gets it too, unless the Node has reported no Ready condition yet (upstream's ``processPod``
+  returns then: a node just registered, or a fake one not yet marked Ready). A Node that
+  reported False itself first never triggers the pass-level marking (k/k#109998), which is why
+  #109718's pods kept Ready=True.
 
 :class:`TaintEvictionController` (the NoExecuteTaintManager): a pod on a Node with NoExecute
 taints it does not tolerate is deleted now; tolerated with ``tolerationSeconds`` it is deleted
@@ -83,6 +85,10 @@ def ready_status(node: Obj) -> str:
         if condition.get("type") == "Ready":
             return str(condition.get("status") or "Unknown")
     return "Unknown"
+
+
+def has_ready_condition(node: Obj) -> bool:
+    return any(c.get("type") == "Ready" for c in (node.get("status") or {}).get("conditions") or [])
 
 
 def _heartbeat(node: Obj) -> str:
@@ -176,7 +182,9 @@ class _Health:
     probe: float
     heartbeat: str
     renew: str
-    current: str  # the Ready status after the last pass
+    #: the Ready status after the last pass; None while the node has reported none (upstream
+    #: marks no pod NotReady then)
+    current: str | None
 
 
 class NodeLifecycleController(Controller):
@@ -229,7 +237,7 @@ class NodeLifecycleController(Controller):
     def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
         health = self._health.get(node) if node else None
-        if event != "DELETED" and health is not None and health.current != "True":
+        if event != "DELETED" and health is not None and health.current not in (None, "True"):
             self.enqueue(("pod", meta(pod).get("namespace", ""), meta(pod).get("name", "")))
 
     def sync(self, key: Hashable) -> None:
@@ -248,7 +256,7 @@ class NodeLifecycleController(Controller):
             pod = self.pods.get(str(key[1]), str(key[2]))
             node = (pod.get("spec") or {}).get("nodeName") if pod else None
             health = self._health.get(str(node)) if node else None
-            if pod is not None and health is not None and health.current != "True":
+            if pod is not None and health is not None and health.current not in (None, "True"):
                 mark_pod_not_ready(self.api, self.clock, pod)
 
     # --- NoSchedule taints ---------------------------------------------------------------
@@ -284,13 +292,18 @@ class NodeLifecycleController(Controller):
             heartbeat = _heartbeat(node)
             health = self._health.get(name)
             if health is None:
-                health = self._health[name] = _Health(now, heartbeat, renew, ready_status(node))
+                first = ready_status(node) if has_ready_condition(node) else None
+                health = self._health[name] = _Health(now, heartbeat, renew, first)
             if heartbeat != health.heartbeat or (renew and renew != health.renew):
                 health.probe, health.heartbeat, health.renew = now, heartbeat, renew
             observed = ready_status(node)
             current = observed
+            # upstream's processPod marks nothing while the node has no Ready condition; past
+            # the grace period it writes one (Unknown, NodeStatusNeverUpdated)
+            reported = has_ready_condition(node)
             if now - health.probe > self.grace:
                 current = self._mark_unknown(node) or observed
+                reported = True
             self._no_execute_taints(name, observed)
             if current != "True" and observed == "True":
                 log.info(
@@ -307,7 +320,7 @@ class NodeLifecycleController(Controller):
                 for pod in self.pods.objects():
                     if (pod.get("spec") or {}).get("nodeName") == name:
                         mark_pod_not_ready(self.api, self.clock, pod)
-            health.current = current
+            health.current = current if reported else None
 
     def _mark_unknown(self, node: Obj) -> str | None:
         """Conditions -> Unknown (resourceVersion-guarded); the new Ready status, or None."""

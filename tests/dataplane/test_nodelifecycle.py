@@ -290,3 +290,34 @@ def test_exhausted_cluster_cidr_leaves_a_node_without_range(
     cluster.clock.sleep(5)
     cluster.settle()
     assert cluster.pod("stuck")["status"]["phase"] == "Pending"
+
+
+def test_a_node_that_reported_no_ready_condition_marks_no_pod(cluster: Cluster) -> None:
+    """Upstream's processPod returns while the node has no Ready condition: a pod updated on a
+    Node just created (a kubelet's first registration, a recipe's fake node before it is marked
+    Ready) keeps its Ready. Before, the model took the missing condition for Unknown and marked
+    such a pod NotReady when a monitor pass had seen the node in between (a CI failure of the
+    k8s-109718 recipe beside a CPU hog)."""
+    from lab.dataplane.nodelifecycle import MONITOR
+
+    cluster.api.create("/api/v1/nodes", {"metadata": {"name": "fresh"}})
+    lifecycle = cluster.plane.node_lifecycle
+    lifecycle.enqueue(MONITOR)  # a pass sees the node before it reports anything
+    cluster.settle()
+    pod = cluster.create_pod(
+        "on-fresh", spec={"nodeName": "fresh", "containers": [{"name": "c", "image": "nginx"}]}
+    )
+    cluster.api.patch(
+        "/api/v1/namespaces/default/pods/on-fresh/status",
+        {
+            "metadata": {"uid": pod["metadata"]["uid"]},
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        },
+        content_type="application/strategic-merge-patch+json",
+    )
+    cluster.settle()
+    assert cluster.condition(cluster.pod("on-fresh"), "Ready") == "True"
+    assert lifecycle.node_ready_seen("fresh") is None
