@@ -53,24 +53,30 @@ def _names(response: Any) -> set[str]:
     return {str(item["metadata"]["name"]) for item in raw(response).get("items") or []}
 
 
-def _delete(
-    unfinalize: Callable[..., Any] | None,
+def _sweep(
+    listed: Mapping[str, Any],
+    *,
+    keep: set[str],
+    unfinalize: Callable[..., Any],
     delete: Callable[..., Any],
-    name: str,
     namespace: str,
     **options: Any,
 ) -> None:
-    """Drop the object's finalizers (when ``unfinalize`` is given) and delete it; one gone
-    meanwhile is fine."""
-    try:
-        if unfinalize is not None:
-            unfinalize(
-                name, namespace, {"metadata": {"finalizers": None}}, _content_type=MERGE_PATCH
-            )
-        delete(name, namespace, **options)
-    except Exception as exc:
-        if not is_not_found(exc):
-            raise
+    """Delete every listed object not in ``keep``, its finalizers dropped first (no controller
+    will remove them once the controller under test is stopped); one gone meanwhile is fine."""
+    for item in listed.get("items") or []:
+        name = item["metadata"]["name"]
+        if name in keep:
+            continue
+        try:
+            if item["metadata"].get("finalizers"):
+                unfinalize(
+                    name, namespace, {"metadata": {"finalizers": None}}, _content_type=MERGE_PATCH
+                )
+            delete(name, namespace, **options)
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
 
 
 class ClusterBaseline:
@@ -114,27 +120,20 @@ class ClusterBaseline:
             listed_ns = _names(core.list_namespace(_preload_content=False))
             created = sorted(listed_ns - self.all_namespaces)
         for ns in (*self.namespaces, *created):
-            listed = raw(core.list_namespaced_service(ns, _preload_content=False))
-            for svc in listed.get("items") or []:
-                name = svc["metadata"]["name"]
-                if name in self.services.get(ns, set()):
-                    continue
-                _delete(
-                    core.patch_namespaced_service if svc["metadata"].get("finalizers") else None,
-                    core.delete_namespaced_service,
-                    name,
-                    ns,
-                )
-            pods = raw(core.list_namespaced_pod(ns, _preload_content=False)).get("items") or []
-            for pod in pods if self.sweep_pods else []:
-                name = pod["metadata"]["name"]
-                if name in self.pods.get(ns, set()):
-                    continue
-                _delete(
-                    core.patch_namespaced_pod if pod["metadata"].get("finalizers") else None,
-                    core.delete_namespaced_pod,
-                    name,
-                    ns,
+            _sweep(
+                raw(core.list_namespaced_service(ns, _preload_content=False)),
+                keep=self.services.get(ns, set()),
+                unfinalize=core.patch_namespaced_service,
+                delete=core.delete_namespaced_service,
+                namespace=ns,
+            )
+            if self.sweep_pods:
+                _sweep(
+                    raw(core.list_namespaced_pod(ns, _preload_content=False)),
+                    keep=self.pods.get(ns, set()),
+                    unfinalize=core.patch_namespaced_pod,
+                    delete=core.delete_namespaced_pod,
+                    namespace=ns,
                     grace_period_seconds=0,
                 )
             core.delete_collection_namespaced_event(ns)

@@ -76,12 +76,12 @@ class State:
         self.updated = _now()
 
     def endpoints(
-        self, svc: dict[str, Any], port: dict[str, Any], node: str
+        self, svc: dict[str, Any], port: dict[str, Any], node: str, *, anywhere: bool = False
     ) -> list[tuple[str, int]]:
-        """(address, port) of the ready endpoints behind ``port`` (this node's only when the
-        Service's policy is Local)."""
+        """(address, port) of the ready endpoints behind ``port``: this node's only when the
+        Service's policy is Local, unless ``anywhere``."""
         meta = svc["metadata"]
-        local = (svc.get("spec") or {}).get("externalTrafficPolicy") == "Local"
+        local = not anywhere and (svc.get("spec") or {}).get("externalTrafficPolicy") == "Local"
         found = []
         for s in self.slices:
             labels = (s.get("metadata") or {}).get("labels") or {}
@@ -317,8 +317,7 @@ def _listening_node_ports(state: State, services: list[dict[str, Any]]) -> set[i
         for port in spec.get("ports") or []:
             if not port.get("nodePort"):
                 continue
-            cluster_wide = {**svc, "spec": {**spec, "externalTrafficPolicy": "Cluster"}}
-            if state.endpoints(cluster_wide, port, ""):
+            if state.endpoints(svc, port, "", anywhere=True):
                 wanted.add(int(port["nodePort"]))
     return wanted
 

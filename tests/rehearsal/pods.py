@@ -48,6 +48,17 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _internal_ip(node: dict[str, Any]) -> str | None:
+    return next(
+        (
+            a["address"]
+            for a in (node.get("status") or {}).get("addresses") or []
+            if a.get("type") == "InternalIP"
+        ),
+        None,
+    )
+
+
 def netexec_args(container: dict[str, Any]) -> list[str] | None:
     """The netexec flags of a container that runs agnhost netexec, else None."""
     image = str(container.get("image") or "")
@@ -86,6 +97,7 @@ class NodePods:
         self.runs: dict[tuple[str, str], Run] = {}
         self.used: set[str] = set()
         self.routes: dict[str, str] = {}
+        self.node_ip = ""  # the node's InternalIP, read with the nodes on every pass
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"pods-{node}", daemon=True)
         self.errors: list[str] = []
@@ -116,6 +128,7 @@ class NodePods:
         if me is None:
             return
         self._route(nodes)
+        self.node_ip = _internal_ip(me) or ""
         cidr = (me.get("spec") or {}).get("podCIDR")
         pods = (
             self.api.get(
@@ -239,17 +252,7 @@ class NodePods:
                             "finishedAt": now}}
             if terminated else {"running": {"startedAt": run.started}}
         )  # fmt: skip
-        node_ip = next(
-            (
-                a["address"]
-                for a in (self.api.get(f"/api/v1/nodes/{self.node}").get("status") or {}).get(
-                    "addresses"
-                )
-                or []
-                if a.get("type") == "InternalIP"
-            ),
-            "",
-        )
+        node_ip = self.node_ip
         status = {
             "phase": "Running",
             "hostIP": node_ip,
@@ -296,14 +299,7 @@ class NodePods:
         for node in nodes:
             name = node["metadata"]["name"]
             cidr = (node.get("spec") or {}).get("podCIDR")
-            ip = next(
-                (
-                    a["address"]
-                    for a in (node.get("status") or {}).get("addresses") or []
-                    if a.get("type") == "InternalIP"
-                ),
-                None,
-            )
+            ip = _internal_ip(node)
             if name == self.node or not cidr or not ip or self.routes.get(cidr) == ip:
                 continue
             subprocess.run(
