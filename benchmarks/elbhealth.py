@@ -31,8 +31,8 @@ from typing import Any
 
 from lab.aws import AwsServer
 from lab.aws.fidelity import MotoView
+from lab.aws.health.sgview import SecurityGroupView, read_model
 from lab.aws.sgeval import Flow
-from lab.aws.sgview import SecurityGroupView, read_model
 from lab.clock import ManualClock
 
 AMI = "ami-12c6146b"

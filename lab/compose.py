@@ -46,15 +46,15 @@ from pathlib import Path
 from typing import Any, Self
 
 from lab.aws import AwsServer
-from lab.aws.elbprobe import (
+from lab.aws.gates import AwsGates
+from lab.aws.health.probe import (
     BackgroundAnswers,
     NetworkAnswers,
     ProbeResult,
     ProbeTarget,
     running_answers,
 )
-from lab.aws.elbview import ClassicInstance
-from lab.aws.gates import AwsGates
+from lab.aws.health.view import ClassicInstance
 from lab.aws.proxied import FEATURES, ProxiedAws
 from lab.aws.topology import NodeSpec as AwsNodeSpec
 from lab.aws.topology import Topology, TopologySpec, delete_topology, seed_topology

@@ -52,9 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lab.aws.app import AwsLab
-from lab.aws.elbprobe import ProbeResult, ProbeTarget
-from lab.aws.elbview import ClassicInstance, ClassicLoadBalancer, classic_load_balancer, instance
-from lab.aws.nlbview import (
+from lab.aws.health.network_view import (
     NetworkLoadBalancer,
     NlbListener,
     NlbTarget,
@@ -62,6 +60,13 @@ from lab.aws.nlbview import (
     cross_zone,
     network_load_balancer,
     target_group,
+)
+from lab.aws.health.probe import ProbeResult, ProbeTarget
+from lab.aws.health.view import (
+    ClassicInstance,
+    ClassicLoadBalancer,
+    classic_load_balancer,
+    instance,
 )
 from lab.dataplane.api import NODES, SERVICES, Api, Obj, status_code
 from lab.dataplane.kubeproxy import ConnectionRefused, Drop, PodTarget

@@ -97,11 +97,11 @@ class AwsLab:
         self.started = time.time()
         self.internal_errors = InternalErrors()
         """Exceptions raised inside the lab's own layers (a test should see none)."""
-        from lab.aws.elbhealth import ElbHealth
+        from lab.aws.health.classic import ElbHealth
 
         self.elb_health = ElbHealth(self, clock=ScaledClock(settings.clock_speed))
         """Classic ELB health checks and draining (its ``clock`` is the lab clock)."""
-        from lab.aws.nlbhealth import NlbHealth
+        from lab.aws.health.network import NlbHealth
 
         self.nlb_health = NlbHealth(self)
         """NLB target health: the same clock, prober and ticker as :attr:`elb_health`."""

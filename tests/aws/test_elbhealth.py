@@ -17,15 +17,15 @@ import pytest
 from botocore.exceptions import ClientError
 
 from lab.aws import AwsServer
-from lab.aws.elbhealth import (
+from lab.aws.gates import AwsGates
+from lab.aws.health.classic import (
     FAILED_UNHEALTHY,
     NOT_REGISTERED,
     REGISTERING,
     HealthTransition,
 )
-from lab.aws.elbprobe import HealthTarget, ProbeResult, ProbeTarget
-from lab.aws.elbview import ClassicInstance
-from lab.aws.gates import AwsGates
+from lab.aws.health.probe import HealthTarget, ProbeResult, ProbeTarget
+from lab.aws.health.view import ClassicInstance
 from lab.clock import ManualClock, ScaledClock
 from lab.traffic import Gate, Gates
 from tests.aws import builders as b
@@ -425,11 +425,11 @@ def test_transitions_are_logged(
     aws: AwsServer, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     w = World(aws)
-    with caplog.at_level("INFO", logger="lab.aws.elbhealth"):
+    with caplog.at_level("INFO", logger="lab.aws.health.classic"):
         w.register()
         clock.advance(10)
         w.one()
-    lines = [r.getMessage() for r in caplog.records if r.name == "lab.aws.elbhealth"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "lab.aws.health.classic"]
     assert lines == [
         f"elb lb instance {w.instance}: (new) -> OutOfService (ELB: {REGISTERING}) "
         "last check: TCP:30080 answered (instance running; no node model)",

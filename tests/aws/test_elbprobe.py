@@ -1,6 +1,6 @@
 """Real health-check requests through the prober seam (what a backend with real nodes uses).
 
-:class:`lab.aws.elbprobe.NetworkAnswers` connects for real; here its address mapper points every
+:class:`lab.aws.health.probe.NetworkAnswers` connects for real; here its address mapper points every
 instance at servers on 127.0.0.1 port 0, and the endpoint's ``DescribeInstanceHealth`` follows
 what those servers answer.
 """
@@ -15,15 +15,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from lab.aws import AwsServer
-from lab.aws.elbhealth import FAILED_UNHEALTHY
-from lab.aws.elbprobe import (
+from lab.aws.health.classic import FAILED_UNHEALTHY
+from lab.aws.health.probe import (
     BackgroundAnswers,
     HealthTarget,
     NetworkAnswers,
     ProbeResult,
     ProbeTarget,
 )
-from lab.aws.elbview import ClassicInstance
+from lab.aws.health.view import ClassicInstance
 from lab.clock import ManualClock
 from lab.compose import wait_for
 from tests.aws.test_elbhealth import IN, World

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from lab.aws import AwsServer
-from lab.aws.elbprobe import ProbeResult, ProbeTarget
-from lab.aws.elbview import ClassicInstance
 from lab.aws.gates import AwsGates
+from lab.aws.health.probe import ProbeResult, ProbeTarget
+from lab.aws.health.view import ClassicInstance
 from lab.clock import ManualClock
 from lab.dataplane.kubeproxy import Drop, PodTarget
 from lab.traffic import Gate, TrafficProbe

@@ -1,4 +1,4 @@
-"""NLB target health (``lab.aws.nlbhealth``) through boto3: ``DescribeTargetHealth`` against
+"""NLB target health (``lab.aws.health.network``) through boto3: ``DescribeTargetHealth`` against
 the endpoint answers AWS's target states and reason codes from health checks counted on a
 :class:`~lab.clock.ManualClock`, through the same prober as Classic ELBs (security groups from
 the NLB node's address, then what the node answers).
@@ -17,9 +17,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from lab.aws import AwsServer
-from lab.aws.elbprobe import ProbeResult, ProbeTarget
-from lab.aws.elbview import ClassicInstance
-from lab.aws.nlbhealth import TargetHealth
+from lab.aws.health.network import TargetHealth
+from lab.aws.health.probe import ProbeResult, ProbeTarget
+from lab.aws.health.view import ClassicInstance
 from lab.clock import ManualClock
 from tests.aws import builders as b
 

@@ -2,7 +2,7 @@
 
 Each test builds groups and rules the way a cluster and its controller do (node group,
 load-balancer group, self-referencing rule, CIDR, prefix list), then asks
-:class:`lab.aws.sgview.SecurityGroupView` what EC2 would do with a new connection.
+:class:`lab.aws.health.sgview.SecurityGroupView` what EC2 would do with a new connection.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from lab.aws import AwsServer
+from lab.aws.health.sgview import SecurityGroupView
 from lab.aws.sgeval import (
     Flow,
     Rule,
@@ -20,7 +21,6 @@ from lab.aws.sgeval import (
     SecurityGroupModel,
     parse_cidr,
 )
-from lab.aws.sgview import SecurityGroupView
 from tests.aws import builders as b
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ def test_union_of_the_interface_groups_and_membership_by_any_interface(aws: AwsS
         InstanceId=source,
         DeviceIndex=1,
     )
-    from lab.aws.elbview import instance
+    from lab.aws.health.view import instance
 
     groups = instance(aws.lab, source).groups
     assert set(groups) == {web, peer}

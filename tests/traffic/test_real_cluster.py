@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lab.aws.elbview import ClassicInstance
+from lab.aws.health.view import ClassicInstance
 from lab.dataplane.kubeproxy import Drop, PodTarget
 from lab.traffic import RealCluster
 

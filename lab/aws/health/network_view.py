@@ -1,7 +1,7 @@
 """What a network load balancer does with a connection, read from the endpoint's own state.
 
-The NLB counterpart of :mod:`lab.aws.elbview`: the traffic probe (``lab/traffic.py``) and the
-NLB health model (:mod:`lab.aws.nlbhealth`) read an NLB's listeners, the target groups they
+The NLB counterpart of :mod:`lab.aws.health.view`: the traffic probe (``lab/traffic.py``) and the
+NLB health model (:mod:`lab.aws.health.network`) read an NLB's listeners, the target groups they
 forward to, the registered targets and the attributes that steer a connection (cross-zone load
 balancing, client IP preservation, the deregistration delay) from moto's in-process ELBv2
 backend, under the endpoint's request lock and never through the API (the reads stay out of
@@ -14,7 +14,7 @@ group's own value ``use_load_balancer_configuration`` defers to it;
 ``deregistration_delay.timeout_seconds`` is 300; ``preserve_client_ip.enabled`` is ``true``
 for instance targets of TCP/TLS/UDP groups.
 
-Neighbours: :mod:`lab.aws.fidelity` (``MotoView``), :mod:`lab.aws.elbview` (the instance view
+Neighbours: :mod:`lab.aws.fidelity` (``MotoView``), :mod:`lab.aws.health.view` (the instance view
 shared with Classic ELBs).
 """
 
@@ -123,7 +123,7 @@ def _true(value: Any) -> bool:
 
 def _subnet_node_address(cidr: str) -> str | None:
     """A modelled load-balancer node address in a subnet: its fifth address (AWS reserves the
-    first four), as for Classic ELB nodes (:mod:`lab.aws.elbhealth`)."""
+    first four), as for Classic ELB nodes (:mod:`lab.aws.health.classic`)."""
     net = ipaddress.ip_network(cidr, strict=False)
     return str(net.network_address + 4) if net.num_addresses > 5 else None
 

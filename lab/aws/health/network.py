@@ -7,8 +7,8 @@ only after ``HealthyThresholdCount`` / ``UnhealthyThresholdCount`` consecutive r
 Service whose node security groups never let the NLB's checks in shows its targets
 ``unhealthy`` on AWS; the lab should too. :class:`NlbHealth` models every target group of
 target type ``instance`` that forwards for a ``network`` load balancer (or for none), with the
-same check core and prober as the Classic model (:mod:`lab.aws.healthcore`,
-:attr:`lab.aws.elbhealth.ElbHealth.prober`, so the sim's kube-proxy model answers both), on the
+same check core and prober as the Classic model (:mod:`lab.aws.health.checks`,
+:attr:`lab.aws.health.classic.ElbHealth.prober`, so the sim's kube-proxy model answers both), on the
 same lab clock.
 
 Sources: the ELBv2 API reference (``TargetHealth``, ``DescribeTargetHealth``) and botocore's
@@ -45,18 +45,20 @@ The state machine, per registered target (instance id and port):
   ``deregistration_delay.timeout_seconds`` (default 300), listed in the answer meanwhile;
   then gone, and asked about by id, ``unused`` / ``Target.NotRegistered``.
 
-A health check travels as the Classic ELB's does (:class:`lab.aws.elbprobe.SecurityGroupProber`):
-the target's groups must admit ``tcp/<health-check port>`` (``traffic-port``: the target's
-port) from the NLB node in the target's zone (its modelled private address in that subnet,
-:mod:`lab.aws.nlbview`) and from the NLB's own groups when it has any; then the node answers
-(the sim: kube-proxy's ``healthCheckNodePort`` for ``HTTP`` checks of an eTP=Local Service,
-else whether the nodePort reaches a pod).
+A health check travels as the Classic ELB's does
+(:class:`lab.aws.health.probe.SecurityGroupProber`): the target's groups must admit
+``tcp/<health-check port>`` (``traffic-port``: the target's port) from the NLB node in the
+target's zone (its modelled private address in that subnet, :mod:`lab.aws.health.network_view`)
+and from the NLB's own groups when it has any; then the node answers (the sim: kube-proxy's
+``healthCheckNodePort`` for ``HTTP`` checks of an eTP=Local Service, else whether the nodePort
+reaches a pod).
 
 Evaluation is lazy, as for Classic ELBs: before every call that may change state, and for one
 target group whenever someone asks about it (``DescribeTargetHealth``, :meth:`NlbHealth.state`).
 
-Neighbours: :mod:`lab.aws.healthcore` (checks and thresholds), :mod:`lab.aws.nlbview` (the
-NLB's configuration), :mod:`lab.aws.elbhealth` (the clock, the prober and its ticker),
+Neighbours: :mod:`lab.aws.health.checks` (checks and thresholds),
+:mod:`lab.aws.health.network_view` (the NLB's configuration),
+:mod:`lab.aws.health.classic` (the clock, the prober and its ticker),
 :mod:`lab.aws.app` (calls :meth:`NlbHealth.before` and :meth:`NlbHealth.after`),
 :mod:`lab.aws.gates` (the traffic probe's ``target_health``).
 """
@@ -72,18 +74,18 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
-from lab.aws.elbprobe import HealthTarget, Prober, ProbeTarget
-from lab.aws.elbview import ClassicInstance, read_instances
 from lab.aws.exceptions import AwsError
 from lab.aws.fidelity import MotoView
-from lab.aws.healthcore import CheckRun, next_due, probe_safely
-from lab.aws.nlbview import (
+from lab.aws.health.checks import CheckRun, next_due, probe_safely
+from lab.aws.health.network_view import (
     NetworkLoadBalancer,
     NlbTarget,
     NlbTargetGroup,
     read_load_balancer,
     read_target_group,
 )
+from lab.aws.health.probe import HealthTarget, Prober, ProbeTarget
+from lab.aws.health.view import ClassicInstance, read_instances
 from lab.aws.protocol import AwsRequest, WireResponse, error_response
 from lab.clock import LabClock
 
@@ -238,7 +240,7 @@ class NlbHealth:
             self.history.clear()
 
     def next_due(self, after: float) -> float | None:
-        """As :meth:`lab.aws.elbhealth.ElbHealth.next_due`, for the target groups."""
+        """As :meth:`lab.aws.health.classic.ElbHealth.next_due`, for the target groups."""
         if not self.enabled:
             return None
         with self.aws.lock:

@@ -5,13 +5,13 @@ Both load balancers check each registered target every interval and flip its hea
 after a run of identical results (Classic ELB: ``HealthyThreshold`` / ``UnhealthyThreshold``;
 NLB target groups: ``HealthyThresholdCount`` / ``UnhealthyThresholdCount``). What differs is
 what is reported (Classic ``InService``/``OutOfService``, ELBv2 target states and reason
-codes), which the two models (:mod:`lab.aws.elbhealth`, :mod:`lab.aws.nlbhealth`) keep.
+codes), which the two models (:mod:`lab.aws.health.classic`, :mod:`lab.aws.health.network`) keep.
 
 Evaluation is lazy: the checks that fell due since the last evaluation all see the world as it
 is now, one prober call for all of them (:meth:`CheckRun.run_due`); a flip is stamped with the
 lab time of the check that crossed the threshold.
 
-Neighbours: :mod:`lab.aws.elbprobe` (the prober both models ask).
+Neighbours: :mod:`lab.aws.health.probe` (the prober both models ask).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from lab.aws.elbprobe import Prober, ProbeResult, ProbeTarget
-from lab.aws.elbview import ClassicInstance
+from lab.aws.health.probe import Prober, ProbeResult, ProbeTarget
+from lab.aws.health.view import ClassicInstance
 
 if TYPE_CHECKING:
     from lab.aws.app import AwsLab

@@ -1,6 +1,6 @@
 """The prober seam of Classic ELB health checks: what one health check of one instance answers.
 
-Role: :mod:`lab.aws.elbhealth` counts health checks against a load balancer's thresholds; *how*
+Role: :mod:`lab.aws.health.classic` counts health checks against a load balancer's thresholds; *how*
 a single check turns out is asked of a :class:`Prober`. The lab's default,
 :class:`SecurityGroupProber`, answers from state, the way the check travels on AWS:
 
@@ -8,7 +8,7 @@ a single check turns out is asked of a :class:`Prober`. The lab's default,
 2. the check leaves the load balancer's interfaces, so the load balancer's security groups'
    outbound rules and the instance's groups' inbound rules must allow
    ``tcp/<target port>`` from the load balancer's groups / node address
-   (:class:`lab.aws.sgview.SecurityGroupView`); a dropped check times out;
+   (:class:`lab.aws.health.sgview.SecurityGroupView`); a dropped check times out;
 3. then something on the instance must answer: an injected :data:`NodeAnswers` callback. The
    sim backend wires it to its kube-proxy model (which endpoint the nodePort reaches, or the
    ``healthCheckNodePort`` status); the default says a running instance answers.
@@ -18,7 +18,7 @@ For a backend with real nodes (kind), :class:`NetworkAnswers` is a callback that
 real TCP/SSL/HTTP/HTTPS request (the security groups are still evaluated first: no real network
 enforces them there).
 
-Neighbours: :mod:`lab.aws.elbview` (:class:`ClassicInstance`), :mod:`lab.aws.sgview`.
+Neighbours: :mod:`lab.aws.health.view` (:class:`ClassicInstance`), :mod:`lab.aws.health.sgview`.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
-from lab.aws.elbview import ClassicInstance
-from lab.aws.sgview import SecurityGroupView
+from lab.aws.health.sgview import SecurityGroupView
+from lab.aws.health.view import ClassicInstance
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ class NetworkAnswers:
 class BackgroundAnswers:
     """A :data:`NodeAnswers` that never blocks the endpoint: real checks run on its own threads.
 
-    :class:`lab.aws.elbhealth.ElbHealth` asks its prober while the endpoint holds its request
+    :class:`lab.aws.health.classic.ElbHealth` asks its prober while the endpoint holds its request
     lock, so a blocking callback (:class:`NetworkAnswers`: up to its timeout per check) would
     stall every AWS call behind it. This wrapper answers at once with the latest result of
     ``answers`` for that instance's address and target and keeps that result fresh: each

@@ -2,7 +2,7 @@
 
 Role: :mod:`lab.aws.sgeval` is a pure model; this module fills it from moto's in-process EC2
 backend (groups, their inbound and outbound rules, managed prefix lists) under the endpoint's
-request lock, the way :mod:`lab.aws.elbview` reads load balancers: never through the API, so the
+request lock, the way :mod:`lab.aws.health.view` reads load balancers: never through the API, so the
 reads stay out of the trail and are not hit by injected faults.
 
 Design: building the model walks every group, so it is cached per :attr:`AwsLab.generation`
@@ -10,7 +10,7 @@ Design: building the model walks every group, so it is cached per :attr:`AwsLab.
 (health checks ask the same questions every interval). A test that changes moto's
 backends directly, bypassing the API, calls :meth:`SecurityGroupView.invalidate`.
 
-Neighbours: :mod:`lab.aws.elbhealth` (the default prober asks it whether the load balancer's
+Neighbours: :mod:`lab.aws.health.classic` (the default prober asks it whether the load balancer's
 groups reach an instance), :mod:`lab.aws.gates` (the traffic probe's verdicts).
 """
 

@@ -44,7 +44,7 @@ threshold. Transitions go to :attr:`ElbHealth.observers` (the default one logs t
 :meth:`ElbHealth.start_ticker` adds a background evaluation every second or so, for logs that
 follow events as they happen.
 
-Neighbours: :mod:`lab.aws.elbprobe` (the prober seam), :mod:`lab.aws.elbview` (instances),
+Neighbours: :mod:`lab.aws.health.probe` (the prober seam), :mod:`lab.aws.health.view` (instances),
 :mod:`lab.aws.app` (``AwsApp`` calls :meth:`ElbHealth.tick` and :meth:`ElbHealth.after`),
 :mod:`lab.aws.gates` (the traffic probe's ``in_service``).
 """
@@ -62,19 +62,19 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
-from lab.aws.elbprobe import (
+from lab.aws.exceptions import AwsError
+from lab.aws.fidelity import MotoView
+from lab.aws.health.checks import CheckRun, next_due, probe_safely
+from lab.aws.health.probe import (
     HealthTarget,
     NodeAnswers,
     Prober,
     ProbeTarget,
     SecurityGroupProber,
 )
-from lab.aws.elbview import ClassicInstance, read_instances
-from lab.aws.exceptions import AwsError
-from lab.aws.fidelity import MotoView
-from lab.aws.healthcore import CheckRun, next_due, probe_safely
+from lab.aws.health.sgview import SecurityGroupView
+from lab.aws.health.view import ClassicInstance, read_instances
 from lab.aws.protocol import AwsRequest, WireResponse, error_response
-from lab.aws.sgview import SecurityGroupView
 from lab.clock import DEFAULT_SPEED, LabClock, ScaledClock
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ def log_transition(transition: HealthTransition) -> None:
 
 @dataclass
 class _Record(CheckRun):
-    """A registered instance's checks (:class:`lab.aws.healthcore.CheckRun`) and draining."""
+    """A registered instance's checks (:class:`lab.aws.health.checks.CheckRun`) and draining."""
 
     deregistered_at: float | None = None
     drain_until: float | None = None
