@@ -41,6 +41,9 @@ from lab.aws.calls import CallRecorder
 from lab.aws.control import LabControlRoutes, unauthorized
 from lab.aws.exceptions import AwsControlError, AwsError
 from lab.aws.fidelity import FidelityConfig, FidelityLayer, MotoView
+from lab.aws.health.classic import ElbHealth
+from lab.aws.health.network import NlbHealth
+from lab.aws.health.schedule import Schedule
 from lab.aws.protocol import (
     AwsRequest,
     WireResponse,
@@ -97,13 +100,10 @@ class AwsLab:
         self.started = time.time()
         self.internal_errors = InternalErrors()
         """Exceptions raised inside the lab's own layers (a test should see none)."""
-        from lab.aws.health.classic import ElbHealth
-
-        self.elb_health = ElbHealth(self, clock=ScaledClock(settings.clock_speed))
+        schedule = Schedule(self, clock=ScaledClock(settings.clock_speed))
+        self.elb_health = ElbHealth(self, schedule)
         """Classic ELB health checks and draining (its ``clock`` is the lab clock)."""
-        from lab.aws.health.network import NlbHealth
-
-        self.nlb_health = NlbHealth(self)
+        self.nlb_health = NlbHealth(self, schedule)
         """NLB target health: the same clock, prober and ticker as :attr:`elb_health`."""
         self.generation = 0
         """Bumped by every call that may change AWS state (not Describe/List/Get) and by
@@ -229,16 +229,6 @@ class AwsLab:
             self.elb_health.tick()
             self.nlb_health.tick()
 
-    def next_health_check(self, *, after: float) -> float | None:
-        """Lab time the next Classic or NLB health check (or draining deadline) falls due,
-        after ``after`` (what was due by then has just run)."""
-        dues = [
-            d
-            for d in (self.elb_health.next_due(after), self.nlb_health.next_due(after))
-            if d is not None
-        ]
-        return min(dues, default=None)
-
     def progress(self) -> Progress:
         """The health models, for the settle barrier (``lab.settle``): checks due by now run
         first, as any question to the endpoint runs them (the ticker runs them at their lab
@@ -246,7 +236,9 @@ class AwsLab:
         with self.lock:
             self.advance()
             now = self.elb_health.clock.now()
-        return Progress("aws-health-checks", True, next_timer=self.next_health_check(after=now))
+        return Progress(
+            "aws-health-checks", True, next_timer=self.elb_health.schedule.next_due(after=now)
+        )
 
     def health(self) -> dict[str, Any]:
         """What ``GET /_lab/health`` answers (after applying due time-based behaviour)."""

@@ -11,7 +11,12 @@ Evaluation is lazy: the checks that fell due since the last evaluation all see t
 is now, one prober call for all of them (:meth:`CheckRun.run_due`); a flip is stamped with the
 lab time of the check that crossed the threshold.
 
-Neighbours: :mod:`lab.aws.health.probe` (the prober both models ask).
+A registered target is a :class:`Tracked` record: its :class:`CheckRun` plus deregistration and
+draining and what was last reported; :func:`next_due` tells the ticker when the next check or
+draining deadline of a region falls due.
+
+Neighbours: :mod:`lab.aws.health.probe` (the prober both models ask),
+:mod:`lab.aws.health.model` (which keeps one record per registered target).
 """
 
 from __future__ import annotations
@@ -19,15 +24,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Generic, Protocol, TypeVar
 
 from lab.aws.health.probe import Prober, ProbeResult, ProbeTarget
+from lab.aws.health.seam import HealthLab
 from lab.aws.health.view import ClassicInstance
 
-if TYPE_CHECKING:
-    from lab.aws.app import AwsLab
-
 log = logging.getLogger(__name__)
+
+S = TypeVar("S")
 
 
 @dataclass
@@ -84,10 +89,37 @@ class CheckRun:
         self.next_check += count * interval
         return at
 
+    def restart(self, now: float, interval: float) -> None:
+        """Forget the checks (the target was out of use): the next ones start from scratch."""
+        self.healthy, self.ok_run, self.fail_run, self.checks = None, 0, 0, 0
+        self.next_check = now + interval
+
     def shift(self, delta: float) -> None:
         """Move the record's lab times by ``delta`` (the lab clock was swapped)."""
         self.registered_at += delta
         self.next_check += delta
+
+
+@dataclass
+class Tracked(CheckRun, Generic[S]):
+    """A registered target's checks, its deregistration and draining, and the status of
+    kind ``S`` last reported for it (a transition is a change of that)."""
+
+    deregistered_at: float | None = None
+    drain_until: float | None = None
+    reported: S | None = None
+
+    def deregister(self, now: float, drain: float) -> None:
+        """Deregistered at ``now``; in-flight requests drain for ``drain`` lab seconds."""
+        self.deregistered_at = now
+        self.drain_until = now + drain
+
+    def shift(self, delta: float) -> None:
+        super().shift(delta)
+        if self.drain_until is not None:
+            self.drain_until += delta
+        if self.deregistered_at is not None:
+            self.deregistered_at += delta
 
 
 class _Tracked(Protocol):
@@ -96,21 +128,16 @@ class _Tracked(Protocol):
     drain_until: float | None
 
 
-class _Holder(Protocol):
-    @property
-    def records(self) -> Mapping[str, _Tracked]: ...
-
-
 def next_due(
-    holders: Mapping[tuple[str, str], _Holder], *, region: str, after: float
+    holders: Mapping[tuple[str, str], Mapping[str, _Tracked]], *, region: str, after: float
 ) -> float | None:
     """Lab time of the next check or draining deadline after ``after`` among the (region,
     name)-keyed load balancers or target groups of ``region`` (what the health ticker runs)."""
     dues = [
         due
-        for (where, _), holder in holders.items()
+        for (where, _), records in holders.items()
         if where == region
-        for rec in holder.records.values()
+        for rec in records.values()
         if (due := rec.next_check if rec.deregistered_at is None else rec.drain_until) is not None
         and due > after
     ]
@@ -118,7 +145,7 @@ def next_due(
 
 
 def probe_safely(
-    aws: AwsLab, prober: Prober, instance: ClassicInstance, target: ProbeTarget
+    aws: HealthLab, prober: Prober, instance: ClassicInstance, target: ProbeTarget
 ) -> ProbeResult:
     """Ask ``prober``; a prober that raises is the lab's bug: the check fails, the exception
     goes to the endpoint's internal errors (a test fixture fails the test on any)."""
@@ -130,4 +157,4 @@ def probe_safely(
         return ProbeResult(False, f"prober error: {exc}")
 
 
-__all__ = ["CheckRun", "next_due", "probe_safely"]
+__all__ = ["CheckRun", "Tracked", "next_due", "probe_safely"]

@@ -53,12 +53,15 @@ and from the NLB's own groups when it has any; then the node answers (the sim: k
 ``healthCheckNodePort`` for ``HTTP`` checks of an eTP=Local Service, else whether the nodePort
 reaches a pod).
 
-Evaluation is lazy, as for Classic ELBs: before every call that may change state, and for one
-target group whenever someone asks about it (``DescribeTargetHealth``, :meth:`NlbHealth.state`).
+Evaluation is lazy, as for Classic ELBs (:mod:`lab.aws.health.model`, which holds the cycle
+both kinds share): before every call that may change state, and for one target group whenever
+someone asks about it (``DescribeTargetHealth``, :meth:`NlbHealth.state`). This module holds
+only what is NLB: which target groups are covered, the targets (an instance and a port), the
+group's health-check settings and deregistration delay, the states, reasons and wording.
 
-Neighbours: :mod:`lab.aws.health.checks` (checks and thresholds),
-:mod:`lab.aws.health.network_view` (the NLB's configuration),
-:mod:`lab.aws.health.classic` (the clock, the prober and its ticker),
+Neighbours: :mod:`lab.aws.health.model` (the shared model), :mod:`lab.aws.health.checks`
+(checks and thresholds), :mod:`lab.aws.health.network_view` (the NLB's configuration),
+:mod:`lab.aws.health.schedule` (the clock, the prober and the ticker shared with Classic ELBs),
 :mod:`lab.aws.app` (calls :meth:`NlbHealth.before` and :meth:`NlbHealth.after`),
 :mod:`lab.aws.gates` (the traffic probe's ``target_health``).
 """
@@ -67,16 +70,15 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 from xml.sax.saxutils import escape
 
 from lab.aws.exceptions import AwsError
 from lab.aws.fidelity import MotoView
-from lab.aws.health.checks import CheckRun, next_due, probe_safely
+from lab.aws.health.checks import Tracked
+from lab.aws.health.model import HealthModel, Plan
 from lab.aws.health.network_view import (
     NetworkLoadBalancer,
     NlbTarget,
@@ -84,13 +86,10 @@ from lab.aws.health.network_view import (
     read_load_balancer,
     read_target_group,
 )
-from lab.aws.health.probe import HealthTarget, Prober, ProbeTarget
+from lab.aws.health.probe import HealthTarget, ProbeTarget
+from lab.aws.health.schedule import Schedule
+from lab.aws.health.seam import HealthLab, Switches
 from lab.aws.health.view import ClassicInstance, read_instances
-from lab.aws.protocol import AwsRequest, WireResponse, error_response
-from lab.clock import LabClock
-
-if TYPE_CHECKING:
-    from lab.aws.app import AwsLab
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +120,9 @@ ZONE_NOT_IN_USE_TEXT = "Target is in an Availability Zone that is not enabled fo
 NOT_REGISTERED_TEXT = "Target is not registered to the target group"
 
 _NOT_RUNNING = ("stopping", "stopped", "shutting-down", "terminated", "missing")
-_READS = ("Describe", "List", "Get")
 _TARGET_PARAM = re.compile(r"^Targets\.member\.(\d+)\.(Id|Port|AvailabilityZone)$")
+_Asked = tuple[str, int | None]
+"""A target a question names: an instance id and its port (None: the registered one)."""
 
 
 @dataclass(frozen=True)
@@ -178,77 +178,35 @@ def log_transition(transition: TargetTransition) -> None:
 
 
 @dataclass
-class _Target(CheckRun):
+class _Target(Tracked[TargetHealth]):
+    """A registered target's checks and draining, and the port it was registered with."""
+
     port: int = 0
-    deregistered_at: float | None = None
-    drain_until: float | None = None
-    reported: TargetHealth | None = None
-
-    def restart(self, now: float, interval: float) -> None:
-        """Forget the checks (the target was out of use): the next ones start from initial."""
-        self.healthy, self.ok_run, self.fail_run, self.checks = None, 0, 0, 0
-        self.next_check = now + interval
-
-    def shift(self, delta: float) -> None:
-        super().shift(delta)
-        if self.drain_until is not None:
-            self.drain_until += delta
-        if self.deregistered_at is not None:
-            self.deregistered_at += delta
 
 
-@dataclass
-class _Group:
-    records: dict[str, _Target] = field(default_factory=dict)
+@dataclass(frozen=True)
+class _GroupPlan(Plan):
+    """One evaluation of a target group: its settings and the NLB it forwards for, if any."""
+
+    config: NlbTargetGroup
+    lb: NetworkLoadBalancer | None
 
 
-class NlbHealth:
+class NlbHealth(HealthModel[TargetHealth, TargetTransition, _Target, _GroupPlan, _Asked]):
     """Target health of every modelled ELBv2 target group of one endpoint (module doc)."""
 
-    def __init__(self, aws: AwsLab) -> None:
-        self.aws = aws
-        self.observers: list[TransitionObserver] = [log_transition]
-        self.history: deque[TargetTransition] = deque(maxlen=1000)
-        self._groups: dict[tuple[str, str], _Group] = {}
-        aws.elb_health.clock_followers.append(self._shift)
+    SERVICE = "elbv2"
+    DESCRIBE = "DescribeTargetHealth"
+    UNIT_PARAM = "TargetGroupArn"
+    SOURCE = "fidelity:nlb_health_checks"
+    LABEL = "nlb"
 
-    # -- configuration ---------------------------------------------------------------------
-    @property
-    def clock(self) -> LabClock:
-        """The Classic model's lab clock (one clock for every load balancer's checks)."""
-        return self.aws.elb_health.clock
+    def __init__(self, aws: HealthLab, schedule: Schedule) -> None:
+        super().__init__(aws, schedule, observer=log_transition)
 
-    @property
-    def prober(self) -> Prober:
-        """The Classic model's prober (security groups, then what the node answers)."""
-        return self.aws.elb_health.prober
-
-    @property
-    def enabled(self) -> bool:
-        cfg = self.aws.fidelity.config
-        return bool(cfg.enabled and cfg.nlb_health_checks)
-
-    def _shift(self, delta: float) -> None:
-        with self.aws.lock:
-            for group in self._groups.values():
-                for rec in group.records.values():
-                    rec.shift(delta)
-
-    def reset(self) -> None:
-        with self.aws.lock:
-            self._groups.clear()
-            self.history.clear()
-
-    def next_due(self, after: float) -> float | None:
-        """As :meth:`lab.aws.health.classic.ElbHealth.next_due`, for the target groups."""
-        if not self.enabled:
-            return None
-        with self.aws.lock:
-            return next_due(self._groups, region=self.aws.settings.region, after=after)
-
-    # -- evaluation ------------------------------------------------------------------------
-    def _view(self, region: str | None) -> MotoView:
-        return MotoView(self.aws.settings.account, region or self.aws.settings.region)
+    # -- the target groups -----------------------------------------------------------------
+    def _switched_on(self, switches: Switches) -> bool:
+        return switches.nlb_health_checks
 
     @staticmethod
     def _network_lb(view: MotoView, tg: Any) -> Any | None:
@@ -264,174 +222,73 @@ class NlbHealth:
             return False
         return not tg.load_balancer_arns or self._network_lb(view, tg) is not None
 
-    def tick(self, region: str | None = None, *, target_group: str | None = None) -> None:
-        """Run every check due by now (and start registrations, finish draining), for every
-        modelled target group of ``region`` or only ``target_group`` (an ARN)."""
-        if not self.enabled:
-            return
-        with self.aws.lock:
-            region = region or self.aws.settings.region
-            try:
-                view = self._view(region)
-            except KeyError:  # not a region moto serves
-                return
-            now = self.clock.now()
-            if target_group is not None:
-                tg = view.elbv2.target_groups.get(target_group)
-                if tg is not None and self._modelled(view, tg):
-                    self._tick_group(view, region, tg, now)
-                return
-            live = set()
-            for tg in list(view.elbv2.target_groups.values()):
-                if self._modelled(view, tg):
-                    live.add((region, str(tg.arn)))
-                    self._tick_group(view, region, tg, now)
-            for key in [k for k in self._groups if k[0] == region and k not in live]:
-                del self._groups[key]
+    def _units(self, view: MotoView) -> Iterable[Any]:
+        return [tg for tg in view.elbv2.target_groups.values() if self._modelled(view, tg)]
 
-    def before(self, request: AwsRequest) -> None:
-        """Before a call that may change state, every check due so far sees the state before
-        it (reads cost nothing: questions catch up themselves)."""
-        if not request.action.startswith(_READS):
-            self.tick(request.region)
+    def _unit(self, view: MotoView, key: str) -> Any | None:
+        tg = view.elbv2.target_groups.get(key)
+        return tg if tg is not None and self._modelled(view, tg) else None
 
-    def _tick_group(self, view: MotoView, region: str, tg: Any, now: float) -> None:
-        group = self._groups.setdefault((region, str(tg.arn)), _Group())
-        try:
-            cfg = read_target_group(tg)
-        except ValueError as exc:  # moto stored a setting AWS would have refused: no checks
-            for rec in group.records.values():
-                rec.detail = f"no health check runs: {exc}"
-            return
+    def _key(self, unit: Any) -> str:
+        return str(unit.arn)
+
+    def _reconcile(
+        self, view: MotoView, unit: Any, records: dict[str, _Target], now: float
+    ) -> _GroupPlan:
+        cfg = read_target_group(unit)
         interval = cfg.health_check.interval
         registered = {t.instance_id: t for t in cfg.targets}
         for iid, member in registered.items():
-            known = group.records.get(iid)
+            known = records.get(iid)
             if known is None or known.deregistered_at is not None or known.port != member.port:
-                group.records[iid] = _Target(
+                records[iid] = _Target(
                     registered_at=now, next_check=now + interval, port=member.port
                 )
-        for iid, rec in group.records.items():
+        for iid, rec in records.items():
             if iid not in registered and rec.deregistered_at is None:
-                rec.deregistered_at = now
-                rec.drain_until = now + cfg.deregistration_delay
+                rec.deregister(now, cfg.deregistration_delay)
+        return _GroupPlan(str(unit.name), cfg, self._load_balancer(view, unit))
+
+    def _load_balancer(self, view: MotoView, tg: Any) -> NetworkLoadBalancer | None:
         moto_lb = self._network_lb(view, tg)
-        lb = None if moto_lb is None else read_load_balancer(moto_lb)
-        instances = read_instances(view.ec2, group.records)
-        for iid, rec in list(group.records.items()):
-            inst = instances[iid]
-            at = now
-            if rec.deregistered_at is None:
-                if self._checked(lb, cfg, inst):
-                    assert lb is not None
-                    target = self._probe_target(lb, cfg, inst, rec.port)
-                    check = cfg.health_check
-                    flipped = rec.run_due(
-                        now,
-                        interval,
-                        check.healthy_threshold,
-                        check.unhealthy_threshold,
-                        partial(probe_safely, self.aws, self.prober, inst, target),
-                    )
-                    if flipped is not None:
-                        at = flipped
-                elif inst.state != "pending":
-                    rec.restart(now, interval)
-            elif rec.drain_until is not None:
-                at = min(now, rec.drain_until)
-            status = self._status(rec, cfg, lb, inst, now)
-            self._report(str(tg.name), iid, rec, status, at)
-            if rec.deregistered_at is not None and (rec.drain_until or 0) <= now:
-                del group.records[iid]  # deregistration complete
+        return None if moto_lb is None else read_load_balancer(moto_lb)
 
-    @staticmethod
-    def _checked(
-        lb: NetworkLoadBalancer | None, cfg: NlbTargetGroup, inst: ClassicInstance
-    ) -> bool:
-        """Whether the NLB health-checks this target now."""
-        if lb is None or inst.state != "running":
-            return False
-        return not (lb.zones and inst.zone and inst.zone not in lb.zones)
-
-    @staticmethod
-    def _probe_target(
-        lb: NetworkLoadBalancer, cfg: NlbTargetGroup, inst: ClassicInstance, port: int
-    ) -> ProbeTarget:
-        check = cfg.health_check
-        return ProbeTarget(
-            load_balancer=lb.name,
-            target=HealthTarget(
-                check.protocol, check.port_for(NlbTarget(inst.instance_id, port)), check.path
-            ),
-            timeout=check.timeout,
-            source_groups=lb.security_groups,
-            source_ip=lb.node_address(inst.zone),
-        )
+    def _check(
+        self, plan: _GroupPlan, rec: _Target, inst: ClassicInstance, now: float
+    ) -> float | None:
+        lb, check = plan.lb, plan.config.health_check
+        if lb is not None and _checked(lb, inst):
+            target = ProbeTarget(
+                load_balancer=lb.name,
+                target=HealthTarget(
+                    check.protocol,
+                    check.port_for(NlbTarget(inst.instance_id, rec.port)),
+                    check.path,
+                ),
+                timeout=check.timeout,
+                source_groups=lb.security_groups,
+                source_ip=lb.node_address(inst.zone),
+            )
+            thresholds = (check.healthy_threshold, check.unhealthy_threshold)
+            return self._run_checks(
+                rec, inst, target, now=now, interval=check.interval, thresholds=thresholds
+            )
+        if inst.state != "pending":
+            rec.restart(now, check.interval)
+        return None
 
     def _status(
-        self,
-        rec: _Target,
-        cfg: NlbTargetGroup,
-        lb: NetworkLoadBalancer | None,
-        inst: ClassicInstance,
-        now: float,
+        self, plan: _GroupPlan, rec: _Target, inst: ClassicInstance, now: float
     ) -> TargetHealth:
-        iid, port = inst.instance_id, rec.port
-        hc_port = str(cfg.health_check.port_for(NlbTarget(iid, port)))
-        if rec.deregistered_at is not None:
-            if rec.drain_until is not None and now < rec.drain_until:
-                return TargetHealth(
-                    iid,
-                    port,
-                    hc_port,
-                    DRAINING,
-                    DEREGISTRATION_IN_PROGRESS,
-                    DRAINING_TEXT,
-                    rec.detail,
-                    rec.drain_until,
-                )
-            return TargetHealth(iid, port, hc_port, UNUSED, NOT_REGISTERED, NOT_REGISTERED_TEXT)
-        if lb is None:
-            return TargetHealth(iid, port, hc_port, UNUSED, NOT_IN_USE, GROUP_NOT_IN_USE_TEXT)
-        if inst.state in _NOT_RUNNING:
-            shown = "terminated" if inst.state in ("shutting-down", "missing") else inst.state
-            text = f"Target is in the {shown} state"
-            return TargetHealth(iid, port, hc_port, UNUSED, INVALID_STATE, text)
-        if lb.zones and inst.zone and inst.zone not in lb.zones:
-            return TargetHealth(iid, port, hc_port, UNUSED, NOT_IN_USE, ZONE_NOT_IN_USE_TEXT)
-        if rec.healthy is None:
-            if rec.checks == 0:
-                return TargetHealth(
-                    iid, port, hc_port, INITIAL, REGISTRATION_IN_PROGRESS, REGISTERING_TEXT
-                )
-            return TargetHealth(
-                iid,
-                port,
-                hc_port,
-                INITIAL,
-                INITIAL_HEALTH_CHECKING,
-                INITIAL_CHECKING_TEXT,
-                rec.detail,
-            )
-        if rec.healthy:
-            return TargetHealth(iid, port, hc_port, HEALTHY, detail=rec.detail)
-        return TargetHealth(
-            iid, port, hc_port, UNHEALTHY, FAILED_HEALTH_CHECKS, FAILED_TEXT, rec.detail
-        )
+        return _status(rec, plan.config, plan.lb, inst, now)
 
-    def _report(self, group: str, iid: str, rec: _Target, status: TargetHealth, at: float) -> None:
-        before = rec.reported
-        rec.reported = status
-        if before is not None and (before.state, before.reason) == (status.state, status.reason):
-            return
-        transition = TargetTransition(group, iid, before, status, at)
-        self.history.append(transition)
-        for observer in list(self.observers):
-            try:
-                observer(transition)
-            except Exception as exc:
-                log.exception("nlb health observer failed")
-                self.aws.internal_errors.record(f"nlb health observer: {exc}")
+    def _same(self, before: TargetHealth, after: TargetHealth) -> bool:
+        return (before.state, before.reason) == (after.state, after.reason)
+
+    def _transition(
+        self, name: str, iid: str, before: TargetHealth | None, after: TargetHealth, at: float
+    ) -> TargetTransition:
+        return TargetTransition(name, iid, before, after, at)
 
     # -- questions -------------------------------------------------------------------------
     def state(
@@ -445,54 +302,48 @@ class NlbHealth:
         given (instance id, port or None) ones. ``KeyError`` names a target group that does not
         exist or that the model does not cover; ``LookupError`` an instance that does not
         exist."""
-        with self.aws.lock:
-            self.aws.fidelity.tick()
-            self.tick(region, target_group=target_group_arn)
-            view = self._view(region)
-            tg = view.elbv2.target_groups.get(target_group_arn)
-            if tg is None:
-                raise KeyError(f"no target group {target_group_arn!r}")
-            if not self._modelled(view, tg):
-                raise KeyError(
-                    f"target group {tg.name} is not modelled (target type {tg.target_type}, "
-                    "or it forwards for a load balancer that is not a network load balancer)"
-                )
-            return self._describe(view, region or self.aws.settings.region, tg, targets)
+        return self._answer(target_group_arn, targets, region)
+
+    def _unknown(self, view: MotoView, key: str) -> KeyError:
+        tg = view.elbv2.target_groups.get(key)
+        if tg is None:
+            return KeyError(f"no target group {key!r}")
+        return KeyError(
+            f"target group {tg.name} is not modelled (target type {tg.target_type}, "
+            "or it forwards for a load balancer that is not a network load balancer)"
+        )
 
     def _describe(
-        self, view: MotoView, region: str, tg: Any, targets: Sequence[tuple[str, int | None]]
+        self, view: MotoView, region: str, unit: Any, asked: Sequence[_Asked]
     ) -> list[TargetHealth]:
-        cfg = read_target_group(tg)
-        group = self._groups.get((region, str(tg.arn)), _Group())
-        moto_lb = self._network_lb(view, tg)
-        lb = None if moto_lb is None else read_load_balancer(moto_lb)
+        cfg = read_target_group(unit)
+        records = self._records(region, str(unit.arn))
+        lb = self._load_balancer(view, unit)
         now = self.clock.now()
-        wanted: list[tuple[str, int | None]] = list(targets)
+        wanted: list[_Asked] = list(asked)
         if not wanted and self.enabled:  # the registered and the draining targets
-            wanted = [(iid, rec.port) for iid, rec in group.records.items()]
+            wanted = [(iid, rec.port) for iid, rec in records.items()]
         elif not wanted:  # moto's answer: the registered targets
             wanted = [(t.instance_id, t.port) for t in cfg.targets]
         instances = read_instances(view.ec2, [iid for iid, _ in wanted])
         out: list[TargetHealth] = []
         for iid, port in wanted:
             inst = instances[iid]
-            if inst.state == "missing" and targets:  # asked about by id: AWS refuses it
+            if inst.state == "missing" and asked:  # asked about by id: AWS refuses it
                 raise LookupError(iid)
-            rec = group.records.get(iid)
-            registered = cfg.target(iid)
-            shown_port = port if port is not None else (rec.port if rec else int(tg.port))
+            rec = records.get(iid)
+            shown_port = port if port is not None else (rec.port if rec else int(unit.port))
             hc_port = str(cfg.health_check.port_for(NlbTarget(iid, shown_port)))
             if not self.enabled:  # moto's answer: every registered running instance healthy
-                out.append(_moto_answer(iid, shown_port, hc_port, registered, inst))
-                continue
-            if rec is None or (port is not None and port != rec.port):
+                out.append(_moto_answer(iid, shown_port, hc_port, cfg.target(iid), inst))
+            elif rec is None or (port is not None and port != rec.port):
                 out.append(
                     TargetHealth(
                         iid, shown_port, hc_port, UNUSED, NOT_REGISTERED, NOT_REGISTERED_TEXT
                     )
                 )
-                continue
-            out.append(self._status(rec, cfg, lb, inst, now))
+            else:
+                out.append(_status(rec, cfg, lb, inst, now))
         return out
 
     def target_health(
@@ -507,56 +358,85 @@ class NlbHealth:
         return found[0] if found else None
 
     # -- the wire --------------------------------------------------------------------------
-    def after(self, request: AwsRequest, response: WireResponse) -> tuple[WireResponse, str]:
-        """Answer ``DescribeTargetHealth`` from the model (with the trail's ``answered_by``);
-        track registrations, deregistrations and new checks of other calls now."""
-        if request.service != "elbv2" or response.status >= 400 or not self.enabled:
-            return response, ""
-        if request.action == "DescribeTargetHealth":
-            return self._describe_response(request, response)
-        if not request.action.startswith(_READS):
-            self.tick(request.region, target_group=request.params.get("TargetGroupArn"))
-            if "TargetGroupArn" not in request.params:
-                self.tick(request.region)
-        return response, ""
-
-    def _describe_response(
-        self, request: AwsRequest, response: WireResponse
-    ) -> tuple[WireResponse, str]:
-        params = request.params
+    def _asked(self, params: Mapping[str, str]) -> list[_Asked]:
         members: dict[int, dict[str, str]] = {}
         for key, value in params.items():
             match = _TARGET_PARAM.match(key)
             if match is not None:
                 members.setdefault(int(match.group(1)), {})[match.group(2)] = value
-        asked: list[tuple[str, int | None]] = []
+        asked: list[_Asked] = []
         for _, member in sorted(members.items()):
             port = member.get("Port")
             asked.append((member.get("Id", ""), int(port) if port else None))
-        view = self._view(request.region)
-        tg = view.elbv2.target_groups.get(params.get("TargetGroupArn", ""))
-        if tg is None or not self._modelled(view, tg):
-            return response, ""  # moto's answer (its TargetGroupNotFound included)
-        self.tick(request.region, target_group=str(tg.arn))
-        try:
-            states = self._describe(view, request.region, tg, asked)
-        except LookupError as exc:
-            error = AwsError(
-                f"The following targets are not valid instances: '{exc.args[0]}'",
-                code="InvalidTarget",
-                status=400,
-                source="fidelity:nlb_health_checks",
-            )
-            return error_response("elbv2", error, request_id=_request_id(response)), error.source
-        body = (
+        return asked
+
+    def _invalid(self, instance_id: str) -> AwsError:
+        return AwsError(
+            f"The following targets are not valid instances: '{instance_id}'",
+            code="InvalidTarget",
+            status=400,
+            source=self.SOURCE,
+        )
+
+    def _body(self, states: Sequence[TargetHealth], request_id: str) -> str:
+        return (
             '<DescribeTargetHealthResponse xmlns="http://elasticloadbalancing.amazonaws.com/'
             'doc/2015-12-01/"><DescribeTargetHealthResult><TargetHealthDescriptions>'
             + "".join(_member(s) for s in states)
             + "</TargetHealthDescriptions></DescribeTargetHealthResult>"
-            f"<ResponseMetadata><RequestId>{_request_id(response)}</RequestId>"
+            f"<ResponseMetadata><RequestId>{request_id}</RequestId>"
             "</ResponseMetadata></DescribeTargetHealthResponse>"
         )
-        return response.with_body(body.encode()), "fidelity:nlb_health_checks"
+
+
+def _checked(lb: NetworkLoadBalancer, inst: ClassicInstance) -> bool:
+    """Whether the NLB health-checks this target now."""
+    if inst.state != "running":
+        return False
+    return not (lb.zones and inst.zone and inst.zone not in lb.zones)
+
+
+def _status(
+    rec: _Target,
+    cfg: NlbTargetGroup,
+    lb: NetworkLoadBalancer | None,
+    inst: ClassicInstance,
+    now: float,
+) -> TargetHealth:
+    """What ``DescribeTargetHealth`` says of a tracked target now (module doc)."""
+    iid, port = inst.instance_id, rec.port
+    hc_port = str(cfg.health_check.port_for(NlbTarget(iid, port)))
+
+    def health(state: str, reason: str = "", text: str = "", detail: str = "") -> TargetHealth:
+        return TargetHealth(iid, port, hc_port, state, reason, text, detail)
+
+    if rec.deregistered_at is not None:
+        if rec.drain_until is not None and now < rec.drain_until:
+            return TargetHealth(
+                iid,
+                port,
+                hc_port,
+                DRAINING,
+                DEREGISTRATION_IN_PROGRESS,
+                DRAINING_TEXT,
+                rec.detail,
+                rec.drain_until,
+            )
+        return health(UNUSED, NOT_REGISTERED, NOT_REGISTERED_TEXT)
+    if lb is None:
+        return health(UNUSED, NOT_IN_USE, GROUP_NOT_IN_USE_TEXT)
+    if inst.state in _NOT_RUNNING:
+        shown = "terminated" if inst.state in ("shutting-down", "missing") else inst.state
+        return health(UNUSED, INVALID_STATE, f"Target is in the {shown} state")
+    if lb.zones and inst.zone and inst.zone not in lb.zones:
+        return health(UNUSED, NOT_IN_USE, ZONE_NOT_IN_USE_TEXT)
+    if rec.healthy is None:
+        if rec.checks == 0:
+            return health(INITIAL, REGISTRATION_IN_PROGRESS, REGISTERING_TEXT)
+        return health(INITIAL, INITIAL_HEALTH_CHECKING, INITIAL_CHECKING_TEXT, rec.detail)
+    if rec.healthy:
+        return health(HEALTHY, detail=rec.detail)
+    return health(UNHEALTHY, FAILED_HEALTH_CHECKS, FAILED_TEXT, rec.detail)
 
 
 def _moto_answer(
@@ -584,11 +464,6 @@ def _member(s: TargetHealth) -> str:
         f"<TargetHealth>{health}</TargetHealth>"
         "</member>"
     )
-
-
-def _request_id(response: WireResponse) -> str:
-    match = re.search(rb"<RequestId>([^<]*)</RequestId>", response.body)
-    return match.group(1).decode() if match else ""
 
 
 __all__ = [

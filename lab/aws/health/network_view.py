@@ -14,21 +14,19 @@ group's own value ``use_load_balancer_configuration`` defers to it;
 ``deregistration_delay.timeout_seconds`` is 300; ``preserve_client_ip.enabled`` is ``true``
 for instance targets of TCP/TLS/UDP groups.
 
-Neighbours: :mod:`lab.aws.fidelity` (``MotoView``), :mod:`lab.aws.health.view` (the instance view
-shared with Classic ELBs).
+Neighbours: :mod:`lab.aws.fidelity` (``MotoView``), :mod:`lab.aws.health.view` (the instance
+view, the readers and the lookup shared with Classic ELBs).
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab.aws.fidelity import MotoView
-
-if TYPE_CHECKING:
-    from lab.aws.app import AwsLab
+from lab.aws.health.seam import HealthLab, moto_view
+from lab.aws.health.view import find_load_balancer, is_true, subnet_node_address
 
 TRAFFIC_PORT = "traffic-port"
 
@@ -117,17 +115,6 @@ class NetworkLoadBalancer:
         return self.node_addresses[0][1] if self.node_addresses else None
 
 
-def _true(value: Any) -> bool:
-    return str(value).strip().lower() == "true"
-
-
-def _subnet_node_address(cidr: str) -> str | None:
-    """A modelled load-balancer node address in a subnet: its fifth address (AWS reserves the
-    first four), as for Classic ELB nodes (:mod:`lab.aws.health.classic`)."""
-    net = ipaddress.ip_network(cidr, strict=False)
-    return str(net.network_address + 4) if net.num_addresses > 5 else None
-
-
 def read_load_balancer(lb: Any) -> NetworkLoadBalancer:
     """An NLB from moto's ``FakeLoadBalancer``."""
     listeners = []
@@ -145,7 +132,7 @@ def read_load_balancer(lb: Any) -> NetworkLoadBalancer:
         listeners.append(NlbListener(int(lst.port), str(lst.protocol).upper(), arn))
     nodes: list[tuple[str, str]] = []
     for subnet in lb.subnets or ():
-        address = _subnet_node_address(str(subnet.cidr_block))
+        address = subnet_node_address(str(subnet.cidr_block))
         if address is not None:
             nodes.append((str(subnet.availability_zone), address))
     return NetworkLoadBalancer(
@@ -157,7 +144,7 @@ def read_load_balancer(lb: Any) -> NetworkLoadBalancer:
         zones=tuple(dict.fromkeys(str(s.availability_zone) for s in lb.subnets or ())),
         node_addresses=tuple(nodes),
         security_groups=tuple(str(g) for g in lb.security_groups or ()),
-        cross_zone=_true(lb.attrs.get("load_balancing.cross_zone.enabled", "false")),
+        cross_zone=is_true(lb.attrs.get("load_balancing.cross_zone.enabled", "false")),
     )
 
 
@@ -206,7 +193,7 @@ def read_target_group(tg: Any) -> NlbTargetGroup:
         ),
         load_balancer_arns=tuple(dict.fromkeys(str(a) for a in tg.load_balancer_arns)),
         deregistration_delay=float(attrs.get("deregistration_delay.timeout_seconds", 300)),
-        preserve_client_ip=default_preserve if preserve is None else _true(preserve),
+        preserve_client_ip=default_preserve if preserve is None else is_true(preserve),
         cross_zone=str(
             attrs.get("load_balancing.cross_zone.enabled", "use_load_balancer_configuration")
         ),
@@ -222,31 +209,27 @@ def cross_zone(lb: NetworkLoadBalancer, tg: NlbTargetGroup) -> bool:
 
 
 def network_load_balancer(
-    aws: AwsLab, *, dns_name: str | None = None, name: str | None = None
+    aws: HealthLab, *, dns_name: str | None = None, name: str | None = None
 ) -> NetworkLoadBalancer | None:
     """The network load balancer answering ``dns_name`` (or called ``name``); ``None`` if
     none. DNS names compare case-insensitively and without a trailing dot."""
-    if (dns_name is None) == (name is None):
-        raise ValueError("give exactly one of dns_name and name")
-    wanted = (dns_name or "").rstrip(".").lower()
-    settings = aws.settings
-    with aws.lock:
-        moto = MotoView(settings.account, settings.region)
-        for lb in list(moto.elbv2.load_balancers.values()):
-            if str(lb.type) != "network":
-                continue
-            if name is not None and lb.name == name:
-                return read_load_balancer(lb)
-            if dns_name is not None and str(lb.dns_name).rstrip(".").lower() == wanted:
-                return read_load_balancer(lb)
-    return None
+
+    def networks(moto: MotoView) -> list[Any]:
+        return [lb for lb in moto.elbv2.load_balancers.values() if str(lb.type) == "network"]
+
+    return find_load_balancer(
+        aws,
+        dns_name=dns_name,
+        name=name,
+        candidates=networks,
+        read=lambda _, lb: read_load_balancer(lb),
+    )
 
 
-def target_group(aws: AwsLab, arn: str) -> NlbTargetGroup | None:
+def target_group(aws: HealthLab, arn: str) -> NlbTargetGroup | None:
     """The target group ``arn`` (``None`` if it does not exist)."""
-    settings = aws.settings
     with aws.lock:
-        tg = MotoView(settings.account, settings.region).elbv2.target_groups.get(arn)
+        tg = moto_view(aws).elbv2.target_groups.get(arn)
         return None if tg is None else read_target_group(tg)
 
 

@@ -2,16 +2,17 @@
 
 Role: :mod:`lab.aws.sgeval` is a pure model; this module fills it from moto's in-process EC2
 backend (groups, their inbound and outbound rules, managed prefix lists) under the endpoint's
-request lock, the way :mod:`lab.aws.health.view` reads load balancers: never through the API, so the
-reads stay out of the trail and are not hit by injected faults.
+request lock, the way :mod:`lab.aws.health.view` reads load balancers: never through the API,
+so the reads stay out of the trail and are not hit by injected faults.
 
-Design: building the model walks every group, so it is cached per :attr:`AwsLab.generation`
+Design: building the model walks every group, so it is cached per the endpoint's generation
 (bumped by every AWS call that may change state, and by resets), and so are the verdicts
 (health checks ask the same questions every interval). A test that changes moto's
 backends directly, bypassing the API, calls :meth:`SecurityGroupView.invalidate`.
 
-Neighbours: :mod:`lab.aws.health.classic` (the default prober asks it whether the load balancer's
-groups reach an instance), :mod:`lab.aws.gates` (the traffic probe's verdicts).
+Neighbours: :mod:`lab.aws.health.probe` (the default prober asks it whether the load balancer's
+groups reach an instance), :mod:`lab.aws.health.seam` (the endpoint's lock and generation),
+:mod:`lab.aws.gates` (the traffic probe's verdicts).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lab.aws.app import AwsLab
 from lab.aws.fidelity import MotoView
+from lab.aws.health.seam import HealthLab, moto_view
 from lab.aws.sgeval import (
     Flow,
     IpNetwork,
@@ -117,7 +118,7 @@ def read_model(view: MotoView) -> SecurityGroupModel:
 class SecurityGroupView:
     """The endpoint's current :class:`SecurityGroupModel`, rebuilt only after changes."""
 
-    def __init__(self, aws: AwsLab) -> None:
+    def __init__(self, aws: HealthLab) -> None:
         self.aws = aws
         self._cached: tuple[int, SecurityGroupModel] | None = None
         self._verdicts: dict[tuple[object, ...], Verdict] = {}
@@ -133,8 +134,7 @@ class SecurityGroupView:
             cached = self._cached
             if cached is not None and cached[0] == aws.generation:
                 return cached[1]
-            settings = aws.settings
-            model = read_model(MotoView(settings.account, settings.region))
+            model = read_model(moto_view(aws))
             self._cached = (aws.generation, model)
             self._verdicts.clear()
             return model
