@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from controller.aws.clients import AWSError, error_code, translate
-from controller.aws.instances import FARGATE_PREFIX, parse_provider_id
+from controller.aws.providerid import FARGATE_PREFIX, parse_provider_id
 from controller.aws.tags import tag_list
 from controller.cloud import InstanceID, InstanceNotFound, InvalidInstanceID
 from controller.runtime.batcher import Batcher, Result
