@@ -149,13 +149,25 @@ class ControllerManager:
             self.stop()
 
     def _start_controllers(self) -> None:
-        o = self.options
+        """Informers, then the named controllers registered on them, then (once every
+        informer has synced, unless stopping) the controllers' workers."""
         self.metrics.leader.set(1)
         kinds: tuple[Kind, ...] = ("services", "nodes")
         for kind in kinds:
             informer = Informer(self.kube, kind, clock=self.clock, metrics=self.metrics)
             self.informers[kind] = informer
-        services, nodes = self.informers["services"], self.informers["nodes"]
+        self._build_controllers(self.informers["services"], self.informers["nodes"])
+        for informer in self.informers.values():
+            informer.start()
+        if not self._informers_synced() or self._stop.is_set():
+            return
+        self._run_controllers()
+        self._controllers_running.set()
+        log.info("controllers running: %s", ", ".join(self.options.controllers))
+
+    def _build_controllers(self, services: Informer, nodes: Informer) -> None:
+        """Each controller named in ``--controllers``, registered on the shared informers."""
+        o = self.options
         if "service" in o.controllers:
             self.service = ServiceController(
                 self.kube,
@@ -198,27 +210,29 @@ class ControllerManager:
                 metrics=self.metrics,
             )
             self.tagging.register(nodes)
-        for informer in self.informers.values():
-            informer.start()
+
+    def _informers_synced(self) -> bool:
+        """True once every informer has synced; False if stopped while waiting. An informer
+        that does not sync in ``informer_sync_timeout`` is an error."""
         for name, informer in self.informers.items():
             if not self._wait_synced(informer):
                 if self._stop.is_set():
-                    return
+                    return False
                 raise RuntimeError(
-                    f"informer for {name} did not sync in {o.informer_sync_timeout}s"
+                    f"informer for {name} did not sync in {self.options.informer_sync_timeout}s"
                 )
-        if self._stop.is_set():
-            return
+        return True
+
+    def _run_controllers(self) -> None:
         if self.service is not None:
-            self._threads += self.service.run(self._stop, workers=o.concurrent_service_syncs)
+            workers = self.options.concurrent_service_syncs
+            self._threads += self.service.run(self._stop, workers=workers)
         if self.node is not None:
             self._threads += self.node.run(self._stop)
         if self.lifecycle is not None:
             self._threads += self.lifecycle.run(self._stop)
         if self.tagging is not None:
             self._threads += self.tagging.run(self._stop)
-        self._controllers_running.set()
-        log.info("controllers running: %s", ", ".join(o.controllers))
 
     def _wait_synced(self, informer: Informer) -> bool:
         deadline = self.clock.monotonic() + self.options.informer_sync_timeout
@@ -347,6 +361,8 @@ def _controllers(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line, flag group by flag group in ``--help`` order (the groups' order is
+    the help text's; ``tests/controller/golden/`` pins both the text and the parsing)."""
     legacy_help = "\n".join(f"  {b.id}: {b.summary}" for b in BEHAVIORS.values())
     p = argparse.ArgumentParser(
         prog="python -m controller",
@@ -365,6 +381,19 @@ def build_parser() -> argparse.ArgumentParser:
             "2 bad flags or cloud config."
         ),
     )
+    for add_group in (
+        _cluster_and_cloud_flags,
+        _tagging_flags,
+        _tuning_flags,
+        _leader_election_flags,
+        _serving_and_logging_flags,
+    ):
+        add_group(p)
+    return p
+
+
+def _cluster_and_cloud_flags(p: argparse.ArgumentParser) -> None:
+    """Where the cluster and the cloud are, and what to run."""
     g = p.add_argument_group("cluster and cloud")
     g.add_argument(
         "--kubeconfig",
@@ -398,6 +427,10 @@ def build_parser() -> argparse.ArgumentParser:
         f"{','.join(ALL_CONTROLLERS)}), a name to add one ({', '.join(DISABLED_BY_DEFAULT)} "
         "is off by default), -NAME to drop one",
     )
+
+
+def _tagging_flags(p: argparse.ArgumentParser) -> None:
+    """The opt-in tagging controller's tags, resources and queue."""
     g = p.add_argument_group("tagging controller (on with --controllers=*,tagging)")
     g.add_argument(
         "--tags",
@@ -439,6 +472,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="merge concurrent CreateTags/DeleteTags calls with the same tags",
     )
+
+
+def _tuning_flags(p: argparse.ArgumentParser) -> None:
+    """Intervals, grace periods and worker counts of the controllers."""
     g = p.add_argument_group("controller tuning")
     g.add_argument(
         "--node-monitor-period",
@@ -477,6 +514,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="service workers (default: %(default)s)",
     )
+
+
+def _leader_election_flags(p: argparse.ArgumentParser) -> None:
+    """The Lease and its timing (upstream's --leader-elect-*)."""
     g = p.add_argument_group("leader election")
     g.add_argument(
         "--leader-elect",
@@ -522,6 +563,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="holder identity (default: <hostname>_<uuid>)",
     )
+
+
+def _serving_and_logging_flags(p: argparse.ArgumentParser) -> None:
+    """The health/metrics endpoint and the log output."""
     g = p.add_argument_group("serving and logging")
     g.add_argument(
         "--metrics-addr",
@@ -549,7 +594,6 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--log-format", choices=("text", "json"), default="text", help="default: %(default)s"
     )
-    return p
 
 
 def options_from_args(args: argparse.Namespace, legacy: LegacyFlags) -> Options:

@@ -25,6 +25,13 @@ v1.33.0), off unless ``--controllers`` names ``tagging`` (upstream adds it to
 
 Not ported: upstream's two Prometheus metrics (work item errors, initial tagging delay).
 Only the ``instance`` resource exists upstream and here.
+
+Neighbours: it calls the cloud through ``controller.cloud.InstanceTags``, which
+:class:`controller.aws.tags.AWSInstanceTags` implements on EC2; :mod:`controller.app` builds
+its options from the flags (:func:`tagging_options`). Tag logic sits in exactly two modules, by
+layer: this generic one (which Nodes to tag and when, the work queue, the label, the flags'
+rules) and :mod:`controller.aws.tags` (EC2's tag calls and every AWS tag name). They cannot be
+one: the layers contract forbids a generic controller to import ``controller.aws``.
 """
 
 from __future__ import annotations

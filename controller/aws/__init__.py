@@ -9,8 +9,10 @@ returns an :class:`AWSCloud` implementing ``controller.cloud.Cloud``.
 Layout, by capability: ``config`` (cloud config), ``annotations`` (Service validation),
 ``sgrules`` (rule arithmetic), ``securitygroups``, ``subnets``, ``loadbalancer`` (Classic ELB),
 ``nlbspec`` / ``nlbrules`` / ``targets`` / ``nlb`` (Network Load Balancers), ``instances``
-(InstancesV2) with ``batch`` (DescribeInstances by id, batched), ``tagging`` (node instance
-tags for the tagging controller), ``metadata`` (IMDS), ``clients``, ``tags``, ``context``.
+(InstancesV2) with ``batch`` (DescribeInstances by id, batched) and ``providerid`` (node
+names and providerIDs to instance ids), ``tags`` (every tag rule: the cluster's ownership tags
+and the node instance tags of the tagging controller), ``metadata`` (IMDS), ``clients``,
+``context``.
 Start-up failures raise :class:`CloudInitError` with a message saying what was tried and what to
 do; nothing here knows whether it talks to AWS or to a lab.
 """
@@ -32,8 +34,7 @@ from controller.aws.metadata import MetadataError, fetch_self_identity, metadata
 from controller.aws.nlb import NetworkLoadBalancers
 from controller.aws.securitygroups import SecurityGroups
 from controller.aws.subnets import Subnets
-from controller.aws.tagging import AWSInstanceTags
-from controller.aws.tags import ClusterTags, find_cluster_ids, tag_map
+from controller.aws.tags import AWSInstanceTags, ClusterTags, find_cluster_ids, tag_map
 from controller.cloud import InvalidServiceConfig, LoadBalancerStatus, Node, Service
 from controller.legacy import LegacyFlags
 

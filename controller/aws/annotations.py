@@ -456,6 +456,40 @@ def check_load_balancer_ip(service: Service) -> None:
         )
 
 
+def _proxy_protocol(ann: Mapping[str, str]) -> bool:
+    """The proxy-protocol annotation: ``*`` (every backend) or absent/empty (off)."""
+    proxy = ann.get(A_PROXY_PROTOCOL)
+    if proxy is not None and proxy.strip() not in ("", "*"):
+        raise InvalidServiceConfig(A_PROXY_PROTOCOL, proxy, "the only supported value is '*'")
+    return proxy is not None and proxy.strip() == "*"
+
+
+def _access_log(ann: Mapping[str, str]) -> AccessLog:
+    """The access-log annotations; enabled needs a bucket, the interval is 5 or 60 minutes."""
+    emit: int | None = None
+    if A_ACCESS_LOG_EMIT_INTERVAL in ann:
+        emit = parse_int(
+            A_ACCESS_LOG_EMIT_INTERVAL, ann[A_ACCESS_LOG_EMIT_INTERVAL], low=5, high=60
+        )
+        if emit not in (5, 60):
+            raise InvalidServiceConfig(
+                A_ACCESS_LOG_EMIT_INTERVAL, ann[A_ACCESS_LOG_EMIT_INTERVAL], "must be 5 or 60"
+            )
+    access = AccessLog(
+        enabled=parse_bool(A_ACCESS_LOG_ENABLED, ann[A_ACCESS_LOG_ENABLED])
+        if A_ACCESS_LOG_ENABLED in ann
+        else False,
+        emit_interval=emit,
+        s3_bucket_name=ann.get(A_ACCESS_LOG_BUCKET, "").strip(),
+        s3_bucket_prefix=ann.get(A_ACCESS_LOG_PREFIX, "").strip(),
+    )
+    if access.enabled and not access.s3_bucket_name:
+        raise InvalidServiceConfig(
+            A_ACCESS_LOG_ENABLED, ann[A_ACCESS_LOG_ENABLED], f"needs {A_ACCESS_LOG_BUCKET}"
+        )
+    return access
+
+
 def parse_service(
     service: Service, *, shared_probe: tuple[int, str] | None = None, ensuring: bool = False
 ) -> LoadBalancerSpec:
@@ -484,31 +518,9 @@ def parse_service(
     health = build_health_check(service, listeners, shared_probe=shared_probe)
     internal_raw = ann.get(A_INTERNAL, "")
     internal = internal_raw.strip() not in ("", "false")
-    proxy = ann.get(A_PROXY_PROTOCOL)
-    if proxy is not None and proxy.strip() not in ("", "*"):
-        raise InvalidServiceConfig(A_PROXY_PROTOCOL, proxy, "the only supported value is '*'")
+    proxy_protocol = _proxy_protocol(ann)
     tags = additional_tags(ann)
-    emit: int | None = None
-    if A_ACCESS_LOG_EMIT_INTERVAL in ann:
-        emit = parse_int(
-            A_ACCESS_LOG_EMIT_INTERVAL, ann[A_ACCESS_LOG_EMIT_INTERVAL], low=5, high=60
-        )
-        if emit not in (5, 60):
-            raise InvalidServiceConfig(
-                A_ACCESS_LOG_EMIT_INTERVAL, ann[A_ACCESS_LOG_EMIT_INTERVAL], "must be 5 or 60"
-            )
-    access = AccessLog(
-        enabled=parse_bool(A_ACCESS_LOG_ENABLED, ann[A_ACCESS_LOG_ENABLED])
-        if A_ACCESS_LOG_ENABLED in ann
-        else False,
-        emit_interval=emit,
-        s3_bucket_name=ann.get(A_ACCESS_LOG_BUCKET, "").strip(),
-        s3_bucket_prefix=ann.get(A_ACCESS_LOG_PREFIX, "").strip(),
-    )
-    if access.enabled and not access.s3_bucket_name:
-        raise InvalidServiceConfig(
-            A_ACCESS_LOG_ENABLED, ann[A_ACCESS_LOG_ENABLED], f"needs {A_ACCESS_LOG_BUCKET}"
-        )
+    access = _access_log(ann)
     return LoadBalancerSpec(
         internal=internal,
         listeners=listeners,
@@ -520,7 +532,7 @@ def parse_service(
             A_EXTRA_SECURITY_GROUPS, ann.get(A_EXTRA_SECURITY_GROUPS, ""), _SG_ID
         ),
         ssl_negotiation_policy=ann.get(A_SSL_NEGOTIATION_POLICY, "").strip(),
-        proxy_protocol=proxy is not None and proxy.strip() == "*",
+        proxy_protocol=proxy_protocol,
         access_log=access,
         connection_draining_enabled=parse_bool(A_DRAINING_ENABLED, ann[A_DRAINING_ENABLED])
         if A_DRAINING_ENABLED in ann

@@ -321,6 +321,8 @@ def _last(key: str, vals: list[str], warnings: list[str], source: str) -> str:
 def _read_global(
     keys: dict[str, list[str]], values: dict[str, Any], warnings: list[str], source: str
 ) -> None:
+    """The [Global] section into ``values`` (CloudConfig field names), key by key in the
+    file's order; then the checks that span keys."""
     for key, vals in keys.items():
         if key in _GLOBAL_STR:
             values[_GLOBAL_STR[key]] = _last(key, vals, warnings, source)
@@ -329,49 +331,70 @@ def _read_global(
                 "DisableSecurityGroupIngress", _last(key, vals, warnings, source), source
             )
         elif key == "nodeipfamilies":
-            fams: list[str] = []
-            for v in vals:
-                for item in v.split(","):
-                    fam = item.strip().lower()
-                    if fam not in _IP_FAMILIES:
-                        raise CloudConfigError(
-                            "NodeIPFamilies", v, "each value must be ipv4 or ipv6", source=source
-                        )
-                    if fam not in fams:
-                        fams.append(fam)
-            values["node_ip_families"] = tuple(fams)
+            values["node_ip_families"] = _node_ip_families(vals, source)
         elif key == "clusterservicesharedloadbalancerhealthprobeport":
             raw = _last(key, vals, warnings, source)
-            try:
-                port = int(raw, 10)
-            except ValueError:
-                port = 0
-            if not 1 <= port <= 65535:
-                raise CloudConfigError(
-                    "ClusterServiceSharedLoadBalancerHealthProbePort",
-                    raw,
-                    "must be a port number 1-65535",
-                    source=source,
-                )
+            port = _shared_health_probe_port(raw, source)
             values["cluster_service_shared_load_balancer_health_probe_port"] = port
         elif key == "supportedtopologyinstancetypepattern":
             raw = _last(key, vals, warnings, source)
-            try:
-                re.compile(raw)
-            except re.error as exc:
-                raise CloudConfigError(
-                    "SupportedTopologyInstanceTypePattern",
-                    raw,
-                    f"not a regular expression: {exc}",
-                    source=source,
-                ) from None
-            values["supported_topology_instance_type_pattern"] = raw
+            values["supported_topology_instance_type_pattern"] = _instance_type_pattern(raw, source)
         elif key in _GLOBAL_KNOWN_IGNORED:
             warnings.append(
                 f"{source}: [Global] {key} is not supported by this controller; ignored"
             )
         else:
             warnings.append(f"{source}: unknown key [Global] {key} ignored")
+    _check_global(values, source)
+
+
+def _node_ip_families(vals: list[str], source: str) -> tuple[str, ...]:
+    """Every NodeIPFamilies line, comma-separated, in order without repeats."""
+    fams: list[str] = []
+    for v in vals:
+        for item in v.split(","):
+            fam = item.strip().lower()
+            if fam not in _IP_FAMILIES:
+                raise CloudConfigError(
+                    "NodeIPFamilies", v, "each value must be ipv4 or ipv6", source=source
+                )
+            if fam not in fams:
+                fams.append(fam)
+    return tuple(fams)
+
+
+def _shared_health_probe_port(raw: str, source: str) -> int:
+    try:
+        port = int(raw, 10)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise CloudConfigError(
+            "ClusterServiceSharedLoadBalancerHealthProbePort",
+            raw,
+            "must be a port number 1-65535",
+            source=source,
+        )
+    return port
+
+
+def _instance_type_pattern(raw: str, source: str) -> str:
+    """SupportedTopologyInstanceTypePattern, kept as text once it compiles."""
+    try:
+        re.compile(raw)
+    except re.error as exc:
+        raise CloudConfigError(
+            "SupportedTopologyInstanceTypePattern",
+            raw,
+            f"not a regular expression: {exc}",
+            source=source,
+        ) from None
+    return raw
+
+
+def _check_global(values: dict[str, Any], source: str) -> None:
+    """What [Global] must hold once read: a known probe mode, a known NLB security-group
+    mode, and ids of the right kind."""
     mode = values.get("cluster_service_load_balancer_health_probe_mode", "")
     if mode not in _HEALTH_PROBE_MODES:
         raise CloudConfigError(

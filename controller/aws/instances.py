@@ -16,9 +16,7 @@ for node initialization (existence checks keep using the providerID). "Not found
 from __future__ import annotations
 
 import logging
-import re
 import threading
-import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -27,11 +25,17 @@ from botocore.exceptions import ClientError
 from controller.aws.batch import DescribeInstanceBatcher
 from controller.aws.clients import aws_errors, error_code
 from controller.aws.context import AWSContext
+from controller.aws.providerid import (
+    FARGATE_PREFIX,
+    InvalidProviderID,
+    build_provider_id,
+    instance_id_from_name,
+    parse_provider_id,
+)
 from controller.aws.tags import tag_map
 from controller.aws.topology import TopologyManager, topology_labels
 from controller.cloud import (
     CloudError,
-    InstanceID,
     InstanceMetadata,
     InstanceNotFound,
     Node,
@@ -45,47 +49,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
-_INSTANCE_SEGMENT = re.compile(r"^(i-[^/]*|fargate-[^/]*)$")
 _LIVE_STATES = ["pending", "running", "shutting-down", "stopping", "stopped"]
 CACHE_MAX_AGE = 600.0
 #: ``MaxResults`` of a DescribeInstances that names no instance ids, whose ``NextToken`` is
 #: then followed (upstream v1.33.0 ``pkg/providers/v1/aws_ec2.go`` ``DescribeInstances``);
 #: EC2 refuses ``MaxResults`` together with ``InstanceIds``, so by-id calls send none.
 DESCRIBE_PAGE_SIZE = 1000
-
-
-class InvalidProviderID(CloudError):
-    """``spec.providerID`` is not an AWS instance provider id."""
-
-
-def parse_provider_id(provider_id: str) -> InstanceID:
-    """Upstream ``KubernetesInstanceID.MapToAWSInstanceID``: the last segment of the URL path
-    (``aws:///<az>/i-…``, ``aws:////i-…``, Fargate's ``aws:///<az>/<profile>/fargate-…``; a
-    bare value is read as ``aws:///<value>``), which must be ``i-…`` or ``fargate-…``."""
-    raw = provider_id if provider_id.startswith("aws://") else "aws:///" + provider_id
-    try:
-        parts = urllib.parse.urlsplit(raw)
-    except ValueError as exc:
-        raise InvalidProviderID(f"invalid providerID {provider_id!r}: {exc}") from None
-    if parts.scheme != "aws":
-        raise InvalidProviderID(f"invalid providerID {provider_id!r}: not an aws:// provider id")
-    candidate = parts.path.strip("/").split("/")[-1]
-    if not _INSTANCE_SEGMENT.match(candidate):
-        raise InvalidProviderID(
-            f"invalid providerID {provider_id!r}: {candidate!r} is not an instance id (i-…)"
-        )
-    return InstanceID(candidate)
-
-
-def build_provider_id(zone: str, instance_id: str) -> ProviderID:
-    return ProviderID(f"aws:///{zone}/{instance_id}")
-
-
-def instance_id_from_name(name: str) -> InstanceID | None:
-    """Resource-based node names: ``i-0abc`` or ``i-0abc.<region>.compute.internal``."""
-    if name.startswith("i-"):
-        return InstanceID(name.split(".", 1)[0])
-    return None
 
 
 def node_addresses(instance: InstanceTypeDef, families: Sequence[str]) -> tuple[NodeAddress, ...]:
@@ -123,9 +92,6 @@ def node_addresses(instance: InstanceTypeDef, families: Sequence[str]) -> tuple[
                 if v6:
                     add("InternalIP", v6[0].get("Ipv6Address"))
     return tuple(out)
-
-
-FARGATE_PREFIX = "fargate-"
 
 
 def fargate_eni_address(instance_id: str) -> str:

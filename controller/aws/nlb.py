@@ -34,7 +34,7 @@ retrying ``DependencyViolation``. Deletion of owned groups does not depend on th
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
@@ -688,19 +688,7 @@ class NetworkLoadBalancers:
         """Upstream ``updateInstanceSecurityGroupsForNLB`` (no instances: revoke all ours)."""
         if self.ctx.config.disable_security_group_ingress:
             return
-        cluster = self.groups.cluster_groups()
-        desired: set[str] = set()
-        for inst in instances:
-            gid = find_group_for_instance(inst, cluster)
-            if gid is None:
-                log.warning("ignoring instance without security group: %s", inst.get("InstanceId"))
-                continue
-            desired.add(gid)
-        groups: dict[str, Any] = dict(cluster)
-        untagged = sorted(desired - set(cluster))
-        if untagged:
-            for g in self.groups.describe(group_ids=untagged):
-                groups[g["GroupId"]] = g
+        desired, groups = self._node_groups(instances)
         client_ports = {m.traffic_port for m in mappings}
         protocol = "udp" if any(m.traffic_protocol == "UDP" for m in mappings) else "tcp"
         check_ports: set[int] = set()
@@ -732,26 +720,56 @@ class NetworkLoadBalancers:
                     check_ports=check_ports,
                     subnet_cidrs=subnet_cidrs,
                 )
-            revoke = nlbrules.to_permissions(plan.revoke)
-            if legacy.enabled("k8s-98278"):
-                bundles, again = nlbrules.legacy_bundles_98278(perms, plan, lb_name=lb_name)
-                sent = nlbrules.ungroup(bundles)
-                rest = [r for r in plan.revoke if r not in sent]
-                revoke = bundles + nlbrules.to_permissions(rest)
-                plan.grant += again
-            if revoke:
-                log.info("revoking %d NLB permission(s) of %s on %s", len(revoke), lb_name, gid)
-                self.ctx.clients.ec2.revoke_security_group_ingress(
-                    GroupId=gid, IpPermissions=cast("list[IpPermissionUnionTypeDef]", revoke)
-                )
-            if plan.grant:
-                log.info("authorizing %d NLB rule(s) of %s on %s", len(plan.grant), lb_name, gid)
-                self.ctx.clients.ec2.authorize_security_group_ingress(
-                    GroupId=gid,
-                    IpPermissions=cast(
-                        "list[IpPermissionUnionTypeDef]", nlbrules.to_permissions(plan.grant)
-                    ),
-                )
+            self._apply_group_plan(gid, perms, plan, lb_name=lb_name)
+
+    def _node_groups(self, instances: Sequence[InstanceTypeDef]) -> tuple[set[str], dict[str, Any]]:
+        """The groups the instances' rules go to (one per instance, as upstream's
+        ``findSecurityGroupForInstance``) and every group to plan: the cluster's tagged groups
+        plus the instances' groups that are untagged (described here)."""
+        cluster = self.groups.cluster_groups()
+        desired: set[str] = set()
+        for inst in instances:
+            gid = find_group_for_instance(inst, cluster)
+            if gid is None:
+                log.warning("ignoring instance without security group: %s", inst.get("InstanceId"))
+                continue
+            desired.add(gid)
+        groups: dict[str, Any] = dict(cluster)
+        untagged = sorted(desired - set(cluster))
+        if untagged:
+            for g in self.groups.describe(group_ids=untagged):
+                groups[g["GroupId"]] = g
+        return desired, groups
+
+    def _apply_group_plan(
+        self,
+        gid: str,
+        perms: Sequence[Mapping[str, Any]],
+        plan: nlbrules.GroupPlan,
+        *,
+        lb_name: str,
+    ) -> None:
+        """One group's plan to EC2: revoke, then authorize (each only if non-empty)."""
+        revoke = nlbrules.to_permissions(plan.revoke)
+        if self.ctx.legacy.enabled("k8s-98278"):
+            bundles, again = nlbrules.legacy_bundles_98278(perms, plan, lb_name=lb_name)
+            sent = nlbrules.ungroup(bundles)
+            rest = [r for r in plan.revoke if r not in sent]
+            revoke = bundles + nlbrules.to_permissions(rest)
+            plan.grant += again
+        if revoke:
+            log.info("revoking %d NLB permission(s) of %s on %s", len(revoke), lb_name, gid)
+            self.ctx.clients.ec2.revoke_security_group_ingress(
+                GroupId=gid, IpPermissions=cast("list[IpPermissionUnionTypeDef]", revoke)
+            )
+        if plan.grant:
+            log.info("authorizing %d NLB rule(s) of %s on %s", len(plan.grant), lb_name, gid)
+            self.ctx.clients.ec2.authorize_security_group_ingress(
+                GroupId=gid,
+                IpPermissions=cast(
+                    "list[IpPermissionUnionTypeDef]", nlbrules.to_permissions(plan.grant)
+                ),
+            )
 
 
 def _tls_fields(mapping: PortMapping) -> dict[str, Any]:

@@ -369,6 +369,31 @@ def _bool(ann: Mapping[str, str], name: str) -> bool:
     return False if raw == "" else parse_bool(name, raw)
 
 
+def _eip_allocations(ann: Mapping[str, str]) -> tuple[str, ...]:
+    """The eip-allocations annotation: comma-separated ``eipalloc-...`` ids, or none."""
+    eips: tuple[str, ...] = ()
+    if A_EIP_ALLOCATIONS in ann:
+        raw = ann[A_EIP_ALLOCATIONS]
+        eips = tuple(x.strip() for x in raw.split(","))
+        bad = [x for x in eips if not _EIP_ID.match(x)]
+        if bad:
+            raise InvalidServiceConfig(
+                A_EIP_ALLOCATIONS, raw, f"{bad[0]!r} is not an allocation id (eipalloc-...)"
+            )
+    return eips
+
+
+def _access_log(ann: Mapping[str, str]) -> tuple[bool, str]:
+    """Access logs on or off, and the bucket they go to (which on needs)."""
+    access = _bool(ann, A_ACCESS_LOG_ENABLED)
+    bucket = ann.get(A_ACCESS_LOG_BUCKET, "")
+    if access and not bucket.strip():
+        raise InvalidServiceConfig(
+            A_ACCESS_LOG_ENABLED, ann[A_ACCESS_LOG_ENABLED], f"needs {A_ACCESS_LOG_BUCKET}"
+        )
+    return access, bucket
+
+
 def parse_nlb_service(
     service: Service,
     *,
@@ -403,22 +428,9 @@ def parse_nlb_service(
     mappings = build_mappings(service, health)
     if ensuring:
         check_load_balancer_ip(service)
-    eips: tuple[str, ...] = ()
-    if A_EIP_ALLOCATIONS in ann:
-        raw = ann[A_EIP_ALLOCATIONS]
-        eips = tuple(x.strip() for x in raw.split(","))
-        bad = [x for x in eips if not _EIP_ID.match(x)]
-        if bad:
-            raise InvalidServiceConfig(
-                A_EIP_ALLOCATIONS, raw, f"{bad[0]!r} is not an allocation id (eipalloc-...)"
-            )
+    eips = _eip_allocations(ann)
     internal_raw = ann.get(A_INTERNAL, "")
-    access = _bool(ann, A_ACCESS_LOG_ENABLED)
-    bucket = ann.get(A_ACCESS_LOG_BUCKET, "")
-    if access and not bucket.strip():
-        raise InvalidServiceConfig(
-            A_ACCESS_LOG_ENABLED, ann[A_ACCESS_LOG_ENABLED], f"needs {A_ACCESS_LOG_BUCKET}"
-        )
+    access, bucket = _access_log(ann)
     return NLBSpec(
         internal=internal_raw not in ("", "false"),
         mappings=mappings,

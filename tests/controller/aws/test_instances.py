@@ -6,7 +6,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from controller.aws.clients import AWSAPIError
-from controller.aws.instances import (
+from controller.aws.providerid import (
     InvalidProviderID,
     build_provider_id,
     instance_id_from_name,

@@ -24,8 +24,8 @@ from controller.aws.annotations import (
     source_ranges,
 )
 from controller.aws.config import zone_to_region
-from controller.aws.instances import InvalidProviderID, parse_provider_id
 from controller.aws.nlbspec import parse_nlb_service
+from controller.aws.providerid import InvalidProviderID, parse_provider_id
 from controller.cloud import InvalidServiceConfig, Service, ServicePort
 from tests.controller.upstream.aws_tables import (
     AZ_TO_REGION,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from controller.aws.tagging import AWSInstanceTags
+from controller.aws.tags import AWSInstanceTags
 from controller.fake import FakeKube
 from controller.runtime.clock import FakeClock
 from controller.tagging import (
