@@ -99,7 +99,15 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
 from lab.aws import instance_topology
-from lab.aws.exceptions import AwsControlError, AwsError, DependencyViolation
+from lab.aws.exceptions import (
+    AwsControlError,
+    AwsError,
+    CannotDelete,
+    DependencyViolation,
+    InvalidConfigurationRequest,
+    InvalidInstance,
+    InvalidTarget,
+)
 from lab.aws.lifecycle import InstanceLifecycle
 from lab.aws.protocol import AwsRequest, WireResponse, new_request_id
 
@@ -406,11 +414,9 @@ class FidelityLayer:
         unknown = _unknown_instances(view, request.params, "Targets.member.", ".Id")
         if not unknown:
             return None
-        return AwsError(
+        return InvalidTarget(
             "The following targets are not valid instances: "
             + ", ".join(f"'{i}'" for i in unknown),
-            code="InvalidTarget",
-            status=400,
             source="fidelity:elbv2_register",
         )
 
@@ -421,11 +427,9 @@ class FidelityLayer:
             return None  # moto answers LoadBalancerNotFound itself; ALBs may always set groups
         if _group_ids(getattr(lb, "security_groups", None)):
             return None
-        return AwsError(
+        return InvalidConfigurationRequest(
             "You cannot set security groups on a Network Load Balancer which was created "
             "without any security groups.",
-            code="InvalidConfigurationRequest",
-            status=400,
             source="fidelity:elbv2_nlb_security_groups",
         )
 
@@ -434,10 +438,8 @@ class FidelityLayer:
         unknown = _unknown_instances(view, request.params, "Instances.member.", ".InstanceId")
         if not unknown:
             return None
-        return AwsError(
+        return InvalidInstance(
             f"The specified EC2 instance(s) do not exist or are terminated: {', '.join(unknown)}",
-            code="InvalidInstance",
-            status=400,
             source="fidelity:elb_register",
         )
 
@@ -456,10 +458,8 @@ class FidelityLayer:
             return None  # moto answers InvalidGroup.NotFound itself
         gid = str(group.id)
         if group.name == "default":
-            return AwsError(
+            return CannotDelete(
                 f'the specified group: "{gid}" name: "default" cannot be deleted by a user',
-                code="CannotDelete",
-                status=400,
                 source="fidelity:sg_default",
             )
         reason = self._sg_dependent(view, gid, request.region)
