@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
 
-from lab.aws.proxy.app import RequestGuard
+from lab.aws.proxy.stages import RequestGuard
 from lab.aws.proxy.server import AwsProxyServer, CredentialsLike
 
 if TYPE_CHECKING:
