@@ -40,10 +40,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.aws import AwsServer
+from lab.aws.clients import make_client
 from lab.aws.fidelity import FidelityConfig
 from lab.aws.process import AwsProcess
 from lab.aws.proxy import AwsProxyProcess, AwsProxyServer
-from lab.aws.server import make_client
 
 
 class RawMoto:

@@ -18,6 +18,7 @@ probe's AWS verdicts).
 
 from __future__ import annotations
 
+from lab.aws.clients import make_client
 from lab.aws.control_client import AwsControlClient, Health
 from lab.aws.exceptions import (
     AwsControlError,
@@ -28,7 +29,7 @@ from lab.aws.exceptions import (
 from lab.aws.faults import AwsFaultRule
 from lab.aws.fidelity import FidelityConfig
 from lab.aws.process import AwsProcess
-from lab.aws.server import AwsServer, make_client
+from lab.aws.server import AwsServer
 from lab.aws.trail import Trail, TrailEvent, load_jsonl
 
 __all__ = [

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable
 import threading
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from werkzeug.exceptions import HTTPException
