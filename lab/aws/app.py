@@ -9,10 +9,17 @@ Role: one WSGI app serves three things on one port:
   carry it as ``Authorization: Bearer <token>`` (401 otherwise, nothing done): they reset and
   rewrite the world. AWS calls stay SigV4-signed as on AWS and ``/latest/`` stays open, since
   real clients make those (:mod:`lab.component.bearer`);
-* everything else: AWS API calls. Each is parsed (:mod:`lab.aws.protocol`), offered to fault
-  injection, then — under one lock — to the fidelity layer (:mod:`lab.aws.fidelity`) and moto's
-  ``DomainDispatcherApplication``, and finally recorded in the trail; faults and trail are the
-  :class:`lab.aws.calls.CallRecorder` the recording proxy (:mod:`lab.aws.proxy`) uses too.
+* everything else: AWS API calls, through the endpoint's composition of the request pipeline
+  (:mod:`lab.aws.pipeline`; the stages only this endpoint has are in :mod:`lab.aws.motostages`):
+  identify, route, faults, refuse, then under one lock the health models, validation, the
+  fidelity layer and moto's ``DomainDispatcherApplication``, and the trail; faults and trail
+  are the :class:`lab.aws.calls.CallRecorder` the recording proxy (:mod:`lab.aws.proxy`) uses
+  too.
+
+:class:`AwsLab` is the endpoint's state: settings, trail and faults, fidelity layer, validator,
+the health models (``elb_health``, ``nlb_health``, wired here and advanced by
+:meth:`AwsLab.advance`), reset, seed, checkpoint and restore (moto's process-global state
+through :mod:`lab.aws.motostate`).
 
 Design: AWS calls enter moto one at a time (:attr:`AwsLab.lock`). moto's backends are plain
 dicts without their own locking, and the fidelity checks ("is this group still referenced?")
@@ -21,7 +28,8 @@ so a slowed call does not stall others. moto's backends are process-global: two 
 process share AWS state (their trails, faults and switches stay separate). The account id is
 forced per lab through moto's ``x-moto-account-id`` header.
 
-Neighbours: served by :mod:`lab.aws.server` (thread) and :mod:`lab.aws.__main__` (CLI).
+Neighbours: served by :mod:`lab.aws.server` (thread) and :mod:`lab.aws.__main__` (CLI); moto's
+patches in :mod:`lab.aws.motopatches`.
 """
 
 from __future__ import annotations

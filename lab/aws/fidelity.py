@@ -45,7 +45,7 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     ``ReasonCode`` and ``Description``, connection draining included
     (``elb_health_checks``).
 12. ``AddTags`` / ``CreateLoadBalancer`` with a tag without ``Value`` (optional in the model)
-    raise ``KeyError`` in moto (500); :mod:`lab.aws.app` adds the empty value AWS stores
+    raise ``KeyError`` in moto (500); :mod:`lab.aws.motostages` adds the empty value AWS stores
     (``elb_fixes``).
 13. ELBv2 (``elbv2_fixes``), the calls the NLB path makes: ``CreateListener`` gives every
     listener moto's default ``SslPolicy`` (``ELBSecurityPolicy-2016-08``), so a TCP or UDP
@@ -83,8 +83,9 @@ Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends 
 order; ``DescribeLoadBalancerAttributes``; ``ConfigureHealthCheck``; ``DescribeSecurityGroups``
 filters ``ip-permission.group-id``, ``group-name``, ``vpc-id``, ``group-id``.
 
-Neighbours: called by :mod:`lab.aws.app` under its request lock; instance timing lives in
-:mod:`lab.aws.lifecycle`; errors are :mod:`lab.aws.exceptions` classes.
+Neighbours: called by the ``fidelity`` stage (:mod:`lab.aws.motostages`) under the endpoint's
+lock; instance timing lives in :mod:`lab.aws.lifecycle`; errors are :mod:`lab.aws.exceptions`
+classes.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ for Amazon EC2 topology"; shapes from botocore's ``ec2`` model):
   placement group (or the zone when none), the last is the instance's own; ids look like AWS's
   (``nn-`` and 17 hex digits).
 
-Neighbours: called by :mod:`lab.aws.app` before moto when the fidelity switch
-``instance_topology`` is on.
+Neighbours: called by the fidelity layer (:mod:`lab.aws.fidelity`) before moto when the
+fidelity switch ``instance_topology`` is on.
 """
 
 from __future__ import annotations
