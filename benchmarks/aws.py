@@ -40,10 +40,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.aws import AwsServer
+from lab.aws.clients import make_client
 from lab.aws.fidelity import FidelityConfig
 from lab.aws.process import AwsProcess
 from lab.aws.proxy import AwsProxyProcess, AwsProxyServer
-from lab.aws.server import make_client
 
 
 class RawMoto:
@@ -240,7 +240,9 @@ def bench_wsgi(rounds: int, per_round: int) -> dict[str, float]:
     """
     from werkzeug.test import EnvironBuilder
 
-    from lab.aws.app import AwsApp, AwsLab, LabSettings, _call_wsgi, _moto_dispatcher
+    from lab.aws.app import AwsApp, AwsLab, LabSettings
+    from lab.aws.motostate import call_wsgi as _call_wsgi
+    from lab.aws.motostate import moto_dispatcher as _moto_dispatcher
 
     apps: dict[str, Any] = {
         "moto": _moto_dispatcher(),

@@ -27,7 +27,7 @@ failure between ``DeleteLoadBalancer`` and the revoke leaks the rules the same w
 
 Legacy switch ``k8s-57568`` sends that request (``controller/aws/nlb.py``
 ``_legacy_delete_57568``); the lab refuses an empty source list as EC2 did
-(``lab/aws/validation.py``). Fixed (ours): the node rules are revoked first, one CIDR per rule,
+(``lab/aws/validation/``). Fixed (ours): the node rules are revoked first, one CIDR per rule,
 and also when the NLB is already gone.
 
 Evidence: the node group's NLB rules before and after, the trail's revoke (its error and its

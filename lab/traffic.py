@@ -33,7 +33,7 @@ health checks due run), so a verdict never depends on how far a reaction had got
 came; a probe built without it models the lab exactly as it is at that instant (a test uses
 that to show a component lagging).
 
-Neighbours: :mod:`lab.aws.elbview` (the load balancer's configuration), the security-group
+Neighbours: :mod:`lab.aws.health.view` (the load balancer's configuration), the security-group
 evaluator and the ELB health checker behind :class:`Gates`, :mod:`lab.dataplane` (kube-proxy
 model, informers). ``Lab.traffic`` builds one; ``invoke lab.traffic`` reaches it through the
 lab daemon.
@@ -262,7 +262,7 @@ class ModelledCluster:
 
     def answer_health_check(self, inst: ClassicInstance, target: ProbeTarget) -> ProbeResult:
         """What a node answers a Classic ELB health check that got past the security groups
-        (the AWS endpoint's prober asks this, ``lab.aws.elbprobe.NodeAnswers``): kube-proxy's
+        (the AWS endpoint's prober asks this, ``lab.aws.health.probe.NodeAnswers``): kube-proxy's
         ``healthCheckNodePort`` (eTP=Local) or ``/healthz`` on 10256 for HTTP checks; for TCP
         and other ports, whether kube-proxy forwards the connection to a pod that accepts it.
         A powered-off node answers nothing."""

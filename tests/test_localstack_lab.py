@@ -24,7 +24,7 @@ from rich.console import Console
 
 from lab import labctl, labview
 from lab.aws import AwsControlClient
-from lab.aws.server import make_client
+from lab.aws.clients import make_client
 from lab.aws.topology import TOPOLOGY_TAG
 from lab.compose import wait_for
 from tests.aws.localstack_standin import localstack_stand_in

@@ -10,14 +10,15 @@ Modules, named as in every emulator of the lab: ``server`` (in-process component
 (child-process component), ``control`` (the ``/_lab/`` routes), ``control_client`` (their typed
 client), ``exceptions``; and ``app`` (WSGI composition), ``protocol`` (query protocol and error
 wire shapes), ``fidelity`` and ``lifecycle`` (AWS behaviours moto lacks), ``faults``, ``trail``
-and ``render`` (the call trail); the data plane: ``sgeval`` and ``sgview`` (security-group
-evaluation), ``elbhealth`` and ``elbprobe`` (Classic ELB health checks, draining, the prober
-seam), ``elbview`` (what a load balancer is configured to do) and ``gates`` (the traffic
-probe's AWS verdicts).
+and ``render`` (the call trail); along a call's way ``pipeline`` (the stages the endpoint and
+the proxy share) and ``motostages``; the data plane: ``sgeval`` (security-group evaluation),
+``health`` (Classic ELB and NLB health checks, draining, the prober seam, what a load balancer
+is configured to do, the security-group view) and ``gates`` (the traffic probe's AWS verdicts).
 """
 
 from __future__ import annotations
 
+from lab.aws.clients import make_client
 from lab.aws.control_client import AwsControlClient, Health
 from lab.aws.exceptions import (
     AwsControlError,
@@ -28,7 +29,7 @@ from lab.aws.exceptions import (
 from lab.aws.faults import AwsFaultRule
 from lab.aws.fidelity import FidelityConfig
 from lab.aws.process import AwsProcess
-from lab.aws.server import AwsServer, make_client
+from lab.aws.server import AwsServer
 from lab.aws.trail import Trail, TrailEvent, load_jsonl
 
 __all__ = [

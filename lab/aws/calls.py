@@ -12,8 +12,8 @@ Design: the recorder sleeps injected latency itself (outside any lock the caller
 slowed call does not stall others; the request arrives parsed and redacted
 (:func:`lab.aws.protocol.parse_request`), so nothing here sees a secret.
 
-Neighbours: rules from :mod:`lab.aws.faults`, events into :mod:`lab.aws.trail`, error bytes
-from :mod:`lab.aws.protocol`.
+Neighbours: rules from :mod:`lab.aws.faults`, events into :mod:`lab.aws.trail`; the stages
+of :mod:`lab.aws.pipeline` call both (``faults`` and ``record``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.aws.exceptions import InjectedFault
 from lab.aws.faults import AwsFaults
-from lab.aws.protocol import AwsRequest, WireResponse, error_response, new_request_id, read_error
+from lab.aws.protocol import AwsRequest, WireResponse, read_error
 from lab.aws.trail import Trail, TrailEvent, TrailValue, summarize_params
 
 _RESPONSE_IDS: dict[str, tuple[tuple[str, bytes, bytes], ...]] = {
@@ -66,8 +67,9 @@ class Interception:
     """A rule fired (an error, added latency, or both)."""
     answered_by: str = ""
     """``fault:<id>`` of the rule that answered (or of the last latency rule that fired)."""
-    response: WireResponse | None = None
-    """The injected error answering the call; None when the call goes on."""
+    error: InjectedFault | None = None
+    """The injected error answering the call (the pipeline serializes it); None when the call
+    goes on."""
 
 
 class CallRecorder:
@@ -79,7 +81,8 @@ class CallRecorder:
         self.trail_enabled = trail_enabled
 
     def intercept(self, request: AwsRequest) -> Interception:
-        """Consult the fault rules; sleep the latency they add; the error that answers, if any."""
+        """Consult the fault rules; sleep the latency they add; the error that answers, if any
+        (the pipeline's ``faults`` stage, :mod:`lab.aws.pipeline`, answers with it)."""
         firing = self.faults.decide(
             service=request.service,
             action=request.action,
@@ -91,15 +94,8 @@ class CallRecorder:
         answered_by = f"fault:{firing.error.id if firing.error else firing.fired[-1]}"
         if firing.latency_ms:
             time.sleep(firing.latency_ms / 1000.0)
-        response = None
-        if firing.error is not None:
-            response = error_response(
-                request.service,
-                firing.error.injected_error(),
-                request_id=new_request_id(),
-                protocol=request.protocol,
-            )
-        return Interception(injected=True, answered_by=answered_by, response=response)
+        error = firing.error.injected_error() if firing.error is not None else None
+        return Interception(injected=True, answered_by=answered_by, error=error)
 
     def record(
         self,

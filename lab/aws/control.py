@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
@@ -44,11 +45,9 @@ from werkzeug.wrappers import Request, Response
 from lab.aws.calls import CallRecorder
 from lab.aws.exceptions import AwsControlError
 from lab.aws.faults import AwsFaultRule
+from lab.aws.fidelity import FidelityLayer
 from lab.component.bearer import CHALLENGE
 from lab.faults import InvalidFaultRule
-
-if TYPE_CHECKING:
-    from lab.aws.app import AwsLab
 
 log = logging.getLogger(__name__)
 
@@ -196,12 +195,30 @@ class CallControlRoutes:
         return _json({"events": [e.to_dict() for e in events], "last_seq": trail.last_seq})
 
 
+class SteeredLab(Controlled, Protocol):
+    """What the moto endpoint's routes steer beyond :class:`Controlled` (its
+    :class:`lab.aws.app.AwsLab`, which this module does not import: the app mounts these
+    routes)."""
+
+    @property
+    def lock(self) -> threading.RLock: ...
+
+    @property
+    def fidelity(self) -> FidelityLayer: ...
+
+    def apply_seed(self, seed: int) -> None: ...
+
+    def checkpoint(self) -> None: ...
+
+    def restore(self) -> None: ...
+
+
 class LabControlRoutes(CallControlRoutes):
     """The moto endpoint's ``/_lab/``: the shared routes plus seed and fidelity switches."""
 
     extra_routes = ("/_lab/seed", "/_lab/fidelity", "/_lab/checkpoint", "/_lab/restore")
 
-    def __init__(self, lab: AwsLab) -> None:
+    def __init__(self, lab: SteeredLab) -> None:
         super().__init__(lab)
         self.lab = lab
 

@@ -8,8 +8,8 @@ by readable parameters (e.g. only the ``DeleteSecurityGroup`` of one group) and 
 (User-Agent text), and for an error rule the AWS error ``code``, HTTP ``status`` and
 ``message``. Injected calls are flagged in the trail.
 
-Neighbours: consulted by :mod:`lab.aws.app` before moto sees a call; configured through
-:mod:`lab.aws.control`; the error becomes bytes in :mod:`lab.aws.protocol`.
+Neighbours: consulted by the pipeline's ``faults`` stage (:mod:`lab.aws.pipeline`), which turns
+the error into bytes; configured through :mod:`lab.aws.control`.
 """
 
 from __future__ import annotations

@@ -39,13 +39,13 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     out of ``DescribeInstances``/``DescribeInstanceStatus`` for a while (by id:
     ``InvalidInstanceID.NotFound``), as in kubernetes#81636.
 11. moto never health-checks: ``DescribeInstanceHealth`` says ``InService`` for every running
-    registered instance. :mod:`lab.aws.elbhealth` (owned by ``AwsLab``, called by ``AwsApp``)
+    registered instance. :mod:`lab.aws.health.classic` (owned by ``AwsLab``, called by ``AwsApp``)
     counts each load balancer's health checks on the lab clock through a prober that evaluates
     the security groups (:mod:`lab.aws.sgeval`) and answers with AWS's ``State``,
     ``ReasonCode`` and ``Description``, connection draining included
     (``elb_health_checks``).
 12. ``AddTags`` / ``CreateLoadBalancer`` with a tag without ``Value`` (optional in the model)
-    raise ``KeyError`` in moto (500); :mod:`lab.aws.app` adds the empty value AWS stores
+    raise ``KeyError`` in moto (500); :mod:`lab.aws.motostages` adds the empty value AWS stores
     (``elb_fixes``).
 13. ELBv2 (``elbv2_fixes``), the calls the NLB path makes: ``CreateListener`` gives every
     listener moto's default ``SslPolicy`` (``ELBSecurityPolicy-2016-08``), so a TCP or UDP
@@ -73,7 +73,7 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     ``CreateLoadBalancerListeners`` sent (``elb_fixes``); one sent without it stays the
     listener's ``Protocol``, moto's choice, not checked against AWS.
 15. moto never health-checks ELBv2 targets: ``DescribeTargetHealth`` says ``healthy`` for
-    every registered running instance. :mod:`lab.aws.nlbhealth` (owned by ``AwsLab``, called
+    every registered running instance. :mod:`lab.aws.health.network` (owned by ``AwsLab``, called
     by ``AwsApp``) runs each NLB instance target group's checks on the lab clock through the
     Classic model's prober and answers with AWS's target states and reason codes, the
     deregistration delay included (``nlb_health_checks``).
@@ -83,8 +83,9 @@ Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends 
 order; ``DescribeLoadBalancerAttributes``; ``ConfigureHealthCheck``; ``DescribeSecurityGroups``
 filters ``ip-permission.group-id``, ``group-name``, ``vpc-id``, ``group-id``.
 
-Neighbours: called by :mod:`lab.aws.app` under its request lock; instance timing lives in
-:mod:`lab.aws.lifecycle`; errors are :mod:`lab.aws.exceptions` classes.
+Neighbours: called by the ``fidelity`` stage (:mod:`lab.aws.motostages`) under the endpoint's
+lock; instance timing lives in :mod:`lab.aws.lifecycle`; errors are :mod:`lab.aws.exceptions`
+classes.
 """
 
 from __future__ import annotations
@@ -99,7 +100,15 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
 from lab.aws import instance_topology
-from lab.aws.exceptions import AwsControlError, AwsError, DependencyViolation
+from lab.aws.exceptions import (
+    AwsControlError,
+    AwsError,
+    CannotDelete,
+    DependencyViolation,
+    InvalidConfigurationRequest,
+    InvalidInstance,
+    InvalidTarget,
+)
 from lab.aws.lifecycle import InstanceLifecycle
 from lab.aws.protocol import AwsRequest, WireResponse, new_request_id
 
@@ -151,11 +160,11 @@ class FidelityConfig:
     """ELBv2 API fixes: no ``SslPolicy`` on TCP/UDP listeners, ``access_logs.s3.enabled``
     on new network load balancers, unknown instances refused by ``RegisterTargets`` (gap 13)."""
     elb_health_checks: bool = True
-    """Classic ELB health checks and connection draining (:mod:`lab.aws.elbhealth`):
+    """Classic ELB health checks and connection draining (:mod:`lab.aws.health.classic`):
     ``DescribeInstanceHealth`` answers from thresholds counted on the lab clock (gap 11);
     ``False`` = moto's answer (every running registered instance ``InService``)."""
     nlb_health_checks: bool = True
-    """NLB target health (:mod:`lab.aws.nlbhealth`): ``DescribeTargetHealth`` answers from
+    """NLB target health (:mod:`lab.aws.health.network`): ``DescribeTargetHealth`` answers from
     health checks counted on the lab clock for instance target groups of network load
     balancers (gap 15); ``False`` = moto's answer (every registered running target
     ``healthy``)."""
@@ -406,11 +415,9 @@ class FidelityLayer:
         unknown = _unknown_instances(view, request.params, "Targets.member.", ".Id")
         if not unknown:
             return None
-        return AwsError(
+        return InvalidTarget(
             "The following targets are not valid instances: "
             + ", ".join(f"'{i}'" for i in unknown),
-            code="InvalidTarget",
-            status=400,
             source="fidelity:elbv2_register",
         )
 
@@ -421,11 +428,9 @@ class FidelityLayer:
             return None  # moto answers LoadBalancerNotFound itself; ALBs may always set groups
         if _group_ids(getattr(lb, "security_groups", None)):
             return None
-        return AwsError(
+        return InvalidConfigurationRequest(
             "You cannot set security groups on a Network Load Balancer which was created "
             "without any security groups.",
-            code="InvalidConfigurationRequest",
-            status=400,
             source="fidelity:elbv2_nlb_security_groups",
         )
 
@@ -434,10 +439,8 @@ class FidelityLayer:
         unknown = _unknown_instances(view, request.params, "Instances.member.", ".InstanceId")
         if not unknown:
             return None
-        return AwsError(
+        return InvalidInstance(
             f"The specified EC2 instance(s) do not exist or are terminated: {', '.join(unknown)}",
-            code="InvalidInstance",
-            status=400,
             source="fidelity:elb_register",
         )
 
@@ -456,10 +459,8 @@ class FidelityLayer:
             return None  # moto answers InvalidGroup.NotFound itself
         gid = str(group.id)
         if group.name == "default":
-            return AwsError(
+            return CannotDelete(
                 f'the specified group: "{gid}" name: "default" cannot be deleted by a user',
-                code="CannotDelete",
-                status=400,
                 source="fidelity:sg_default",
             )
         reason = self._sg_dependent(view, gid, request.region)

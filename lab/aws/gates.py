@@ -4,9 +4,9 @@ Role: ``lab.traffic`` walks a request hop by hop and asks two questions it does 
 itself (its ``Gates`` protocol): may this connection pass these security groups, and does the
 load balancer send to this instance now (a Classic ELB's ``InService``, an NLB target's
 state). :class:`AwsGates` answers them from the endpoint's state:
-:class:`lab.aws.sgview.SecurityGroupView` (AWS semantics, :mod:`lab.aws.sgeval`),
-:class:`lab.aws.elbhealth.ElbHealth` and :class:`lab.aws.nlbhealth.NlbHealth` (the endpoint's
-health checks on the lab clock).
+:class:`lab.aws.health.sgview.SecurityGroupView` (AWS semantics, :mod:`lab.aws.sgeval`),
+:class:`lab.aws.health.classic.ElbHealth` and :class:`lab.aws.health.network.NlbHealth`
+(the endpoint's health checks on the lab clock).
 
 Design: ``lab.aws`` sits below ``lab.traffic`` in the lab's layers and may not import it, so
 :class:`AwsGates` is generic in the verdict type: the composition passes ``lab.traffic.Gate``

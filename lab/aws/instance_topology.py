@@ -19,8 +19,8 @@ for Amazon EC2 topology"; shapes from botocore's ``ec2`` model):
   placement group (or the zone when none), the last is the instance's own; ids look like AWS's
   (``nn-`` and 17 hex digits).
 
-Neighbours: called by :mod:`lab.aws.app` before moto when the fidelity switch
-``instance_topology`` is on.
+Neighbours: called by the fidelity layer (:mod:`lab.aws.fidelity`) before moto when the
+fidelity switch ``instance_topology`` is on.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 from xml.sax.saxutils import escape
 
-from lab.aws.exceptions import AwsError
+from lab.aws.exceptions import AwsError, InvalidParameterCombination, InvalidParameterValue
 
 #: The documented supported types (user guide, "Instance types").
 _THREE_LAYERS = re.compile(
@@ -86,8 +86,8 @@ def _filters(params: Mapping[str, str]) -> dict[str, list[str]]:
     return out
 
 
-def _invalid(message: str, code: str = "InvalidParameterValue") -> AwsError:
-    return AwsError(message, code=code, status=400, source="fidelity:instance_topology")
+def _invalid(message: str, error: type[AwsError] = InvalidParameterValue) -> AwsError:
+    return error(message, source="fidelity:instance_topology")
 
 
 def describe(
@@ -105,7 +105,7 @@ def describe(
     if raw_max is not None and ids:
         return _invalid(
             "The parameter instancesSet cannot be used with the parameter maxResults",
-            "InvalidParameterCombination",
+            InvalidParameterCombination,
         )
     max_results = int(raw_max) if raw_max is not None else DEFAULT_MAX_RESULTS
     start = 0
@@ -117,7 +117,7 @@ def describe(
     filters = _filters(params)
     for name in filters:
         if name not in ("availability-zone", "instance-type", "zone-id"):
-            return _invalid(f"The filter '{name}' is invalid", "InvalidParameterValue")
+            return _invalid(f"The filter '{name}' is invalid")
     listed: list[tuple[str, str, str, str, str]] = []
     for reservation in ec2_backend.all_reservations():
         for inst in reservation.instances:

@@ -19,7 +19,8 @@ forwards them, so they are parsed too (the body's members flattened to ``Key.Sub
 This module is the one place errors become bytes. It also reads the error code back out of
 moto's (or an upstream's) error responses for the trail.
 
-Neighbours: used by :mod:`lab.aws.app`; errors come from :mod:`lab.aws.exceptions`.
+Neighbours: used by :mod:`lab.aws.pipeline` (which alone calls :func:`error_response`) and
+the stages; errors come from :mod:`lab.aws.exceptions`.
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
 
-from lab.aws.proxy.app import RequestGuard
 from lab.aws.proxy.server import AwsProxyServer, CredentialsLike
+from lab.aws.proxy.stages import RequestGuard
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client

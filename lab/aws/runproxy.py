@@ -51,32 +51,34 @@ from botocore.model import (
 )
 from botocore.serialize import create_serializer
 
-from lab.aws.exceptions import AwsError
+from lab.aws.exceptions import AccessDenied, AwsError, UnauthorizedOperation
 from lab.aws.protocol import AwsRequest
 from lab.aws.realaccount import GuardRefused, RunGuard
 
 log = logging.getLogger(__name__)
 
-#: the code AWS answers a call the caller may not make, per service (EC2 has its own)
-REFUSAL_CODES = {"ec2": "UnauthorizedOperation"}
-DEFAULT_REFUSAL_CODE = "AccessDenied"
 #: how the trail names an answer of the guard
 ANSWERED_BY = "proxy:run-guard"
 
 
 class GuardRefusal(AwsError):
-    """A call the run's guard refused, in AWS's shape (403, ``UnauthorizedOperation`` or
-    ``AccessDenied``)."""
+    """A call the run's guard refused, in AWS's shape: 403, ``UnauthorizedOperation`` for EC2
+    (:class:`GuardUnauthorized`), ``AccessDenied`` for every other service
+    (:class:`GuardAccessDenied`)."""
 
     @classmethod
     def of(cls, service: str, message: str) -> GuardRefusal:
         """The refusal of a call to ``service``, ``message`` after the guard's prefix."""
-        return cls(
-            f"ccm-lab run guard: {message}",
-            code=REFUSAL_CODES.get(service, DEFAULT_REFUSAL_CODE),
-            status=403,
-            source=ANSWERED_BY,
-        )
+        kind = GuardUnauthorized if service == "ec2" else GuardAccessDenied
+        return kind(f"ccm-lab run guard: {message}", source=ANSWERED_BY)
+
+
+class GuardUnauthorized(GuardRefusal, UnauthorizedOperation):
+    """The guard's refusal of an EC2 call."""
+
+
+class GuardAccessDenied(GuardRefusal, AccessDenied):
+    """The guard's refusal of a call to any other service."""
 
 
 @functools.lru_cache(maxsize=8)

@@ -24,12 +24,12 @@ Neighbours: :mod:`lab.aws.process` runs the same thing in a child process;
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from lab.aws.app import DEFAULT_ACCOUNT, AwsApp, AwsLab, LabSettings
+from lab.aws.clients import make_client
 from lab.aws.control_client import AwsControlClient
 from lab.aws.fidelity import FidelityConfig
 from lab.aws.keepalive import KeepAliveServer
@@ -45,10 +45,6 @@ if TYPE_CHECKING:
     from mypy_boto3_sts import STSClient
 
 log = logging.getLogger(__name__)
-
-#: Credentials the lab's clients sign with (moto accepts any).
-DUMMY_ACCESS_KEY = "testing"
-DUMMY_SECRET_KEY = "testing"
 
 
 def make_wsgi_server(
@@ -181,38 +177,3 @@ class AwsServer(ServerComponent):
                 cached = make_client(service, self.url, self.region, max_attempts=max_attempts)
                 self._clients[key] = cached
             return cached
-
-
-_session_lock = threading.Lock()
-_shared: dict[str, Any] = {}
-
-
-def make_client(
-    service: str,
-    url: str,
-    region: str,
-    *,
-    max_attempts: int = 1,
-    credentials: tuple[str, str] | None = None,
-) -> Any:
-    """A boto3 client for ``service`` at ``url`` with the lab's dummy credentials, or
-    ``credentials`` (key, secret) when given (a recording proxy that checks its callers).
-
-    Clients come from one shared boto3 session (created lazily, used under a lock because
-    session client creation is not thread-safe) so service models load once per process.
-    """
-    import boto3
-    from botocore.config import Config
-
-    with _session_lock:
-        session: Any = _shared.get("session")
-        if session is None:
-            session = _shared["session"] = boto3.session.Session()
-        return session.client(
-            service,
-            endpoint_url=url,
-            region_name=region,
-            aws_access_key_id=credentials[0] if credentials else DUMMY_ACCESS_KEY,
-            aws_secret_access_key=credentials[1] if credentials else DUMMY_SECRET_KEY,
-            config=Config(retries={"total_max_attempts": max_attempts, "mode": "standard"}),
-        )

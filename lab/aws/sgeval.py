@@ -3,7 +3,7 @@
 Role: the lab's data plane asks "may the load balancer's groups open tcp/30080 to this node?"
 or "may node A reach node B on 10250?" and wants the answer EC2 would give, with a reason a
 person can act on. This module is the pure model: immutable groups and rules in, a
-:class:`Verdict` out; nothing here reads moto (:mod:`lab.aws.sgview` builds a
+:class:`Verdict` out; nothing here reads moto (:mod:`lab.aws.health.sgview` builds a
 :class:`SecurityGroupModel` from the endpoint's state) and nothing sends a packet.
 
 The semantics, from the EC2 user guide ("Security group rules", "Security group connection

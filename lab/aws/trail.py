@@ -13,8 +13,8 @@ into a small readable dict (ids, names, ``IpPermissions`` flattened to ``"tcp 80
 sg-1,10.0.0.0/8"``) so a trail reads like the AWS console, while the raw flat parameters stay
 available in ``raw_params``.
 
-Neighbours: filled by :mod:`lab.aws.app`; served by :mod:`lab.aws.control`; read remotely by
-:mod:`lab.aws.control_client`.
+Neighbours: filled by the pipeline's ``record`` stage (:mod:`lab.aws.pipeline`); served by
+:mod:`lab.aws.control`; read remotely by :mod:`lab.aws.control_client`.
 """
 
 from __future__ import annotations

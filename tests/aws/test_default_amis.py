@@ -1,4 +1,4 @@
-"""moto's default AMI catalogue, shared between a process's EC2 backends (``lab.aws.app``).
+"""moto's default AMI catalogue, shared between a process's EC2 backends (``lab.aws.motopatches``).
 
 A reset rebuilds moto's backends; the lab copies the first backend's pristine catalogue instead
 of building ~1,300 AMIs again. These tests hold it to what stock moto builds, and to a reset

@@ -28,9 +28,9 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from lab.aws import AwsControlClient, AwsControlError
+from lab.aws.clients import make_client
 from lab.aws.proxy import AwsProxyProcess, AwsProxyServer, Upstream, UpstreamUnavailable
 from lab.aws.proxy.upstream import Scope, caller_scope
-from lab.aws.server import make_client
 from tests.aws.upstreams import HangUpServer, SigV4Upstream, closed_port, stock_moto
 
 PROXY_KEY = Credentials("AKIDPROXYEXAMPLE", "proxy-secret", "PROXY-SESSION-TOKEN")

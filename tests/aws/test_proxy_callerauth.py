@@ -30,9 +30,9 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from lab.aws import AwsControlClient, AwsControlError
+from lab.aws.clients import make_client
 from lab.aws.proxy import AwsProxyProcess, AwsProxyServer
 from lab.aws.proxy.callerauth import AMZ_DATE, ANSWERED_BY, new_caller_credentials
-from lab.aws.server import make_client
 from lab.controllerproc import LAB_AWS_ENV, ControllerSpec, aws_env
 from lab.labview import environment
 from lab.state import LabState, make_private_dir, read_state, write_state

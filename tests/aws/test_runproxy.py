@@ -290,8 +290,8 @@ def test_the_proxy_forwards_nothing_the_guard_cannot_read() -> None:
     """Through a proxy with a guard: a REST call (no ``Action``: S3, whose bucket calls the
     guard cannot read) is refused (403) before the guard, never forwarded to the account."""
     from lab.aws import AwsServer
+    from lab.aws.clients import make_client
     from lab.aws.proxy import AwsProxyServer
-    from lab.aws.server import make_client
 
     asked: list[str] = []
 

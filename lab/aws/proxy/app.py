@@ -42,29 +42,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import urlsplit
 
 from werkzeug.wrappers import Request, Response
 
 from lab.aws.calls import CallRecorder
 from lab.aws.control import CallControlRoutes, unauthorized
-from lab.aws.exceptions import AwsControlError, AwsError
-from lab.aws.protocol import (
-    AwsRequest,
-    WireResponse,
-    error_response,
-    new_request_id,
-    parse_request,
-    read_body,
-)
-from lab.aws.proxy.callerauth import ANSWERED_BY, CallerAuth, SignedCall
-from lab.aws.proxy.upstream import (
-    SIGNING_NAMES,
-    Scope,
-    Upstream,
-    UpstreamUnavailable,
-    caller_scope,
-)
+from lab.aws.exceptions import AwsControlError
+from lab.aws.pipeline import Faults, Pipeline
+from lab.aws.proxy.callerauth import CallerAuth
+from lab.aws.proxy.stages import Authenticate, Guard, RequestGuard, UpstreamDispatch
+from lab.aws.proxy.upstream import Upstream
 from lab.component import InternalErrors
 from lab.component.bearer import bearer_ok, refusal
 
@@ -89,11 +77,6 @@ class ProxySettings:
     """Seconds to connect to the upstream, and to wait for each read of its answer."""
     ca_file: str | None = None
     """CA bundle for an https upstream (default: the system's)."""
-
-
-#: what the proxy asks before forwarding a call: (request, query string, body) to the body to
-#: forward, or an :class:`AwsError` raised to answer the call instead (``lab.aws.runproxy``)
-RequestGuard = Callable[[AwsRequest, str, bytes], bytes]
 
 
 class AwsProxy:
@@ -187,6 +170,21 @@ class ProxyApp:
         #: the lab's bearer token, required on ``/_lab/`` (None: open)
         self.token = token
         self.control = ProxyControlRoutes(proxy)
+        self.pipeline = Pipeline(
+            "proxy",
+            [
+                Authenticate(lambda: proxy.caller_auth),
+                Faults(proxy.calls, actions_only=True),
+                Guard(lambda: proxy.guard),
+                UpstreamDispatch(proxy.upstream, name=proxy.upstream_name),
+            ],
+            calls=proxy.calls,
+            internal_errors=proxy.internal_errors,
+            default_region=proxy.settings.region,
+            answered_by=f"upstream:{proxy.upstream_name}",
+            json_errors=True,
+        )
+        """The AWS calls' way through the proxy (:mod:`lab.aws.pipeline`)."""
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO", ""))
@@ -196,167 +194,4 @@ class ProxyApp:
                 what = "the AWS proxy's /_lab/"
                 return unauthorized(refusal(what, authorization), environ, start_response)
             return self.control(environ, start_response)
-        try:
-            response = self.handle(environ)
-        except Exception as exc:  # a bug in the proxy, not in the caller: answer 500, keep it
-            log.exception("aws proxy internal error")
-            self.proxy.internal_errors.record(f"{type(exc).__name__}: {exc}")
-            response = error_response(
-                "ec2",
-                AwsError(f"ccm-lab proxy internal error: {exc}", code="InternalError", status=500),
-                request_id=new_request_id(),
-            )
-        start_response(response.status_line, response.headers)
-        return [response.body]
-
-    def handle(self, environ: dict[str, Any]) -> WireResponse:
-        proxy = self.proxy
-        started_wall = time.time()
-        started = time.perf_counter()
-        body = read_body(environ)
-        request = parse_request(environ, body, default_region=proxy.settings.region)
-        refused = self._refuse_caller(environ, request, body)
-        if refused is not None:
-            proxy.calls.record(
-                request,
-                refused,
-                started_wall=started_wall,
-                started=started,
-                injected=False,
-                answered_by=ANSWERED_BY,
-            )
-            return refused
-        interception = proxy.calls.intercept(request) if request.action else None
-        injected = interception is not None and interception.injected
-        answered_by = f"upstream:{proxy.upstream_name}"
-        if interception is not None and interception.response is not None:
-            response = interception.response
-            answered_by = interception.answered_by
-        else:
-            headers = _headers(environ)
-            lowered = {k.lower(): v for k, v in headers}
-            query = dict(parse_qsl(str(environ.get("QUERY_STRING", "")), keep_blank_values=True))
-            scope = caller_scope(lowered, query, service=request.service, region=request.region)
-            try:
-                if proxy.guard is not None:
-                    _same_scope(request, scope)
-                    body = proxy.guard(request, str(environ.get("QUERY_STRING", "")), body)
-                response = proxy.upstream.forward(
-                    str(environ.get("REQUEST_METHOD", "GET")),
-                    _target(environ),
-                    headers,
-                    body,
-                    scope=scope,
-                )
-            except AwsError as exc:  # the guard answers the call itself
-                response = error_response(
-                    request.service or "ec2",
-                    exc,
-                    request_id=new_request_id(),
-                    protocol=request.protocol,
-                )
-                answered_by = exc.source or "proxy:guard"
-            except UpstreamUnavailable as exc:
-                log.warning("%s %s: %s", request.service, request.action, exc.message)
-                error = AwsError(
-                    f"ccm-lab proxy: {exc.message}",
-                    code="InternalFailure" if exc.reached else "ServiceUnavailable",
-                    status=502 if exc.reached else 503,
-                )
-                response = error_response(
-                    request.service or "ec2",
-                    error,
-                    request_id=new_request_id(),
-                    protocol=request.protocol,
-                )
-                answered_by = (
-                    "proxy:upstream-broken" if exc.reached else "proxy:upstream-unreachable"
-                )
-            if injected and interception is not None and answered_by.startswith("upstream:"):
-                answered_by = f"{interception.answered_by} {answered_by}"
-        proxy.calls.record(
-            request,
-            response,
-            started_wall=started_wall,
-            started=started,
-            injected=injected,
-            answered_by=answered_by,
-        )
-        return response
-
-    def _refuse_caller(
-        self, environ: dict[str, Any], request: AwsRequest, body: bytes
-    ) -> WireResponse | None:
-        """AWS's error for a call not signed with the proxy's caller key (None: go on)."""
-        auth = self.proxy.caller_auth
-        if auth is None:
-            return None
-        call = SignedCall(
-            method=str(environ.get("REQUEST_METHOD", "GET")),
-            target=_target(environ),
-            headers=_signable_headers(environ),
-            body=body,
-            service=request.service or "ec2",
-        )
-        error = auth.check(call)
-        if error is None:
-            return None
-        log.warning(
-            "refused %s %s from %s: %s (%s)",
-            request.service,
-            request.action or "(no action)",
-            request.source,
-            error.code,
-            error.message,
-        )
-        return error_response(
-            request.service or "ec2", error, request_id=new_request_id(), protocol=request.protocol
-        )
-
-
-def _same_scope(request: AwsRequest, scope: Scope | None) -> None:
-    """With a guard, the call is forwarded only where the guard read it: the service and
-    region the caller signed for must be the ones the request names (else the guard would
-    judge one call and the upstream act on another); refused as the guard refuses."""
-    named = Scope(request.region, SIGNING_NAMES.get(request.service, request.service))
-    if scope is None or not request.action or scope != named:
-        where = f"{scope.service} in {scope.region}" if scope else "no known scope"
-        raise AwsError(
-            f"ccm-lab run guard: {request.action or 'a call with no Action'} signed for "
-            f"{where}: the guard reads only query API calls of the service and region they are "
-            "signed for",
-            code="UnauthorizedOperation" if request.service == "ec2" else "AccessDenied",
-            status=403,
-            source="proxy:run-guard",
-        )
-
-
-def _headers(environ: dict[str, Any]) -> list[tuple[str, str]]:
-    """The request's headers as the caller sent them (names in their usual spelling)."""
-    out: list[tuple[str, str]] = []
-    for key, value in environ.items():
-        if key.startswith("HTTP_"):
-            name = "-".join(part.capitalize() for part in key[5:].split("_"))
-            out.append((name, str(value)))
-    if environ.get("CONTENT_TYPE"):
-        out.append(("Content-Type", str(environ["CONTENT_TYPE"])))
-    return out
-
-
-def _signable_headers(environ: dict[str, Any]) -> dict[str, str]:
-    """Every header a caller may have signed, names lower-cased (``Content-Length`` too, which
-    WSGI keeps apart from the ``HTTP_`` ones)."""
-    found = {k.lower(): v for k, v in _headers(environ)}
-    if environ.get("CONTENT_LENGTH"):
-        found["content-length"] = str(environ["CONTENT_LENGTH"])
-    return found
-
-
-def _target(environ: dict[str, Any]) -> str:
-    """Path and query as the caller sent them (werkzeug's raw URI when it has one)."""
-    raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
-    if isinstance(raw, str) and raw.startswith("/"):
-        return raw
-    path = quote(str(environ.get("PATH_INFO", "")) or "/", safe="/-_.~!$&'()*+,;=:@")
-    query = str(environ.get("QUERY_STRING", ""))
-    return path + (f"?{query}" if query else "")
+        return self.pipeline.wsgi(environ, start_response)

@@ -60,7 +60,15 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from lab.aws.exceptions import AwsError
+from lab.aws.exceptions import (
+    AuthFailure,
+    AwsError,
+    IncompleteSignature,
+    InvalidClientTokenId,
+    MissingAuthenticationToken,
+    RequestExpired,
+    SignatureDoesNotMatch,
+)
 
 #: How far ``X-Amz-Date`` may be from the proxy's clock, either way (AWS: 15 minutes).
 MAX_SKEW_S = 15 * 60
@@ -88,10 +96,14 @@ class SignedCall:
 
 
 def _refuse(
-    service: str, *, ec2: tuple[str, int], other: tuple[str, int], message: str
+    service: str,
+    *,
+    ec2: tuple[type[AwsError], int],
+    other: tuple[type[AwsError], int],
+    message: str,
 ) -> AwsError:
-    code, status = ec2 if service == "ec2" else other
-    return AwsError(message, code=code, status=status, source=ANSWERED_BY)
+    error, status = ec2 if service == "ec2" else other
+    return error(message, status=status, source=ANSWERED_BY)
 
 
 class CallerAuth:
@@ -122,32 +134,29 @@ class CallerAuth:
         ):
             return _refuse(
                 service,
-                ec2=("AuthFailure", 401),
-                other=("InvalidClientTokenId", 403),
+                ec2=(AuthFailure, 401),
+                other=(InvalidClientTokenId, 403),
                 message="ccm-lab proxy: only SigV4 in the Authorization header is accepted "
                 "here (no presigned query, no SigV2); sign with the lab's key",
             )
         if not authorization:
             return _refuse(
                 service,
-                ec2=("MissingAuthenticationToken", 401),
-                other=("MissingAuthenticationToken", 403),
+                ec2=(MissingAuthenticationToken, 401),
+                other=(MissingAuthenticationToken, 403),
                 message="Request is missing Authentication Token",
             )
         parsed = _parse_authorization(authorization)
         amz_date = headers.get("x-amz-date", "")
         if isinstance(parsed, str) or not amz_date:
             problem = parsed if isinstance(parsed, str) else "no X-Amz-Date header"
-            return AwsError(
-                f"ccm-lab proxy: {problem}", code="IncompleteSignature", status=400,
-                source=ANSWERED_BY,
-            )  # fmt: skip
+            return IncompleteSignature(f"ccm-lab proxy: {problem}", source=ANSWERED_BY)
         key_id, scope_date, region, scope_service, signed, signature = parsed
         if key_id != self.access_key:
             return _refuse(
                 service,
-                ec2=("AuthFailure", 401),
-                other=("InvalidClientTokenId", 403),
+                ec2=(AuthFailure, 401),
+                other=(InvalidClientTokenId, 403),
                 message="The security token included in the request is invalid."
                 if service != "ec2"
                 else "AWS was not able to validate the provided access credentials",
@@ -155,26 +164,24 @@ class CallerAuth:
         if "x-amz-security-token" in headers:
             return _refuse(
                 service,
-                ec2=("AuthFailure", 401),
-                other=("InvalidClientTokenId", 403),
+                ec2=(AuthFailure, 401),
+                other=(InvalidClientTokenId, 403),
                 message="The security token included in the request is invalid. (the lab's "
                 "key is a long-term key: send no session token)",
             )
         try:
             stamp = datetime.strptime(amz_date, AMZ_DATE).replace(tzinfo=UTC).timestamp()
         except ValueError:
-            return AwsError(
-                f"ccm-lab proxy: X-Amz-Date {amz_date!r} is not {AMZ_DATE}",
-                code="IncompleteSignature", status=400, source=ANSWERED_BY,
-            )  # fmt: skip
+            return IncompleteSignature(
+                f"ccm-lab proxy: X-Amz-Date {amz_date!r} is not {AMZ_DATE}", source=ANSWERED_BY
+            )
         current = time.time() if now is None else now
         if abs(current - stamp) > MAX_SKEW_S:
             return _expired(service, amz_date, stamp, current)
         if "host" not in signed:
-            return AwsError(
-                "ccm-lab proxy: SignedHeaders must include host",
-                code="IncompleteSignature", status=400, source=ANSWERED_BY,
-            )  # fmt: skip
+            return IncompleteSignature(
+                "ccm-lab proxy: SignedHeaders must include host", source=ANSWERED_BY
+            )
         content_hash = headers.get("x-amz-content-sha256")
         if content_hash is not None and content_hash != hashlib.sha256(call.body).hexdigest():
             return self._mismatch(service, "X-Amz-Content-SHA256 is not the body's SHA-256")
@@ -200,8 +207,8 @@ class CallerAuth:
             message = "AWS was not able to validate the provided access credentials"
         return _refuse(
             service,
-            ec2=("AuthFailure", 401),
-            other=("SignatureDoesNotMatch", 403),
+            ec2=(AuthFailure, 401),
+            other=(SignatureDoesNotMatch, 403),
             message=message,
         )
 
@@ -209,9 +216,7 @@ class CallerAuth:
 def _expired(service: str, amz_date: str, stamp: float, now: float) -> AwsError:
     """AWS's answer to a timestamp more than :data:`MAX_SKEW_S` from its clock."""
     if service == "ec2":
-        return AwsError(
-            "Request has expired.", code="RequestExpired", status=400, source=ANSWERED_BY
-        )
+        return RequestExpired("Request has expired.", source=ANSWERED_BY)
 
     def fmt(t: float) -> str:
         return datetime.fromtimestamp(t, UTC).strftime(AMZ_DATE)
@@ -226,7 +231,7 @@ def _expired(service: str, amz_date: str, stamp: float, now: float) -> AwsError:
             f"Signature not yet current: {amz_date} is still later than "
             f"{fmt(now + MAX_SKEW_S)} ({fmt(now)} + 15 min.)"
         )
-    return AwsError(text, code="SignatureDoesNotMatch", status=403, source=ANSWERED_BY)
+    return SignatureDoesNotMatch(text, source=ANSWERED_BY)
 
 
 def _parse_authorization(

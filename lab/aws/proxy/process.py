@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lab.aws.clients import make_client
 from lab.aws.control_client import AwsControlClient
 from lab.aws.proxy.callerauth import CALLER_ENV
-from lab.aws.server import make_client
 from lab.component import ChildProcess
 from lab.component.bearer import TOKEN_ENV
 

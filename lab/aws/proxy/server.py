@@ -30,12 +30,13 @@ from typing import Any
 
 from botocore.credentials import Credentials
 
+from lab.aws.clients import make_client
 from lab.aws.control_client import AwsControlClient
 from lab.aws.keepalive import KeepAliveServer
-from lab.aws.proxy.app import AwsProxy, ProxyApp, ProxySettings, RequestGuard
+from lab.aws.proxy.app import AwsProxy, ProxyApp, ProxySettings
 from lab.aws.proxy.callerauth import CallerAuth
+from lab.aws.proxy.stages import RequestGuard
 from lab.aws.proxy.upstream import Upstream
-from lab.aws.server import make_client
 from lab.aws.trail import Trail
 from lab.component import ServerComponent
 from lab.component.bearer import auth_headers

@@ -1,0 +1,284 @@
+"""The moto endpoint's stages of the request pipeline: route, refuse, session, health, validate,
+fidelity, and the dispatch to moto.
+
+Role: :mod:`lab.aws.pipeline` names the stages every AWS-facing server runs; these are the
+ones only the moto endpoint (:mod:`lab.aws.app`) has, in the order it composes them:
+
+* :class:`Route` (before the fault rules): a query call that names no service gets the one
+  whose model has its ``Action`` (a SigV2 call without ``Version``), else its refusal is kept
+  for :class:`Refuse`; moto's routing hints (the scope moto's dispatcher reads) and the
+  Classic ELB tag fix are written into the environ;
+* :class:`Refuse` (after them): a malformed SigV4 signature (``IncompleteSignature``) or an
+  unroutable call is answered;
+* :class:`Session`: the endpoint's lock around the rest (moto's backends have none, and the
+  fidelity checks must see the state the call then acts on), due time-based behaviour first;
+* :class:`Health`: the Classic ELB and NLB health models see each call before and after moto;
+* :class:`Validate`: AWS's answers to malformed calls (:mod:`lab.aws.validation`), and the
+  pagination tokens of successful answers remembered;
+* :class:`Fidelity`: the fidelity layer's own answers, refusals and fixes of moto's answer
+  (:mod:`lab.aws.fidelity`);
+* :class:`MotoDispatch`: moto's per-service app, in-process.
+
+Design: stages get what they need as values and callables, not the endpoint's state object,
+so this module sits below :mod:`lab.aws.app` (which composes them) and above the layers they
+call. A call answered by an early stage never reaches the later ones, and a refusal raised
+inside the session skips the way back (moto's answer is not there to fix).
+
+Neighbours: composed by :class:`lab.aws.app.AwsApp`; the proxy's stages are in
+:mod:`lab.aws.proxy.stages`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from lab.aws.exceptions import AwsError, IncompleteSignature
+from lab.aws.fidelity import FidelityConfig, FidelityLayer, MotoView
+from lab.aws.motostate import call_wsgi
+from lab.aws.pipeline import Call, Proceed
+from lab.aws.protocol import AwsRequest, WireResponse
+from lab.aws.validation.validator import RequestValidator, services_with_action, unroutable
+
+#: actions that change nothing (no generation bump, no ticker poke)
+READS = ("Describe", "List", "Get")
+
+_TAG_KEY = re.compile(r"^Tags\.member\.(\d+)\.Key$")
+_SIGNING_NAMES = {"elb": "elasticloadbalancing", "elbv2": "elasticloadbalancing"}
+
+
+class Route:
+    """``route``: the service of a call that names none; moto's routing hints (see the module
+    docstring). A refusal found here is answered by :class:`Refuse`, after the fault rules."""
+
+    name = "route"
+
+    def __init__(self, *, account: str, config: Callable[[], FidelityConfig]) -> None:
+        self.account = account
+        self.config = config
+
+    def __call__(self, call: Call, proceed: Proceed) -> None:
+        environ = call.environ
+        environ["HTTP_X_MOTO_ACCOUNT_ID"] = self.account
+        config = self.config()
+        validating = config.enabled and config.validation
+        request = call.request
+        refusal: AwsError | None = None
+        if (
+            not request.service
+            and request.action
+            and request.protocol == "query"
+            and validating
+            and config.validate_action
+        ):
+            owners = services_with_action(request.action)
+            if len(owners) == 1:  # e.g. a SigV2 call without Version
+                request = call.request = dataclasses.replace(
+                    request, service=owners[0], signed=True
+                )
+            else:
+                refusal = unroutable(request)
+        if request.signature_problem and validating and config.validate_signature:
+            refusal = IncompleteSignature(request.signature_problem, source="validation:signature")
+        call.deferred = refusal
+        _route_for_moto(environ, request)
+        if config.enabled and config.elb_fixes:
+            _complete_elb_tags(environ, request, call.body)
+        proceed()
+
+
+class Refuse:
+    """``refuse``: answer the refusal :class:`Route` found (a malformed signature first)."""
+
+    name = "refuse"
+
+    def __call__(self, call: Call, proceed: Proceed) -> None:
+        if call.deferred is not None:
+            raise call.deferred
+        proceed()
+
+
+class Session:
+    """``session``: the endpoint's lock around everything after it, and due time-based
+    behaviour (instance transitions, expiry) applied first."""
+
+    name = "session"
+
+    def __init__(self, lock: threading.RLock, *, tick: Callable[[], None]) -> None:
+        self.lock = lock
+        self.tick = tick
+
+    def __call__(self, call: Call, proceed: Proceed) -> None:
+        with self.lock:
+            self.tick()
+            proceed()
+
+
+class HealthModel(Protocol):
+    """A health model as the pipeline sees it (:mod:`lab.aws.health`: Classic and NLB)."""
+
+    def before(self, request: AwsRequest) -> None: ...
+
+    def after(self, request: AwsRequest, response: WireResponse) -> tuple[WireResponse, str]: ...
+
+
+class Health:
+    """``health``: checks due so far see the state before the call; the models answer their
+    describe calls and track (de)registrations after it; a change pokes the ticker."""
+
+    name = "health"
+
+    def __init__(self, models: Sequence[HealthModel], *, poke: Callable[[], None]) -> None:
+        self.models = tuple(models)
+        self.poke = poke
+
+    def __call__(self, call: Call, proceed: Proceed) -> None:
+        for model in self.models:
+            model.before(call.request)
+        proceed()
+        response = _answered(call)
+        sources = []
+        for model in self.models:
+            response, source = model.after(call.request, response)
+            sources.append(source)
+        if not call.request.action.startswith(READS):
+            self.poke()  # registrations and checks may have changed
+        call.answer(response, by=next((s for s in sources if s), ""))
+
+
+class Validate:
+    """``validate``: a malformed call is refused as AWS refuses it; the pagination tokens of a
+    successful answer are remembered (a later call may send them back)."""
+
+    name = "validate"
+
+    def __init__(
+        self,
+        validator: RequestValidator,
+        *,
+        config: Callable[[], FidelityConfig],
+        view: Callable[[str], MotoView],
+    ) -> None:
+        self.validator = validator
+        self.config = config
+        self.view = view
+
+    def __call__(self, call: Call, proceed: Proceed) -> None:
+        request = call.request
+        error = self.validator.check(request, self.config(), lambda: self.view(request.region))
+        if error is not None:
+            raise error
+        proceed()
+        response = _answered(call)
+        if response.ok:
+            self.validator.observe(response.body)
+
+
+class Fidelity:
+    """``fidelity``: the layer's own answer (``DescribeInstanceTopology``), its refusals before
+    moto, and its fixes of moto's answer after it."""
+
+    name = "fidelity"
+
+    def __init__(self, layer: FidelityLayer, *, on_write: Callable[[], None]) -> None:
+        self.layer = layer
+        #: called after moto ran a call that may change state (the endpoint's generation)
+        self.on_write = on_write
+
+    def __call__(self, call: Call, proceed: Proceed) -> None:
+        request = call.request
+        own = self.layer.answer(request)
+        if isinstance(own, AwsError):
+            raise own
+        if own is not None:
+            call.answer(own, by="fidelity:instance_topology")
+            return
+        error, context = self.layer.before(request)
+        if error is not None:
+            raise error
+        try:
+            proceed()
+        finally:
+            self.layer.finish(context)
+            if not request.action.startswith(READS):
+                self.on_write()
+        call.answer(self.layer.after(request, _answered(call), context))
+
+
+class MotoDispatch:
+    """``dispatch``: moto's per-service app answers the call, in-process."""
+
+    name = "dispatch"
+
+    def __init__(self, moto: Any) -> None:
+        self.moto = moto
+        self._apps: dict[tuple[str, str], Any] = {}
+
+    def __call__(self, call: Call, proceed: Proceed) -> None:
+        call.answer(call_wsgi(self._moto_app(call.environ, call.request), call.environ))
+
+    def _moto_app(self, environ: dict[str, Any], request: AwsRequest) -> Any:
+        """moto's per-service app for this call, cached per (service, region).
+
+        moto's dispatcher infers the service from the signing scope on every request, scanning
+        its package directory each time (~1 ms); for signed calls that choice depends only on
+        the scope, so the lab remembers it.
+        """
+        if not request.signed:
+            return self.moto.get_application(environ)
+        key = (request.service, request.region)
+        app = self._apps.get(key)
+        if app is None:
+            app = self._apps[key] = self.moto.get_application(environ)
+        return app
+
+
+def _answered(call: Call) -> WireResponse:
+    """The answer the later stages gave (the dispatch always answers)."""
+    if call.response is None:
+        raise RuntimeError(f"no answer to {call.request.action} on the way back")
+    return call.response
+
+
+def _complete_elb_tags(environ: dict[str, Any], request: AwsRequest, body: bytes) -> None:
+    """Give every Classic ELB tag without ``Value`` an empty one before moto sees the call.
+
+    A tag's ``Value`` is optional in the ELB model (AWS stores an empty value); moto 5.2.5
+    raises ``KeyError`` on ``AddTags`` / ``CreateLoadBalancer`` without it (a 500).
+    """
+    if request.service != "elb" or request.action not in ("AddTags", "CreateLoadBalancer"):
+        return
+    missing = [
+        m.group(1)
+        for key in request.params
+        if (m := _TAG_KEY.match(key)) and f"Tags.member.{m.group(1)}.Value" not in request.params
+    ]
+    if not missing or str(environ.get("QUERY_STRING", "")).find("Tags.member.") != -1:
+        return  # (query-string tags: left to moto)
+    extra = "".join(f"&Tags.member.{index}.Value=" for index in missing).encode()
+    patched = body + extra
+    environ["wsgi.input"] = io.BytesIO(patched)
+    environ["CONTENT_LENGTH"] = str(len(patched))
+
+
+def _route_for_moto(environ: dict[str, Any], request: AwsRequest) -> None:
+    """Make moto route a call the lab routed by query signature or ``Version`` to its service.
+
+    moto's dispatcher picks the service from the ``Authorization`` header's scope (or the
+    host); a presigned (``X-Amz-Credential``) or SigV2 (``AWSAccessKeyId``/``Signature``) call
+    carries none and would land in moto's S3 handler. The lab writes the scope it found into
+    the environ moto reads; nothing of the caller's credentials goes into it.
+    """
+    if not request.signed or request.signature_problem:
+        return
+    if str(environ.get("HTTP_AUTHORIZATION", "")).startswith("AWS4-"):
+        return
+    signing = _SIGNING_NAMES.get(request.service, request.service)
+    environ["HTTP_AUTHORIZATION"] = (
+        f"AWS4-HMAC-SHA256 Credential=lab/20260101/{request.region}/{signing}/aws4_request,"
+        " SignedHeaders=host, Signature=0"
+    )
