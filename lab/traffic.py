@@ -63,9 +63,10 @@ from lab.aws.nlbview import (
     network_load_balancer,
     target_group,
 )
-from lab.dataplane.api import NODES, SERVICES, Api, Obj, status_code
+from lab.dataplane.api import NODES, SERVICES, Api, status_code
 from lab.dataplane.kubeproxy import ConnectionRefused, Drop, PodTarget
 from lab.dataplane.plane import SimDataPlane
+from lab.kube.objects import Obj
 
 DEFAULT_CLIENT = "198.51.100.7"
 """The modelled internet client (RFC 5737 documentation range; nothing is ever sent)."""

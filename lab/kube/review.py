@@ -13,10 +13,8 @@ from typing import Any
 
 from lab.kube import exceptions as E
 from lab.kube.auth import API_AUDIENCES, Attributes, Authorizer, TokenError, Tokens, User
-from lab.kube.objects import clone
+from lab.kube.objects import Obj, clone
 from lab.kube.resources import ResourceType
-
-Obj = dict[str, Any]
 
 
 def _base(rt: ResourceType, body: Any) -> Obj:

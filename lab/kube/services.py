@@ -24,8 +24,9 @@ from lab.kube.exceptions import (
     not_supported,
     required,
 )
+from lab.kube.objects import Obj
 from lab.kube.resources import ResourceType
-from lab.kube.strategies import Obj, Strategy
+from lab.kube.strategies import Strategy
 
 TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
 PROTOCOLS = ["SCTP", "TCP", "UDP"]

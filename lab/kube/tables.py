@@ -28,10 +28,10 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from lab.kube.discovery import parse_accept
+from lab.kube.objects import Obj
 from lab.kube.resources import ResourceType
 
 JSONDict = dict[str, Any]
-Obj = Mapping[str, Any]
 
 TABLE_GROUP: Final = "meta.k8s.io"
 TABLE_VERSIONS: Final = ("v1", "v1beta1")
