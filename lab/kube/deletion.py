@@ -1,9 +1,10 @@
 """Deletion: finalizers, graceful pods, preconditions, propagation, namespaces, a mini GC.
 
-Part of the store (``store.py``) by composition: :class:`Deleter` runs under the store's lock
-and writes through its ``_commit``. It follows ``registry/generic/registry/store.go``
-``Delete`` (``apiserver-spec.md`` §8): objects with finalizers or a pod grace period are only
-marked (``deletionTimestamp``) and stay visible; the rest go at once. The garbage collector
+Over the store (``store.py``): :class:`Deleter` runs under the store's lock and writes through
+its ``commit``; ``registry.py`` composes it with the writer (``writes.py``), which calls it.
+It follows ``registry/generic/registry/store.go`` ``Delete`` (``apiserver-spec.md`` §8):
+objects with finalizers or a pod grace period are only marked (``deletionTimestamp``) and stay
+visible; the rest go at once. The garbage collector
 and namespace controller of kube-controller-manager are stood in for synchronously:
 Background deletes dependents right after the owner, Foreground deletes them first, Orphan
 strips their ownerReferences, and a Terminating namespace is emptied and then removed.
@@ -12,14 +13,11 @@ strips their ownerReferences, and a Terminating namespace is emptied and then re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from lab.kube import exceptions as E
 from lab.kube.objects import Obj, clone, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
-
-if TYPE_CHECKING:
-    from lab.kube.store import Selection, Store
+from lab.kube.store import Selection, Store
 
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 

@@ -36,11 +36,11 @@ from lab.kube.faults import KubeFaults, default_reason
 from lab.kube.objects import rt_key
 from lab.kube.openapi import handle_openapi
 from lab.kube.protobuf import PROTOBUF, ProtobufError, decode_object
+from lab.kube.registry import Registry
 from lab.kube.resources import REVIEW_GROUPS, ResourceType
 from lab.kube.review import review
 from lab.kube.routes import Route, parse, verb_for
 from lab.kube.schema import type_error
-from lab.kube.store import Store
 from lab.kube.streams import WatchStreams
 from lab.kube.version import DEFAULT_K8S_VERSION, version_info
 from lab.kube.watch import dumps, with_type
@@ -89,7 +89,7 @@ class Api:
 
     def __init__(
         self,
-        store: Store,
+        store: Registry,
         *,
         token: str | None = None,
         control_token: str | None = None,

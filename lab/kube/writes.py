@@ -1,11 +1,13 @@
 """Writes: create, update (PUT) and patch, with the generic metadata rules.
 
-Part of the store (``store.py``) by composition: :class:`Writer` runs every write under the
-store's lock and commits through ``Store.commit``. Order of processing follows the API
-server's create and update handlers (``apiserver-spec.md`` §6.1, §3.2, §6.5): decode, system
-fields, strategy PrepareFor*, defaulting, validation, allocation, generation, managedFields,
-then the write itself, skipped when the result equals the stored object (no new
-resourceVersion, no event).
+Over the store (``store.py``): :class:`Writer` runs every write under the store's lock and
+commits through ``Store.commit``; it is given the deleter (``deletion.py``: an update that
+clears the last finalizer deletes) and, from ``registry.py`` which composes them, the hook that
+adds a new namespace's companions (``seed.py``), so it imports neither the registry nor
+seeding. Order of processing follows the API server's create and update handlers
+(``apiserver-spec.md`` §6.1, §3.2, §6.5): decode, system fields, strategy PrepareFor*,
+defaulting, validation, allocation, generation, managedFields, then the write itself, skipped
+when the result equals the stored object (no new resourceVersion, no event).
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from __future__ import annotations
 import json
 import random
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from lab.kube import exceptions as E
 from lab.kube import patch as P
+from lab.kube.deletion import Deleter
 from lab.kube.objects import Obj, RTKey, clone, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
 from lab.kube.schema import (
@@ -25,12 +29,9 @@ from lab.kube.schema import (
     drop_empty_collections,
     type_error,
 )
-from lab.kube.seed import namespace_companions
 from lab.kube.ssa import FieldManager, Types
+from lab.kube.store import Store
 from lab.kube.validation import validate_meta_update, validate_metadata
-
-if TYPE_CHECKING:
-    from lab.kube.store import Store
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _EMPTY: dict[tuple[str, str, str], Obj] = {}
@@ -39,8 +40,12 @@ _EMPTY: dict[tuple[str, str, str], Obj] = {}
 class Writer:
     """The store's create/update/patch path."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, deleter: Deleter) -> None:
         self.store = store
+        self.deleter = deleter
+        #: told the name of every namespace created, after its commit (``Registry`` adds the
+        #: ServiceAccount and ConfigMap kube-controller-manager would)
+        self.on_namespace_created: Callable[[str], None] | None = None
 
     # ------------------------------------------------------------------ create
     def create(
@@ -124,8 +129,8 @@ class Writer:
         if dry_run:
             return obj
         stored = self.store.commit(rt, "ADDED", obj, None)
-        if k == ("", "namespaces"):
-            namespace_companions(self.store, meta["name"])
+        if k == ("", "namespaces") and self.on_namespace_created is not None:
+            self.on_namespace_created(meta["name"])
         return stored
 
     def _generate_name(self, k: RTKey, ns: str, prefix: str) -> str:
@@ -422,10 +427,10 @@ class Writer:
             and not meta.get("deletionGracePeriodSeconds")
             and not self._blocked_namespace(k, new)
         ):
-            return self.store.deleter.final_delete(rt, new, old)
+            return self.deleter.final_delete(rt, new, old)
         stored = self.store.commit(rt, "MODIFIED", new, old)
         if k == ("", "namespaces") and meta.get("deletionTimestamp"):
-            self.store.deleter.maybe_finish_namespace(ometa["name"])
+            self.deleter.maybe_finish_namespace(ometa["name"])
         return stored
 
     @staticmethod
