@@ -20,7 +20,7 @@ from lab.kube.registry import Registry
 from lab.kube.resources import ResourceType
 from lab.kube.schema import json_kind
 from lab.kube.store import Store
-from lab.kube.tables import format_label_selector
+from lab.kube.tables_cells import format_label_selector
 
 SCALE_API_VERSION = "autoscaling/v1"
 
