@@ -29,7 +29,8 @@ from lab.kube.schema import (
     drop_empty_collections,
     type_error,
 )
-from lab.kube.ssa import FieldManager, Types
+from lab.kube.smd import Types
+from lab.kube.ssa import FieldManager
 from lab.kube.store import Store
 from lab.kube.validation import validate_meta_update, validate_metadata
 

@@ -1,6 +1,6 @@
 """The write path's shortcuts give what the long way gives.
 
-``objects.clone`` stands in for ``copy.deepcopy``; ``ssa.compare`` skips equal subtrees;
+``objects.clone`` stands in for ``copy.deepcopy``; ``smd.compare`` skips equal subtrees;
 ``schema.type_error(stored=...)`` skips top-level fields a patch left as they were. Each is
 checked against the long way on the same inputs, so a shortcut that changed an answer fails.
 """
@@ -15,7 +15,7 @@ from lab.kube.objects import clone
 from lab.kube.registry import Registry
 from lab.kube.resources import RESOURCES
 from lab.kube.schema import type_error
-from lab.kube.ssa import Types, compare
+from lab.kube.smd import Types, compare
 
 NODES = next(r for r in RESOURCES if r.group == "" and r.plural == "nodes")
 SERVICES = next(r for r in RESOURCES if r.group == "" and r.plural == "services")
