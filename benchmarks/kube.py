@@ -37,9 +37,9 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lab.kube.registry import Registry  # noqa: E402
 from lab.kube.schema import definitions  # noqa: E402
 from lab.kube.server import KubeServer  # noqa: E402
-from lab.kube.store import Store  # noqa: E402
 from lab.kube.version import DEFAULT_K8S_VERSION  # noqa: E402
 
 
@@ -225,7 +225,7 @@ def schema_load() -> tuple[float, float]:
 
 
 def memory_per_10k(n: int) -> float:
-    store = Store()
+    store = Registry()
     nodes = [node(i) for i in range(n)]
     rt = store.rt("", "nodes")
     store.writer.create(rt, "", node(-1), manager="bench")  # one-time loads stay out

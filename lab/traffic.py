@@ -68,9 +68,10 @@ from lab.aws.health.view import (
     classic_load_balancer,
     instance,
 )
-from lab.dataplane.api import NODES, SERVICES, Api, Obj, status_code
+from lab.dataplane.api import NODES, SERVICES, Api, status_code
 from lab.dataplane.kubeproxy import ConnectionRefused, Drop, PodTarget
 from lab.dataplane.plane import SimDataPlane
+from lab.kube.objects import Obj
 
 DEFAULT_CLIENT = "198.51.100.7"
 """The modelled internet client (RFC 5737 documentation range; nothing is ever sent)."""

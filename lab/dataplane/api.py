@@ -20,7 +20,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-Obj = dict[str, Any]
+from lab.kube.objects import Obj
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"

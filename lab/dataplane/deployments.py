@@ -40,7 +40,6 @@ from lab.dataplane.api import (
     MERGE_PATCH,
     REPLICA_SETS,
     Api,
-    Obj,
     meta,
     path,
     status_code,
@@ -49,6 +48,7 @@ from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.dataplane.replicasets import controller_ref
+from lab.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 

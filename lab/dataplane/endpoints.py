@@ -36,7 +36,6 @@ from lab.dataplane.api import (
     PODS,
     SERVICES,
     Api,
-    Obj,
     meta,
     path,
     status_code,
@@ -45,6 +44,7 @@ from lab.dataplane.controller import Controller
 from lab.dataplane.informers import Informers
 from lab.dataplane.scheduling import is_terminal, map_selector_matches
 from lab.dataplane.versions import EndpointsBehaviour
+from lab.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 

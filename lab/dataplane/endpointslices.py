@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from lab.clock import LabClock
-from lab.dataplane.api import ENDPOINT_SLICES, Api, Obj, meta, path, status_code
+from lab.dataplane.api import ENDPOINT_SLICES, Api, meta, path, status_code
 from lab.dataplane.endpoints import (
     CONTROLLER_NAME,
     DEFAULT_BATCH_PERIOD,
@@ -34,6 +34,7 @@ from lab.dataplane.endpoints import (
 )
 from lab.dataplane.informers import Informers
 from lab.dataplane.versions import EndpointsBehaviour
+from lab.kube.objects import Obj
 
 #: the shared slices informer's index of the slices this controller manages, per Service
 MANAGED_INDEX = "endpointslice-controller:service"

@@ -16,7 +16,8 @@ import secrets
 import threading
 
 from lab.clock import LabClock
-from lab.dataplane.api import EVENTS, Api, Obj, meta, path
+from lab.dataplane.api import EVENTS, Api, meta, path
+from lab.kube.objects import Obj
 from lab.settle import Progress
 
 log = logging.getLogger(__name__)

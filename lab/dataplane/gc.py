@@ -31,7 +31,6 @@ from lab.dataplane.api import (
     REPLICA_SETS,
     SERVICES,
     Api,
-    Obj,
     Resource,
     meta,
     path,
@@ -39,6 +38,7 @@ from lab.dataplane.api import (
 )
 from lab.dataplane.controller import Controller
 from lab.dataplane.informers import Informers
+from lab.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from lab.dataplane.api import Api, Obj, Resource, json_lines, key_of, meta, path, status_code
+from lab.dataplane.api import Api, Resource, json_lines, key_of, meta, path, status_code
+from lab.kube.objects import Obj
 from lab.settle import ApiHeads, Progress
 
 log = logging.getLogger(__name__)

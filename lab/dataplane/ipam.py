@@ -18,10 +18,11 @@ import threading
 from collections.abc import Hashable
 
 from lab.clock import LabClock
-from lab.dataplane.api import NODES, SMP, Api, Obj, meta, path, status_code
+from lab.dataplane.api import NODES, SMP, Api, meta, path, status_code
 from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
+from lab.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from collections.abc import Hashable
 from typing import Any, Protocol
 
 from lab.clock import LabClock
-from lab.dataplane.api import NODES, PODS, Api, Obj, meta, path, status_code
+from lab.dataplane.api import NODES, PODS, Api, meta, path, status_code
 from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
@@ -54,6 +54,7 @@ from lab.dataplane.podapp import (
 )
 from lab.dataplane.podstatus import condition, node_ip, write_status
 from lab.dataplane.versions import KubeletBehaviour
+from lab.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 

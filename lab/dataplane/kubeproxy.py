@@ -37,9 +37,10 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from lab.clock import LabClock
-from lab.dataplane.api import ENDPOINT_SLICES, NODES, SERVICES, Obj, meta
+from lab.dataplane.api import ENDPOINT_SLICES, NODES, SERVICES, meta
 from lab.dataplane.informers import Informers
 from lab.dataplane.versions import KubeProxyBehaviour
+from lab.kube.objects import Obj
 from lab.settle import Progress
 
 TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"

@@ -50,7 +50,6 @@ from lab.dataplane.api import (
     PODS,
     SMP,
     Api,
-    Obj,
     meta,
     path,
     status_code,
@@ -60,6 +59,7 @@ from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.dataplane.scheduling import tolerates
 from lab.dataplane.versions import NodeLifecycleBehaviour
+from lab.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 

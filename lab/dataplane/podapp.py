@@ -41,7 +41,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-Obj = dict[str, Any]
+from lab.kube.objects import Obj
+
 PREFIX = "sim.ccm-lab.io/"
 TRUE_VALUES = ("true", "false")
 

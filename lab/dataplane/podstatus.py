@@ -17,8 +17,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from lab.dataplane.api import MERGE_PATCH, PODS, Api, Obj, meta, path, status_code
+from lab.dataplane.api import MERGE_PATCH, PODS, Api, meta, path, status_code
 from lab.dataplane.versions import KubeletBehaviour
+from lab.kube.objects import Obj
 
 #: the conditions a kubelet owns (``PodConditionsByKubelet`` and the sandbox condition)
 KUBELET_CONDITIONS = (

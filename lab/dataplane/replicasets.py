@@ -21,11 +21,12 @@ from collections.abc import Hashable
 from typing import Any
 
 from lab.clock import LabClock, parse_time
-from lab.dataplane.api import MERGE_PATCH, PODS, REPLICA_SETS, Api, Obj, meta, path, status_code
+from lab.dataplane.api import MERGE_PATCH, PODS, REPLICA_SETS, Api, meta, path, status_code
 from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.dataplane.scheduling import is_terminal, selector_matches
+from lab.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 

@@ -27,11 +27,12 @@ from collections.abc import Hashable
 from typing import Any
 
 from lab.clock import LabClock
-from lab.dataplane.api import NODES, PODS, SMP, Api, Obj, meta, path, status_code
+from lab.dataplane.api import NODES, PODS, SMP, Api, meta, path, status_code
 from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.dataplane.scheduling import filter_reason, is_terminal, unschedulable_message
+from lab.kube.objects import Obj
 
 log = logging.getLogger(__name__)
 

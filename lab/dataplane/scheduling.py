@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-Obj = dict[str, Any]
+from lab.kube.objects import Obj
 
 TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 TERMINAL_PHASES = ("Succeeded", "Failed")

@@ -18,20 +18,18 @@ reconcilers`` (the default ``lease`` reconciler and its ``EndpointsAdapter``):
   the apiserver restarts (here: until ``/_lab/reset``).
 
 The simulator reconciles on write instead of on a timer: every commit that touches these two
-objects is followed at once by the reconciler's writes (``Store.commit`` calls
-:func:`reconcile`), so a client that deletes or edits them sees them back in the same
+objects is followed at once by the reconciler's writes (``Registry.commit`` in ``registry.py``
+calls :func:`reconcile`), so a client that deletes or edits them sees them back in the same
 instant, not up to 10 s later.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab.kube.exceptions import ApiError
-
-if TYPE_CHECKING:
-    from lab.kube.store import Store
+from lab.kube.writes import Writer
 
 NAMESPACE = "default"
 NAME = "kubernetes"
@@ -55,22 +53,24 @@ def _ports() -> list[dict[str, Any]]:
     return [{"name": "https", "port": SECURE_PORT, "protocol": "TCP"}]
 
 
-def reconcile(store: Store, *, reconcile_ports: bool = False) -> None:
-    """One ``ReconcileEndpoints`` run (the store's lock is held by the caller or taken here).
-    Refusals (the namespace is gone, a finalizer holds a deleted object) are left for the
-    next run, as the upstream loop logs and retries them."""
+def reconcile(writer: Writer, *, reconcile_ports: bool = False) -> None:
+    """One ``ReconcileEndpoints`` run through ``writer`` (the store's lock is held by the
+    caller or taken here). Refusals (the namespace is gone, a finalizer holds a deleted object)
+    are left for the next run, as the upstream loop logs and retries them."""
+    store = writer.store
     with store.lock:
-        if NAMESPACE not in {key[1] for key in store._t.objects[("", "namespaces")]}:
+        if store.find(store.by_key[("", "namespaces")], "", NAMESPACE) is None:
             return
         address = getattr(store, "advertise_address", ADVERTISE_ADDRESS)
         for sync in (_sync_endpoints, _sync_slice):
             try:
-                sync(store, address, reconcile_ports)
+                sync(writer, address, reconcile_ports)
             except ApiError:
                 continue
 
 
-def _sync_endpoints(store: Store, address: str, reconcile_ports: bool) -> None:
+def _sync_endpoints(writer: Writer, address: str, reconcile_ports: bool) -> None:
+    store = writer.store
     rt = store.by_key[ENDPOINTS_KEY]
     entry = store.find(rt, NAMESPACE, NAME)
     current = entry.obj if entry is not None else None
@@ -84,23 +84,24 @@ def _sync_endpoints(store: Store, address: str, reconcile_ports: bool) -> None:
     labels = {SKIP_MIRROR: "true"}
     if current is None:
         body = {"metadata": {"name": NAME, "labels": labels}, "subsets": subsets}
-        store.writer.create(rt, NAMESPACE, body, manager=MANAGER)
+        writer.create(rt, NAMESPACE, body, manager=MANAGER)
         return
     if current.get("subsets") == subsets and (current["metadata"].get("labels") or {}) == labels:
         return
     new = copy.deepcopy(current)
     new["metadata"]["labels"] = labels
     new["subsets"] = subsets
-    store.writer.update(rt, NAMESPACE, NAME, new, manager=MANAGER)
+    writer.update(rt, NAMESPACE, NAME, new, manager=MANAGER)
 
 
-def _sync_slice(store: Store, address: str, reconcile_ports: bool) -> None:
+def _sync_slice(writer: Writer, address: str, reconcile_ports: bool) -> None:
+    store = writer.store
     rt = store.by_key[SLICES_KEY]
     entry = store.find(rt, NAMESPACE, NAME)
     current = entry.obj if entry is not None else None
     if current is not None and current.get("addressType") != "IPv4":
         # not the slice the adapter looks for (addressType is immutable): it goes
-        store.deleter.final_delete(rt, copy.deepcopy(current), current)
+        writer.deleter.final_delete(rt, copy.deepcopy(current), current)
         current = None
     endpoints = [{"addresses": [address], "conditions": {"ready": True}}]
     ports = copy.deepcopy((current or {}).get("ports") or [])
@@ -114,7 +115,7 @@ def _sync_slice(store: Store, address: str, reconcile_ports: bool) -> None:
             "endpoints": endpoints,
             "ports": ports,
         }
-        store.writer.create(rt, NAMESPACE, body, manager=MANAGER)
+        writer.create(rt, NAMESPACE, body, manager=MANAGER)
         return
     if (
         current.get("endpoints") == endpoints
@@ -126,4 +127,4 @@ def _sync_slice(store: Store, address: str, reconcile_ports: bool) -> None:
     new["metadata"]["labels"] = labels
     new["endpoints"] = endpoints
     new["ports"] = ports
-    store.writer.update(rt, NAMESPACE, NAME, new, manager=MANAGER)
+    writer.update(rt, NAMESPACE, NAME, new, manager=MANAGER)

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.kube import exceptions as E
+from lab.kube.objects import Obj
 from lab.kube.resources import ResourceType
 from lab.kube.store import Selection, Store
 
-Obj = dict[str, Any]
 ISSUER = "https://kubernetes.default.svc.cluster.local"  # kind's --service-account-issuer
 API_AUDIENCES = (ISSUER,)  # --api-audiences defaults to the issuer
 MIN_EXPIRATION = 600  # ValidateTokenRequest: "may not specify a duration less than 10 minutes"

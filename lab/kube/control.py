@@ -33,7 +33,7 @@ from lab.component import InternalErrors
 from lab.faults import InvalidFaultRule
 from lab.kube import exceptions as E
 from lab.kube.faults import KubeFaultRule, KubeFaults
-from lab.kube.store import Store
+from lab.kube.registry import Registry
 from lab.kube.wire import Request, Response, json_response
 
 _ROUTES = {
@@ -50,7 +50,7 @@ _ROUTES = {
 class ControlRoutes:
     """The ``/_lab`` routes, bound to one simulator's store, faults and error log."""
 
-    def __init__(self, store: Store, faults: KubeFaults, errors: InternalErrors) -> None:
+    def __init__(self, store: Registry, faults: KubeFaults, errors: InternalErrors) -> None:
         self.store = store
         self.faults = faults
         self.errors = errors

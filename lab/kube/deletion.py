@@ -1,9 +1,10 @@
 """Deletion: finalizers, graceful pods, preconditions, propagation, namespaces, a mini GC.
 
-Part of the store (``store.py``) by composition: :class:`Deleter` runs under the store's lock
-and writes through its ``_commit``. It follows ``registry/generic/registry/store.go``
-``Delete`` (``apiserver-spec.md`` §8): objects with finalizers or a pod grace period are only
-marked (``deletionTimestamp``) and stay visible; the rest go at once. The garbage collector
+Over the store (``store.py``): :class:`Deleter` runs under the store's lock and writes through
+its ``commit``; ``registry.py`` composes it with the writer (``writes.py``), which calls it.
+It follows ``registry/generic/registry/store.go`` ``Delete`` (``apiserver-spec.md`` §8):
+objects with finalizers or a pod grace period are only marked (``deletionTimestamp``) and stay
+visible; the rest go at once. The garbage collector
 and namespace controller of kube-controller-manager are stood in for synchronously:
 Background deletes dependents right after the owner, Foreground deletes them first, Orphan
 strips their ownerReferences, and a Terminating namespace is emptied and then removed.
@@ -12,14 +13,11 @@ strips their ownerReferences, and a Terminating namespace is emptied and then re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from lab.kube import exceptions as E
 from lab.kube.objects import Obj, clone, now_rfc3339, rt_key
 from lab.kube.resources import ResourceType
-
-if TYPE_CHECKING:
-    from lab.kube.store import Selection, Store
+from lab.kube.store import Selection, Store
 
 IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 
@@ -49,30 +47,10 @@ class Deleter:
             return self.delete_locked(rt, entry.obj, opts)
 
     def delete_locked(self, rt: ResourceType, obj: Obj, opts: DeleteOptions) -> tuple[Obj, bool]:
-        k = rt_key(rt)
         meta = obj["metadata"]
-        name = meta["name"]
-        if opts.precondition_uid and opts.precondition_uid != meta["uid"]:
-            raise E.conflict(
-                rt,
-                name,
-                f"the UID in the precondition ({opts.precondition_uid}) does not "
-                f"match the UID in record ({meta['uid']}). The object might have been "
-                "deleted and then recreated",
-                kind=rt.kind,
-            )
-        if opts.precondition_rv and opts.precondition_rv != meta["resourceVersion"]:
-            raise E.conflict(
-                rt,
-                name,
-                f"the ResourceVersion in the precondition ({opts.precondition_rv}) "
-                f"does not match the ResourceVersion in record ({meta['resourceVersion']}). "
-                "The object might have been modified",
-                kind=rt.kind,
-            )
-        if k == ("", "namespaces"):
+        _check_preconditions(rt, meta, opts)
+        if rt_key(rt) == ("", "namespaces"):
             return self._delete_namespace(rt, obj, opts)
-        strategy = self.store.strategies[k]
         grace = opts.grace_period
         if grace is not None and grace < 0:
             grace = 1
@@ -80,41 +58,52 @@ class Deleter:
             opts.propagation is None and opts.orphan_dependents
         )
         if meta.get("deletionTimestamp"):
-            pending = meta.get("deletionGracePeriodSeconds") or 0
-            if pending and grace is not None and grace < pending:
-                if grace == 0 and not meta.get("finalizers"):
-                    return self.final_delete(
-                        rt, obj, obj, dry_run=opts.dry_run, orphan=bool(orphan)
-                    ), True
-                new = clone(obj)
-                new["metadata"]["deletionGracePeriodSeconds"] = grace
-                new["metadata"]["deletionTimestamp"] = now_rfc3339(plus_seconds=grace)
-                if grace == 0:
-                    new["metadata"]["deletionGracePeriodSeconds"] = 0
-                return (new if opts.dry_run else self.store.commit(rt, "MODIFIED", new, obj)), False
-            return obj, False
+            return self._delete_again(rt, obj, opts, grace, orphan=bool(orphan))
         if not opts.dry_run:
             if orphan:
                 self._orphan_dependents(meta["uid"])
             elif opts.propagation == "Foreground":
                 self._delete_dependents(meta["uid"])
-        gp = strategy.grace_period(obj, grace)
+        gp = self.store.strategies[rt_key(rt)].grace_period(obj, grace)
         if gp > 0 or meta.get("finalizers"):
-            new = clone(obj)
-            nmeta = new["metadata"]
-            nmeta["deletionTimestamp"] = now_rfc3339(plus_seconds=gp)
-            nmeta["deletionGracePeriodSeconds"] = gp
-            if nmeta.get("generation"):
-                nmeta["generation"] = int(nmeta["generation"]) + 1
-            if opts.dry_run:
-                return new, False
-            marked = self.store.commit(rt, "MODIFIED", new, obj)
-            if gp > 0 and self.store.fake_kubelet and not nmeta.get("finalizers"):
-                # the kubelet stand-in: containers stop at once, the pod is confirmed gone
-                self.final_delete(rt, marked, marked)
-                return clone(marked), False
-            return marked, False
+            return self._mark_deleted(rt, obj, gp, dry_run=opts.dry_run), False
         return self.final_delete(rt, obj, obj, dry_run=opts.dry_run, orphan=bool(orphan)), True
+
+    def _delete_again(
+        self, rt: ResourceType, obj: Obj, opts: DeleteOptions, grace: int | None, *, orphan: bool
+    ) -> tuple[Obj, bool]:
+        """A delete of an object already being deleted: only a shorter grace period changes
+        anything (0 without finalizers removes it now)."""
+        meta = obj["metadata"]
+        pending = meta.get("deletionGracePeriodSeconds") or 0
+        if not (pending and grace is not None and grace < pending):
+            return obj, False
+        if grace == 0 and not meta.get("finalizers"):
+            return self.final_delete(rt, obj, obj, dry_run=opts.dry_run, orphan=orphan), True
+        new = clone(obj)
+        new["metadata"]["deletionGracePeriodSeconds"] = grace
+        new["metadata"]["deletionTimestamp"] = now_rfc3339(plus_seconds=grace)
+        if grace == 0:
+            new["metadata"]["deletionGracePeriodSeconds"] = 0
+        return (new if opts.dry_run else self.store.commit(rt, "MODIFIED", new, obj)), False
+
+    def _mark_deleted(self, rt: ResourceType, obj: Obj, gp: int, *, dry_run: bool) -> Obj:
+        """Set deletionTimestamp (a graceful pod, or finalizers to wait for); the kubelet
+        stand-in confirms a graceful pod's deletion at once when asked to."""
+        new = clone(obj)
+        nmeta = new["metadata"]
+        nmeta["deletionTimestamp"] = now_rfc3339(plus_seconds=gp)
+        nmeta["deletionGracePeriodSeconds"] = gp
+        if nmeta.get("generation"):
+            nmeta["generation"] = int(nmeta["generation"]) + 1
+        if dry_run:
+            return new
+        marked = self.store.commit(rt, "MODIFIED", new, obj)
+        if gp > 0 and self.store.fake_kubelet and not nmeta.get("finalizers"):
+            # the kubelet stand-in: containers stop at once, the pod is confirmed gone
+            self.final_delete(rt, marked, marked)
+            return clone(marked)
+        return marked
 
     def final_delete(
         self, rt: ResourceType, last: Obj, old: Obj, *, dry_run: bool = False, orphan: bool = False
@@ -208,3 +197,26 @@ class Deleter:
                 obj, _ = self.delete_locked(rt, current.obj, opts)
                 out.append(obj)
             return out
+
+
+def _check_preconditions(rt: ResourceType, meta: dict[str, object], opts: DeleteOptions) -> None:
+    """``preconditions.uid`` and ``.resourceVersion`` must match the stored object (409)."""
+    name = str(meta["name"])
+    if opts.precondition_uid and opts.precondition_uid != meta["uid"]:
+        raise E.conflict(
+            rt,
+            name,
+            f"the UID in the precondition ({opts.precondition_uid}) does not "
+            f"match the UID in record ({meta['uid']}). The object might have been "
+            "deleted and then recreated",
+            kind=rt.kind,
+        )
+    if opts.precondition_rv and opts.precondition_rv != meta["resourceVersion"]:
+        raise E.conflict(
+            rt,
+            name,
+            f"the ResourceVersion in the precondition ({opts.precondition_rv}) "
+            f"does not match the ResourceVersion in record ({meta['resourceVersion']}). "
+            "The object might have been modified",
+            kind=rt.kind,
+        )

@@ -26,8 +26,8 @@ from typing import Any
 
 from lab.kube import exceptions as E
 from lab.kube.exceptions import FieldError
+from lab.kube.objects import Obj
 
-Obj = dict[str, Any]
 CORE = ("", "events")
 EVENTS_V1 = ("events.k8s.io", "events")
 

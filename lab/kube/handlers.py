@@ -31,16 +31,17 @@ from lab.kube import scale as S
 from lab.kube.auth import ADMIN, ANONYMOUS, Attributes, Authorizer, Tokens, User
 from lab.kube.binding import bind
 from lab.kube.control import ControlRoutes
+from lab.kube.deletion import DeleteOptions
 from lab.kube.discovery import handle_discovery
 from lab.kube.faults import KubeFaults, default_reason
 from lab.kube.objects import rt_key
 from lab.kube.openapi import handle_openapi
 from lab.kube.protobuf import PROTOBUF, ProtobufError, decode_object
+from lab.kube.registry import Registry
 from lab.kube.resources import REVIEW_GROUPS, ResourceType
 from lab.kube.review import review
 from lab.kube.routes import Route, parse, verb_for
 from lab.kube.schema import type_error
-from lab.kube.store import Store
 from lab.kube.streams import WatchStreams
 from lab.kube.version import DEFAULT_K8S_VERSION, version_info
 from lab.kube.watch import dumps, with_type
@@ -74,6 +75,10 @@ _PATCH_DECODE = {
 
 
 _FIELD_MANAGER_MAX = 128
+#: the body a ``serviceaccounts/<name>/token`` create decodes into
+_TOKEN_REQUEST = ResourceType(
+    "authentication.k8s.io", "v1", "TokenRequest", "tokenrequests", "", True
+)
 
 
 def manager_from_user_agent(agent: str) -> str:
@@ -89,7 +94,7 @@ class Api:
 
     def __init__(
         self,
-        store: Store,
+        store: Registry,
         *,
         token: str | None = None,
         control_token: str | None = None,
@@ -217,10 +222,40 @@ class Api:
         )
 
     def _resource(self, req: Request, route: Route, user: User = ADMIN) -> Response:
+        """A resource request: authorize, inject faults, then the verb's (or subresource's)
+        answer."""
         q = req.query
         verb = verb_for(req.method, route, watch=bool_param(q, "watch"))
         if self.authorizer.mode != "allow":
             self._authorize(user, verb, route)
+        self._inject_faults(verb, route)
+        if route.rt.namespaced and route.name is not None and route.namespace is None:
+            raise E.unknown_path()
+        dry_run = parse_dry_run(q)
+        manager = self._manager(req)
+        special = self._subresource(req, route, verb, user, dry_run=dry_run, manager=manager)
+        if special is not None:
+            return special
+        if verb == "get":
+            return self._get(req, route)
+        if verb == "list":
+            return self._list(req, route)
+        if verb == "watch":
+            return self.streams.respond(req, route)
+        if verb == "create":
+            return self._create(req, route, dry_run=dry_run, manager=manager)
+        assert route.name is not None or verb == "deletecollection"
+        if verb == "update":
+            return self._update(req, route, dry_run=dry_run, manager=manager)
+        if verb == "patch":
+            return self._patch(req, route, dry_run=dry_run, manager=manager)
+        opts = delete_options(req, q, dry_run, version=self.store.k8s_version)
+        if verb == "delete":
+            return self._delete(route, opts)
+        return self._delete_collection(route, q, opts)
+
+    def _inject_faults(self, verb: str, route: Route) -> None:
+        """The ``/_lab`` fault rules: delay, then answer with an injected error if one fires."""
         firing = self.faults.decide(verb, route.rt.plural, route.subresource)
         if firing.latency_ms:
             time.sleep(firing.latency_ms / 1000.0)
@@ -230,15 +265,21 @@ class Api:
             reason = rule.reason or default_reason(status)
             message = rule.message or f"injected fault: {verb} {route.rt.plural}"
             raise E.ApiError(status, reason, message, details={})
-        rt = route.rt
-        ns = route.namespace or ""
-        if rt.namespaced and route.name is not None and route.namespace is None:
-            raise E.unknown_path()
-        dry_run = parse_dry_run(q)
-        manager = q.get("fieldManager") or ""
+
+    @staticmethod
+    def _manager(req: Request) -> str:
+        """``?fieldManager=`` (at most 128 characters), else taken from the User-Agent."""
+        manager = req.query.get("fieldManager") or ""
         if len(manager) > _FIELD_MANAGER_MAX:
             raise E.invalid_options("CreateOptions", [E.too_long("fieldManager", 128)])
-        manager = manager or manager_from_user_agent(req.headers.get("user-agent", ""))
+        return manager or manager_from_user_agent(req.headers.get("user-agent", ""))
+
+    def _subresource(
+        self, req: Request, route: Route, verb: str, user: User, *, dry_run: bool, manager: str
+    ) -> Response | None:
+        """The answers that are not stored objects (pod logs and streams, scale, tokens,
+        reviews, binding); None for the plain verbs."""
+        q, rt, ns = req.query, route.rt, route.namespace or ""
         if route.subresource == "log":
             status, text = podstreams.log(self.store, ns, route.name or "", dict(q))
             return Response(status, text, content_type="text/plain", raw=True)
@@ -246,118 +287,113 @@ class Api:
             podstreams.connect(self.store, ns, route.name or "", route.subresource, dict(q))
         if route.subresource == "scale":
             return self._scale(req, route, verb, dry_run=dry_run, manager=manager)
-        if verb == "create" and route.subresource == "token":
+        if verb != "create":
+            return None
+        if route.subresource == "token":
             body = self._plain_body(req)
-            token_rt = ResourceType(
-                "authentication.k8s.io", "v1", "TokenRequest", "tokenrequests", "", True
-            )
             if isinstance(body, dict):
-                self._check_types(token_rt, body)
-                field_validation(q, token_rt, body)
+                self._check_types(_TOKEN_REQUEST, body)
+                field_validation(q, _TOKEN_REQUEST, body)
             issued = self.tokens.token_request(rt, ns, route.name or "", body)
             return json_response(201, issued)
-        if verb == "create" and rt.group in REVIEW_GROUPS:
+        if rt.group in REVIEW_GROUPS:
             body = self._plain_body(req)
             if isinstance(body, dict):
                 self._check_types(rt, body)
                 field_validation(q, rt, body)
             answered = review(rt, ns, body, user, self.tokens, self.authorizer)
             return json_response(201, answered)
-        if verb == "get":
-            return self._get(req, route)
-        if verb == "list":
-            return self._list(req, route)
-        if verb == "watch":
-            return self.streams.respond(req, route)
-        if verb == "create" and route.subresource == "binding":
-            bound = bind(
-                self.store,
-                rt,
-                ns,
-                route.name or "",
-                decode(req.body, yaml_ok=False),
-                dry_run=dry_run,
-            )
+        if route.subresource == "binding":
+            body = decode(req.body, yaml_ok=False)
+            bound = bind(self.store, rt, ns, route.name or "", body, dry_run=dry_run)
             return json_response(201, bound)
-        if verb == "create":
-            if rt.namespaced and route.namespace is None:
-                raise E.unknown_path()
-            body = decode_body(req, rt, ns)
-            self._check_types(rt, body)
-            warnings = field_validation(q, rt, body)
-            obj = self.store.writer.create(rt, ns, body, dry_run=dry_run, manager=manager)
-            return self._object(rt, obj, 201, warnings)
-        assert route.name is not None or verb == "deletecollection"
-        name = route.name or ""
-        if verb == "update":
-            body = decode_body(req, rt, ns)
-            # decoding into the Go struct comes first: a non-object metadata is a 400 here
-            self._check_types(rt, body)
-            meta = body.setdefault("metadata", {})
-            if not meta.get("name"):
-                meta["name"] = name
-            if meta["name"] != name:
-                raise E.bad_request(
-                    f"the name of the object ({meta['name']}) does not match the name on the URL "
-                    f"({name})"
-                )
-            self._check_types(rt, body)
-            warnings = field_validation(q, rt, body)
-            obj, created = self.store.writer.update(
-                rt, ns, name, body, subresource=route.subresource, dry_run=dry_run, manager=manager
+        return None
+
+    def _create(self, req: Request, route: Route, *, dry_run: bool, manager: str) -> Response:
+        rt, ns = route.rt, route.namespace or ""
+        if rt.namespaced and route.namespace is None:
+            raise E.unknown_path()
+        body = decode_body(req, rt, ns)
+        self._check_types(rt, body)
+        warnings = field_validation(req.query, rt, body)
+        obj = self.store.writer.create(rt, ns, body, dry_run=dry_run, manager=manager)
+        return self._object(rt, obj, 201, warnings)
+
+    def _update(self, req: Request, route: Route, *, dry_run: bool, manager: str) -> Response:
+        rt, ns, name = route.rt, route.namespace or "", route.name or ""
+        body = decode_body(req, rt, ns)
+        # decoding into the Go struct comes first: a non-object metadata is a 400 here
+        self._check_types(rt, body)
+        meta = body.setdefault("metadata", {})
+        if not meta.get("name"):
+            meta["name"] = name
+        if meta["name"] != name:
+            raise E.bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL "
+                f"({name})"
             )
-            return self._object(rt, obj, 201 if created else 200, warnings)
-        if verb == "patch":
-            ptype = req.headers.get("content-type", "").split(";")[0].strip()
-            if ptype not in P.PATCH_TYPES:
-                raise E.unsupported_media_type(list(P.PATCH_TYPES))
-            if ptype == P.APPLY and not q.get("fieldManager"):
-                raise E.invalid_options(
-                    "PatchOptions", [E.required("fieldManager", "is required for apply patch")]
-                )
-            if "force" in q and ptype != P.APPLY:
-                raise E.invalid_options(
-                    "PatchOptions",
-                    [E.forbidden("force", "may not be specified for non-apply patch")],
-                )
-            body = decode(req.body, yaml_ok=ptype == P.APPLY, prefix=_PATCH_DECODE[ptype])
-            if ptype == P.APPLY and isinstance(body, dict):
-                check_gv(rt, body)
-            warnings = field_validation(q, rt, body) if isinstance(body, dict) else {}
-            obj, created = self.store.writer.patch(
-                rt,
-                ns,
-                name,
-                ptype,
-                body,
-                subresource=route.subresource,
-                dry_run=dry_run,
-                manager=manager,
-                force=bool_param(q, "force"),
+        self._check_types(rt, body)
+        warnings = field_validation(req.query, rt, body)
+        obj, created = self.store.writer.update(
+            rt, ns, name, body, subresource=route.subresource, dry_run=dry_run, manager=manager
+        )
+        return self._object(rt, obj, 201 if created else 200, warnings)
+
+    def _patch(self, req: Request, route: Route, *, dry_run: bool, manager: str) -> Response:
+        q, rt = req.query, route.rt
+        ptype = req.headers.get("content-type", "").split(";")[0].strip()
+        if ptype not in P.PATCH_TYPES:
+            raise E.unsupported_media_type(list(P.PATCH_TYPES))
+        if ptype == P.APPLY and not q.get("fieldManager"):
+            raise E.invalid_options(
+                "PatchOptions", [E.required("fieldManager", "is required for apply patch")]
             )
-            return self._object(rt, obj, 201 if created else 200, warnings)
-        opts = delete_options(req, q, dry_run, version=self.store.k8s_version)
-        if verb == "delete":
-            obj, removed = self.store.deleter.delete(rt, ns, name, opts)
-            if removed and not self.store.strategies[rt_key(rt)].return_deleted_object:
-                return json_response(
-                    200,
-                    {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "metadata": {},
-                        "status": "Success",
-                        "details": {
-                            "name": name,
-                            **({"group": rt.group} if rt.group else {}),
-                            "kind": rt.plural,
-                            "uid": obj["metadata"]["uid"],
-                        },
+        if "force" in q and ptype != P.APPLY:
+            raise E.invalid_options(
+                "PatchOptions",
+                [E.forbidden("force", "may not be specified for non-apply patch")],
+            )
+        body = decode(req.body, yaml_ok=ptype == P.APPLY, prefix=_PATCH_DECODE[ptype])
+        if ptype == P.APPLY and isinstance(body, dict):
+            check_gv(rt, body)
+        warnings = field_validation(q, rt, body) if isinstance(body, dict) else {}
+        obj, created = self.store.writer.patch(
+            rt,
+            route.namespace or "",
+            route.name or "",
+            ptype,
+            body,
+            subresource=route.subresource,
+            dry_run=dry_run,
+            manager=manager,
+            force=bool_param(q, "force"),
+        )
+        return self._object(rt, obj, 201 if created else 200, warnings)
+
+    def _delete(self, route: Route, opts: DeleteOptions) -> Response:
+        rt, name = route.rt, route.name or ""
+        obj, removed = self.store.deleter.delete(rt, route.namespace or "", name, opts)
+        if removed and not self.store.strategies[rt_key(rt)].return_deleted_object:
+            return json_response(
+                200,
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "details": {
+                        "name": name,
+                        **({"group": rt.group} if rt.group else {}),
+                        "kind": rt.plural,
+                        "uid": obj["metadata"]["uid"],
                     },
-                )
-            code = 202 if (not removed and opts.orphan_dependents is False) else 200
-            return self._object(rt, obj, code)
-        # deletecollection
+                },
+            )
+        code = 202 if (not removed and opts.orphan_dependents is False) else 200
+        return self._object(rt, obj, code)
+
+    def _delete_collection(self, route: Route, q: dict[str, str], opts: DeleteOptions) -> Response:
+        rt = route.rt
         items = self.store.deleter.delete_collection(
             rt, route.namespace, selection(self.store, q, rt), opts
         )

@@ -16,11 +16,10 @@ import re
 from typing import Any
 
 from lab.kube.exceptions import FieldError, invalid_value, not_supported, required
-from lab.kube.objects import clone
+from lab.kube.objects import Obj, clone
 from lab.kube.strategies import Strategy, default_pod_spec, validate_pod_spec
 from lab.kube.validation import validate_labels
 
-Obj = dict[str, Any]
 RBAC_GROUP = "rbac.authorization.k8s.io"
 MAX_INT32 = 2**31 - 1
 

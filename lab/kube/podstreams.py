@@ -23,12 +23,11 @@ container that is not running, which the apiserver passes on as 400 ``BadRequest
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from lab.kube import exceptions as E
+from lab.kube.objects import Obj
 from lab.kube.store import Store
-
-Obj = dict[str, Any]
 
 
 def _containers(pod: Obj) -> list[str]:

@@ -13,10 +13,8 @@ from typing import Any
 
 from lab.kube import exceptions as E
 from lab.kube.auth import API_AUDIENCES, Attributes, Authorizer, TokenError, Tokens, User
-from lab.kube.objects import clone
+from lab.kube.objects import Obj, clone
 from lab.kube.resources import ResourceType
-
-Obj = dict[str, Any]
 
 
 def _base(rt: ResourceType, body: Any) -> Obj:
@@ -95,25 +93,10 @@ def review(
     out = _base(rt, body)
     spec = out["spec"]
     if rt.kind == "TokenReview":
-        token = spec.get("token")
-        if not token:
-            raise E.bad_request("token is required for TokenReview in authentication")
-        audiences = tuple(str(a) for a in spec.get("audiences") or []) or API_AUDIENCES
-        try:
-            user = tokens.authenticate(str(token), audiences)
-        except TokenError as err:
-            out["status"] = {"user": {}, "error": str(err)}
-        else:
-            out["status"] = {
-                "authenticated": True,
-                "user": user.info(),
-                "audiences": list(audiences),
-            }
-        return out
-    if rt.kind == "SelfSubjectReview":
+        out["status"] = _token_review_status(spec, tokens)
+    elif rt.kind == "SelfSubjectReview":
         out["status"] = {"userInfo": requester.info()}
-        return out
-    if rt.kind == "SelfSubjectRulesReview":
+    elif rt.kind == "SelfSubjectRulesReview":
         namespace = str(spec.get("namespace", ""))
         resource, non_resource = authorizer.rules_for(requester, namespace)
         out["status"] = {
@@ -121,32 +104,43 @@ def review(
             "nonResourceRules": non_resource,
             "incomplete": False,
         }
-        return out
-    if rt.kind == "SelfSubjectAccessReview":
-        user = requester
     else:
-        name, groups = spec.get("user") or "", spec.get("groups") or []
-        if not name and not groups:
-            raise E.invalid(
-                rt,
-                "",
-                [
-                    E.invalid_value(
-                        "spec.user", "", "at least one of user or group must be specified"
-                    )
-                ],
-            )
-        user = User(
-            str(name),
-            tuple(str(g) for g in groups),
-            uid=str(spec.get("uid") or ""),
-            extra=dict(spec.get("extra") or {}),
-        )
-    if rt.kind == "LocalSubjectAccessReview":
-        out["metadata"]["namespace"] = ns
-    allowed, reason = authorizer.authorize(_attributes(rt, spec, user, ns))
-    status: Obj = {"allowed": allowed}
-    if reason:
-        status["reason"] = reason
-    out["status"] = status
+        user = requester if rt.kind == "SelfSubjectAccessReview" else _subject(rt, spec)
+        if rt.kind == "LocalSubjectAccessReview":
+            out["metadata"]["namespace"] = ns
+        allowed, reason = authorizer.authorize(_attributes(rt, spec, user, ns))
+        status: Obj = {"allowed": allowed}
+        if reason:
+            status["reason"] = reason
+        out["status"] = status
     return out
+
+
+def _token_review_status(spec: Obj, tokens: Tokens) -> Obj:
+    """Whom the token authenticates, for which audiences (the API's by default), or why not."""
+    token = spec.get("token")
+    if not token:
+        raise E.bad_request("token is required for TokenReview in authentication")
+    audiences = tuple(str(a) for a in spec.get("audiences") or []) or API_AUDIENCES
+    try:
+        user = tokens.authenticate(str(token), audiences)
+    except TokenError as err:
+        return {"user": {}, "error": str(err)}
+    return {"authenticated": True, "user": user.info(), "audiences": list(audiences)}
+
+
+def _subject(rt: ResourceType, spec: Obj) -> User:
+    """The user a (Local)SubjectAccessReview asks about: a user or groups at least."""
+    name, groups = spec.get("user") or "", spec.get("groups") or []
+    if not name and not groups:
+        raise E.invalid(
+            rt,
+            "",
+            [E.invalid_value("spec.user", "", "at least one of user or group must be specified")],
+        )
+    return User(
+        str(name),
+        tuple(str(g) for g in groups),
+        uid=str(spec.get("uid") or ""),
+        extra=dict(spec.get("extra") or {}),
+    )

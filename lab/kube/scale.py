@@ -15,13 +15,13 @@ from typing import Any
 
 from lab.kube import exceptions as E
 from lab.kube import patch as P
-from lab.kube.objects import clone
+from lab.kube.objects import Obj, clone
+from lab.kube.registry import Registry
 from lab.kube.resources import ResourceType
 from lab.kube.schema import json_kind
 from lab.kube.store import Store
-from lab.kube.tables import format_label_selector
+from lab.kube.tables_cells import format_label_selector
 
-Obj = dict[str, Any]
 SCALE_API_VERSION = "autoscaling/v1"
 
 
@@ -93,7 +93,7 @@ def _check_scale(rt: ResourceType, name: str, scale: Any) -> int:
 
 
 def update_scale(
-    store: Store,
+    store: Registry,
     rt: ResourceType,
     ns: str,
     name: str,
@@ -119,7 +119,7 @@ def update_scale(
 
 
 def patch_scale(
-    store: Store,
+    store: Registry,
     rt: ResourceType,
     ns: str,
     name: str,

@@ -6,17 +6,20 @@ service IP, 443 -> 6443) with its Endpoints and EndpointSlice (``apiserver_endpo
 ``kube-system/kube-dns`` (.10); and in every namespace the
 ``default`` ServiceAccount and ``kube-root-ca.crt`` ConfigMap that kube-controller-manager
 would add (created synchronously with the namespace).
+
+Everything here writes through the writer it is given (``writes.py``; ``writer.store`` is the
+store it reads); ``registry.py`` calls :func:`seed_defaults` at start and on reset and hands
+:func:`namespace_companions` to the writer as its namespace hook.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab.kube import apiserver_endpoints
-
-if TYPE_CHECKING:
-    from lab.kube.store import Store
+from lab.kube.store import Store
+from lab.kube.writes import Writer
 
 SEED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _CA_DESCRIPTION = (
@@ -26,12 +29,13 @@ _CA_DESCRIPTION = (
 )
 
 
-def seed_defaults(store: Store) -> None:
+def seed_defaults(writer: Writer) -> None:
     """The namespaces and services a fresh kind cluster has."""
+    store = writer.store
     ns_rt = store.rt("", "namespaces")
     for ns in SEED_NAMESPACES:
         if store.find(ns_rt, "", ns) is None:
-            store.writer.create(ns_rt, "", {"metadata": {"name": ns}}, manager="kube-apiserver")
+            writer.create(ns_rt, "", {"metadata": {"name": ns}}, manager="kube-apiserver")
     svc = store.rt("", "services")
     seeds: list[tuple[str, dict[str, Any]]] = [
         (
@@ -77,11 +81,11 @@ def seed_defaults(store: Store) -> None:
     ]
     for ns, body in seeds:
         if store.find(svc, ns, body["metadata"]["name"]) is None:
-            store.writer.create(svc, ns, body, manager="kube-apiserver")
-    seed_api_services(store)
-    seed_rbac(store)
+            writer.create(svc, ns, body, manager="kube-apiserver")
+    seed_api_services(writer)
+    seed_rbac(writer)
     # the first run of the kubernetes service controller (ports reconciled too)
-    apiserver_endpoints.reconcile(store, reconcile_ports=True)
+    apiserver_endpoints.reconcile(writer, reconcile_ports=True)
 
 
 # kube-apiserver's apiVersionPriorities (cmd/kube-apiserver/app/aggregator.go), for the group
@@ -161,13 +165,14 @@ BOOTSTRAP_CLUSTER_ROLES: dict[str, tuple[list[dict[str, Any]], tuple[str, ...]]]
 }
 
 
-def seed_rbac(store: Store) -> None:
+def seed_rbac(writer: Writer) -> None:
+    store = writer.store
     roles = store.rt("rbac.authorization.k8s.io", "clusterroles")
     bindings = store.rt("rbac.authorization.k8s.io", "clusterrolebindings")
     meta = {"labels": _BOOTSTRAP, "annotations": _AUTOUPDATE}
     for name, (rules, groups) in BOOTSTRAP_CLUSTER_ROLES.items():
         if store.find(roles, "", name) is None:
-            store.writer.create(
+            writer.create(
                 roles,
                 "",
                 {"metadata": {"name": name, **meta}, "rules": rules},
@@ -178,7 +183,7 @@ def seed_rbac(store: Store) -> None:
                 {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g}
                 for g in groups
             ]
-            store.writer.create(
+            writer.create(
                 bindings,
                 "",
                 {
@@ -194,8 +199,9 @@ def seed_rbac(store: Store) -> None:
             )
 
 
-def seed_api_services(store: Store) -> None:
+def seed_api_services(writer: Writer) -> None:
     """The local APIServices, as the autoregister and availability controllers leave them."""
+    store = writer.store
     from lab.kube.objects import now_rfc3339
     from lab.kube.resources import groups
 
@@ -206,7 +212,7 @@ def seed_api_services(store: Store) -> None:
             name = f"{version}.{group}"
             if priority is None or store.find(rt, "", name) is not None:
                 continue
-            store.writer.create(
+            writer.create(
                 rt,
                 "",
                 {
@@ -224,7 +230,7 @@ def seed_api_services(store: Store) -> None:
                 manager="kube-apiserver",
             )
             current = store.get(rt, "", name).obj
-            store.writer.update(
+            writer.update(
                 rt,
                 "",
                 name,
@@ -257,15 +263,14 @@ def _first_service_ip(store: Store) -> str:
     return _service_ip(store, 1)
 
 
-def namespace_companions(store: Store, ns: str) -> None:
+def namespace_companions(writer: Writer, ns: str) -> None:
     """What kube-controller-manager adds to every namespace: SA ``default``, root CA map."""
+    store = writer.store
     sa, cm = store.rt("", "serviceaccounts"), store.rt("", "configmaps")
     if store.find(sa, ns, "default") is None:
-        store.writer.create(
-            sa, ns, {"metadata": {"name": "default"}}, manager="kube-controller-manager"
-        )
+        writer.create(sa, ns, {"metadata": {"name": "default"}}, manager="kube-controller-manager")
     if store.find(cm, ns, "kube-root-ca.crt") is None:
-        store.writer.create(
+        writer.create(
             cm,
             ns,
             {

@@ -37,7 +37,8 @@ from lab.component.bearer import auth_headers
 from lab.kube import exceptions as E
 from lab.kube.control_client import KubeControlClient
 from lab.kube.handlers import Api
-from lab.kube.store import Store, WatchWindow
+from lab.kube.registry import Registry
+from lab.kube.store import WatchWindow
 from lab.kube.tls import ServingCerts, make_certs
 from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.kube.watch import dumps
@@ -306,7 +307,7 @@ class KubeServer(ServerComponent):
         #: what ``/_lab`` requires: the lab's token, also on a simulator whose API is open
         self.control_token = control_token if control_token is not None else self.token
         self.state_file = Path(state_file) if state_file else None
-        self.store = Store(
+        self.store = Registry(
             service_cidr=service_cidr,
             node_port_range=node_port_range,
             history=history,

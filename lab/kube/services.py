@@ -24,8 +24,9 @@ from lab.kube.exceptions import (
     not_supported,
     required,
 )
+from lab.kube.objects import Obj
 from lab.kube.resources import ResourceType
-from lab.kube.strategies import Obj, Strategy
+from lab.kube.strategies import Strategy
 
 TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
 PROTOCOLS = ["SCTP", "TCP", "UDP"]
@@ -153,137 +154,21 @@ class ServiceStrategy(Strategy):
     # -- validation -----------------------------------------------------------------------
     def validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
         spec = obj.get("spec") or {}
-        errs: list[FieldError] = []
         stype = spec.get("type", "ClusterIP")
+        errs: list[FieldError] = []
         if stype not in TYPES:
             errs.append(not_supported("spec.type", stype, TYPES))
         ports = spec.get("ports") or []
-        headless = spec.get("clusterIP") == "None"
         if stype == "ExternalName":
             if not spec.get("externalName"):
                 errs.append(required("spec.externalName"))
-        elif not ports and not headless:
+        elif not ports and spec.get("clusterIP") != "None":
             errs.append(required("spec.ports"))
-        seen_names: set[str] = set()
-        seen_pp: set[tuple[Any, Any]] = set()
-        seen_np: set[tuple[Any, Any]] = set()
-        for i, p in enumerate(ports):
-            f = f"spec.ports[{i}]"
-            name = p.get("name") or ""
-            if len(ports) > 1 and not name:
-                errs.append(required(f"{f}.name"))
-            elif name in seen_names:
-                errs.append(duplicate(f"{f}.name", name))
-            seen_names.add(name)
-            port = p.get("port")
-            if not isinstance(port, int) or not 1 <= port <= 65535:
-                errs.append(
-                    invalid_value(f"{f}.port", port, "must be between 1 and 65535, inclusive")
-                )
-            proto = p.get("protocol", "TCP")
-            if proto not in PROTOCOLS:
-                errs.append(not_supported(f"{f}.protocol", proto, PROTOCOLS))
-            if (port, proto) in seen_pp:
-                errs.append(duplicate(f, f'core.ServicePort{{Port:{port}, Protocol:"{proto}"}}'))
-            seen_pp.add((port, proto))
-            tp = p.get("targetPort")
-            if isinstance(tp, int) and not 1 <= tp <= 65535:
-                errs.append(
-                    invalid_value(f"{f}.targetPort", tp, "must be between 1 and 65535, inclusive")
-                )
-            np = p.get("nodePort")
-            if np:
-                if stype == "ClusterIP":
-                    errs.append(
-                        forbidden(f"{f}.nodePort", "may not be used when `type` is 'ClusterIP'")
-                    )
-                elif (np, proto) in seen_np:
-                    errs.append(duplicate(f"{f}.nodePort", np))
-                seen_np.add((np, proto))
-        hc = spec.get("healthCheckNodePort")
-        if hc and not (stype == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local"):
-            errs.append(
-                invalid_value(
-                    "spec.healthCheckNodePort",
-                    hc,
-                    "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` "
-                    "is 'Local'",
-                )
-            )
-        etp = spec.get("externalTrafficPolicy")
-        if etp and not _externally_accessible(spec):
-            errs.append(
-                invalid_value(
-                    "spec.externalTrafficPolicy",
-                    etp,
-                    "may only be set for externally-accessible services",
-                )
-            )
-        elif etp and etp not in ("Cluster", "Local"):
-            errs.append(not_supported("spec.externalTrafficPolicy", etp, ["Cluster", "Local"]))
-        if spec.get("loadBalancerSourceRanges") and stype != "LoadBalancer":
-            errs.append(
-                forbidden(
-                    "spec.loadBalancerSourceRanges",
-                    "may only be used when `type` is 'LoadBalancer'",
-                )
-            )
+        errs += _port_errors(ports, stype)
+        errs += _traffic_errors(spec, stype)
         if old is not None:
-            ospec = old.get("spec") or {}
-            oip, nip = ospec.get("clusterIP"), spec.get("clusterIP")
-            if (
-                oip
-                and nip
-                and oip != nip
-                and stype != "ExternalName"
-                and ospec.get("type") != "ExternalName"
-            ):
-                errs.append(
-                    invalid_value(
-                        "spec.clusterIPs[0]",
-                        spec.get("clusterIPs") or [nip],
-                        "may not change once set",
-                    )
-                )
-            olbc = ospec.get("loadBalancerClass")
-            if (
-                olbc
-                and spec.get("type") == ospec.get("type")
-                and spec.get("loadBalancerClass") != olbc
-            ):
-                errs.append(
-                    invalid_value(
-                        "spec.loadBalancerClass",
-                        spec.get("loadBalancerClass") or "",
-                        "may not change once set",
-                    )
-                )
-        for i, ing in enumerate(
-            ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
-        ):
-            ip = ing.get("ip")
-            if ip:
-                try:
-                    ipaddress.ip_address(ip)
-                except ValueError:
-                    errs.append(
-                        invalid_value(
-                            f"status.loadBalancer.ingress[{i}].ip", ip, "must be a valid IP address"
-                        )
-                    )
-            if ing.get("ipMode") and not ip:
-                errs.append(
-                    required(
-                        f"status.loadBalancer.ingress[{i}].ip",
-                        "must be specified when `ipMode` is set",
-                    )
-                )
-            elif ing.get("ipMode") not in (None, "VIP", "Proxy"):
-                errs.append(
-                    not_supported(
-                        f"status.loadBalancer.ingress[{i}].ipMode", ing["ipMode"], ["Proxy", "VIP"]
-                    )
-                )
+            errs += _immutable_errors(spec, old.get("spec") or {}, stype)
+        errs += _ingress_errors(obj)
         return errs
 
     # -- allocation -----------------------------------------------------------------------
@@ -293,67 +178,78 @@ class ServiceStrategy(Strategy):
         name = (obj.get("metadata") or {}).get("name", "")
         stype = spec.get("type", "ClusterIP")
         errs: list[FieldError] = []
-        want_ips: list[str] = []
-        if stype != "ExternalName":
-            ip = spec.get("clusterIP") or ""
-            if ip == "None":
-                spec["clusterIPs"] = ["None"]
-            elif ip:
-                problem = self._ip_problem(ip, key)
-                if problem:
-                    errs.append(
-                        invalid_value(
-                            "spec.clusterIPs",
-                            spec.get("clusterIPs") or [ip],
-                            f"failed to allocate IP {ip}: {problem}",
-                        )
-                    )
-                want_ips.append(ip)
-                spec["clusterIPs"] = [ip]
-            else:
-                ip = self._random_ip()
-                spec["clusterIP"] = ip
-                spec["clusterIPs"] = [ip]
-                want_ips.append(ip)
+        want_ips = self._cluster_ips(spec, key, errs) if stype != "ExternalName" else []
         want_ports: list[int] = []
-        ports = spec.get("ports") or []
         if stype in ("NodePort", "LoadBalancer"):
-            auto = (
-                stype == "NodePort" or spec.get("allocateLoadBalancerNodePorts", True) is not False
-            )
-            by_port: dict[Any, int] = {}
-            for i, p in enumerate(ports):
-                np = p.get("nodePort")
-                if np:
-                    problem = self._port_problem(np, key, want_ports)
-                    if problem and np not in by_port.values():
-                        errs.append(invalid_value(f"spec.ports[{i}].nodePort", np, problem))
-                    want_ports.append(np)
-                    by_port.setdefault(p.get("port"), np)
-            for p in ports:
-                if not p.get("nodePort") and auto:
-                    np = by_port.get(p.get("port")) or self._random_port(want_ports)
-                    p["nodePort"] = np
-                    want_ports.append(np)
-                    by_port[p.get("port")] = np
+            self._node_ports(spec, stype, key, want_ports, errs)
         if errs:
             raise invalid(self.rt, name, errs)
         if stype == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local":
-            hc = spec.get("healthCheckNodePort")
-            if hc:
-                if self._port_problem(hc, key, want_ports):
-                    raise internal(
-                        f"failed to allocate requested HealthCheck NodePort {hc}: provided port "
-                        "is already allocated"
-                    )
-            else:
-                hc = self._random_port(want_ports)
-                spec["healthCheckNodePort"] = hc
-            want_ports.append(hc)
+            self._health_check_port(spec, key, want_ports)
         if dry_run:
             return
         self._claim(self.ips, key, want_ips)
         self._claim(self.ports, key, want_ports)
+
+    def _cluster_ips(self, spec: Obj, key: str, errs: list[FieldError]) -> list[str]:
+        """Set ``clusterIP(s)``, the requested one (checked) or a free one; the IPs to claim."""
+        ip = spec.get("clusterIP") or ""
+        if ip == "None":
+            spec["clusterIPs"] = ["None"]
+            return []
+        if ip:
+            problem = self._ip_problem(ip, key)
+            if problem:
+                errs.append(
+                    invalid_value(
+                        "spec.clusterIPs",
+                        spec.get("clusterIPs") or [ip],
+                        f"failed to allocate IP {ip}: {problem}",
+                    )
+                )
+            spec["clusterIPs"] = [ip]
+            return [ip]
+        ip = self._random_ip()
+        spec["clusterIP"] = ip
+        spec["clusterIPs"] = [ip]
+        return [ip]
+
+    def _node_ports(
+        self, spec: Obj, stype: str, key: str, want_ports: list[int], errs: list[FieldError]
+    ) -> None:
+        """Check the requested node ports, then fill in the rest (ports sharing a number share
+        a node port) unless a LoadBalancer opts out; adds them to ``want_ports``."""
+        ports = spec.get("ports") or []
+        auto = stype == "NodePort" or spec.get("allocateLoadBalancerNodePorts", True) is not False
+        by_port: dict[Any, int] = {}
+        for i, p in enumerate(ports):
+            np = p.get("nodePort")
+            if np:
+                problem = self._port_problem(np, key, want_ports)
+                if problem and np not in by_port.values():
+                    errs.append(invalid_value(f"spec.ports[{i}].nodePort", np, problem))
+                want_ports.append(np)
+                by_port.setdefault(p.get("port"), np)
+        for p in ports:
+            if not p.get("nodePort") and auto:
+                np = by_port.get(p.get("port")) or self._random_port(want_ports)
+                p["nodePort"] = np
+                want_ports.append(np)
+                by_port[p.get("port")] = np
+
+    def _health_check_port(self, spec: Obj, key: str, want_ports: list[int]) -> None:
+        """The requested ``healthCheckNodePort`` (500 when taken) or a free one."""
+        hc = spec.get("healthCheckNodePort")
+        if hc:
+            if self._port_problem(hc, key, want_ports):
+                raise internal(
+                    f"failed to allocate requested HealthCheck NodePort {hc}: provided port "
+                    "is already allocated"
+                )
+        else:
+            hc = self._random_port(want_ports)
+            spec["healthCheckNodePort"] = hc
+        want_ports.append(hc)
 
     def release(self, obj: Obj) -> None:
         key = _key(obj)
@@ -430,3 +326,141 @@ def _externally_accessible(spec: dict[str, Any]) -> bool:
     return stype in ("NodePort", "LoadBalancer") or (
         stype == "ClusterIP" and bool(spec.get("externalIPs"))
     )
+
+
+def _port_errors(ports: list[Any], stype: str) -> list[FieldError]:
+    """Each port: names (required when several, unique), numbers, protocols, unique
+    port/protocol pairs, target ports, node ports (not on ClusterIP, unique)."""
+    errs: list[FieldError] = []
+    seen_names: set[str] = set()
+    seen_pp: set[tuple[Any, Any]] = set()
+    seen_np: set[tuple[Any, Any]] = set()
+    for i, p in enumerate(ports):
+        f = f"spec.ports[{i}]"
+        name = p.get("name") or ""
+        if len(ports) > 1 and not name:
+            errs.append(required(f"{f}.name"))
+        elif name in seen_names:
+            errs.append(duplicate(f"{f}.name", name))
+        seen_names.add(name)
+        port = p.get("port")
+        if not isinstance(port, int) or not 1 <= port <= 65535:
+            errs.append(invalid_value(f"{f}.port", port, "must be between 1 and 65535, inclusive"))
+        proto = p.get("protocol", "TCP")
+        if proto not in PROTOCOLS:
+            errs.append(not_supported(f"{f}.protocol", proto, PROTOCOLS))
+        if (port, proto) in seen_pp:
+            errs.append(duplicate(f, f'core.ServicePort{{Port:{port}, Protocol:"{proto}"}}'))
+        seen_pp.add((port, proto))
+        tp = p.get("targetPort")
+        if isinstance(tp, int) and not 1 <= tp <= 65535:
+            errs.append(
+                invalid_value(f"{f}.targetPort", tp, "must be between 1 and 65535, inclusive")
+            )
+        np = p.get("nodePort")
+        if np:
+            if stype == "ClusterIP":
+                errs.append(
+                    forbidden(f"{f}.nodePort", "may not be used when `type` is 'ClusterIP'")
+                )
+            elif (np, proto) in seen_np:
+                errs.append(duplicate(f"{f}.nodePort", np))
+            seen_np.add((np, proto))
+    return errs
+
+
+def _traffic_errors(spec: dict[str, Any], stype: str) -> list[FieldError]:
+    """healthCheckNodePort, externalTrafficPolicy and loadBalancerSourceRanges: only where
+    the type allows them."""
+    errs: list[FieldError] = []
+    hc = spec.get("healthCheckNodePort")
+    if hc and not (stype == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local"):
+        errs.append(
+            invalid_value(
+                "spec.healthCheckNodePort",
+                hc,
+                "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` "
+                "is 'Local'",
+            )
+        )
+    etp = spec.get("externalTrafficPolicy")
+    if etp and not _externally_accessible(spec):
+        errs.append(
+            invalid_value(
+                "spec.externalTrafficPolicy",
+                etp,
+                "may only be set for externally-accessible services",
+            )
+        )
+    elif etp and etp not in ("Cluster", "Local"):
+        errs.append(not_supported("spec.externalTrafficPolicy", etp, ["Cluster", "Local"]))
+    if spec.get("loadBalancerSourceRanges") and stype != "LoadBalancer":
+        errs.append(
+            forbidden(
+                "spec.loadBalancerSourceRanges",
+                "may only be used when `type` is 'LoadBalancer'",
+            )
+        )
+    return errs
+
+
+def _immutable_errors(spec: dict[str, Any], ospec: dict[str, Any], stype: str) -> list[FieldError]:
+    """On update: the cluster IP and (for the same type) the load-balancer class stay."""
+    errs: list[FieldError] = []
+    oip, nip = ospec.get("clusterIP"), spec.get("clusterIP")
+    if (
+        oip
+        and nip
+        and oip != nip
+        and stype != "ExternalName"
+        and ospec.get("type") != "ExternalName"
+    ):
+        errs.append(
+            invalid_value(
+                "spec.clusterIPs[0]",
+                spec.get("clusterIPs") or [nip],
+                "may not change once set",
+            )
+        )
+    olbc = ospec.get("loadBalancerClass")
+    if olbc and spec.get("type") == ospec.get("type") and spec.get("loadBalancerClass") != olbc:
+        errs.append(
+            invalid_value(
+                "spec.loadBalancerClass",
+                spec.get("loadBalancerClass") or "",
+                "may not change once set",
+            )
+        )
+    return errs
+
+
+def _ingress_errors(obj: Obj) -> list[FieldError]:
+    """``status.loadBalancer.ingress``: valid IPs, and an ``ipMode`` only with an IP."""
+    errs: list[FieldError] = []
+    for i, ing in enumerate(
+        ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    ):
+        ip = ing.get("ip")
+        if ip:
+            try:
+                ipaddress.ip_address(ip)
+            except ValueError:
+                errs.append(
+                    invalid_value(
+                        f"status.loadBalancer.ingress[{i}].ip", ip, "must be a valid IP address"
+                    )
+                )
+        if ing.get("ipMode") and not ip:
+            errs.append(
+                required(
+                    f"status.loadBalancer.ingress[{i}].ip",
+                    "must be specified when `ipMode` is set",
+                )
+            )
+        elif ing.get("ipMode") not in (None, "VIP", "Proxy"):
+            errs.append(
+                not_supported(
+                    f"status.loadBalancer.ingress[{i}].ipMode", ing["ipMode"], ["Proxy", "VIP"]
+                )
+            )
+    return errs

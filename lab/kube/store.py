@@ -3,12 +3,15 @@
 State and operations only, no HTTP (``handlers.py`` parses requests and calls in here). Every
 write runs under one lock, consumes the next global revision, is appended to a bounded history
 and pushed to watchers, so replay from any retained revision and live delivery can never miss
-or duplicate an event. Writes live in ``writes.py`` and deletion in ``deletion.py``, composed in
-as ``store.writer`` and ``store.deleter`` (sharing this lock) and called there directly, so each
-operation has one owner; kind-specific behaviour comes from strategies
-(``strategies.py``, ``services.py``). Stored objects are never mutated after
-commit (every write builds a new dict), which lets readers serialise them outside the lock and
-lets each object cache its JSON encoding.
+or duplicate an event. Kind-specific behaviour comes from strategies (``strategy_table.py``
+picks one per resource type). Stored objects are never mutated after commit (every write builds
+a new dict), which lets readers serialise them outside the lock and lets each object cache its
+JSON encoding.
+
+This is the core the rest stands on, and it knows nothing above it: writes (``writes.py``),
+deletion (``deletion.py``), the seeded objects (``seed.py``) and the apiserver's endpoint
+reconciler (``apiserver_endpoints.py``) take a store and call its ``commit``; ``registry.py``
+composes them over it (``Registry``, the store the server serves), so imports run one way.
 """
 
 from __future__ import annotations
@@ -25,18 +28,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.kube import apiserver_endpoints, events
+from lab.kube import events
 from lab.kube import exceptions as E
-from lab.kube.deletion import Deleter
-from lab.kube.objects import ObjKey, RTKey, clone, rt_key
+from lab.kube.objects import Obj, ObjKey, RTKey, clone, rt_key
 from lab.kube.resources import RESOURCES, ResourceType
 from lab.kube.schema import always_serialized
-from lab.kube.seed import seed_defaults
 from lab.kube.selectors import FieldRequirement, Requirement, fields_match, labels_match
-from lab.kube.strategies import Strategy, build_strategies
+from lab.kube.strategies import Strategy
+from lab.kube.strategy_table import build_strategies
 from lab.kube.version import DEFAULT_K8S_VERSION
-from lab.kube.watch import Event, ExpiredError, Obj, Watcher, dumps, with_type
-from lab.kube.writes import Writer
+from lab.kube.watch import Event, ExpiredError, Watcher, dumps, with_type
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,6 @@ class Store:
         node_port_range: tuple[int, int] = (30000, 32767),
         history: int = 20000,
         window: WatchWindow | None = None,
-        seed: bool = True,
         fake_kubelet: bool = False,
     ) -> None:
         self.resources = resources
@@ -139,27 +139,25 @@ class Store:
         self._compaction = (time.monotonic(), 1)  # (last round, revision for the next)
         self.watchers: dict[RTKey, set[Watcher]] = {k: set() for k in self.by_key}
         self._t = _Tables()
-        self._seed = seed
         self.fake_kubelet = fake_kubelet  # confirm graceful pod deletion at once
         self.k8s_version = DEFAULT_K8S_VERSION  # the schemas writes are checked against
-        self.deleter = Deleter(self)
-        self.writer = Writer(self)
-        self._reconciling = False  # the apiserver's endpoint reconciler is writing
         #: the last object committed and its JSON (the size check's encoding), so the reply
         #: to that write does not encode it again (see :meth:`encoded`)
         self._last_commit: tuple[Obj, bytes] | None = None
         #: told ``(resource type, revision)`` of every event as it is committed, before any
         #: watcher sees it (the lab's settle barrier and clock: ``lab.settle.ApiHeads``)
         self.on_publish: Callable[[RTKey, int], None] | None = None
-        self.reset()
+        self._clear()
 
     # ------------------------------------------------------------------ lifecycle / admin
     def reset(self) -> None:
+        """Forget every object and all history (``Registry`` seeds a fresh cluster again)."""
+        self._clear()
+
+    def _clear(self) -> None:
         with self.lock:
             self._empty()
             self._forget_history()
-            if self._seed:
-                self.seed_defaults()
 
     def _empty(self) -> None:
         """Close every watch and drop every object and allocation (the lock is held)."""
@@ -170,9 +168,6 @@ class Store:
             self._t.sorted_keys[k] = None
         for s in self.strategies.values():
             s.reset()
-
-    def seed_defaults(self) -> None:
-        seed_defaults(self)
 
     ca_pem = "-----BEGIN CERTIFICATE-----\nsimulated\n-----END CERTIFICATE-----\n"
 
@@ -307,13 +302,6 @@ class Store:
         twin = events.twin_of(k)
         if twin is not None and twin in self.by_key:
             self._mirror(twin, etype, obj, old)
-        if apiserver_endpoints.concerns(k, key) and not self._reconciling:
-            # kube-apiserver's endpoint reconciler, run on write instead of every 10 s
-            self._reconciling = True
-            try:
-                apiserver_endpoints.reconcile(self)
-            finally:
-                self._reconciling = False
         return obj
 
     def encoded(self, obj: Obj) -> bytes:

@@ -4,8 +4,10 @@ A strategy answers the questions ``k8s.io/apiserver``'s ``RESTCreateStrategy`` a
 answer: how names are validated, what a create resets, which half of the object the main
 resource and ``/status`` may change, whether ``metadata.generation`` is managed, which field
 selectors exist, whether delete is graceful and whether it returns the object. The store
-(``store.py``) calls these hooks under its lock; Services (allocation) live in ``services.py``.
-Adding a kind = one entry in ``resources.py`` and, if it behaves specially, a class here.
+(``store.py``) calls these hooks under its lock; Services (allocation) live in ``services.py``,
+the workload, RBAC and aggregation kinds in ``kinds.py``, and ``strategy_table.py`` picks one
+strategy per resource type. Adding a kind = one entry in ``resources.py`` and, if it behaves
+specially, a class here (or beside it) and a line in the table.
 """
 
 from __future__ import annotations
@@ -21,11 +23,9 @@ from lab.kube.exceptions import (
     not_supported,
     required,
 )
-from lab.kube.objects import clone
+from lab.kube.objects import Obj, clone
 from lab.kube.resources import ResourceType
 from lab.kube.validation import validate_labels
-
-Obj = dict[str, Any]
 
 GENERIC_FIELDS = ("metadata.name", "metadata.namespace")
 
@@ -541,33 +541,3 @@ class ReplicaSetStrategy(Strategy):
 
 class LeaseStrategy(Strategy):
     pass
-
-
-def build_strategies(
-    resources: tuple[ResourceType, ...], *, service_cidr: str, node_port_range: tuple[int, int]
-) -> dict[tuple[str, str], Strategy]:
-    """One strategy per (group, plural)."""
-    from lab.kube.kinds import SPECIAL
-    from lab.kube.services import ServiceStrategy
-
-    special: dict[tuple[str, str], type[Strategy]] = {
-        ("", "namespaces"): NamespaceStrategy,
-        ("", "nodes"): NodeStrategy,
-        ("", "pods"): PodStrategy,
-        ("", "secrets"): SecretStrategy,
-        ("", "events"): EventStrategy,
-        ("events.k8s.io", "events"): EventsV1Strategy,
-        ("", "serviceaccounts"): ServiceAccountStrategy,
-        ("apps", "deployments"): DeploymentStrategy,
-        ("apps", "replicasets"): ReplicaSetStrategy,
-        ("coordination.k8s.io", "leases"): LeaseStrategy,
-        **SPECIAL,
-    }
-    out: dict[tuple[str, str], Strategy] = {}
-    for rt in resources:
-        key = (rt.group, rt.plural)
-        if key == ("", "services"):
-            out[key] = ServiceStrategy(rt, cidr=service_cidr, node_ports=node_port_range)
-        else:
-            out[key] = special.get(key, Strategy)(rt)
-    return out

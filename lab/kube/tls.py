@@ -37,7 +37,25 @@ def make_certs(hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> ServingCe
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ccm-lab-kube-ca")])
-    ca = (
+    ca = _ca_certificate(ca_key, ca_name, now)
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = _serving_certificate(key, ca_key, ca_name, hosts, now)
+    return ServingCerts(
+        ca_pem=ca.public_bytes(serialization.Encoding.PEM),
+        cert_pem=leaf.public_bytes(serialization.Encoding.PEM),
+        key_pem=key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    )
+
+
+def _ca_certificate(
+    ca_key: ec.EllipticCurvePrivateKey, ca_name: x509.Name, now: dt.datetime
+) -> x509.Certificate:
+    """A self-signed CA for one day (five minutes' clock skew allowed)."""
+    return (
         x509.CertificateBuilder()
         .subject_name(ca_name)
         .issuer_name(ca_name)
@@ -65,14 +83,23 @@ def make_certs(hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> ServingCe
         )
         .sign(ca_key, hashes.SHA256())
     )
-    key = ec.generate_private_key(ec.SECP256R1())
+
+
+def _serving_certificate(
+    key: ec.EllipticCurvePrivateKey,
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_name: x509.Name,
+    hosts: tuple[str, ...],
+    now: dt.datetime,
+) -> x509.Certificate:
+    """The apiserver's serving certificate for ``hosts`` (IP or DNS names), signed by the CA."""
     sans: list[x509.GeneralName] = []
     for h in hosts:
         try:
             sans.append(x509.IPAddress(ipaddress.ip_address(h)))
         except ValueError:
             sans.append(x509.DNSName(h))
-    leaf = (
+    return (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
         .issuer_name(ca_name)
@@ -87,13 +114,4 @@ def make_certs(hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> ServingCe
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
         )
         .sign(ca_key, hashes.SHA256())
-    )
-    return ServingCerts(
-        ca_pem=ca.public_bytes(serialization.Encoding.PEM),
-        cert_pem=leaf.public_bytes(serialization.Encoding.PEM),
-        key_pem=key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ),
     )

@@ -70,19 +70,31 @@ def validate_metadata(
     if namespaced and not meta.get("namespace"):
         errs.append(required("metadata.namespace"))
     errs.extend(validate_labels(meta.get("labels"), "metadata.labels"))
-    annotations = meta.get("annotations") or {}
+    errs.extend(_annotation_errors(meta.get("annotations") or {}))
+    errs.extend(_finalizer_errors(meta.get("finalizers") or []))
+    errs.extend(_owner_reference_errors(meta.get("ownerReferences") or []))
+    return errs
+
+
+def _annotation_errors(annotations: Any) -> list[FieldError]:
+    """A map of qualified keys, 256 KiB at most in all."""
     if not isinstance(annotations, dict):
-        errs.append(invalid_value("metadata.annotations", str(annotations), "must be a map"))
-    else:
-        total = 0
-        for k, v in annotations.items():
-            problem = key_problem(k)
-            if problem:
-                errs.append(invalid_value("metadata.annotations", k, problem))
-            total += len(k) + len(str(v))
-        if total > 256 * 1024:
-            errs.append(too_long("metadata.annotations", 256 * 1024))
-    finalizers = meta.get("finalizers") or []
+        return [invalid_value("metadata.annotations", str(annotations), "must be a map")]
+    errs: list[FieldError] = []
+    total = 0
+    for k, v in annotations.items():
+        problem = key_problem(k)
+        if problem:
+            errs.append(invalid_value("metadata.annotations", k, problem))
+        total += len(k) + len(str(v))
+    if total > 256 * 1024:
+        errs.append(too_long("metadata.annotations", 256 * 1024))
+    return errs
+
+
+def _finalizer_errors(finalizers: Any) -> list[FieldError]:
+    """Qualified names, and not both orphan and foregroundDeletion."""
+    errs: list[FieldError] = []
     for i, f in enumerate(finalizers):
         if not isinstance(f, str) or key_problem(f):
             errs.append(
@@ -100,8 +112,14 @@ def validate_metadata(
                 "finalizer orphan and foregroundDeletion cannot be both set",
             )
         )
+    return errs
+
+
+def _owner_reference_errors(refs: Any) -> list[FieldError]:
+    """Every reference complete, at most one of them the controller."""
+    errs: list[FieldError] = []
     controllers = 0
-    for i, ref in enumerate(meta.get("ownerReferences") or []):
+    for i, ref in enumerate(refs):
         for f in ("apiVersion", "kind", "name", "uid"):
             if not ref.get(f):
                 errs.append(

@@ -17,8 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-Obj = dict[str, Any]
-
+from lab.kube.objects import Obj
 
 # one encoder for every body: ``json.dumps`` with options builds a new one per call
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)

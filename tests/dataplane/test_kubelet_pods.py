@@ -9,8 +9,8 @@ from collections.abc import Callable, Hashable
 
 import pytest
 
-from lab.dataplane.api import Obj
 from lab.dataplane.nodelifecycle import MONITOR
+from lab.kube.objects import Obj
 from tests.dataplane.conftest import Cluster, Recorder, Snapshot, wait
 
 PROBE = {"exec": {"command": ["cat", "/tmp/ready"]}, "periodSeconds": 2, "failureThreshold": 1}

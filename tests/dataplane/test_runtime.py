@@ -10,9 +10,10 @@ from collections.abc import Hashable, Iterator
 import pytest
 
 from lab.clock import LabClock, ManualClock, ScaledClock
-from lab.dataplane.api import PODS, Api, Obj, path
+from lab.dataplane.api import PODS, Api, path
 from lab.dataplane.controller import Controller
 from lab.dataplane.informers import Informer
+from lab.kube.objects import Obj
 from lab.kube.server import KubeServer
 from lab.settle import SettleTimeout, settle
 from tests.dataplane.conftest import wait

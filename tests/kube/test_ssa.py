@@ -17,7 +17,8 @@ from lab.kube.exceptions import ApiError
 from lab.kube.handlers import manager_from_user_agent
 from lab.kube.resources import RESOURCES
 from lab.kube.server import KubeServer
-from lab.kube.ssa import FieldManager, Types, compare, field_set, from_fields_v1, to_fields_v1
+from lab.kube.smd import Types, compare, field_set, from_fields_v1, to_fields_v1
+from lab.kube.ssa import FieldManager
 from tests.kube.conftest import raw
 from tests.kube.test_kubectl import KUBECTL, Kubectl
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from lab.kube.exceptions import ApiError
-from lab.kube.store import Selection, Store
+from lab.kube.registry import Registry
+from lab.kube.store import Selection
 from lab.kube.watch import CLOSED, Event, ExpiredError
 
 
 def test_bounded_history_expires_old_watches_and_replays_recent_ones() -> None:
-    store = Store(history=5)
+    store = Registry(history=5)
     cms = store.rt("", "configmaps")
     start = store.rv
     for i in range(10):
@@ -30,7 +31,7 @@ def test_bounded_history_expires_old_watches_and_replays_recent_ones() -> None:
 
 
 def test_dump_and_load_keep_objects_allocations_and_revision() -> None:
-    store = Store()
+    store = Registry()
     svc = store.rt("", "services")
     made = store.writer.create(
         svc,
@@ -38,7 +39,7 @@ def test_dump_and_load_keep_objects_allocations_and_revision() -> None:
         {"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}},
     )
     state = store.dump()
-    other = Store(seed=False)
+    other = Registry(seed=False)
     other.load(state)
     assert other.rv == store.rv
     got = other.get(svc, "default", "lb").obj

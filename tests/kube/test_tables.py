@@ -15,13 +15,12 @@ from lab.kube.resources import RESOURCES, ResourceType, lookup
 from lab.kube.tables import (
     TableRequestError,
     columns_for,
-    format_label_selector,
-    human_duration,
-    service_external_ip,
     table_version,
     to_table,
     wants_table,
 )
+from lab.kube.tables_cells import format_label_selector, human_duration
+from lab.kube.tables_core import service_external_ip
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 KUBECTL_TABLE_ACCEPT = (

@@ -14,8 +14,9 @@ import pytest
 from controller.runtime.informer import Handlers, Informer
 from controller.runtime.kube import ApiKube
 from lab.kube.exceptions import ApiError
+from lab.kube.registry import Registry
 from lab.kube.server import KubeServer
-from lab.kube.store import Selection, Store, WatchWindow
+from lab.kube.store import Selection, WatchWindow
 from lab.kube.watch import ExpiredError
 from tests.kube.conftest import raw
 
@@ -33,7 +34,7 @@ def test_defaults_are_kube_apiservers() -> None:
 
 
 def test_a_watch_before_the_window_is_too_old_per_resource_type() -> None:
-    store = Store(window=TIGHT)
+    store = Registry(window=TIGHT)
     cms = store.rt("", "configmaps")
     secrets = store.rt("", "secrets")
     first = store.writer.create(cms, "default", cm("a"))["metadata"]["resourceVersion"]
@@ -58,7 +59,7 @@ def test_a_watch_before_the_window_is_too_old_per_resource_type() -> None:
 
 
 def test_a_list_at_a_compacted_revision_is_too_old() -> None:
-    store = Store(window=TIGHT)
+    store = Registry(window=TIGHT)
     cms = store.rt("", "configmaps")
     old = int(store.writer.create(cms, "default", cm("a"))["metadata"]["resourceVersion"])
     store.writer.create(cms, "default", cm("b"))

@@ -1,6 +1,6 @@
 """The write path's shortcuts give what the long way gives.
 
-``objects.clone`` stands in for ``copy.deepcopy``; ``ssa.compare`` skips equal subtrees;
+``objects.clone`` stands in for ``copy.deepcopy``; ``smd.compare`` skips equal subtrees;
 ``schema.type_error(stored=...)`` skips top-level fields a patch left as they were. Each is
 checked against the long way on the same inputs, so a shortcut that changed an answer fails.
 """
@@ -12,10 +12,10 @@ import json
 from typing import Any
 
 from lab.kube.objects import clone
+from lab.kube.registry import Registry
 from lab.kube.resources import RESOURCES
 from lab.kube.schema import type_error
-from lab.kube.ssa import Types, compare
-from lab.kube.store import Store
+from lab.kube.smd import Types, compare
 
 NODES = next(r for r in RESOURCES if r.group == "" and r.plural == "nodes")
 SERVICES = next(r for r in RESOURCES if r.group == "" and r.plural == "services")
@@ -89,7 +89,7 @@ def test_type_error_with_the_stored_object_finds_the_same_first_error() -> None:
 
 
 def test_a_writes_reply_reuses_its_commits_encoding_only_for_that_object() -> None:
-    store = Store()
+    store = Registry()
     cms = store.rt("", "configmaps")
     first = store.writer.create(cms, "default", {"metadata": {"name": "a"}, "data": {"k": "v"}})
     cached = store.encoded(first)
