@@ -231,6 +231,9 @@ def _decode(name: str, value: Any) -> Any:
 def up_request(**options: Any) -> LabSpec:
     """``lab.up``'s request: a spec whose backend defaults to ``auto``, checked by every rule
     of :attr:`Scope.SPEC` and :attr:`Scope.UP` (a :class:`SpecError` names the first broken)."""
+    if options.get("controller_image") is not None:
+        # the image's pod reaches the AWS endpoint and metadata service on the nodes' gateway
+        options = {**options, "expose_to_nodes": True}
     spec = LabSpec(**{"backend": AUTO, **options})
     check(spec, Scope.UP)
     return spec
@@ -450,7 +453,7 @@ def _real_extras(spec: LabSpec) -> list[str]:
         "--legacy-behavior": bool(spec.legacy),
         "--args": bool(spec.extra_args),
         "--no-controller": not spec.controller,
-        "--expose-to-nodes": spec.expose_to_nodes,
+        "--expose-to-nodes": spec.expose_to_nodes and spec.controller_image is None,
         "--clock-speed": spec.clock_speed != DEFAULT_SPEED,
         "--feature-gates": bool(spec.feature_gates),
         "--insecure-api": spec.insecure_api,
