@@ -100,8 +100,9 @@ class LabSpec:
     seed: int = 1
     #: register nodes with ``provider-id`` (as the kind configs do); False = name lookup only
     provider_ids: bool = True
-    #: sim, kind or existing (``kubeconfig`` names it); ``auto`` only in a front-door request
-    backend: BackendRequest = Backend.SIM
+    #: sim, kind or existing (``kubeconfig`` names it); ``auto`` only in a front-door request.
+    #: A word is taken and made the enum member (the rule table refuses an unknown one).
+    backend: BackendRequest | str = Backend.SIM
     #: existing: the kubeconfig of the cluster to attach to
     kubeconfig: Path | None = None
     kind_binary: str = "kind"
@@ -124,7 +125,8 @@ class LabSpec:
     insecure_api: bool = False
     #: how our controller starts: "fork" from the fork server, or "exec" afresh each time
     controller_launch: str = "fork"
-    aws: AwsKind = AwsKind.MOTO
+    #: moto, localstack or real (a word is taken as for ``backend``)
+    aws: AwsKind | str = AwsKind.MOTO
     #: localstack: the base URL of a running LocalStack; None starts one through Docker
     aws_endpoint: str | None = None
     #: real: the run (``lab.aws.realaccount``) whose instances are the nodes
