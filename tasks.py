@@ -595,7 +595,6 @@ def report(
     import subprocess
     from pathlib import Path
 
-    from e2e.catalog import CATALOG, NOT_CONTROLLER_AGNOSTIC, by_id
     from lab.conformance import EXPECTATIONS, pytest_argv
 
     if expect not in EXPECTATIONS:
@@ -609,19 +608,7 @@ def report(
             "--controller upstream=PATH",
             code=1,
         )
-    chosen = _split(scenarios)
-    try:
-        picked = [by_id(s) for s in chosen] if chosen else list(CATALOG)
-    except KeyError as exc:
-        raise Exit(f"error: --scenarios {scenarios!r}: {exc.args[0]}", code=1) from None
-    for scenario in picked:
-        if chosen and scenario.id in NOT_CONTROLLER_AGNOSTIC:
-            raise Exit(
-                f"error: --scenarios {scenario.id}: no controller-agnostic case "
-                f"({NOT_CONTROLLER_AGNOSTIC[scenario.id]})",
-                code=1,
-            )
-    modules = [s.module for s in picked if s.id not in NOT_CONTROLLER_AGNOSTIC]
+    modules = _report_modules(scenarios)
     here = Path(__file__).resolve().parent
     report_dir = Path(out).resolve()
     argv = pytest_argv(
@@ -641,6 +628,26 @@ def report(
         print(f"written: {markdown} and {report_dir / 'conformance.xml'}")
     if done.returncode:
         raise Exit(code=done.returncode)
+
+
+def _report_modules(scenarios: str) -> list[str]:
+    """``--scenarios``: the catalog modules to judge (default: every scenario with
+    controller-agnostic cases); one line and exit 1 for an unknown or unjudgeable id."""
+    from e2e.catalog import CATALOG, NOT_CONTROLLER_AGNOSTIC, by_id
+
+    chosen = _split(scenarios)
+    try:
+        picked = [by_id(s) for s in chosen] if chosen else list(CATALOG)
+    except KeyError as exc:
+        raise Exit(f"error: --scenarios {scenarios!r}: {exc.args[0]}", code=1) from None
+    for scenario in picked:
+        if chosen and scenario.id in NOT_CONTROLLER_AGNOSTIC:
+            raise Exit(
+                f"error: --scenarios {scenario.id}: no controller-agnostic case "
+                f"({NOT_CONTROLLER_AGNOSTIC[scenario.id]})",
+                code=1,
+            )
+    return [s.module for s in picked if s.id not in NOT_CONTROLLER_AGNOSTIC]
 
 
 ns = Collection()
