@@ -1,6 +1,6 @@
 """The front door: ``invoke lab.*`` and ``invoke check``.
 
-Task bodies stay thin and call importable functions in ``lab.labctl`` (and ``e2e.repro``), so
+Task bodies stay thin and call importable functions in ``lab.frontdoor`` (and ``e2e.repro``), so
 tests call the same code. ``invoke --list`` shows everything.
 
 Every task validates its input before it changes anything; a mistake ends in one line naming
@@ -242,81 +242,50 @@ def up(
     dry_run: bool = False,
 ) -> None:
     """Bring a lab up: AWS endpoint, metadata, cluster, controller."""
+    flags = {k: v for k, v in locals().items() if k != "c"}
+    from lab.frontdoor.realaccount import up_real_aws
+    from lab.frontdoor.up import up as lab_up
+
+    spec = _run(_up_spec, flags)
+    _run(up_real_aws if spec.aws == "real" else lab_up, spec)
+
+
+def _up_spec(flags: dict[str, Any]) -> Any:
+    """``lab.up``'s flags as the lab's ``LabSpec``: our controller's flags checked against its
+    registry and parser, another build's command parsed, then the rule table (``lab.spec``)
+    judges the whole; a refusal is one line naming the flag, the value and the fix."""
     from pathlib import Path
 
-    from lab.labctl import up as lab_up
-    from lab.labctl import up_real_aws
+    from lab.spec import up_request
 
-    if aws == "real":
-        # flags of a lab the real-account path does not make: refused, never silently ignored
-        given = {
-            "--k8s-version": k8s_version != DEFAULT_K8S_VERSION,
-            "--legacy-behavior": bool(legacy_behavior),
-            "--args": bool(args),
-            "--no-controller": no_controller,
-            "--expose-to-nodes": expose_to_nodes,
-            "--clock-speed": clock_speed != 10.0,
-            "--feature-gates": bool(feature_gates),
-            "--insecure-api": insecure_api,
-            "--controller-cmd": bool(controller_cmd),
-            "--controller": bool(controller),
-            "--controller-ready-log": bool(controller_ready_log),
-            "--controller-ready-url": bool(controller_ready_url),
-            "--aws-endpoint": bool(aws_endpoint),
-            "--controller-image": bool(controller_image),
-            "--kubeconfig": bool(kubeconfig),
-        }
-        extra_flags = [flag for flag, on in given.items() if on]
-        if extra_flags:
-            raise Exit(
-                f"error: {extra_flags[0]}: --aws real runs the sim cluster on the run's "
-                f"instances with our controller as it is, so it takes --name, --nodes, "
-                f"--vpc-cidr, --backend sim, --i-accept-aws-charges and --dry-run: drop "
-                f"{extra_flags[0]}",
-                code=1,
-            )
-        _run(
-            up_real_aws,
-            name=name,
-            nodes=nodes,
-            backend=backend,
-            accept_aws_charges=i_accept_aws_charges,
-            dry_run=dry_run,
-            vpc_cidr=vpc_cidr or None,
-        )
-        return
-
-    legacy, extra = _controller_flags(legacy_behavior, args)
+    legacy, extra = _controller_flags(flags["legacy_behavior"], flags["args"])
     command = _controller_command(
-        controller_cmd, controller, controller_ready_log, controller_ready_url
+        flags["controller_cmd"],
+        flags["controller"],
+        flags["controller_ready_log"],
+        flags["controller_ready_url"],
     )
-    if command is not None and no_controller:
-        raise Exit(
-            f"error: --no-controller with --controller-cmd/--controller ({command.name}): "
-            "drop one of them",
-            code=1,
-        )
-    _run(
-        lab_up,
-        name=name,
-        nodes=nodes,
-        k8s_version=k8s_version,
-        legacy=legacy,
-        args=extra,
-        controller=not no_controller,
-        command=command,
-        backend=backend,
-        aws=aws,
-        expose_to_nodes=expose_to_nodes,
-        clock_speed=clock_speed,
-        feature_gates=feature_gates,
-        vpc_cidr=vpc_cidr or None,
-        insecure_api=insecure_api,
-        aws_endpoint=aws_endpoint or None,
-        controller_image=controller_image or None,
+    kubeconfig = flags["kubeconfig"]
+    return up_request(
+        name=flags["name"],
+        backend=flags["backend"],
+        aws=flags["aws"],
+        nodes=flags["nodes"],
+        k8s_version=flags["k8s_version"],
+        legacy=tuple(legacy),
+        extra_args=tuple(extra),
+        controller=not flags["no_controller"],
+        controller_command=command,
+        expose_to_nodes=flags["expose_to_nodes"],
+        clock_speed=flags["clock_speed"],
+        feature_gates=flags["feature_gates"],
+        vpc_cidr=flags["vpc_cidr"] or None,
+        insecure_api=flags["insecure_api"],
+        aws_endpoint=flags["aws_endpoint"] or None,
+        controller_image=flags["controller_image"] or None,
         kubeconfig=Path(kubeconfig).expanduser() if kubeconfig else None,
-        accept_aws_charges=i_accept_aws_charges,
-        dry_run=dry_run,
+        accept_aws_charges=flags["i_accept_aws_charges"],
+        dry_run=flags["dry_run"],
     )
 
 
@@ -329,7 +298,7 @@ def up(
 def down(c: Context, name: str = "default", dry_run: bool = False) -> None:
     """Stop a lab and remove its state; fails, keeping the logs, if anything is left behind.
     An --aws real lab: removes what carries its run's tag and lists it."""
-    from lab.labctl import down as lab_down
+    from lab.frontdoor.down import down as lab_down
 
     _run(lab_down, name=name, dry_run=dry_run)
 
@@ -446,7 +415,7 @@ def _after_double_dash(argv: Sequence[str]) -> list[str]:
 @task(help={"name": "lab name"})
 def kubectl(c: Context, name: str = "default") -> None:
     """kubectl against the lab: `invoke lab.kubectl -- get nodes -o wide`."""
-    from lab.labctl import kubectl as lab_kubectl
+    from lab.frontdoor.nodes import kubectl as lab_kubectl
 
     code = _run(lab_kubectl, _after_double_dash(sys.argv), name=name)
     if code:
@@ -482,7 +451,7 @@ def controller_restart(
 ) -> None:
     """Restart only the controller, with other flags or another build (the old one stays if
     the new fails)."""
-    from lab.labctl import restart_controller
+    from lab.frontdoor.controller import restart_controller
 
     legacy, extra = _controller_flags(legacy_behavior, args)
     command = _controller_command(
@@ -542,7 +511,7 @@ def _node_task(action: str, doc: str) -> Any:
         },
     )
     def node_task(c: Context, name: str = "default", node: str = "", value: str = "") -> None:
-        from lab.labctl import node_action
+        from lab.frontdoor.nodes import node_action
 
         if not node:
             raise Exit(f"error: lab.nodes.{action} needs --node NAME", code=1)
@@ -564,7 +533,7 @@ def debug(
     c: Context, name: str = "default", legacy_behavior: str = "", args: str = "", port: int = 0
 ) -> None:
     """Run the lab's controller under debugpy, waiting for your debugger to attach."""
-    from lab.labctl import debug_controller
+    from lab.frontdoor.debug import debug_controller
 
     legacy, extra = _controller_flags(legacy_behavior, args)
     _run(debug_controller, name=name, legacy=legacy, args=extra, port=port)
@@ -626,7 +595,6 @@ def report(
     import subprocess
     from pathlib import Path
 
-    from e2e.catalog import CATALOG, NOT_CONTROLLER_AGNOSTIC, by_id
     from lab.conformance import EXPECTATIONS, pytest_argv
 
     if expect not in EXPECTATIONS:
@@ -640,19 +608,7 @@ def report(
             "--controller upstream=PATH",
             code=1,
         )
-    chosen = _split(scenarios)
-    try:
-        picked = [by_id(s) for s in chosen] if chosen else list(CATALOG)
-    except KeyError as exc:
-        raise Exit(f"error: --scenarios {scenarios!r}: {exc.args[0]}", code=1) from None
-    for scenario in picked:
-        if chosen and scenario.id in NOT_CONTROLLER_AGNOSTIC:
-            raise Exit(
-                f"error: --scenarios {scenario.id}: no controller-agnostic case "
-                f"({NOT_CONTROLLER_AGNOSTIC[scenario.id]})",
-                code=1,
-            )
-    modules = [s.module for s in picked if s.id not in NOT_CONTROLLER_AGNOSTIC]
+    modules = _report_modules(scenarios)
     here = Path(__file__).resolve().parent
     report_dir = Path(out).resolve()
     argv = pytest_argv(
@@ -672,6 +628,26 @@ def report(
         print(f"written: {markdown} and {report_dir / 'conformance.xml'}")
     if done.returncode:
         raise Exit(code=done.returncode)
+
+
+def _report_modules(scenarios: str) -> list[str]:
+    """``--scenarios``: the catalog modules to judge (default: every scenario with
+    controller-agnostic cases); one line and exit 1 for an unknown or unjudgeable id."""
+    from e2e.catalog import CATALOG, NOT_CONTROLLER_AGNOSTIC, by_id
+
+    chosen = _split(scenarios)
+    try:
+        picked = [by_id(s) for s in chosen] if chosen else list(CATALOG)
+    except KeyError as exc:
+        raise Exit(f"error: --scenarios {scenarios!r}: {exc.args[0]}", code=1) from None
+    for scenario in picked:
+        if chosen and scenario.id in NOT_CONTROLLER_AGNOSTIC:
+            raise Exit(
+                f"error: --scenarios {scenario.id}: no controller-agnostic case "
+                f"({NOT_CONTROLLER_AGNOSTIC[scenario.id]})",
+                code=1,
+            )
+    return [s.module for s in picked if s.id not in NOT_CONTROLLER_AGNOSTIC]
 
 
 ns = Collection()

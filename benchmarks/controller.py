@@ -50,7 +50,8 @@ from lab.aws.topology import cluster_tag_key
 from lab.aws.trail import TrailEvent
 from lab.cluster.base import Role
 from lab.cluster.kubelet import NodeRegistration
-from lab.compose import Lab, LabConfig
+from lab.compose import Lab
+from lab.spec import LabSpec
 
 CONTROLLER_UA = "ccm-lab-controller"  # controller/aws/clients.py: user_agent_extra
 UNINIT = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -385,7 +386,7 @@ class ScaleRun:
 def start_lab(nodes: int, *, shared_sg: bool, workers: int) -> tuple[Lab, Bench, str]:
     """A lab and its controller; with ``shared_sg`` the cloud config names one
     ``ElbSecurityGroup`` (created here in the cluster VPC) for every ELB."""
-    lab = Lab(LabConfig(name="bench-controller", nodes=nodes, zones=("us-east-1a", "us-east-1b")))
+    lab = Lab(LabSpec(name="bench-controller", nodes=nodes, zones=("us-east-1a", "us-east-1b")))
     lab.start()
     try:
         # moto's state is process-wide and outlives a stopped lab: start from a wiped world.

@@ -16,7 +16,8 @@ import dataclasses
 import statistics
 import time
 
-from lab.compose import Lab, LabConfig
+from lab.compose import Lab
+from lab.spec import LabSpec
 
 
 def one_start(lab: Lab, launch: str) -> float:
@@ -31,7 +32,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args()
-    lab = Lab(LabConfig(name="bench-controller-start", nodes=2)).start()
+    lab = Lab(LabSpec(name="bench-controller-start", nodes=2)).start()
     try:
         first_fork = one_start(lab, "fork")
         times: dict[str, list[float]] = {"fork": [], "exec": []}

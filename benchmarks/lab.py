@@ -24,8 +24,10 @@ from pathlib import Path
 from kubernetes import client
 from rich.console import Console
 
-from lab import labctl
-from lab.compose import Lab, LabConfig, wait_for
+from lab.compose import Lab, wait_for
+from lab.frontdoor.down import down
+from lab.frontdoor.up import up
+from lab.spec import LabSpec, up_request
 
 UNINIT = "node.cloudprovider.kubernetes.io/uninitialized"
 
@@ -41,7 +43,7 @@ def all_initialized(lab: Lab) -> bool:
 def up_to_initialized(nodes: int, *, insecure_api: bool = False) -> tuple[float, float, float, Lab]:
     t0 = time.monotonic()
     lab = Lab(
-        LabConfig(
+        LabSpec(
             name=f"bench-{nodes}",
             nodes=nodes,
             zones=("us-east-1a", "us-east-1b"),
@@ -129,10 +131,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as root:
             console = Console(file=io.StringIO())
             t0 = time.monotonic()
-            labctl.up(name="bench", backend="sim", root=Path(root), console=console)
+            up(up_request(name="bench", backend="sim"), root=Path(root), console=console)
             up_s = time.monotonic() - t0
             t0 = time.monotonic()
-            labctl.down(name="bench", root=Path(root), console=console)
+            down(name="bench", root=Path(root), console=console)
             down_s = time.monotonic() - t0
         rows.append(
             ("invoke lab.up (background processes, 2 nodes) to initialized", f"{up_s:.2f} s")
@@ -141,11 +143,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as root:
             console = Console(file=io.StringIO())
             t0 = time.monotonic()
-            labctl.up(
-                name="bench", backend="sim", root=Path(root), console=console, insecure_api=True
+            up(
+                up_request(name="bench", backend="sim", insecure_api=True),
+                root=Path(root),
+                console=console,
             )
             open_s = time.monotonic() - t0
-            labctl.down(name="bench", root=Path(root), console=console)
+            down(name="bench", root=Path(root), console=console)
         rows.append(("invoke lab.up --insecure-api (baseline for the TLS cost)", f"{open_s:.2f} s"))
         rows.append(("  ratio lab.up (TLS + token) / --insecure-api", f"{up_s / open_s:.2f}x"))
     width = max(len(r[0]) for r in rows)

@@ -18,7 +18,8 @@ import statistics
 import time
 
 from lab.aws.server import AwsServer
-from lab.compose import Lab, LabConfig
+from lab.compose import Lab
+from lab.spec import LabSpec
 
 
 def one_reset(lab: Lab, *, reseed: bool) -> float:
@@ -33,7 +34,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args()
-    lab = Lab(LabConfig(name="bench-reset", nodes=3)).start()
+    lab = Lab(LabSpec(name="bench-reset", nodes=3)).start()
     try:
         lab.reset()  # warm
         times: dict[str, list[float]] = {"restore": [], "reseed": [], "checkpoint": []}

@@ -20,7 +20,8 @@ import time
 
 from kubernetes import client
 
-from lab.compose import Lab, LabConfig, wait_for
+from lab.compose import Lab, wait_for
+from lab.spec import LabSpec
 from lab.traffic import TrafficError
 
 LABELS = {"app": "web"}
@@ -74,7 +75,7 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=3)
     args = parser.parse_args()
     rows: list[tuple[str, str]] = []
-    with Lab(LabConfig(name="bench-traffic", nodes=3, zones=("us-east-1a",))) as lab:
+    with Lab(LabSpec(name="bench-traffic", nodes=3, zones=("us-east-1a",))) as lab:
         lab.start_controller()
         deploy(lab, args.pods)
         probe = lab.traffic

@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from e2e.catalog import AWS_NEEDS, scenario_of
-from lab.compose import Lab, LabConfig
+from lab.compose import Lab
 from lab.pytest_plugin import quiesce_session_lab, use_controller_under_test
+from lab.spec import LabSpec
 
 #: lab seconds per real second for the catalog's labs. The lab clock holds for a starved
 #: component (``lab.clock``), so a fast clock no longer lets a busy machine change a verdict
@@ -99,7 +100,7 @@ def lab_at(request: pytest.FixtureRequest) -> Iterator[Callable[..., Lab]]:
         used.clear()
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         lab = Lab(
-            LabConfig(
+            LabSpec(
                 name=f"pytest-{worker}-{version.replace('.', '-')}-{next(numbers)}",
                 k8s_version=version,
                 nodes=3,

@@ -43,11 +43,13 @@ from e2e.support import (
     wait_gone,
 )
 from e2e.test_k8s_84926 import Evidence, assert_fixed, assert_wrong_on_delete, run_scenario
-from lab import labctl, labview
+from lab import labview
 from lab.aws import AwsControlClient, make_client
 from lab.aws.render import render_trail
-from lab.compose import Lab, LabConfig
-from lab.state import LabError, LabState
+from lab.compose import Lab
+from lab.frontdoor.controller import restart_controller
+from lab.spec import LabSpec
+from lab.state import LabError, LabState, load_state
 
 #: the replay's retry window: long enough to see several DependencyViolation retries
 SG_RETRY = ("--sg-delete-retry", "0.5s,5s")
@@ -132,7 +134,7 @@ def _narrate_release(scenario: Scenario, *, fixed: bool, console: Console) -> in
         + (f", feature gates {gates}" if gates else "")
         + "; your labs are not touched)"
     )
-    config = LabConfig(
+    config = LabSpec(
         name=f"repro-{scenario.id}",
         k8s_version=version,
         nodes=3,
@@ -278,13 +280,13 @@ def _scratch_lab(console: Console) -> Iterator[_Target]:
     from kubernetes import client
 
     console.print("on a scratch embedded lab (your labs are not touched); starting it")
-    with Lab(LabConfig(name="repro-k8s-84926")) as lab:
+    with Lab(LabSpec(name="repro-k8s-84926")) as lab:
         yield _Target(lab, client.CoreV1Api(lab.api_client()), lab.aws.url, lab.config.region)
 
 
 @contextmanager
 def _running_lab(name: str, console: Console) -> Iterator[_Target]:
-    state = labctl.load_state(name)
+    state = load_state(name)
     if state.node_security_group is None:
         raise LabError(f"lab {name!r} records no node security group; it cannot host the replay")
     console.print(f"on your running lab {name!r} (--in-place); what it changes is restored after")
@@ -313,7 +315,7 @@ def _restore(
 ) -> None:
     """Put the running lab back as it was before the replay."""
     previous = state.controller
-    labctl.restart_controller(
+    restart_controller(
         name=state.name,
         legacy=previous.legacy_behavior if previous else (),
         args=previous.extra_args if previous else (),
@@ -402,6 +404,6 @@ class _RunningLab:
         self.topology = _Topology(_Group(str(state.node_security_group)))
 
     def start_controller(self, *, legacy: Any = (), args: Any = ()) -> None:
-        labctl.restart_controller(
+        restart_controller(
             name=self.state.name, legacy=list(legacy), args=list(args), console=self.console
         )

@@ -32,7 +32,7 @@ answers 503 from the deletion on, and the lab's ELB takes it out of service afte
 
 Stand-ins on sim: the kubelet (probes, SIGTERM, grace), the EndpointSlice controller and
 kube-proxy of the release under test (``lab/dataplane``), with the gate set on the data plane
-(``LabConfig.feature_gates``, ``invoke lab.up --feature-gates``).
+(``LabSpec.feature_gates``, ``invoke lab.up --feature-gates``).
 
 On a real kubelet (kind): recipe K1, the issue's own pod (an exec readiness probe on a file its
 SIGTERM trap removes, then 30 s of cleanup) deleted behind a Service, its Ready condition and

@@ -8,7 +8,7 @@ unhealthy threshold costs a test three real seconds; ``speed=1`` is real time, f
 timing-sensitive reproductions. Neighbours: the data-plane stand-ins (``lab.dataplane``), the
 kubelet stand-in (``lab.cluster.kubelet``) and the AWS fidelity layer's health checks
 (``lab.aws``) all take a :class:`LabClock`; ``lab.compose`` builds one from
-``LabConfig.clock_speed``; ``lab.settle`` is the barrier built on what components report. A
+``LabSpec.clock_speed``; ``lab.settle`` is the barrier built on what components report. A
 bottom-layer module: it imports nothing of the lab.
 
 **The time model** (what runs in lab time, what in real time, what the controller sees):

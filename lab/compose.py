@@ -58,7 +58,7 @@ from lab.aws.health.view import ClassicInstance
 from lab.aws.proxied import FEATURES, ProxiedAws
 from lab.aws.topology import NodeSpec as AwsNodeSpec
 from lab.aws.topology import Topology, TopologySpec, delete_topology, seed_topology
-from lab.clock import DEFAULT_SPEED, LabClock, ScaledClock, check_speed
+from lab.clock import LabClock, ScaledClock
 from lab.cluster.base import (
     Capabilities,
     ClusterProvider,
@@ -85,9 +85,9 @@ from lab.dataplane.plane import SimDataPlane
 from lab.dataplane.versions import parse_feature_gates
 from lab.imds import ImdsServer
 from lab.kube.server import KubeServer
-from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.settle import Reporter, settle
-from lab.state import AWS_BACKENDS, BACKENDS, LabState, node_states
+from lab.spec import LabSpec
+from lab.state import LabState, node_states
 from lab.traffic import (
     Gate,
     ModelledCluster,
@@ -123,118 +123,7 @@ class LabNode:
         return f"aws:///{self.zone}/{self.instance_id}"
 
 
-@dataclasses.dataclass(frozen=True)
-class LabConfig:
-    """Everything that shapes a lab. Defaults give the write-ups' setup, already fixed."""
-
-    name: str = "default"
-    nodes: int = 2
-    k8s_version: str = DEFAULT_K8S_VERSION
-    region: str = "us-east-1"
-    zones: tuple[str, ...] = ("us-east-1a", "us-east-1b")
-    cluster_id: str = "ccm-lab"
-    seed: int = 1
-    #: register nodes with ``provider-id`` (as the kind configs do); False = name lookup only
-    provider_ids: bool = True
-    #: "sim" (API simulator + kubelet stand-in), "kind" (real kind through its CLI) or
-    #: "existing" (the cluster ``kubeconfig`` names: its own nodes, nothing of ours in it)
-    backend: str = "sim"
-    #: existing: the kubeconfig of the cluster to attach to
-    kubeconfig: Path | None = None
-    kind_binary: str = "kind"
-    docker_binary: str = "docker"
-    #: kind only: the AWS endpoint and metadata service listen on the nodes' Docker gateway
-    #: (not loopback) so an in-cluster controller (``invoke lab.controller.deploy``) reaches them
-    expose_to_nodes: bool = False
-    #: sim: lab seconds per real second for every timed stand-in (``lab.clock``): grace
-    #: periods, probes, node-monitor and health-check periods; 1.0 is real time.
-    clock_speed: float = DEFAULT_SPEED
-    #: sim, in lab seconds: the kubelet's Lease renewal (kubelet default 10 s) and
-    #: kube-controller-manager's node-monitor grace period (None: that version's default,
-    #: 40 s or 50 s from 1.32). At the default speed a node goes Unknown 4-5 s after its
-    #: kubelet stops.
-    lease_renew_interval: float = 10.0
-    node_monitor_grace_period: float | None = None
-    #: sim: the data plane's ``--feature-gates`` (``Name=true,...``), checked against what
-    #: that release knows; only gates the data-plane models act on (``FEATURE_GATES``)
-    feature_gates: str = ""
-    state_dir: Path | None = None
-    #: the VPC's block (its first zone's subnet is the kind nodes' Docker network); None: the
-    #: topology's 10.0.0.0/16 on sim, the first block free on this host on kind
-    #: (``lab.cluster.kind_network``)
-    vpc_cidr: str | None = None
-    #: sim: serve the API simulator over plain HTTP to anyone (no CA, no token in the
-    #: kubeconfig). By default it serves HTTPS with a fresh CA and requires the lab's token,
-    #: both in the kubeconfig. The control planes (``/_lab/``) need the token either way.
-    insecure_api: bool = False
-    #: how :meth:`Lab.start_controller` starts our controller: "fork" from this process's
-    #: fork server, which has imported it once (``lab.component.forkserver``: a start then
-    #: costs what the controller does, not its imports), or "exec" (``python -m controller``
-    #: afresh every time). Another build (``--controller-cmd``) is always exec'd.
-    controller_launch: str = "fork"
-    #: the AWS endpoint: "moto" (the lab's own, with the fidelity layer and the ELB model) or
-    #: "localstack" (``aws_endpoint``, or a container started through Docker), reached through
-    #: the recording proxy (``lab.aws.proxied``) so the trail and faults work the same
-    aws: str = "moto"
-    #: localstack: the base URL of a running LocalStack; None starts one through Docker
-    aws_endpoint: str | None = None
-    #: real: the run (``lab.aws.realaccount``) whose instances are the nodes; the account is
-    #: boto3's usual chain's, reached through the recording proxy with the run's guard
-    run_id: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.nodes < 1:
-            raise ValueError(f"nodes must be at least 1, got {self.nodes}")
-        if not self.zones:
-            raise ValueError("zones must not be empty")
-        if self.backend not in (*BACKENDS, "existing"):
-            raise ValueError(
-                f"backend must be one of {', '.join(BACKENDS)}, existing; got {self.backend!r}"
-            )
-        if (self.backend == "existing") != (self.kubeconfig is not None):
-            raise ValueError(
-                "kubeconfig names the cluster of backend 'existing' and only that backend's; "
-                f"got backend={self.backend!r}, kubeconfig={self.kubeconfig!r}"
-            )
-        KubeVersion.parse(self.k8s_version)  # raises ValueError naming the text
-        check_speed(self.clock_speed)  # raises ValueError naming the value
-        if self.controller_launch not in ("fork", "exec"):
-            raise ValueError(
-                f"controller_launch must be fork or exec, got {self.controller_launch!r}"
-            )
-        if self.feature_gates and self.backend != "sim":
-            raise ValueError(
-                "feature_gates set the sim backend's data plane; on kind, set them in the "
-                "cluster's kubeadm config"
-            )
-        parse_feature_gates(self.feature_gates, self.k8s_version)  # ValueError naming the gate
-        if self.aws not in AWS_BACKENDS:
-            raise ValueError(f"aws must be one of {', '.join(AWS_BACKENDS)}, got {self.aws!r}")
-        if self.aws_endpoint is not None and self.aws != "localstack":
-            raise ValueError("aws_endpoint names a LocalStack: it needs aws='localstack'")
-        if (self.aws == "real") != (self.run_id is not None):
-            raise ValueError(
-                f"run_id names the real-account run of aws='real' and only that; got "
-                f"aws={self.aws!r}, run_id={self.run_id!r}"
-            )
-        if self.aws == "real" and self.backend != "sim":
-            raise ValueError(f"aws='real' runs with backend 'sim' only, got {self.backend!r}")
-        if self.insecure_api and self.backend != "sim":
-            raise ValueError(
-                "insecure_api opens the sim backend's API simulator; a kind cluster's API "
-                "server always serves TLS with kind's own credentials"
-            )
-
-    @property
-    def cluster_name(self) -> str:
-        """The cluster's name (and its nodes' name prefix). kind clusters share the host's
-        Docker engine, so each lab's is its own; the simulator's is the cluster id."""
-        if self.backend in ("sim", "existing"):
-            return self.cluster_id
-        return f"{self.cluster_id}-{self.name}"
-
-
-def _topology_spec(cfg: LabConfig, nodes: Sequence[AwsNodeSpec]) -> TopologySpec:
+def _topology_spec(cfg: LabSpec, nodes: Sequence[AwsNodeSpec]) -> TopologySpec:
     spec = TopologySpec(
         cluster_id=cfg.cluster_id, region=cfg.region, zones=cfg.zones, nodes=tuple(nodes)
     )
@@ -242,7 +131,7 @@ def _topology_spec(cfg: LabConfig, nodes: Sequence[AwsNodeSpec]) -> TopologySpec
 
 
 def _make_provider(
-    cfg: LabConfig, state_dir: Path, clock: LabClock, *, token: str
+    cfg: LabSpec, state_dir: Path, clock: LabClock, *, token: str
 ) -> ClusterProvider:
     if cfg.backend == "sim":
         secure = not cfg.insecure_api
@@ -266,7 +155,7 @@ def _make_provider(
             },
         )
     if cfg.backend == "existing":
-        assert cfg.kubeconfig is not None  # LabConfig checks it
+        assert cfg.kubeconfig is not None  # LabSpec checks it
         return make_provider(
             "existing", name=cfg.cluster_name, state_dir=state_dir, kubeconfig=cfg.kubeconfig
         )
@@ -307,8 +196,8 @@ class _Step:
 class Lab:
     """A whole lab in this process (servers in threads, the controller as a child process)."""
 
-    def __init__(self, config: LabConfig | None = None) -> None:
-        self.config = config or LabConfig()
+    def __init__(self, config: LabSpec | None = None) -> None:
+        self.config = config or LabSpec()
         self.version: KubeVersion = KubeVersion.parse(self.config.k8s_version)
         #: the lab clock (``lab.clock``) every timed part of this lab runs on
         self.clock: LabClock = ScaledClock(self.config.clock_speed)
@@ -337,9 +226,8 @@ class Lab:
         self._controller_runs = 0
         #: True right after start() or reset(): nothing has touched the world yet.
         self.fresh = False
-        #: another controller build every ``start_controller`` runs instead of ours (pytest
-        #: ``--controller-cmd``), and what to do with a call that needs ours (its flags)
-        self.controller_command: ControllerCommand | None = None
+        #: what to do with a call that needs our controller (its flags) while the spec's
+        #: ``controller_command`` (another build, pytest ``--controller-cmd``) runs instead
         self.needs_our_controller: Callable[[str], bool] | None = None
         #: the AWS trail's last sequence number when the controller last started (what came
         #: after is the controller's doing, or the test's)
@@ -555,7 +443,7 @@ class Lab:
         from lab.aws.proxy.callerauth import new_caller_credentials
         from lab.aws.runproxy import ProxyRunGuard
 
-        assert self.config.run_id is not None  # LabConfig checks it
+        assert self.config.run_id is not None  # LabSpec checks it
         clients = realaccount.account_clients(self.config.region, self.config.run_id)
         endpoint = clients.ec2.meta.endpoint_url
         credentials = realaccount.account_credentials()
@@ -693,7 +581,7 @@ class Lab:
         from lab.aws import realaccount
         from lab.aws.topology import describe_topology
 
-        assert self.config.run_id is not None  # LabConfig checks it
+        assert self.config.run_id is not None  # LabSpec checks it
         spec = realaccount.run_spec(
             self.config.run_id,
             self.config.region,
@@ -927,22 +815,22 @@ class Lab:
         """(Re)start the controller with these flags; waits until it is ready unless told not
         (ours: ``/readyz``; ``command``: its own readiness signal).
 
-        With :attr:`controller_command` set (pytest ``--controller-cmd``), that build runs
+        With the spec's ``controller_command`` (pytest ``--controller-cmd``), that build runs
         instead of ours; a call asking for our controller's flags (``legacy``, ``args``) is
         handed to :attr:`needs_our_controller`, which skips the test (pytest), says to run the
         build without them (True: conformance mode, the build stands in for them), or else
         the call is refused."""
-        if command is None and self.controller_command is not None:
+        if command is None and self.config.controller_command is not None:
             if legacy or args:
                 flags = " ".join([*(f"--legacy-behavior {b}" for b in legacy), *args])
                 reason = (
                     f"this case runs our controller with {flags}; the build under test "
-                    f"({self.controller_command.name}) takes only its own flags"
+                    f"({self.config.controller_command.name}) takes only its own flags"
                 )
                 if self.needs_our_controller is None or not self.needs_our_controller(reason):
                     raise ValueError(reason)
                 legacy, args = (), ()  # the build under test stands in for them
-            command = self.controller_command
+            command = self.config.controller_command
         self.stop_controller()
         fork = command is None and self.config.controller_launch == "fork"
         self.controller_since_seq = self.aws.trail.last_seq

@@ -1,7 +1,7 @@
 """What ``invoke lab.status``, ``lab.trail``, ``lab.env`` and ``lab.traffic`` show: read-only views
 of a running lab, from ``state.json`` and what answers now.
 
-The other half of the front door, :mod:`lab.labctl`, changes labs (up, down, controller
+The other half of the front door, :mod:`lab.frontdoor`, changes labs (up, down, controller
 restarts, node patches, debug sessions) and builds on the small checks here (lab names, ports,
 the daemon being alive). Nothing in this module changes a lab; every view validates its input
 first and reports a dead or unreachable component as such, in one line, never a traceback.
@@ -9,12 +9,8 @@ first and reports a dead or unreachable component as such, in one line, never a 
 
 from __future__ import annotations
 
-import json
-import re
 import shlex
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,20 +21,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from lab.component import tail
-from lab.component.bearer import auth_headers
 from lab.controllerproc import aws_env, health_ok
+from lab.daemon_client import DaemonClient, TrafficRequest
 from lab.kubeclient import new_api_client
+from lab.spec import Backend, read_spec, validate_name
 from lab.state import LabError, LabState, load_state
-
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
-
-
-def validate_name(name: str) -> None:
-    if not NAME_RE.match(name):
-        raise LabError(
-            f"--name {name!r}: use 1-32 lowercase letters, digits and '-' (it names a "
-            "directory and, on kind, a cluster)"
-        )
 
 
 def port_open(url: str) -> bool:
@@ -141,14 +128,16 @@ def status(*, name: str = "default", root: Path | None = None) -> dict[str, Any]
         )
     live["debug_alive"] = bool(state.debug and state.debug.process.alive())
     live["nodes"], live["services"], live["pods"] = [], [], []
-    if daemon_ok or state.backend != "sim":
+    if daemon_ok or state.backend != Backend.SIM:
         try:
             live["nodes"], live["services"], live["pods"] = _cluster_view(state)
         except Exception as exc:
             problems.append(f"the Kubernetes API does not answer ({_short(exc)})")
     if daemon_ok:
         _add_instance_health(state, live["services"])
-    return {**state.to_json(), "live": live, "problems": problems}
+    spec = read_spec(Path(state.directory))
+    shown = {"spec": spec.to_json()} if spec is not None else {}
+    return {**state.to_json(), **shown, "live": live, "problems": problems}
 
 
 def _add_instance_health(state: LabState, services: View) -> None:
@@ -285,8 +274,23 @@ def _last_warning(items: _Items, svc: dict[str, Any]) -> str:
 def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
     out = console or status_console()
     live = doc["live"]
-    ctl = doc.get("controller")
-    dbg = doc.get("debug")
+    _render_header(out, doc)
+    out.print(f"controller: {_controller_line(doc)}")
+    _render_nodes(out, live["nodes"])
+    _render_services(out, live["services"])
+    _render_pods(out, live.get("pods") or [])
+    eps = Table(title="endpoints", title_justify="left")
+    for col in ("what", "url", "up"):
+        eps.add_column(col)
+    for label, url in _endpoint_rows(doc):
+        eps.add_row(label, url, "[green]yes[/]" if live["endpoints"].get(url) else "[red]no[/]")
+    out.print(eps)
+    out.print(f"kubeconfig: {doc['kubeconfig']}")
+    for problem in doc["problems"]:
+        out.print(f"[red]✗[/] {escape(problem)}")
+
+
+def _render_header(out: Console, doc: dict[str, Any]) -> None:
     out.print(
         f"[bold]lab {doc['name']}[/] · backend {doc['backend']} · Kubernetes "
         f"{doc['k8s_version']} · region {doc['region']} · cluster {doc['cluster_id']}"
@@ -301,6 +305,11 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
             )
             + f", through the lab's recording proxy {doc['aws_endpoint']}"
         )
+
+
+def _controller_line(doc: dict[str, Any]) -> str:
+    """The controller as one line: under the debugger, an image, stopped, exited, healthy."""
+    live, ctl, dbg = doc["live"], doc.get("controller"), doc.get("debug")
     if dbg and live["debug_alive"]:
         controller = (
             f"[cyan]under the debugger[/] pid {dbg['process']['pid']} · attach at "
@@ -320,25 +329,34 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
         controller += f" · legacy {', '.join(ctl['legacy_behavior'])}"
     if ctl and ctl.get("command"):
         controller += f" · build {ctl.get('command_name') or 'custom'}: {ctl['command'][0]}"
-    out.print(f"controller: {controller}")
-    nodes = Table(title="nodes", title_justify="left")
+    return controller
+
+
+def _render_nodes(out: Console, nodes: View) -> None:
+    if not nodes:
+        return
+    table = Table(title="nodes", title_justify="left")
     for col in ("name", "ready", "zone", "providerID", "taints"):
-        nodes.add_column(col)
-    for n in live["nodes"]:
-        nodes.add_row(
+        table.add_column(col)
+    for n in nodes:
+        table.add_row(
             n["name"],
             n["ready"],
             n["zone"],
             n["provider_id"] or "[dim]-[/]",
             "\n".join(n["taints"]) or "[dim]none[/]",
         )
-    if live["nodes"]:
-        out.print(nodes)
-    services = Table(title="LoadBalancer Services", title_justify="left")
+    out.print(table)
+
+
+def _render_services(out: Console, services: View) -> None:
+    """The LoadBalancer Services with their ELBs, then why a pending one waits and which
+    instance is out of service."""
+    table = Table(title="LoadBalancer Services", title_justify="left")
     for col in ("service", "ELB name", "hostname", "endpoints", "instances", "finalizers"):
-        services.add_column(col, overflow="fold")
-    for s in live["services"]:
-        services.add_row(
+        table.add_column(col, overflow="fold")
+    for s in services:
+        table.add_row(
             s["name"],
             s["elb"],
             s["hostname"] or "[yellow]pending[/]",
@@ -346,8 +364,8 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
             _render_instances(s),
             ", ".join(s["finalizers"]) or "[dim]-[/]",
         )
-    out.print(services if live["services"] else "[dim]no LoadBalancer Services[/]")
-    for s in live["services"]:
+    out.print(table if services else "[dim]no LoadBalancer Services[/]")
+    for s in services:
         if not s["hostname"] and s["last_warning"]:
             out.print(
                 f"[yellow]{s['name']} pending:[/] {escape(s['last_warning'])}", soft_wrap=True
@@ -359,16 +377,6 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
                     f"{escape(i['description'])}",
                     soft_wrap=True,
                 )
-    _render_pods(out, live.get("pods") or [])
-    eps = Table(title="endpoints", title_justify="left")
-    for col in ("what", "url", "up"):
-        eps.add_column(col)
-    for label, url in _endpoint_rows(doc):
-        eps.add_row(label, url, "[green]yes[/]" if live["endpoints"].get(url) else "[red]no[/]")
-    out.print(eps)
-    out.print(f"kubeconfig: {doc['kubeconfig']}")
-    for problem in doc["problems"]:
-        out.print(f"[red]✗[/] {escape(problem)}")
 
 
 def _render_instances(svc: dict[str, Any]) -> str:
@@ -485,26 +493,8 @@ def traffic(
         raise LabError(f"--port {port}: a TCP port is 1 to 65535")
     state = load_state(name, root)
     require_daemon(state)
-    assert state.daemon is not None
-    body = json.dumps(
-        {"service": service, "requests": requests, "source": source, "port": port, "seed": seed}
-    ).encode()
-    req = urllib.request.Request(
-        f"{state.daemon.control_url}/traffic",
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json", **auth_headers(state.token)},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            doc: dict[str, Any] = json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        raise LabError(json.loads(exc.read()).get("error", str(exc))) from None
-    except OSError as exc:
-        raise LabError(
-            f"the lab daemon does not answer ({_short(exc)}); see `invoke lab.status`"
-        ) from None
-    return doc
+    request = TrafficRequest(service, requests=requests, source=source, port=port, seed=seed)
+    return DaemonClient.of(state).traffic(request).to_json()
 
 
 def render_traffic(doc: dict[str, Any], console: Console | None = None) -> None:

@@ -26,7 +26,6 @@ reason, never faked.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import shutil
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from lab.clock import check_speed
-from lab.compose import Lab, LabConfig
+from lab.compose import Lab
 from lab.conformance import (
     EXPECTATIONS,
     FAILURE_ID,
@@ -55,6 +54,9 @@ from lab.controllerproc import (
     choose_command,
 )
 from lab.kube.version import DEFAULT_K8S_VERSION
+from lab.preflight import check_kubeconfig_file
+from lab.spec import Backend, LabSpec
+from lab.state import LabError
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient, CoreV1Api
@@ -64,8 +66,6 @@ if TYPE_CHECKING:
     from lab.aws.trail import Trail
     from lab.debug.dap import DapClient
     from lab.imds import ImdsServer
-
-BACKENDS = ("sim", "kind", "existing")
 
 #: The session's lab once it is started. moto's backends are process-global, so a fixture that
 #: starts another in-process lab (e.g. a cluster of another release) must stop this lab's
@@ -88,9 +88,16 @@ def quiesce_session_lab(config: pytest.Config) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ccm-lab")
+    _add_lab_options(group)
+    _add_controller_options(group)
+    _add_conformance_options(group)
+
+
+def _add_lab_options(group: Any) -> None:
+    """The session lab's shape: backend, cluster, AWS endpoint, release."""
     group.addoption(
         "--backend",
-        choices=BACKENDS,
+        choices=tuple(Backend),
         default=os.environ.get("CCM_LAB_BACKEND", "sim"),
         help="cluster backend for lab fixtures (default: sim, the embedded API simulator)",
     )
@@ -123,6 +130,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get("CCM_LAB_K8S_VERSION", DEFAULT_K8S_VERSION),
         help="Kubernetes version the cluster (or its kubelet stand-in) behaves as",
     )
+
+
+def _add_controller_options(group: Any) -> None:
+    """Another controller build under test, and how ours starts."""
     group.addoption(
         "--controller-cmd",
         default="",
@@ -152,6 +163,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
         help="with another build: ready when this URL answers 200",
     )
+
+
+def _add_conformance_options(group: Any) -> None:
+    """Conformance mode and the catalog's clock."""
     group.addoption(
         "--expect",
         choices=EXPECTATIONS,
@@ -214,10 +229,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "aws_needs(*features): needs these of the lab's AWS features (lab.aws.proxied.FEATURES: "
         "elb, elbv2, fidelity, elb-model); skipped with the reason where the endpoint lacks one",
     )
-    _check_aws_options(config)
-    check_backend_options(
-        config.getoption("--backend", "sim"), config.getoption("--kubeconfig", "")
-    )
+    options_spec(config, command)
     expect = config.getoption("--expect", None)
     report_dir = config.getoption("--conformance-report", None)
     report_only = _report_only(config.getoption("--report-only", []) or [], expect)
@@ -262,41 +274,32 @@ def _report_only(given: list[str], expect: str | None) -> frozenset[str]:
     return ids
 
 
-def _check_aws_options(config: pytest.Config) -> None:
-    """``--aws`` / ``--aws-endpoint`` usage errors, before any lab starts."""
-    from lab.aws.localstack import LocalStackConfigError, check_endpoint_url
-
-    endpoint = config.getoption("--aws-endpoint", None)
-    if endpoint is None:
-        return
-    if config.getoption("--aws", "moto") != "localstack":
-        raise pytest.UsageError(
-            f"--aws-endpoint {endpoint!r} names a LocalStack; add --aws localstack"
-        )
+def options_spec(config: pytest.Config, command: ControllerCommand | None) -> LabSpec:
+    """The session lab's :class:`LabSpec` from the options, judged by the rule table once,
+    before any lab starts (a refusal is a usage error naming the flag); a kubeconfig of
+    ``--backend existing`` must be a file that names an API server (``lab.preflight``)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    backend = config.getoption("--backend", "sim")
+    kubeconfig = config.getoption("--kubeconfig", "")
     try:
-        check_endpoint_url(endpoint)
-    except LocalStackConfigError as exc:
+        spec = LabSpec(
+            name=f"pytest-{worker}",
+            k8s_version=config.getoption("--k8s-version", DEFAULT_K8S_VERSION),
+            backend=backend,
+            kubeconfig=Path(kubeconfig) if kubeconfig else None,
+            insecure_api=bool(config.getoption("--insecure-api", False)),
+            aws=config.getoption("--aws", "moto"),
+            aws_endpoint=config.getoption("--aws-endpoint", None),
+            controller_command=command,
+            controller_launch=config.getoption("--controller-launch", "fork"),
+        )
+        if spec.kubeconfig is not None:
+            check_kubeconfig_file(spec.kubeconfig)
+    except LabError as exc:
         raise pytest.UsageError(str(exc)) from None
-
-
-def check_backend_options(backend: str, kubeconfig: str) -> None:
-    """``--backend existing`` goes with ``--kubeconfig PATH`` (a file), and only it: a usage
-    error naming the flag and the value otherwise."""
-    if kubeconfig and backend != "existing":
-        raise pytest.UsageError(
-            f"--kubeconfig {kubeconfig!r}: names the cluster of --backend existing; add "
-            f"--backend existing, or drop --kubeconfig (--backend {backend} makes its own cluster)"
-        )
-    if backend != "existing":
-        return
-    if not kubeconfig:
-        raise pytest.UsageError(
-            "--backend existing: give --kubeconfig PATH naming the cluster to attach to"
-        )
-    if not Path(kubeconfig).expanduser().is_file():
-        raise pytest.UsageError(
-            f"--kubeconfig {kubeconfig!r}: no such file; give the path of the cluster's kubeconfig"
-        )
+    if spec.kubeconfig is not None:
+        spec = spec.replace(kubeconfig=spec.kubeconfig.expanduser().resolve())
+    return spec
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -321,11 +324,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def use_controller_under_test(lab: Lab, config: pytest.Config) -> Lab:
     """Have ``lab`` run the session's controller build (if one was given) and skip a test
     that needs ours. Every fixture that makes a lab calls it."""
-    lab.controller_command = config.stash.get(CONTROLLER_COMMAND, None)
     lab.needs_our_controller = functools.partial(_without_ours, config)
+    command = config.stash.get(CONTROLLER_COMMAND, None)
     launch = config.getoption("--controller-launch", "fork")
-    if lab.config.controller_launch != launch:
-        lab.config = dataclasses.replace(lab.config, controller_launch=launch)
+    if (lab.config.controller_command, lab.config.controller_launch) != (command, launch):
+        lab.config = lab.config.replace(controller_command=command, controller_launch=launch)
     return lab
 
 
@@ -361,38 +364,25 @@ def _skip_unsupported(config: pytest.Config) -> None:
             pytest.skip("--backend kind needs a Docker engine; `docker info` does not answer here")
         if shutil.which("kind") is None:
             pytest.skip("--backend kind needs the kind CLI on PATH")
-    if aws == "localstack":
-        if backend in ("kind", "existing"):
-            pytest.skip("--aws localstack runs with --backend sim only so far (see the README)")
-        if config.getoption("--aws-endpoint") is None:
-            from lab.aws.localstack_docker import IMAGE, docker_unavailable
+    # --aws localstack on kind or existing: the rule table refused it at configure time
+    if aws == "localstack" and config.getoption("--aws-endpoint") is None:
+        from lab.aws.localstack_docker import IMAGE, docker_unavailable
 
-            why = docker_unavailable()
-            if why is not None:
-                pytest.skip(
-                    f"--aws localstack without --aws-endpoint starts {IMAGE} with Docker, and {why}"
-                )
+        why = docker_unavailable()
+        if why is not None:
+            pytest.skip(
+                f"--aws localstack without --aws-endpoint starts {IMAGE} with Docker, and {why}"
+            )
 
 
 @pytest.fixture(scope="session")
-def lab_config(request: pytest.FixtureRequest) -> LabConfig:
+def lab_config(request: pytest.FixtureRequest) -> LabSpec:
     """Override in a conftest to shape the session's lab (nodes, version, zones...)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    backend = request.config.getoption("--backend")
-    kubeconfig = request.config.getoption("--kubeconfig", "")
-    return LabConfig(
-        name=f"pytest-{worker}",
-        k8s_version=request.config.getoption("--k8s-version"),
-        backend=backend,
-        kubeconfig=Path(kubeconfig).expanduser().resolve() if backend == "existing" else None,
-        insecure_api=bool(request.config.getoption("--insecure-api")),
-        aws=request.config.getoption("--aws"),
-        aws_endpoint=request.config.getoption("--aws-endpoint"),
-    )
+    return options_spec(request.config, request.config.stash.get(CONTROLLER_COMMAND, None))
 
 
 @pytest.fixture(scope="session")
-def lab_session(request: pytest.FixtureRequest, lab_config: LabConfig) -> Iterator[Lab]:
+def lab_session(request: pytest.FixtureRequest, lab_config: LabSpec) -> Iterator[Lab]:
     _skip_unsupported(request.config)
     lab = use_controller_under_test(Lab(lab_config), request.config)
     lab.start()

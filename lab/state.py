@@ -12,8 +12,9 @@ The lab directory is private to the user (0700, files 0600): it holds a kubeconf
 bearer token and the lab's logs. :class:`LabError` is the error every lab command raises for a
 user-facing problem; its message names what went wrong and what to do next.
 
-Neighbours: ``lab.daemon`` writes the first state, ``lab.labctl`` and ``lab.incluster`` read and
-update it. This module imports only ``lab.component``.
+Neighbours: ``lab.daemon`` writes the first state, ``lab.frontdoor`` and ``lab.incluster`` read
+and update it; the lab's description beside it (``spec.json``) is ``lab.spec``'s. This module
+imports only ``lab.component``.
 """
 
 from __future__ import annotations
@@ -30,10 +31,6 @@ from lab.component import ProcessRef
 STATE_FILE = "state.json"
 FORMAT_VERSION = 1
 LAB_ROOT = Path(".lab")
-#: the cluster backends a lab is built on (``existing`` attaches to a cluster instead)
-BACKENDS = ("sim", "kind")
-#: the AWS endpoints a lab can use
-AWS_BACKENDS = ("moto", "localstack", "real")
 
 
 class LabError(RuntimeError):

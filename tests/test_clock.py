@@ -102,11 +102,13 @@ def test_parse_time_reads_rfc3339_or_gives_none() -> None:
 
 
 def test_lab_config_checks_the_clock_speed() -> None:
-    from lab.compose import LabConfig
+    from lab.spec import LabSpec
 
-    assert LabConfig().clock_speed == 10.0
-    with pytest.raises(ValueError, match="clock speed must be a finite number > 0, got 0"):
-        LabConfig(clock_speed=0)
+    assert LabSpec().clock_speed == 10.0
+    with pytest.raises(
+        ValueError, match=r"^--clock-speed 0: lab seconds per real second, a number > 0"
+    ):
+        LabSpec(clock_speed=0)
 
 
 # --- holding for a starved component --------------------------------------------------------

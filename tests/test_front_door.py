@@ -156,7 +156,8 @@ def test_the_front_door_imports_no_aws_or_kubernetes_sdk_until_it_needs_one() ->
     the Kubernetes client (together seconds of imports per command); each is imported where
     a task uses it."""
     probe = (
-        "import sys, tasks, lab.aws, lab.labctl, lab.labview; "
+        "import sys, tasks, lab.aws, lab.frontdoor.up, lab.frontdoor.down, lab.labview, "
+        "lab.spec, lab.preflight; import lab.spec as s; s.up_request(name='x'); "
         "print(sorted({m.split('.')[0] for m in sys.modules} "
         "& {'moto', 'boto3', 'botocore', 'kubernetes'}))"
     )

@@ -24,13 +24,17 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from lab import labctl
 from lab.clock import ScaledClock
 from lab.cluster.base import ClusterSpec, NodeSpec, Role
 from lab.cluster.sim import SimProvider
 from lab.cluster.versions import KubeVersion
-from lab.compose import LabConfig
+from lab.frontdoor.down import down
+from lab.frontdoor.nodes import node_action
+from lab.frontdoor.up import up
 from lab.kubeclient import new_api_client
+from lab.preflight import check_kubeconfig_file
+from lab.spec import LabSpec, SpecError, up_request
+from lab.state import LabError
 
 UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
 
@@ -92,8 +96,10 @@ def test_up_attaches_gives_a_load_balancer_and_down_leaves_their_objects(
             {"metadata": {"name": "their-api"}, "spec": {"ports": [{"port": 80}]}},
         )
         out = _quiet()
-        state = labctl.up(
-            name="ex", backend="existing", kubeconfig=kubeconfig, root=tmp_path, console=out
+        state = up(
+            up_request(name="ex", backend="existing", kubeconfig=kubeconfig),
+            root=tmp_path,
+            console=out,
         )
         try:
             assert state.backend == "existing"
@@ -114,8 +120,8 @@ def test_up_attaches_gives_a_load_balancer_and_down_leaves_their_objects(
                 for n in state.nodes
             )
             # no stand-in of ours in their cluster: no daemon-side kubelet actions
-            with pytest.raises(labctl.LabError, match="kubelet stand-in"):
-                labctl.node_action("stop-heartbeat", "their-cp", name="ex", root=tmp_path)
+            with pytest.raises(LabError, match="kubelet stand-in"):
+                node_action("stop-heartbeat", "their-cp", name="ex", root=tmp_path)
 
             core.create_namespaced_service(
                 "default",
@@ -133,7 +139,7 @@ def test_up_attaches_gives_a_load_balancer_and_down_leaves_their_objects(
             lb = _wait(hostname, "the Service's load balancer")
             assert lb.endswith(".elb.amazonaws.com"), lb
         finally:
-            labctl.down(name="ex", root=tmp_path, console=out)
+            down(name="ex", root=tmp_path, console=out)
         text = out.file.getvalue()  # type: ignore[attr-defined]
         assert "keeps every object" in text
         assert "spec.providerID set to" in text
@@ -197,8 +203,8 @@ def test_front_door_refusals_name_the_flag_and_create_nothing(tmp_path: Path) ->
             ({"backend": "existing", "kubeconfig": unreadable}, r"^--kubeconfig .*cannot be read")
         )
     for kwargs, message in cases:
-        with pytest.raises(labctl.LabError, match=message) as caught:
-            labctl.up(name="ex", root=root, console=_quiet(), **kwargs)
+        with pytest.raises(LabError, match=message) as caught:
+            up(up_request(name="ex", **kwargs), root=root, console=_quiet())
         assert "\n" not in str(caught.value)
         assert not root.exists(), f"{kwargs} created something"
 
@@ -209,8 +215,12 @@ def test_an_api_server_that_does_not_answer_is_refused_before_anything_starts(
     server = f"http://127.0.0.1:{_closed_port()}"
     kubeconfig = _kubeconfig_to(tmp_path / "kc", server)
     root = tmp_path / "labs"
-    with pytest.raises(labctl.LabError) as caught:
-        labctl.up(name="ex", backend="existing", kubeconfig=kubeconfig, root=root, console=_quiet())
+    with pytest.raises(LabError) as caught:
+        up(
+            up_request(name="ex", backend="existing", kubeconfig=kubeconfig),
+            root=root,
+            console=_quiet(),
+        )
     message = str(caught.value)
     assert message.startswith(f"--kubeconfig {str(kubeconfig)!r}: its API server {server} ")
     assert "does not answer" in message
@@ -219,11 +229,13 @@ def test_an_api_server_that_does_not_answer_is_refused_before_anything_starts(
 
 
 def test_lab_config_takes_a_kubeconfig_only_with_backend_existing(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="kubeconfig names the cluster of backend 'existing'"):
-        LabConfig(backend="sim", kubeconfig=tmp_path / "kc")
-    with pytest.raises(ValueError, match="kubeconfig names the cluster of backend 'existing'"):
-        LabConfig(backend="existing")
-    assert LabConfig(backend="existing", kubeconfig=tmp_path / "kc").cluster_name == "ccm-lab"
+    with pytest.raises(
+        ValueError, match=r"^--kubeconfig '.*kc': names the cluster of --backend existing"
+    ):
+        LabSpec(backend="sim", kubeconfig=tmp_path / "kc")
+    with pytest.raises(ValueError, match=r"^--backend existing: give --kubeconfig PATH"):
+        LabSpec(backend="existing")
+    assert LabSpec(backend="existing", kubeconfig=tmp_path / "kc").cluster_name == "ccm-lab"
 
 
 INNER = """
@@ -294,14 +306,15 @@ def test_fixtures_attach_and_skip_what_needs_our_stand_ins(
 
 
 def test_pytest_options_name_the_flag(tmp_path: Path) -> None:
-    from lab.pytest_plugin import check_backend_options
-
-    with pytest.raises(pytest.UsageError, match=r"^--kubeconfig 'kc': names the cluster of"):
-        check_backend_options("sim", "kc")
-    with pytest.raises(pytest.UsageError, match=r"^--backend existing: give --kubeconfig PATH"):
-        check_backend_options("existing", "")
-    with pytest.raises(pytest.UsageError, match=r"^--kubeconfig '.*nope': no such file"):
-        check_backend_options("existing", str(tmp_path / "nope"))
-    (tmp_path / "kc").write_text("{}", encoding="utf-8")
-    check_backend_options("existing", str(tmp_path / "kc"))
-    check_backend_options("sim", "")
+    """The fixtures' options are judged as lab.up's are: the rule table (the spec built from
+    them) and the kubeconfig file check (``lab.plugin.options_spec`` runs both)."""
+    with pytest.raises(SpecError, match=r"^--kubeconfig 'kc': names the cluster of"):
+        LabSpec(backend="sim", kubeconfig=Path("kc"))
+    with pytest.raises(SpecError, match=r"^--backend existing: give --kubeconfig PATH"):
+        LabSpec(backend="existing")
+    with pytest.raises(LabError, match=r"^--kubeconfig '.*nope': no such file"):
+        check_kubeconfig_file(tmp_path / "nope")
+    good = _kubeconfig_to(tmp_path / "kc", "http://127.0.0.1:1")
+    check_kubeconfig_file(good)
+    LabSpec(backend="existing", kubeconfig=good)
+    LabSpec(backend="sim")

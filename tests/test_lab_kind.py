@@ -37,9 +37,10 @@ from lab.cluster.base import Role
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.versions import KubeVersion
 from lab.component import ProcessRef
-from lab.compose import Lab, LabConfig, LabNotReady, wait_for
+from lab.compose import Lab, LabNotReady, wait_for
 from lab.kube.server import KubeServer
 from lab.pytest_plugin import quiesce_session_lab
+from lab.spec import LabSpec
 from lab.state import DaemonState, make_private_dir, write_state
 from tests.cluster.fakecli import FakeCLI
 
@@ -138,7 +139,7 @@ def _taints(core: Any, name: str) -> set[str]:
 def _kind_lab(fake: FakeCLI, wrapper: Path, tmp: Path, **changes: Any) -> Lab:
     """A lab on the fake kind and docker of ``kind_world``."""
     return Lab(
-        LabConfig(
+        LabSpec(
             name="k",
             backend="kind",
             kind_binary=str(wrapper),

@@ -14,7 +14,8 @@ import pytest
 
 from lab.clock import ScaledClock
 from lab.component.bearer import TOKEN_ENV, bearer_ok, control_token, refusal
-from lab.compose import LabConfig, _make_provider
+from lab.compose import _make_provider
+from lab.spec import LabSpec
 
 
 @pytest.mark.parametrize(
@@ -56,12 +57,12 @@ def test_a_refusal_is_one_line_saying_where_the_token_is(header: str | None, pro
 
 
 def test_a_lab_serves_its_api_with_tls_and_its_token_unless_told(tmp_path: Path) -> None:
-    def options(config: LabConfig) -> dict[str, object]:
+    def options(config: LabSpec) -> dict[str, object]:
         provider = _make_provider(config, tmp_path, ScaledClock(), token="lab-token")
         return dict(provider.simulator_options)  # type: ignore[attr-defined]
 
-    assert options(LabConfig()) == {"tls": True, "token": "lab-token", "control_token": "lab-token"}
-    assert options(LabConfig(insecure_api=True)) == {
+    assert options(LabSpec()) == {"tls": True, "token": "lab-token", "control_token": "lab-token"}
+    assert options(LabSpec(insecure_api=True)) == {
         "tls": False,
         "token": None,
         "control_token": "lab-token",  # /_lab stays closed
@@ -69,8 +70,8 @@ def test_a_lab_serves_its_api_with_tls_and_its_token_unless_told(tmp_path: Path)
 
 
 def test_insecure_api_is_the_sim_backends_only() -> None:
-    with pytest.raises(ValueError, match=r"insecure_api .* kind cluster's API server"):
-        LabConfig(backend="kind", insecure_api=True)
+    with pytest.raises(ValueError, match=r"^--insecure-api .* kind cluster's API server"):
+        LabSpec(backend="kind", insecure_api=True)
 
 
 def test_control_token_file_is_made_once_private_and_shared(

@@ -12,13 +12,18 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from lab import labctl, labview
+from lab import labview
+from lab.frontdoor.down import down
+from lab.frontdoor.up import up
+from lab.preflight import check_vpc_cidr_free
+from lab.spec import up_request
+from lab.state import LabError, load_state
 
 
 @pytest.mark.slow
 def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
     console = Console(file=io.StringIO(), width=120)
-    state = labctl.up(name="t", nodes=2, backend="sim", root=tmp_path, console=console)
+    state = up(up_request(name="t", nodes=2, backend="sim"), root=tmp_path, console=console)
     try:
         assert state.backend == "sim"
         assert state.vpc_id
@@ -26,7 +31,7 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
         assert state.controller
         assert {n.name for n in state.nodes} == {"ccm-lab-control-plane", "ccm-lab-worker"}
         assert all(n.instance_id.startswith("i-") for n in state.nodes)
-        assert labctl.load_state("t", tmp_path) == state, "state.json round-trips"
+        assert load_state("t", tmp_path) == state, "state.json round-trips"
 
         doc = labview.status(name="t", root=tmp_path)
         assert doc["problems"] == []
@@ -52,17 +57,17 @@ def test_up_status_down_leaves_nothing_behind(tmp_path: Path) -> None:
             if path.is_file():
                 assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
     finally:
-        labctl.down(name="t", root=tmp_path, console=console)
+        down(name="t", root=tmp_path, console=console)
     assert not any(ref.alive() for ref in processes)
     assert not any(labview.port_open(u) for u in urls)
     assert not (tmp_path / "t").exists()
 
 
 def test_commands_on_a_missing_lab_say_how_to_start_one(tmp_path: Path) -> None:
-    with pytest.raises(labctl.LabError, match=r"invoke lab\.up --name nope"):
+    with pytest.raises(LabError, match=r"invoke lab\.up --name nope"):
         labview.status(name="nope", root=tmp_path)
     console = Console(file=io.StringIO())
-    labctl.down(name="nope", root=tmp_path, console=console)
+    down(name="nope", root=tmp_path, console=console)
     assert "not up" in console.file.getvalue()  # type: ignore[attr-defined]
 
 
@@ -76,9 +81,9 @@ def test_vpc_cidr_colliding_on_kind_is_refused_naming_the_collision(
     fake.set(networks={"other-lab": {"Subnet": "10.0.0.0/20", "Labels": {}}})
     monkeypatch.setattr(kind_network, "route_blocks", lambda *a, **k: [])
     docker = str(fake.bin / "docker")
-    with pytest.raises(labctl.LabError) as info:
-        labctl.check_vpc_cidr_free("10.0.0.0/16", docker=docker)
+    with pytest.raises(LabError) as info:
+        check_vpc_cidr_free("10.0.0.0/16", docker=docker)
     assert str(info.value).startswith(
         "--vpc-cidr 10.0.0.0/16 overlaps 10.0.0.0/20 (docker network other-lab)"
     )
-    labctl.check_vpc_cidr_free("10.1.0.0/16", docker=docker)  # free: no error
+    check_vpc_cidr_free("10.1.0.0/16", docker=docker)  # free: no error

@@ -1,8 +1,8 @@
 """``invoke lab.debug`` end to end: the task's function, a running lab, a DAP client.
 
-``labctl.debug_controller`` replaces the lab's controller with one under debugpy and blocks
-(as the task does in a terminal) until the controller exits; the test runs it in a thread,
-attaches through the Debug Adapter Protocol using the address it published, stops at the
+``lab.frontdoor.debug.debug_controller`` replaces the lab's controller with one under debugpy
+and blocks (as the task does in a terminal) until the controller exits; the test runs it in a
+thread, attaches through the Debug Adapter Protocol using the address it published, stops at the
 service sync, evaluates the Service's key, continues, sees the ELB created, then ends the
 session and checks nothing is left running.
 """
@@ -21,20 +21,25 @@ import pytest
 from rich.console import Console
 
 import controller.service
-from lab import labctl, labview
+from lab import labview
 from lab.compose import wait_for
 from lab.debug import attach_session
 from lab.debug.source import function_body_line
+from lab.frontdoor.debug import debug_controller
+from lab.frontdoor.down import down
+from lab.frontdoor.up import up
+from lab.spec import up_request
+from lab.state import load_state
 
 
 @pytest.mark.slow
 def test_lab_debug_attach_break_evaluate_continue(tmp_path: Path) -> None:
     console = Console(file=io.StringIO(), width=120)
-    state = labctl.up(name="dbg", backend="sim", root=tmp_path, console=console)
+    state = up(up_request(name="dbg", backend="sim"), root=tmp_path, console=console)
     result: dict[str, Any] = {}
     runner = threading.Thread(
         target=lambda: result.update(
-            code=labctl.debug_controller(name="dbg", root=tmp_path, console=console)
+            code=debug_controller(name="dbg", root=tmp_path, console=console)
         ),
         daemon=True,
     )
@@ -50,11 +55,11 @@ def test_lab_debug_attach_break_evaluate_continue(tmp_path: Path) -> None:
         )
         assert session["host"] == "127.0.0.1"
         recorded = wait_for(
-            lambda: labctl.load_state("dbg", tmp_path).debug, timeout=10, what="debug state"
+            lambda: load_state("dbg", tmp_path).debug, timeout=10, what="debug state"
         )
         assert recorded.process.pid == session["pid"]
         assert recorded.address == f"127.0.0.1:{session['port']}"
-        assert labctl.load_state("dbg", tmp_path).controller is None, "the old one was stopped"
+        assert load_state("dbg", tmp_path).controller is None, "the old one was stopped"
         doc = labview.status(name="dbg", root=tmp_path)
         assert doc["live"]["debug_alive"], "lab.status shows the debug session"
         labview.render_status(doc, console)
@@ -104,10 +109,10 @@ def test_lab_debug_attach_break_evaluate_continue(tmp_path: Path) -> None:
         assert "code" in result
         assert not recorded.process.alive()
         assert not session_file.exists(), "the session file is removed when it ends"
-        after = labctl.load_state("dbg", tmp_path)
+        after = load_state("dbg", tmp_path)
         assert after.debug is None
         assert after.controller is not None, "the lab's controller runs again"
         assert after.controller.process.alive()
         assert labview.status(name="dbg", root=tmp_path)["live"]["controller_healthy"]
     finally:
-        labctl.down(name="dbg", root=tmp_path, console=console)
+        down(name="dbg", root=tmp_path, console=console)

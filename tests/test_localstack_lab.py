@@ -22,11 +22,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from lab import labctl, labview
+from lab import labview
 from lab.aws import AwsControlClient
 from lab.aws.clients import make_client
 from lab.aws.topology import TOPOLOGY_TAG
 from lab.compose import wait_for
+from lab.frontdoor.down import down
+from lab.frontdoor.up import up
+from lab.spec import up_request
+from lab.state import LabError
 from tests.aws.localstack_standin import localstack_stand_in
 from tests.aws.upstreams import closed_port
 from tests.test_front_door import assert_one_line_error, invoke, nothing_left
@@ -55,13 +59,16 @@ def test_lab_up_on_localstack_records_calls_and_faults_reach_the_controller(
     tmp_path: Path, standin: str
 ) -> None:
     console = Console(file=io.StringIO(), width=120)
-    state = labctl.up(
-        name="ls",
-        nodes=2,
-        backend="sim",
-        aws="localstack",
-        aws_endpoint=standin,
-        args=["--node-status-update-frequency", "1s"],  # the controller reads instances often
+    state = up(
+        up_request(
+            name="ls",
+            nodes=2,
+            backend="sim",
+            aws="localstack",
+            aws_endpoint=standin,
+            # the controller reads instances often
+            extra_args=["--node-status-update-frequency", "1s"],
+        ),
         root=tmp_path,
         console=console,
         timeout=180,  # generous: under load a start takes several times its idle 10 s
@@ -101,7 +108,7 @@ def test_lab_up_on_localstack_records_calls_and_faults_reach_the_controller(
         assert event.error_code == "RequestLimitExceeded"  # type: ignore[attr-defined]
         assert event.answered_by == f"fault:{rule.id}"  # type: ignore[attr-defined]
     finally:
-        labctl.down(name="ls", root=tmp_path, console=console)
+        down(name="ls", root=tmp_path, console=console)
     assert not (tmp_path / "ls").exists()
     assert _topology_instances(standin) == [], "lab.down leaves none of its resources there"
 
@@ -131,8 +138,8 @@ def test_bad_aws_flags_are_refused_before_anything_changes(
             "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n"
         )
         given["kubeconfig"] = kubeconfig
-    with pytest.raises(labctl.LabError, match=match):
-        labctl.up(name="x", root=tmp_path, console=Console(file=io.StringIO()), **given)
+    with pytest.raises(LabError, match=match):
+        up(up_request(name="x", **given), root=tmp_path, console=Console(file=io.StringIO()))
     assert not (tmp_path / "x").exists()
 
 

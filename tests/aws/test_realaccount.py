@@ -18,7 +18,6 @@ import pytest
 from botocore.exceptions import ClientError
 from rich.console import Console
 
-from lab import labctl
 from lab.aws import AwsProcess
 from lab.aws.realaccount import (
     FORBID_ENV,
@@ -30,6 +29,11 @@ from lab.aws.realaccount import (
     real_aws_forbidden,
     teardown,
 )
+from lab.frontdoor.down import down
+from lab.frontdoor.realaccount import up_real_aws
+from lab.frontdoor.up import up
+from lab.spec import up_request
+from lab.state import LabError
 
 REGION = "eu-west-1"
 
@@ -103,9 +107,11 @@ def test_the_suite_cannot_reach_real_aws(
     monkeypatch.delenv("AWS_ENDPOINT_URL")
     with pytest.raises(RealAwsForbidden, match=r"https://ec2\.eu-west-1\.amazonaws\.com"):
         account_client(REGION, "test-run")
-    with pytest.raises(labctl.LabError, match=f"^--aws real: {FORBID_ENV} is set"):
-        labctl.up_real_aws(
-            name="r", accept_aws_charges=True, root=tmp_path / "labs", console=_quiet()
+    with pytest.raises(LabError, match=f"^--aws real: {FORBID_ENV} is set"):
+        up_real_aws(
+            up_request(name="r", aws="real", accept_aws_charges=True),
+            root=tmp_path / "labs",
+            console=_quiet(),
         )
     assert not (tmp_path / "labs").exists()
 
@@ -114,8 +120,8 @@ def test_refusals_name_the_flag_and_change_nothing(account: AwsProcess, tmp_path
     ec2 = account.client("ec2")
     before = _world(ec2)
     root = tmp_path / "labs"
-    with pytest.raises(labctl.LabError) as caught:
-        labctl.up_real_aws(name="r", nodes=2, root=root, console=_quiet())
+    with pytest.raises(LabError) as caught:
+        up_real_aws(up_request(name="r", aws="real", nodes=2), root=root, console=_quiet())
     assert str(caught.value).startswith("--aws real: creates billable resources")
     assert "add --i-accept-aws-charges" in str(caught.value)
     for kwargs, message in (
@@ -124,11 +130,11 @@ def test_refusals_name_the_flag_and_change_nothing(account: AwsProcess, tmp_path
         ({"aws": "real", "accept_aws_charges": True, "backend": "kind"}, r"^--aws real --backend"),
         ({"aws": "nimbus"}, r"^--aws 'nimbus': choose one of moto, localstack, real"),
     ):
-        with pytest.raises(labctl.LabError, match=message) as caught:
-            labctl.up(name="r", root=root, console=_quiet(), **kwargs)
+        with pytest.raises(LabError, match=message) as caught:
+            up(up_request(name="r", **kwargs), root=root, console=_quiet())
         assert "\n" not in str(caught.value)
-    with pytest.raises(labctl.LabError, match=r"^--dry-run: lists what lab\.down would remove"):
-        labctl.down(name="r", dry_run=True, root=root, console=_quiet())
+    with pytest.raises(LabError, match=r"^--dry-run: lists what lab\.down would remove"):
+        down(name="r", dry_run=True, root=root, console=_quiet())
     assert not root.exists()
     assert _world(ec2) == before
 
@@ -137,8 +143,10 @@ def test_dry_run_prints_the_plan_and_changes_nothing(account: AwsProcess, tmp_pa
     ec2 = account.client("ec2")
     before = _world(ec2)
     out = _quiet()
-    plan = labctl.up_real_aws(
-        name="r", nodes=2, accept_aws_charges=True, dry_run=True, root=tmp_path, console=out
+    plan = up_real_aws(
+        up_request(name="r", aws="real", nodes=2, accept_aws_charges=True, dry_run=True),
+        root=tmp_path,
+        console=out,
     )
     assert _world(ec2) == before
     assert not (tmp_path / "r").exists()

@@ -26,12 +26,15 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from rich.console import Console
 
-from lab import labctl
 from lab.aws import AwsProcess
 from lab.aws.control_client import AwsControlClient
 from lab.aws.realaccount import RUN_TAG
 from lab.aws.trail import TrailEvent
+from lab.frontdoor.down import down
+from lab.frontdoor.processes import REAL_RUN_FILE
+from lab.frontdoor.realaccount import up_real_aws
 from lab.kubeclient import new_api_client
+from lab.spec import up_request
 from lab.state import LabState, read_state
 
 REGION = "eu-west-1"
@@ -136,8 +139,8 @@ def real(
     root = tmp_path_factory.mktemp("labs")
     before = account.world()
     out = Console(file=io.StringIO(), width=400)
-    created = labctl.up_real_aws(
-        name=NAME, nodes=2, accept_aws_charges=True, root=root, console=out
+    created = up_real_aws(
+        up_request(name=NAME, aws="real", nodes=2, accept_aws_charges=True), root=root, console=out
     )
     state = read_state(root / NAME)
     assert state is not None
@@ -145,7 +148,7 @@ def real(
         yield RealLab(state=state, created=created, before=before, root=root)
     finally:
         if (root / NAME).exists():
-            labctl.down(name=NAME, root=root, console=Console(file=io.StringIO()))
+            down(name=NAME, root=root, console=Console(file=io.StringIO()))
 
 
 @pytest.fixture
@@ -222,7 +225,7 @@ def test_the_nodes_are_the_runs_instances_and_the_controller_goes_through_the_pr
 ) -> None:
     lab = real.state
     run_id = lab.cluster_id.removeprefix("ccm-lab-")
-    record = json.loads((Path(lab.directory) / labctl.REAL_RUN_FILE).read_text())
+    record = json.loads((Path(lab.directory) / REAL_RUN_FILE).read_text())
     assert (record["run_id"], record["region"]) == (run_id, REGION)
     assert record["endpoint"] == account.aws.url
     # everything lab.up created is new, carries the run tag, and is what it reported
@@ -418,14 +421,14 @@ def test_down_removes_the_controllers_elbs_and_groups_and_nothing_else(
     root = Path(lab.directory).parent
     before = _resources(account.world())
     dry = Console(file=io.StringIO(), width=400)
-    labctl.down(name=NAME, root=root, dry_run=True, console=dry)
+    down(name=NAME, root=root, dry_run=True, console=dry)
     planned = dry.file.getvalue()  # type: ignore[attr-defined]
     assert "would stop: controller (pid" in planned
     assert "lab daemon (pid" in planned
     assert all(f"load-balancer {name}" in planned for name in elbs)
     assert _resources(account.world()) == before, "down --dry-run removes nothing"
     out = Console(file=io.StringIO(), width=400)
-    labctl.down(name=NAME, root=root, console=out)
+    down(name=NAME, root=root, console=out)
     text = out.file.getvalue()  # type: ignore[attr-defined]
     for name in elbs:
         assert f"load-balancer {name}" in text

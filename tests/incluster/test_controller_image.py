@@ -19,7 +19,9 @@ import pytest
 import yaml
 from rich.console import Console
 
-from lab import labctl
+from lab.frontdoor import controller as frontdoor_controller
+from lab.frontdoor import debug as frontdoor_debug
+from lab.frontdoor.up import up
 from lab.incluster_image import (
     NAME,
     UPSTREAM_RULES,
@@ -27,7 +29,8 @@ from lab.incluster_image import (
     deploy_image_to_lab,
     render_image_manifests,
 )
-from lab.labctl import LabError
+from lab.spec import up_request
+from lab.state import LabError, load_state
 from tests.cluster.fakecli import container
 from tests.incluster.support import Fakes, by_kind, write_lab_state
 from tests.test_front_door import assert_one_line_error, invoke, nothing_left
@@ -197,7 +200,7 @@ def test_controller_image_refusals_change_nothing(
 ) -> None:
     given: dict[str, object] = {"controller_image": "img:1", "backend": "kind", **flags}
     with pytest.raises(LabError, match=match):
-        labctl.up(name="x", root=tmp_path, console=Console(file=io.StringIO()), **given)  # type: ignore[arg-type]
+        up(up_request(name="x", **given), root=tmp_path, console=Console(file=io.StringIO()))
     assert not (tmp_path / "x").exists()
 
 
@@ -236,14 +239,14 @@ def test_restart_of_an_image_lab_restarts_its_daemonset(fakes: Fakes, tmp_path: 
     ("call", "match"),
     [
         (
-            lambda root: labctl.restart_controller(
+            lambda root: frontdoor_controller.restart_controller(
                 name="t", root=root, legacy=["k8s-84926"], console=Console(file=io.StringIO())
             ),
             r"--legacy-behavior/--args: lab 't' runs its controller in-cluster from "
             r"--controller-image my-ccm:dev",
         ),
         (
-            lambda root: labctl.debug_controller(
+            lambda root: frontdoor_debug.debug_controller(
                 name="t", root=root, console=Console(file=io.StringIO())
             ),
             r"lab 't' runs its controller in-cluster .* two controllers",
@@ -256,9 +259,10 @@ def test_an_image_lab_refuses_a_local_controller_in_one_line(
 ) -> None:
     """A local controller beside the in-cluster one would make two: refused, nothing run."""
     root = write_lab_state(tmp_path / "labs", controller_image="my-ccm:dev")
-    monkeypatch.setattr(labctl, "require_daemon", lambda state: None)
-    monkeypatch.setattr(labctl, "_controller_free", labctl.load_state)
+    monkeypatch.setattr(frontdoor_controller, "require_daemon", lambda state: None)
+    monkeypatch.setattr(frontdoor_controller, "controller_free", load_state)
+    monkeypatch.setattr(frontdoor_debug, "controller_free", load_state)
     with pytest.raises(LabError, match=match) as refused:
         call(root)
     assert "\n" not in str(refused.value)
-    assert labctl.load_state("t", root).controller is None
+    assert load_state("t", root).controller is None

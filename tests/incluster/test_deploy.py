@@ -21,7 +21,7 @@ from lab.incluster import (
     undeploy,
     undeploy_from_lab,
 )
-from lab.labctl import LabError
+from lab.state import LabError
 from tests.cluster.fakecli import container
 from tests.incluster.support import Fakes, Obj, by_kind, kind_settings, write_lab_state
 

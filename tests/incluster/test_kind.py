@@ -14,9 +14,10 @@ from lab.cluster.kind import (
     parse_kind_version,
 )
 from lab.cluster.versions import KubeVersion
-from lab.compose import Lab, LabConfig
+from lab.compose import Lab
 from lab.exec import SubprocessRunner
 from lab.incluster import deploy, undeploy
+from lab.spec import LabSpec
 from tests.incluster.support import docker_and_kind_missing, lab_world_settings
 
 
@@ -39,7 +40,7 @@ def test_build_load_and_deploy_on_kind(tmp_path: Path, request: pytest.FixtureRe
     except KindVersionError as exc:  # e.g. 1.33 asked of kind v0.20.0: not a pair kind supports
         pytest.skip(f"--k8s-version {version}: {exc}")
     lab = Lab(
-        LabConfig(
+        LabSpec(
             name=f"incluster-{os.getpid()}",
             backend="kind",
             nodes=1,

@@ -19,7 +19,8 @@ import pytest
 from kubernetes import client
 
 from lab.cluster.versions import node_image
-from lab.compose import Lab, LabConfig, wait_for
+from lab.compose import Lab, wait_for
+from lab.spec import LabSpec
 from tests.incluster.support import docker_and_kind_missing
 
 TAINT = "ToBeDeletedByClusterAutoscaler"
@@ -38,7 +39,7 @@ def test_kind_nodes_answer_the_elb_health_checks(
         pytest.skip(f"needs a Docker engine and kind: {reason}")
     version = node_image(request.config.getoption("--k8s-version")).version
     lab = Lab(
-        LabConfig(
+        LabSpec(
             name=f"health-{os.getpid()}",
             backend="kind",
             k8s_version=str(version),

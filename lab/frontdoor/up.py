@@ -1,0 +1,183 @@
+"""``invoke lab.up``: a :class:`~lab.spec.LabSpec` becomes a running lab.
+
+Role: the front door's main path. :func:`up` takes the spec ``tasks.py`` built (already judged
+by the rule table, ``lab.spec``), asks the machine what the spec needs (``lab.preflight``:
+the kubeconfig and its API server, ``--backend auto`` resolved and the backend's rules run again
+on the resolved spec, a LocalStack, a free VPC block), writes the final spec to the lab
+directory (``spec.json``), starts ``lab.daemon`` on that directory and waits for its
+``state.json``, then starts the controller the spec names (ours, another build, or a build's
+image in-cluster) and waits until every node is initialized.
+
+The front door's rules, kept here: input is judged before anything changes; a user mistake is a
+:class:`~lab.state.LabError` whose one line names the flag, the value and the fix; a failed
+``up`` (including Ctrl-C) takes down what it started, leaving nothing behind.
+
+Neighbours: ``lab.frontdoor.processes`` (the daemon), ``.controller`` (the controller),
+``.realaccount`` (``--aws real``, which shares :func:`usage_text` and
+:func:`wait_nodes_initialized`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from lab.frontdoor.controller import deploy_image, replace_controller
+from lab.frontdoor.processes import refuse_if_up, start_daemon, take_down
+from lab.labview import core_api, status_console
+from lab.preflight import (
+    check_kubeconfig_file,
+    check_localstack_reachable,
+    check_reachable,
+    check_vpc_cidr_free,
+    choose_backend,
+)
+from lab.spec import AUTO, AwsKind, Backend, LabSpec, Scope, check, write_spec
+from lab.state import LabError, LabState, lab_dir, make_private_dir
+
+UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
+
+
+def up(
+    spec: LabSpec,
+    *,
+    root: Path | None = None,
+    console: Console | None = None,
+    timeout: float = 60.0,
+) -> LabState:
+    """Bring the lab ``spec`` describes up and return its state; prints progress and how to
+    use it. Any failure (including Ctrl-C) takes down what was started."""
+    out = console or status_console()
+    check(spec, Scope.UP)
+    if spec.aws == AwsKind.REAL:
+        raise LabError(
+            "--aws real: lab.up's real-account path is up_real_aws (invoke lab.up --aws real)"
+        )
+    directory = lab_dir(spec.name, root)
+    spec = preflight(spec, directory, out)
+    timeout = _start_timeout(spec, timeout)
+    shutil.rmtree(directory, ignore_errors=True)  # leftovers of a lab that is not up
+    make_private_dir(directory)
+    started = time.monotonic()
+    try:
+        write_spec(directory, _for_the_daemon(spec, directory))
+        state = start_daemon(name=spec.name, directory=directory, console=out, timeout=timeout)
+        out.print(f"[green]✓[/] servers up in {time.monotonic() - started:.1f}s")
+        state = _start_controller(spec, state, root=root, console=out, timeout=timeout)
+        if spec.controller or spec.controller_image is not None:
+            out.print(
+                f"[green]✓[/] nodes initialized ({time.monotonic() - started:.1f}s since start)"
+            )
+    except BaseException as exc:
+        take_down(directory)
+        if isinstance(exc, LabError):
+            raise LabError(f"{exc}; the lab was taken down again (nothing is left)") from None
+        raise
+    out.print(usage_text(state))
+    return state
+
+
+def preflight(spec: LabSpec, directory: Path, out: Console) -> LabSpec:
+    """What the spec needs of this machine, before anything changes; the spec on the backend
+    chosen (``auto``: said, with the reason), judged again by the rules that depend on it."""
+    if spec.kubeconfig is not None:
+        check_kubeconfig_file(spec.kubeconfig)
+    refuse_if_up(
+        directory,
+        spec.name,
+        f"`invoke lab.status --name {spec.name}` shows it, "
+        f"`invoke lab.down --name {spec.name}` removes it",
+    )
+    if spec.kubeconfig is not None:
+        version = check_reachable(spec.kubeconfig)
+        where = escape(str(spec.kubeconfig))
+        out.print(f"backend: [bold]existing[/] ({where}, Kubernetes {version})")
+    choice = choose_backend(spec.backend)
+    if spec.backend == AUTO:
+        out.print(f"backend: [bold]{choice.backend}[/] ({escape(choice.reason)})")
+    spec = spec.resolve(choice.backend)
+    if spec.aws == AwsKind.LOCALSTACK:
+        check_localstack_reachable(spec.aws_endpoint)
+    if spec.backend == Backend.KIND and spec.vpc_cidr is not None:
+        check_vpc_cidr_free(spec.vpc_cidr, docker=spec.docker_binary)
+    return spec
+
+
+def _start_timeout(spec: LabSpec, timeout: float) -> float:
+    if spec.backend == Backend.KIND:
+        timeout = max(timeout, 900.0)  # image pull and kubeadm take minutes
+    if spec.aws == AwsKind.LOCALSTACK and spec.aws_endpoint is None:
+        timeout = max(timeout, 900.0)  # the first start pulls the LocalStack image
+    return timeout
+
+
+def _for_the_daemon(spec: LabSpec, directory: Path) -> LabSpec:
+    """The spec as ``spec.json`` holds it: the lab directory and absolute paths."""
+    kubeconfig = spec.kubeconfig.expanduser().resolve() if spec.kubeconfig else None
+    return spec.replace(state_dir=directory, kubeconfig=kubeconfig)
+
+
+def _start_controller(
+    spec: LabSpec, state: LabState, *, root: Path | None, console: Console, timeout: float
+) -> LabState:
+    """The controller the spec names (a build's image in-cluster, ours or another build as a
+    local process, or none), then every node initialized by it."""
+    if spec.controller_image is not None:
+        state = deploy_image(state, spec.controller_image, root=root, console=console)
+        what = "the in-cluster controller"
+    elif spec.controller:
+        state = replace_controller(
+            state,
+            legacy=spec.legacy,
+            args=spec.extra_args,
+            command=spec.controller_command,
+            console=console,
+        )
+        what = "the controller"
+    else:
+        return state
+    with console.status(f"waiting for {what} to initialize every node"):
+        wait_nodes_initialized(state, timeout=timeout)
+    return state
+
+
+def usage_text(state: LabState) -> str:
+    name = state.name
+    flag = "" if name == "default" else f" --name {name}"
+    return "\n".join(
+        [
+            "",
+            f"lab [bold]{name}[/] is up:",
+            f"  kubectl    invoke lab.kubectl{flag} -- get nodes",
+            f'  shell      eval "$(invoke lab.env{flag})"   (KUBECONFIG, AWS endpoint, '
+            "region, credentials, metadata)",
+            f"  status     invoke lab.status{flag}",
+            f"  AWS trail  invoke lab.trail{flag}",
+            f"  debug      invoke lab.debug{flag}",
+            f"  down       invoke lab.down{flag}",
+        ]
+    )
+
+
+def wait_nodes_initialized(state: LabState, *, timeout: float) -> None:
+    core = core_api(state)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            nodes = core.list_node().items
+            if nodes and all(
+                not any(t.key == UNINITIALIZED for t in (n.spec.taints or [])) for n in nodes
+            ):
+                return
+            time.sleep(0.1)
+    finally:
+        core.api_client.close()
+    log = state.controller.log if state.controller else "(no controller)"
+    raise LabError(
+        f"nodes still carry the uninitialized taint after {timeout:.0f}s; "
+        f"see the controller log {log}"
+    )
