@@ -47,6 +47,7 @@ from lab.incluster import (
     lab_endpoints,
     to_yaml,
 )
+from lab.spec.rules import image_refusal
 
 log = logging.getLogger(__name__)
 
@@ -90,13 +91,11 @@ class ImageSettings:
 
 
 def check_image(image: str, *, flag: str = "--controller-image") -> str:
-    """An image reference as Docker takes it (non-empty, no spaces, no scheme), or
-    ValueError naming ``flag``."""
-    if not image or any(c.isspace() for c in image) or "://" in image or image.startswith("-"):
-        raise ValueError(
-            f"{flag} {image!r}: expected an image reference such as "
-            "registry.k8s.io/provider-aws/cloud-controller-manager:v1.33.0 or a local tag"
-        )
+    """An image reference as Docker takes it, or ValueError naming ``flag`` (the spec's rule
+    ``image-reference`` judges it: :func:`lab.spec.rules.image_refusal`)."""
+    refusal = image_refusal(image, flag)
+    if refusal is not None:
+        raise ValueError(refusal)
     return image
 
 

@@ -47,7 +47,7 @@ it), a client whose endpoint resolves to Amazon's own hosts is refused
 the same.
 
 Neighbours: :mod:`lab.aws.topology` (the world a run creates: ``seed_topology`` through a guarded
-client), :mod:`lab.labctl` (``lab.up --aws real``, ``lab.down``).
+client), :mod:`lab.frontdoor.realaccount` (``lab.up --aws real``, ``lab.down``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ runs on) are named by a :class:`ProcessRef`: the pid *and* the kernel's start ti
 so a signal never reaches an unrelated process that reused the pid after ours died.
 :func:`spawn_detached` starts such a process without leaving a ``Popen`` behind.
 
-Neighbours: :mod:`lab.component.child` (the child-process flavour) and ``lab.labctl`` (which
+Neighbours: :mod:`lab.component.child` (the child-process flavour) and ``lab.frontdoor`` (which
 stops what ``lab.up`` started, by the refs in ``state.json``).
 """
 

@@ -1,319 +1,27 @@
-"""One lab, described once: :class:`LabSpec`, its rule table and its JSON form.
+"""The rules: every combination of ``lab.up`` options the lab refuses, each in one place.
 
-Role: every option that shapes a lab, typed, in one frozen object that crosses every process
-boundary: ``invoke lab.up`` (``tasks.py`` builds it with :func:`up_request`) hands it to the
-front door (``lab.frontdoor``), which resolves ``--backend auto``, writes it to the lab
-directory (``spec.json``) and starts ``lab.daemon``, which reads it back and hosts a
-:class:`lab.compose.Lab` built from it; the pytest fixtures (``lab.pytest_plugin``) build the
-same object from their options, and ``lab.status`` shows it. Nobody re-parses argv.
-
-The rule table (:data:`RULES`) is the one place a combination of options is judged. A rule is a
-small named function of the spec that returns its one-line refusal (the flag, the value and
-the fix) or None. Each rule has a scope: :attr:`Scope.SPEC` rules are invariants of every
-spec, checked when one is made (so a ``LabSpec`` that exists keeps them: ``Lab``, the daemon and
-the fixtures never check again); :attr:`Scope.UP` rules are ``lab.up``'s own limits and consent
-flags (at most 20 nodes, the releases the stand-ins model, ``--i-accept-aws-charges``), which a
-lab built in Python (a benchmark of 50 nodes) need not keep; :attr:`Scope.FINAL` rules say a
-spec is ready to become a lab (its backend chosen, a real-account run's id known), checked when
-it is written or read. Rules that depend on the backend (``auto`` may become kind) run again
-on the resolved spec: the same table, nothing else. What needs the machine (a kubeconfig file,
-an API server or a LocalStack that answers, a Docker network) is ``lab.preflight``.
-
-Neighbours: ``lab.state`` (the running lab's ``state.json``, and :class:`LabError`, which
-:class:`SpecError` is); below this module only leaf helpers, imported where a rule needs them
-so that building a spec imports no SDK.
+Role: small named functions of a :class:`~lab.spec.model.LabSpec`, each returning its one-line
+refusal (the flag, the value and the fix) or None, registered in table order with
+:func:`~lab.spec.table.rule`; grouped by what they judge: the controller, an existing cluster,
+AWS, the lab's shape, and whether a spec is ready to become a lab. ``tests/test_spec.py`` has a
+case per rule. Rules import what they check against (versions, feature gates) where they need
+it, so that building a spec imports no SDK.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import ipaddress
-import json
-import re
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any, Final, Literal, Self
 
 from lab.clock import DEFAULT_SPEED, check_speed
-from lab.controllerproc import ControllerCommand
 from lab.kube.version import DEFAULT_K8S_VERSION
-from lab.state import LabError, write_private
-
-#: ``spec.json``'s format; a file of another format is refused saying what to do
-SPEC_VERSION = 1
-SPEC_FILE = "spec.json"
-#: ``lab.up`` makes at most this many nodes (a lab built in Python may have more)
-MAX_NODES = 20
-#: Kubernetes minors the simulator's stand-ins have version facts for
-SIM_MINORS = range(20, 38)
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
-
-
-class Backend(enum.StrEnum):
-    """The cluster a lab runs on: the API simulator with kubelet stand-ins, kind through its
-    CLI, or an existing cluster a kubeconfig names (its own nodes; nothing of ours in it)."""
-
-    SIM = "sim"
-    KIND = "kind"
-    EXISTING = "existing"
-
-
-class AwsKind(enum.StrEnum):
-    """The AWS a lab talks to: the lab's moto endpoint, a LocalStack, or a real account."""
-
-    MOTO = "moto"
-    LOCALSTACK = "localstack"
-    REAL = "real"
-
-
-#: ``--backend auto``: a request of the front door (kind where Docker and kind answer, else
-#: sim), resolved by :meth:`LabSpec.resolve` before the spec is final
-AUTO: Final = "auto"
-BackendRequest = Backend | Literal["auto"]
-
-
-class Scope(enum.StrEnum):
-    SPEC = "spec"
-    UP = "up"
-    FINAL = "final"
-
-
-class SpecError(LabError, ValueError):
-    """A spec broke a rule; the message is the rule's one-line refusal."""
-
-    def __init__(self, rule: str, message: str) -> None:
-        super().__init__(message)
-        self.rule = rule
-
-
-@dataclasses.dataclass(frozen=True)
-class LabSpec:
-    """Everything that shapes a lab. Defaults give the write-ups' setup, already fixed."""
-
-    name: str = "default"
-    nodes: int = 2
-    k8s_version: str = DEFAULT_K8S_VERSION
-    region: str = "us-east-1"
-    zones: tuple[str, ...] = ("us-east-1a", "us-east-1b")
-    cluster_id: str = "ccm-lab"
-    seed: int = 1
-    #: register nodes with ``provider-id`` (as the kind configs do); False = name lookup only
-    provider_ids: bool = True
-    #: sim, kind or existing (``kubeconfig`` names it); ``auto`` only in a front-door request.
-    #: A word is taken and made the enum member (the rule table refuses an unknown one).
-    backend: BackendRequest | str = Backend.SIM
-    #: existing: the kubeconfig of the cluster to attach to
-    kubeconfig: Path | None = None
-    kind_binary: str = "kind"
-    docker_binary: str = "docker"
-    #: kind only: the AWS endpoint and metadata service listen on the nodes' Docker gateway
-    #: (not loopback) so an in-cluster controller reaches them
-    expose_to_nodes: bool = False
-    #: sim: lab seconds per real second for every timed stand-in (``lab.clock``)
-    clock_speed: float = DEFAULT_SPEED
-    #: sim, in lab seconds: the kubelet's Lease renewal and kube-controller-manager's
-    #: node-monitor grace period (None: that version's default)
-    lease_renew_interval: float = 10.0
-    node_monitor_grace_period: float | None = None
-    #: sim: the data plane's ``--feature-gates`` (``Name=true,...``), checked against the release
-    feature_gates: str = ""
-    state_dir: Path | None = None
-    #: the VPC's block; None: 10.0.0.0/16 on sim, the first block free on this host on kind
-    vpc_cidr: str | None = None
-    #: sim: the API simulator over plain HTTP to anyone (default: HTTPS and the lab's token)
-    insecure_api: bool = False
-    #: how our controller starts: "fork" from the fork server, or "exec" afresh each time
-    controller_launch: str = "fork"
-    #: moto, localstack or real (a word is taken as for ``backend``)
-    aws: AwsKind | str = AwsKind.MOTO
-    #: localstack: the base URL of a running LocalStack; None starts one through Docker
-    aws_endpoint: str | None = None
-    #: real: the run (``lab.aws.realaccount``) whose instances are the nodes
-    run_id: str | None = None
-    # --- the controller (started by the front door, or by a test through Lab) -----------
-    #: lab.up: start a controller once the lab is up (``--no-controller``: False)
-    controller: bool = True
-    #: another controller build (``--controller-cmd``/``--controller``); None: ours
-    controller_command: ControllerCommand | None = None
-    #: our controller's legacy behaviours and extra flags at lab.up
-    legacy: tuple[str, ...] = ()
-    extra_args: tuple[str, ...] = ()
-    #: kind: a build's image run in-cluster instead of a local process
-    controller_image: str | None = None
-    # --- a real account's consent (lab.up --aws real) -----------------------------------
-    accept_aws_charges: bool = False
-    #: print the real-account plan only
-    dry_run: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("zones", "legacy", "extra_args"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        if self.kubeconfig is not None:
-            object.__setattr__(self, "kubeconfig", Path(self.kubeconfig))
-        check(self, Scope.SPEC)
-        if self.backend != AUTO:
-            object.__setattr__(self, "backend", Backend(self.backend))
-        object.__setattr__(self, "aws", AwsKind(self.aws))
-
-    @property
-    def cluster_name(self) -> str:
-        """The cluster's name (and its nodes' name prefix). kind clusters share the host's
-        Docker engine, so each lab's is its own; the simulator's is the cluster id."""
-        if self.backend in (Backend.SIM, Backend.EXISTING):
-            return self.cluster_id
-        return f"{self.cluster_id}-{self.name}"
-
-    @property
-    def final(self) -> bool:
-        """Ready to become a lab: no rule of :attr:`Scope.FINAL` refuses it."""
-        return not refusals(self, Scope.FINAL)
-
-    def resolve(self, backend: Backend) -> LabSpec:
-        """The spec on the backend ``auto`` chose; every rule that depends on it runs."""
-        spec = dataclasses.replace(self, backend=backend)
-        check(spec, Scope.UP)
-        return spec
-
-    def replace(self, **changes: Any) -> Self:
-        return dataclasses.replace(self, **changes)
-
-    # --- JSON ------------------------------------------------------------------------------
-
-    def to_json(self) -> dict[str, Any]:
-        check(self, Scope.FINAL)
-        return {"version": SPEC_VERSION, **{k: _encode(v) for k, v in _items(self)}}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any], *, source: str = SPEC_FILE) -> LabSpec:
-        if data.get("version") != SPEC_VERSION:
-            raise LabError(
-                f"{source} has format version {data.get('version')!r}, this checkout reads "
-                f"version {SPEC_VERSION}; start the lab with this checkout's `invoke lab.up`"
-            )
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names - {"version"})
-        if unknown:
-            raise LabError(
-                f"{source}: unknown field {unknown[0]!r}; another checkout wrote it: start the "
-                "lab with this one"
-            )
-        try:
-            spec = cls(**{k: _decode(k, v) for k, v in data.items() if k != "version"})
-        except TypeError as exc:
-            raise LabError(f"{source} is damaged ({exc}); start the lab again") from None
-        check(spec, Scope.FINAL)
-        return spec
-
-
-def _items(spec: LabSpec) -> list[tuple[str, Any]]:
-    return [(f.name, getattr(spec, f.name)) for f in dataclasses.fields(spec)]
-
-
-def _encode(value: Any) -> Any:
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, tuple):
-        return [_encode(v) for v in value]
-    if isinstance(value, ControllerCommand):
-        return {**dataclasses.asdict(value), "template": list(value.template)}
-    return value
-
-
-def _decode(name: str, value: Any) -> Any:
-    if value is None:
-        return None
-    if name in ("kubeconfig", "state_dir"):
-        return Path(value)
-    if name == "controller_command":
-        return ControllerCommand(**{**value, "template": tuple(value["template"])})
-    return value
-
-
-def up_request(**options: Any) -> LabSpec:
-    """``lab.up``'s request: a spec whose backend defaults to ``auto``, checked by every rule
-    of :attr:`Scope.SPEC` and :attr:`Scope.UP` (a :class:`SpecError` names the first broken)."""
-    if options.get("controller_image") is not None:
-        # the image's pod reaches the AWS endpoint and metadata service on the nodes' gateway
-        options = {**options, "expose_to_nodes": True}
-    spec = LabSpec(**{"backend": AUTO, **options})
-    check(spec, Scope.UP)
-    return spec
-
-
-def zones_of(region: str) -> tuple[str, str]:
-    """The two zones a lab spreads its nodes over in ``region``."""
-    return f"{region}a", f"{region}b"
-
-
-def write_spec(directory: Path, spec: LabSpec) -> Path:
-    """``spec.json`` in the lab directory (private, written atomically)."""
-    return write_private(directory / SPEC_FILE, json.dumps(spec.to_json(), indent=2) + "\n")
-
-
-def read_spec(directory: Path) -> LabSpec | None:
-    """The spec in ``directory``, None when there is none."""
-    path = directory / SPEC_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise LabError(f"{path} is unreadable ({exc}); remove {directory} and start again") from exc
-    if not isinstance(data, dict):
-        raise LabError(f"{path} is not a JSON object; remove {directory} and start again")
-    return LabSpec.from_json(data, source=str(path))
+from lab.spec.model import AUTO, MAX_NODES, NAME_RE, SIM_MINORS, AwsKind, Backend, LabSpec
+from lab.spec.table import Scope, SpecError, rule
 
 
 def validate_name(name: str) -> None:
     """``--name``: raises the ``name`` rule's refusal (every lab command checks it first)."""
     if not NAME_RE.match(name):
         raise SpecError("name", _name_refusal(name))
-
-
-# --- the rule table ---------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Rule:
-    """One rule: its name, where it applies, and the function that returns its refusal."""
-
-    name: str
-    scope: Scope
-    refuse: Callable[[LabSpec], str | None]
-
-
-RULES: list[Rule] = []
-
-
-def rule(name: str, scope: Scope = Scope.SPEC) -> Callable[[Callable[[LabSpec], str | None]], Any]:
-    """Add the decorated function to :data:`RULES` (the order is the order of refusals)."""
-
-    def register(refuse: Callable[[LabSpec], str | None]) -> Callable[[LabSpec], str | None]:
-        RULES.append(Rule(name, scope, refuse))
-        return refuse
-
-    return register
-
-
-def refusals(spec: LabSpec, *scopes: Scope) -> list[tuple[Rule, str]]:
-    """Every rule of ``scopes`` that ``spec`` breaks, with its refusal, in table order."""
-    found = []
-    for each in RULES:
-        if each.scope in scopes:
-            message = each.refuse(spec)
-            if message is not None:
-                found.append((each, message))
-    return found
-
-
-def check(spec: LabSpec, *scopes: Scope) -> None:
-    """Raise :class:`SpecError` with the first refusal of the rules of ``scopes``."""
-    for each in RULES:
-        if each.scope in scopes:
-            message = each.refuse(spec)
-            if message is not None:
-                raise SpecError(each.name, message)
 
 
 def _name_refusal(name: str) -> str:
@@ -353,18 +61,22 @@ def _command_with_our_flags(spec: LabSpec) -> str | None:
     )
 
 
-@rule("image-reference")
-def _image_reference(spec: LabSpec) -> str | None:
-    image = spec.controller_image
-    if image is None:
-        return None
+def image_refusal(image: str, flag: str = "--controller-image") -> str | None:
+    """Why ``image`` is not an image reference as Docker takes it (non-empty, no spaces, no
+    scheme, not a flag), naming ``flag``; None when it is one (``lab.incluster_image`` asks
+    too)."""
     well_formed = image and not image.startswith("-") and "://" not in image
     if well_formed and not any(c.isspace() for c in image):
         return None
     return (
-        f"--controller-image {image!r}: expected an image reference such as "
+        f"{flag} {image!r}: expected an image reference such as "
         "registry.k8s.io/provider-aws/cloud-controller-manager:v1.33.0 or a local tag"
     )
+
+
+@rule("image-reference")
+def _image_reference(spec: LabSpec) -> str | None:
+    return None if spec.controller_image is None else image_refusal(spec.controller_image)
 
 
 @rule("image-is-the-controller")
