@@ -69,8 +69,8 @@ from e2e.support import (
 )
 from e2e.workloads import create_pod, wait_pods_answer, wait_running
 from lab.compose import Lab
-from lab.dataplane.versions import kube_proxy_behaviour
 from lab.traffic import TrafficReport
+from lab.versions.dataplane import kube_proxy_behaviour
 
 standin = pytest.mark.standin("kube-proxy's /healthz of a given release and a node powered off")
 

@@ -72,7 +72,6 @@ from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.planner import plan_nodes
 from lab.cluster.sim import SimProvider
 from lab.cluster.steps import ProgressReporter, Step, StepRun
-from lab.cluster.versions import KubeVersion
 from lab.controllerproc import (
     ControllerCommand,
     ControllerProcess,
@@ -82,10 +81,8 @@ from lab.controllerproc import (
 )
 from lab.dataplane.api import Api
 from lab.dataplane.plane import SimDataPlane
-from lab.dataplane.versions import parse_feature_gates
 from lab.imds import ImdsServer
 from lab.kube.server import KubeServer
-from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.settle import Reporter, settle
 from lab.state import AWS_BACKENDS, BACKENDS, LabState, node_states
 from lab.traffic import (
@@ -96,6 +93,8 @@ from lab.traffic import (
     TrafficProbe,
     instance_address,
 )
+from lab.versions.dataplane import parse_feature_gates
+from lab.versions.release import DEFAULT_K8S_VERSION, KubeVersion
 
 log = logging.getLogger(__name__)
 

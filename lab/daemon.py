@@ -29,8 +29,8 @@ from lab.cluster.steps import LoggingProgress
 from lab.component import ProcessRef
 from lab.component.bearer import CHALLENGE, bearer_ok, refusal
 from lab.compose import Lab, LabConfig
-from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.state import STATE_FILE, DaemonState, write_state
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 log = logging.getLogger("lab.daemon")
 

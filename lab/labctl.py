@@ -36,7 +36,6 @@ from lab.clock import DEFAULT_SPEED, check_speed
 from lab.component import ComponentNotReady, ProcessRef, spawn_detached, tail
 from lab.component.bearer import auth_headers
 from lab.controllerproc import ControllerCommand, ControllerProcess, ControllerSpec
-from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.labview import (
     core_api,
     last_error,
@@ -60,6 +59,7 @@ from lab.state import (
     write_private,
     write_state,
 )
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 if TYPE_CHECKING:
     from lab.aws.topology import TopologySpec
@@ -134,7 +134,7 @@ def validate_up(
         raise LabError(
             f"--nodes {nodes}: a lab has 1 to {MAX_NODES} nodes (the first is the control plane)"
         )
-    from lab.cluster.versions import KubeVersion, node_image
+    from lab.versions.release import KubeVersion, node_image
 
     try:
         version = KubeVersion.parse(k8s_version)
@@ -163,7 +163,7 @@ def validate_up(
                 f"--feature-gates {feature_gates!r}: these set the sim backend's data plane; "
                 "a kind cluster takes them in its kubeadm config (use --backend sim)"
             )
-        from lab.dataplane.versions import parse_feature_gates
+        from lab.versions.dataplane import parse_feature_gates
 
         try:
             parse_feature_gates(feature_gates, version)

@@ -54,7 +54,7 @@ from lab.controllerproc import (
     ControllerProcess,
     choose_command,
 )
-from lab.kube.version import DEFAULT_K8S_VERSION
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient, CoreV1Api

@@ -28,9 +28,9 @@ from lab import labctl
 from lab.clock import ScaledClock
 from lab.cluster.base import ClusterSpec, NodeSpec, Role
 from lab.cluster.sim import SimProvider
-from lab.cluster.versions import KubeVersion
 from lab.compose import LabConfig
 from lab.kubeclient import new_api_client
+from lab.versions.release import KubeVersion
 
 UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
 

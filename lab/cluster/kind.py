@@ -68,10 +68,11 @@ from lab.cluster.kind_network import gateway_of, ipam_gateway
 from lab.cluster.kubeapi import raw
 from lab.cluster.restore import ClusterBaseline
 from lab.cluster.steps import ProgressReporter, Step, StepRun
-from lab.cluster.versions import KubeVersion, kubeadm_api_version, node_image
 from lab.exec import CommandError, Runner, SubprocessRunner
 from lab.kubeclient import kubeconfig_server, new_api_client
 from lab.settle import Reporter
+from lab.versions.provisioning import kubeadm_api_version
+from lab.versions.release import KubeVersion, node_image
 
 if TYPE_CHECKING:
     from lab.cluster.kubelet import KubeletStandIn

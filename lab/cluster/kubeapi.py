@@ -16,7 +16,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from lab.cluster.base import NodeInfo, NodeName, ProviderID, Role
-from lab.cluster.versions import (
+from lab.versions.provisioning import (
     ANNOTATION_PROVIDED_NODE_IP,
     LABEL_ROLE_CONTROL_PLANE,
     LABEL_ROLE_MASTER,

@@ -60,8 +60,8 @@ from lab.cluster.node_shapes import (
     micro_time,
     node_manifest,
 )
-from lab.cluster.versions import KubeVersion
 from lab.settle import Progress
+from lab.versions.release import KubeVersion
 
 log = logging.getLogger(__name__)
 

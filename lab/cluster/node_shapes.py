@@ -5,7 +5,7 @@ kubeadm, as kind does) would create, and :func:`lease_manifest` its ``kube-node-
 I/O: the stand-in in ``lab.cluster.kubelet`` sends them, and tests check them per version.
 
 What is version-dependent (docs/reference/peers.md §1.2, upstream-ccm.md §6-§7,
-``lab.cluster.versions``):
+``lab.versions.provisioning``):
 
 * role labels kubeadm applies to control planes (``master`` ≤ 1.23, ``control-plane`` ≥ 1.20,
   ``exclude-from-external-load-balancers`` ≥ 1.21) and its NoSchedule taints (``master`` ≤ 1.24,
@@ -35,17 +35,16 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from lab.cluster.base import Role
-from lab.cluster.versions import (
+from lab.versions.provisioning import (
     ANNOTATION_PROVIDED_NODE_IP,
     LABEL_EXCLUDE_FROM_LB,
     TAINT_UNINITIALIZED,
-    KubeVersion,
     kubeadm_control_plane_labels,
     kubeadm_control_plane_taints,
     kubelet_seeds_addresses_without_node_ip,
     kubelet_seeds_default_address_for_unspecified_ip,
-    node_image,
 )
+from lab.versions.release import KubeVersion, node_image
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 #: kubelet's ``nodeLeaseDurationSeconds`` default; it renews every quarter of it (10 s).

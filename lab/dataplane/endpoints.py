@@ -44,7 +44,7 @@ from lab.dataplane.api import (
 from lab.dataplane.controller import Controller
 from lab.dataplane.informers import Informers
 from lab.dataplane.scheduling import is_terminal, map_selector_matches
-from lab.dataplane.versions import EndpointsBehaviour
+from lab.versions.dataplane import EndpointsBehaviour
 
 log = logging.getLogger(__name__)
 

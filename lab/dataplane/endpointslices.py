@@ -33,7 +33,7 @@ from lab.dataplane.endpoints import (
     target_ref,
 )
 from lab.dataplane.informers import Informers
-from lab.dataplane.versions import EndpointsBehaviour
+from lab.versions.dataplane import EndpointsBehaviour
 
 #: the shared slices informer's index of the slices this controller manages, per Service
 MANAGED_INDEX = "endpointslice-controller:service"

@@ -53,7 +53,7 @@ from lab.dataplane.podapp import (
     readiness,
 )
 from lab.dataplane.podstatus import condition, node_ip, write_status
-from lab.dataplane.versions import KubeletBehaviour
+from lab.versions.dataplane import KubeletBehaviour
 
 log = logging.getLogger(__name__)
 

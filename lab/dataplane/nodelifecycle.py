@@ -59,7 +59,7 @@ from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.dataplane.scheduling import tolerates
-from lab.dataplane.versions import NodeLifecycleBehaviour
+from lab.versions.dataplane import NodeLifecycleBehaviour
 
 log = logging.getLogger(__name__)
 

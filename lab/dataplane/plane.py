@@ -28,7 +28,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from lab.clock import LabClock, ScaledClock
-from lab.cluster.versions import KubeVersion
 from lab.dataplane.api import Api, new_api_client
 from lab.dataplane.controller import Controller
 from lab.dataplane.deployments import DeploymentController
@@ -43,13 +42,14 @@ from lab.dataplane.kubeproxy import KubeProxyModel
 from lab.dataplane.nodelifecycle import NodeLifecycleController, TaintEvictionController
 from lab.dataplane.replicasets import ReplicaSetController
 from lab.dataplane.scheduler import Scheduler
-from lab.dataplane.versions import (
+from lab.settle import ApiHeads, Reporter
+from lab.versions.dataplane import (
     endpoints_behaviour,
     kube_proxy_behaviour,
     kubelet_behaviour,
     node_lifecycle_behaviour,
 )
-from lab.settle import ApiHeads, Reporter
+from lab.versions.release import KubeVersion
 
 log = logging.getLogger(__name__)
 

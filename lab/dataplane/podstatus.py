@@ -18,7 +18,7 @@ import hashlib
 from typing import Any
 
 from lab.dataplane.api import MERGE_PATCH, PODS, Api, Obj, meta, path, status_code
-from lab.dataplane.versions import KubeletBehaviour
+from lab.versions.dataplane import KubeletBehaviour
 
 #: the conditions a kubelet owns (``PodConditionsByKubelet`` and the sandbox condition)
 KUBELET_CONDITIONS = (

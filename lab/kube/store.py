@@ -34,9 +34,9 @@ from lab.kube.schema import always_serialized
 from lab.kube.seed import seed_defaults
 from lab.kube.selectors import FieldRequirement, Requirement, fields_match, labels_match
 from lab.kube.strategies import Strategy, build_strategies
-from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.kube.watch import Event, ExpiredError, Obj, Watcher, dumps, with_type
 from lab.kube.writes import Writer
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 log = logging.getLogger(__name__)
 

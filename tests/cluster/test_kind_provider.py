@@ -16,9 +16,9 @@ from lab.cluster import kind_config
 from lab.cluster.base import ClusterSpec, NodeInfo, NodeName, NodeSpec, ProviderID, Role
 from lab.cluster.kind import KindProvider, KindVersionError, check_kind_version, parse_kind_version
 from lab.cluster.steps import ProvisionError
-from lab.cluster.versions import KubeVersion
 from lab.exec import CommandError
 from lab.kube.server import KubeServer
+from lab.versions.release import KubeVersion
 
 from . import kind_releases
 from .fakecli import FakeCLI, container

@@ -23,8 +23,8 @@ from lab.cluster.kind import (
 )
 from lab.cluster.kubeapi import raw
 from lab.cluster.node_shapes import node_manifest
-from lab.cluster.versions import node_image
 from lab.exec import CommandError, SubprocessRunner
+from lab.versions.release import node_image
 
 
 def _docker_engine_problem() -> str | None:

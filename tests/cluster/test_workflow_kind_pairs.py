@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from lab.cluster.kind import check_kind_version
-from lab.cluster.versions import LATEST, KubeVersion, node_image
+from lab.versions.release import LATEST, KubeVersion, node_image
 
 WORKFLOW = Path(__file__).resolve().parents[2] / ".github" / "workflows" / "ci.yml"
 

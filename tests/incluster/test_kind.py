@@ -13,10 +13,10 @@ from lab.cluster.kind import (
     check_kind_version,
     parse_kind_version,
 )
-from lab.cluster.versions import KubeVersion
 from lab.compose import Lab, LabConfig
 from lab.exec import SubprocessRunner
 from lab.incluster import deploy, undeploy
+from lab.versions.release import KubeVersion
 from tests.incluster.support import docker_and_kind_missing, lab_world_settings
 
 
