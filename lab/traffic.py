@@ -63,9 +63,10 @@ from lab.aws.nlbview import (
     network_load_balancer,
     target_group,
 )
-from lab.dataplane.api import NODES, SERVICES, Api, Obj, status_code
+from lab.dataplane.api import NODES, SERVICES, Api, Obj
 from lab.dataplane.kubeproxy import ConnectionRefused, Drop, PodTarget
 from lab.dataplane.plane import SimDataPlane
+from lab.kubeclient import NotFound
 
 DEFAULT_CLIENT = "198.51.100.7"
 """The modelled internet client (RFC 5737 documentation range; nothing is ever sent)."""
@@ -207,10 +208,8 @@ def get_or_none(api: Api, url: str) -> Obj | None:
     """The object at ``url``, or None when the API server says 404."""
     try:
         return api.get(url)
-    except Exception as exc:
-        if status_code(exc) == 404:
-            return None
-        raise
+    except NotFound:
+        return None
 
 
 class ModelledCluster:
