@@ -8,11 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.cluster.kind import (
-    KindVersionError,
-    check_kind_version,
-    parse_kind_version,
-)
+from lab.cluster.kind_steps import KindVersionError, check_kind_version, parse_kind_version
 from lab.compose import Lab, LabConfig
 from lab.exec import SubprocessRunner
 from lab.incluster import deploy, undeploy
