@@ -21,7 +21,7 @@ import time
 from kubernetes import client
 
 from lab.compose import Lab, LabConfig, wait_for
-from lab.traffic import TrafficError
+from lab.traffic.report import TrafficError
 
 LABELS = {"app": "web"}
 

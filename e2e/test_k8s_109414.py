@@ -48,7 +48,7 @@ from e2e.workloads import (
     wait_running,
 )
 from lab.compose import Lab
-from lab.traffic import TrafficReport
+from lab.traffic.report import TrafficReport
 from lab.versions.dataplane import endpoints_behaviour
 
 standin = pytest.mark.standin("the kubelet and endpoint controllers of a given release")

@@ -47,7 +47,7 @@ from e2e.workloads import (
     wait_running,
 )
 from lab.compose import Lab
-from lab.traffic import TrafficReport
+from lab.traffic.report import TrafficReport
 from lab.versions.dataplane import endpoints_behaviour
 
 standin = pytest.mark.standin("graceful node shutdown by the kubelet of a given release")

@@ -69,7 +69,7 @@ from e2e.support import (
 )
 from e2e.workloads import create_pod, wait_pods_answer, wait_running
 from lab.compose import Lab
-from lab.traffic import TrafficReport
+from lab.traffic.report import TrafficReport
 from lab.versions.dataplane import kube_proxy_behaviour
 
 standin = pytest.mark.standin("kube-proxy's /healthz of a given release and a node powered off")

@@ -56,7 +56,7 @@ from e2e import recipes
 from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import create_pod, slice_endpoints, wait_pods_answer, wait_running
 from lab.compose import Lab
-from lab.traffic import TrafficReport
+from lab.traffic.report import TrafficReport
 from lab.versions.dataplane import kubelet_behaviour
 
 standin = pytest.mark.standin("the kubelet's probes and kube-proxy of a given release")

@@ -85,14 +85,9 @@ from lab.imds import ImdsServer
 from lab.kube.server import KubeServer
 from lab.settle import Reporter, settle
 from lab.state import AWS_BACKENDS, BACKENDS, LabState, node_states
-from lab.traffic import (
-    Gate,
-    ModelledCluster,
-    NodeAddress,
-    RealCluster,
-    TrafficProbe,
-    instance_address,
-)
+from lab.traffic.clusters import ModelledCluster, NodeAddress, RealCluster, instance_address
+from lab.traffic.probe import TrafficProbe
+from lab.traffic.report import Gate
 from lab.versions.dataplane import parse_feature_gates
 from lab.versions.release import DEFAULT_K8S_VERSION, KubeVersion
 

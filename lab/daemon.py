@@ -98,7 +98,7 @@ class _Control(BaseHTTPRequestHandler):
     def _traffic(self) -> None:
         """``lab.traffic``: the probe runs here, next to the data plane and the AWS state."""
         from lab.compose import LabNotReady
-        from lab.traffic import TrafficError
+        from lab.traffic.report import TrafficError
 
         try:
             length = int(self.headers.get("Content-Length") or 0)

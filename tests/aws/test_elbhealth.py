@@ -27,7 +27,7 @@ from lab.aws.elbprobe import HealthTarget, ProbeResult, ProbeTarget
 from lab.aws.elbview import ClassicInstance
 from lab.aws.gates import AwsGates
 from lab.clock import ManualClock, ScaledClock
-from lab.traffic import Gate, Gates
+from lab.traffic.report import Gate, Gates
 from tests.aws import builders as b
 from tests.aws.conftest import FakeClock
 
