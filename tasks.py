@@ -27,7 +27,7 @@ from invoke.context import Context
 from invoke.exceptions import Exit
 from invoke.tasks import task
 
-from lab.kube.version import DEFAULT_K8S_VERSION
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 PY_PATHS = "."  # ruff skips .venv, .lab and git-ignored files
 #: controller flags the lab sets itself; --args may not override them

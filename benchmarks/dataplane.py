@@ -27,13 +27,13 @@ from pathlib import Path
 from lab.clock import DEFAULT_SPEED, ScaledClock
 from lab.cluster.base import Role
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
-from lab.cluster.versions import KubeVersion
 from lab.dataplane.api import ENDPOINT_SLICES, PODS, Api
 from lab.dataplane.informers import Informer
 from lab.dataplane.kubeproxy import ConnectionRefused
 from lab.dataplane.plane import SimDataPlane
 from lab.kube.objects import Obj
 from lab.kube.server import KubeServer
+from lab.versions.release import KubeVersion
 
 VERSION = "1.33"
 

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from lab.kube.registry import Registry  # noqa: E402
 from lab.kube.schema import definitions  # noqa: E402
 from lab.kube.server import KubeServer  # noqa: E402
-from lab.kube.version import DEFAULT_K8S_VERSION  # noqa: E402
+from lab.versions.release import DEFAULT_K8S_VERSION  # noqa: E402
 
 
 def node(i: int) -> dict[str, Any]:

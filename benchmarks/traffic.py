@@ -22,7 +22,7 @@ from kubernetes import client
 
 from lab.compose import Lab, wait_for
 from lab.spec import LabSpec
-from lab.traffic import TrafficError
+from lab.traffic.report import TrafficError
 
 LABELS = {"app": "web"}
 

@@ -18,10 +18,15 @@ endpoint that lacks one (``--aws localstack``) they are skipped with that reason
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar
 
 import pytest
+
+if TYPE_CHECKING:
+    from lab.compose import Lab
+    from lab.traffic.report import TrafficReport
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,33 @@ class Scenario:
     @property
     def module(self) -> str:
         return f"e2e/test_{self.id.replace('-', '_')}.py"
+
+
+class ReleaseEvidence(Protocol):
+    """What a release scenario's steps collect: at least where its requests went."""
+
+    @property
+    def traffic(self) -> TrafficReport: ...
+
+
+E = TypeVar("E", bound=ReleaseEvidence)
+
+
+@dataclass(frozen=True)
+class ReleaseReplay(Generic[E]):
+    """How ``invoke lab.repro`` replays a scenario whose module runs the same steps on a buggy
+    and a fixed release of the data plane (seed 004): the module's ``REPLAY``, named by its
+    module in ``e2e.repro.RELEASE_SCENARIOS``, so the replay finds the steps by type, not by
+    guessing attribute names."""
+
+    buggy: str
+    fixed: str
+    #: the module's ``run_scenario(lab, say)``: the steps, narrated through ``say``
+    run_scenario: Callable[[Lab, Callable[[str], None]], E]
+    assert_reproduced: Callable[[E], None]
+    assert_fixed: Callable[[E], None]
+    #: the data plane's ``--feature-gates`` for the replay ("" for none)
+    gate: str = ""
 
 
 CATALOG: tuple[Scenario, ...] = (

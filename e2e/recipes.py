@@ -9,7 +9,7 @@ Endpoints and the EndpointSlice show it, so anything read afterwards includes ev
 change). The same code runs on the sim backend against the release presets (``lab_at``) and
 on kind against the cluster of ``--k8s-version`` (CI's seed-004 job: the pinned buggy and
 fixed ``kindest/node`` images of §5, each with the kind release that built it). What a release
-should show comes from the data-plane change table (``lab.dataplane.versions``, sourced from
+should show comes from the data-plane change table (``lab.versions.dataplane``, sourced from
 the upstream changelogs and PRs): on sim that checks the stand-ins against it, on kind the
 table against a real cluster.
 """

@@ -7,9 +7,11 @@ run_scenario``, with a narrator) and shows the evidence those steps collected (t
 rules before and after, the trail rows, the Service's events) and the verdict of the module's
 own assertions. Seed 004's scenarios (``k8s-109414``, ``k8s-109718``, ``k8s-110309``,
 ``k8s-110195``) run their module's steps on a scratch lab of the buggy release (``--fixed``:
-the first fixed one), narrated, then show the cluster's evidence, where the requests went
-(``lab.traffic``) and the verdict of the module's assertions. Every other scenario runs its
-catalog module (its reproduce or fixed tests) on a fresh embedded lab, verbosely.
+the first fixed one), narrated (the module's ``REPLAY``, an ``e2e.catalog.ReleaseReplay``, names
+its versions, ``run_scenario`` and assertions; :data:`RELEASE_SCENARIOS` lists them), then
+show the cluster's evidence, where the requests went (``lab.traffic``) and the verdict of the
+module's assertions. Every other scenario runs its catalog module (its reproduce or fixed
+tests) on a fresh embedded lab, verbosely.
 
 ``--in-place`` runs ``k8s-84926`` on the running lab ``--name`` instead, and afterwards restores
 what it changed: the node group's rules exactly as before, no leaked security group or
@@ -21,7 +23,6 @@ This module lives under ``e2e/`` because it drives scenarios; ``tasks.py`` calls
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import subprocess
 import sys
 import time
@@ -33,7 +34,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from e2e.catalog import CATALOG, Scenario, by_id
+from e2e import test_k8s_109414, test_k8s_109718, test_k8s_110195, test_k8s_110309
+from e2e.catalog import CATALOG, ReleaseReplay, Scenario, by_id
 from e2e.support import (
     Rule,
     elb_name,
@@ -112,16 +114,20 @@ def _run_module(scenario: Scenario, *, fixed: bool, console: Console) -> int:
 
 # --- release scenarios (seed 004), narrated ------------------------------------------------
 
-#: scenarios whose module runs the same steps on a buggy and a fixed release of the data plane:
-#: ``BUGGY``/``FIXED`` versions, ``run(lab, say) -> Evidence`` with ``.traffic``, and
-#: ``assert_reproduced``/``assert_fixed``; ``GATE``, if present, the data plane's feature gates
-RELEASE_SCENARIOS = ("k8s-109414", "k8s-109718", "k8s-110309", "k8s-110195")
+#: scenarios whose module runs the same steps on a buggy and a fixed release of the data plane
+#: (its ``REPLAY``: the versions, ``run_scenario(lab, say)`` and the module's assertions)
+RELEASE_SCENARIOS: dict[str, ReleaseReplay[Any]] = {
+    "k8s-109414": test_k8s_109414.REPLAY,
+    "k8s-109718": test_k8s_109718.REPLAY,
+    "k8s-110309": test_k8s_110309.REPLAY,
+    "k8s-110195": test_k8s_110195.REPLAY,
+}
 
 
 def _narrate_release(scenario: Scenario, *, fixed: bool, console: Console) -> int:
-    module = importlib.import_module(f"e2e.test_{scenario.id.replace('-', '_')}")
-    version = module.FIXED if fixed else module.BUGGY
-    gates = str(getattr(module, "GATE", ""))
+    replay = RELEASE_SCENARIOS[scenario.id]
+    version = replay.fixed if fixed else replay.buggy
+    gates = replay.gate
     started = time.monotonic()
     steps = iter(range(1, 100))
 
@@ -142,7 +148,7 @@ def _narrate_release(scenario: Scenario, *, fixed: bool, console: Console) -> in
         feature_gates=gates,
     )
     with Lab(config) as lab:
-        evidence = module.run(lab, say)
+        evidence = replay.run_scenario(lab, say)
     objects = Table(title="what the cluster shows", title_justify="left")
     objects.add_column("evidence")
     objects.add_column("value", overflow="fold")
@@ -152,8 +158,8 @@ def _narrate_release(scenario: Scenario, *, fixed: bool, console: Console) -> in
     console.print(objects)
     labview.render_traffic(evidence.traffic.to_json(), console)
     verdicts = [
-        ("the documented symptoms", _holds(module.assert_reproduced, evidence)),
-        ("the fixed behaviour", _holds(module.assert_fixed, evidence)),
+        ("the documented symptoms", _holds(replay.assert_reproduced, evidence)),
+        ("the fixed behaviour", _holds(replay.assert_fixed, evidence)),
     ]
     console.print("\n[bold]verdict[/] (the catalog module's own assertions on this evidence):")
     for text, ok in verdicts:

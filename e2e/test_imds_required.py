@@ -37,7 +37,7 @@ class Evidence:
     log: str
 
 
-def run(lab: Lab, *, imds: bool, dummy_self: bool = False) -> Evidence:
+def run_scenario(lab: Lab, *, imds: bool, dummy_self: bool = False) -> Evidence:
     cloud_config = None
     if dummy_self:
         topo = lab.topology
@@ -72,14 +72,14 @@ def assert_started(ev: Evidence) -> None:
 
 
 def test_reproduce_no_metadata_service(lab: Lab) -> None:
-    ev = run(lab, imds=False)
+    ev = run_scenario(lab, imds=False)
     assert_symptoms(ev)
     with pytest.raises(AssertionError):
         assert_started(ev)
 
 
 def test_fixed_with_the_labs_metadata_service(lab: Lab) -> None:
-    ev = run(lab, imds=True)
+    ev = run_scenario(lab, imds=True)
     assert_started(ev)
     # The identity came from the control-plane node's instance, via our IMDS.
     assert lab.topology is not None
@@ -89,7 +89,7 @@ def test_fixed_with_the_labs_metadata_service(lab: Lab) -> None:
 
 
 def test_fixed_off_cluster_dummy_self_instance(lab: Lab) -> None:
-    ev = run(lab, imds=False, dummy_self=True)
+    ev = run_scenario(lab, imds=False, dummy_self=True)
     assert_started(ev)
     with pytest.raises(AssertionError):
         assert_symptoms(ev)

@@ -37,6 +37,7 @@ import pytest
 from kubernetes import client
 
 from e2e import recipes
+from e2e.catalog import ReleaseReplay
 from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import (
     create_pod,
@@ -48,8 +49,8 @@ from e2e.workloads import (
     wait_running,
 )
 from lab.compose import Lab
-from lab.dataplane.versions import endpoints_behaviour
-from lab.traffic import TrafficReport
+from lab.traffic.report import TrafficReport
+from lab.versions.dataplane import endpoints_behaviour
 
 standin = pytest.mark.standin("the kubelet and endpoint controllers of a given release")
 
@@ -70,7 +71,7 @@ class Evidence:
     traffic: TrafficReport
 
 
-def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
+def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     core = client.CoreV1Api(lab.api_client())
     say(f"start the controller; a LoadBalancer Service {A}/web and two of its pods on one node")
     lab.start_controller()
@@ -139,11 +140,14 @@ def assert_fixed(ev: Evidence) -> None:
     assert all(p.startswith(f"{A}/") for p in ev.traffic.answered), ev.traffic.answered
 
 
+REPLAY = ReleaseReplay(BUGGY, FIXED, run_scenario, assert_reproduced, assert_fixed)
+
+
 @standin
 def test_reproduce_failed_pod_ip_reused_answers_for_another_service(
     lab_at: Callable[[str], Lab],
 ) -> None:
-    ev = run(lab_at(BUGGY))
+    ev = run_scenario(lab_at(BUGGY))
     assert_reproduced(ev)
     with pytest.raises(AssertionError):
         assert_fixed(ev)
@@ -151,7 +155,7 @@ def test_reproduce_failed_pod_ip_reused_answers_for_another_service(
 
 @standin
 def test_fixed_terminal_pods_are_never_endpoints(lab_at: Callable[[str], Lab]) -> None:
-    ev = run(lab_at(FIXED))
+    ev = run_scenario(lab_at(FIXED))
     assert_fixed(ev)
     with pytest.raises(AssertionError):
         assert_reproduced(ev)

@@ -36,6 +36,7 @@ import pytest
 from kubernetes import client
 
 from e2e import recipes
+from e2e.catalog import ReleaseReplay
 from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import (
     create_pod,
@@ -47,8 +48,8 @@ from e2e.workloads import (
     wait_running,
 )
 from lab.compose import Lab
-from lab.dataplane.versions import endpoints_behaviour
-from lab.traffic import TrafficReport
+from lab.traffic.report import TrafficReport
+from lab.versions.dataplane import endpoints_behaviour
 
 standin = pytest.mark.standin("graceful node shutdown by the kubelet of a given release")
 
@@ -69,7 +70,7 @@ class Evidence:
     traffic: TrafficReport
 
 
-def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
+def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     core = client.CoreV1Api(lab.api_client())
     say("start the controller; a LoadBalancer Service web with one pod on each of two nodes")
     lab.start_controller()
@@ -134,11 +135,14 @@ def assert_fixed(ev: Evidence) -> None:
     assert dict(ev.traffic.answered) == {f"{NS}/web-up": 300}
 
 
+REPLAY = ReleaseReplay(BUGGY, FIXED, run_scenario, assert_reproduced, assert_fixed)
+
+
 @standin
 def test_reproduce_shut_down_nodes_pod_stays_a_ready_endpoint(
     lab_at: Callable[[str], Lab],
 ) -> None:
-    ev = run(lab_at(BUGGY))
+    ev = run_scenario(lab_at(BUGGY))
     assert_reproduced(ev)
     with pytest.raises(AssertionError):
         assert_fixed(ev)
@@ -146,7 +150,7 @@ def test_reproduce_shut_down_nodes_pod_stays_a_ready_endpoint(
 
 @standin
 def test_fixed_shut_down_nodes_pod_leaves_the_endpoints(lab_at: Callable[[str], Lab]) -> None:
-    ev = run(lab_at(FIXED))
+    ev = run_scenario(lab_at(FIXED))
     assert_fixed(ev)
     with pytest.raises(AssertionError):
         assert_reproduced(ev)

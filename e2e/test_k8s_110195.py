@@ -58,6 +58,7 @@ import pytest
 from kubernetes import client
 
 from e2e import recipes
+from e2e.catalog import ReleaseReplay
 from e2e.support import (
     ANN,
     create_service,
@@ -69,8 +70,8 @@ from e2e.support import (
 )
 from e2e.workloads import create_pod, wait_pods_answer, wait_running
 from lab.compose import Lab
-from lab.dataplane.versions import kube_proxy_behaviour
-from lab.traffic import TrafficReport
+from lab.traffic.report import TrafficReport
+from lab.versions.dataplane import kube_proxy_behaviour
 
 standin = pytest.mark.standin("kube-proxy's /healthz of a given release and a node powered off")
 
@@ -115,7 +116,9 @@ def _health(lab: Lab, load_balancer: str, instance_id: str) -> tuple[str, str]:
     return (found[0]["State"], found[0]["Description"]) if found else ("absent", "")
 
 
-def run(lab: Lab, say: Callable[[str], None] = quiet, *, shared_probe: bool = True) -> Evidence:
+def run_scenario(
+    lab: Lab, say: Callable[[str], None] = quiet, *, shared_probe: bool = True
+) -> Evidence:
     core = client.CoreV1Api(lab.api_client())
     mode = "Shared (HTTP:10256/healthz)" if shared_probe else "the default (TCP:<nodePort>)"
     say(f"start the controller with ClusterServiceLoadBalancerHealthProbeMode {mode}")
@@ -198,11 +201,14 @@ def assert_fixed(ev: Evidence) -> None:
     assert dict(ev.after_removal.answered) == {f"{NS}/web-stays": ev.after_removal.requests}
 
 
+REPLAY = ReleaseReplay(BUGGY, FIXED, run_scenario, assert_reproduced, assert_fixed)
+
+
 @standin
 def test_reproduce_draining_node_keeps_its_share_of_requests(
     lab_at: Callable[[str], Lab],
 ) -> None:
-    ev = run(lab_at(BUGGY), shared_probe=True)
+    ev = run_scenario(lab_at(BUGGY), shared_probe=True)
     assert ev.health_check_target == "HTTP:10256/healthz"
     assert ev.healthz_status == 200, "1.29's kube-proxy does not fail /healthz for the taint"
     assert "nodeEligible" not in ev.healthz_body
@@ -215,7 +221,7 @@ def test_reproduce_draining_node_keeps_its_share_of_requests(
 def test_fixed_draining_node_taken_out_by_kube_proxy_healthz(
     lab_at: Callable[[str], Lab],
 ) -> None:
-    ev = run(lab_at(FIXED), shared_probe=True)
+    ev = run_scenario(lab_at(FIXED), shared_probe=True)
     assert_fixed(ev)
     with pytest.raises(AssertionError):
         assert_reproduced(ev)
@@ -227,7 +233,7 @@ def test_fixed_release_with_a_tcp_health_check_still_sends_to_the_draining_node(
 ) -> None:
     """KEP-3836 reaches a Classic ELB only through the Shared probe mode: with the default
     ``TCP:<nodePort>`` check kube-proxy's 503 on 10256 is never asked."""
-    ev = run(lab_at(FIXED), shared_probe=False)
+    ev = run_scenario(lab_at(FIXED), shared_probe=False)
     assert ev.health_check_target.startswith("TCP:"), ev.health_check_target
     assert (ev.healthz_status, ev.healthz_body.get("nodeEligible")) == (503, False)
     assert_reproduced(ev)

@@ -53,11 +53,12 @@ import pytest
 from kubernetes import client, watch
 
 from e2e import recipes
+from e2e.catalog import ReleaseReplay
 from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import create_pod, slice_endpoints, wait_pods_answer, wait_running
 from lab.compose import Lab
-from lab.dataplane.versions import kubelet_behaviour
-from lab.traffic import TrafficReport
+from lab.traffic.report import TrafficReport
+from lab.versions.dataplane import kubelet_behaviour
 
 standin = pytest.mark.standin("the kubelet's probes and kube-proxy of a given release")
 
@@ -82,7 +83,7 @@ class Evidence:
     traffic: TrafficReport
 
 
-def run(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
+def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     core = client.CoreV1Api(lab.api_client())
     rolling, steady = lab.workers[0].name, lab.workers[1].name
     say(
@@ -149,11 +150,14 @@ def assert_fixed(ev: Evidence) -> None:
     assert ev.traffic.answered.get(f"{NS}/drainer", 0) > 0, "the rolling node drains"
 
 
+REPLAY = ReleaseReplay(BUGGY, FIXED, run_scenario, assert_reproduced, assert_fixed, gate=GATE)
+
+
 @standin
 def test_reproduce_terminating_pod_stays_serving_and_refuses(
     lab_at: Callable[..., Lab],
 ) -> None:
-    ev = run(lab_at(BUGGY, GATE))
+    ev = run_scenario(lab_at(BUGGY, GATE))
     assert_reproduced(ev)
     with pytest.raises(AssertionError):
         assert_fixed(ev)
@@ -161,7 +165,7 @@ def test_reproduce_terminating_pod_stays_serving_and_refuses(
 
 @standin
 def test_fixed_terminating_pod_turns_not_serving(lab_at: Callable[..., Lab]) -> None:
-    ev = run(lab_at(FIXED, GATE))
+    ev = run_scenario(lab_at(FIXED, GATE))
     assert_fixed(ev)
     with pytest.raises(AssertionError):
         assert_reproduced(ev)
@@ -173,7 +177,7 @@ def test_without_the_fallback_gate_the_kubelet_fix_changes_no_traffic(
 ) -> None:
     """1.22's default (gate off): the rolling node drops the Service's traffic on both
     releases; only the slice's ``serving`` tells them apart."""
-    buggy, fixed = run(lab_at(BUGGY)), run(lab_at(FIXED))
+    buggy, fixed = run_scenario(lab_at(BUGGY)), run_scenario(lab_at(FIXED))
     for ev in (buggy, fixed):
         assert _refused(ev) == 0
         assert f"{NS}/drainer" not in ev.traffic.answered

@@ -60,7 +60,7 @@ from e2e.support import (
     wait_hostname,
 )
 from lab.compose import Lab
-from lab.traffic import Gate
+from lab.traffic.report import Gate
 
 SOURCES = (
     "missing mandatory parameter: exactly one of remote-security-group, remote-ip-range, "

@@ -56,7 +56,7 @@ from e2e.support import (
     wait_hostname,
 )
 from lab.compose import Lab
-from lab.traffic import Gate
+from lab.traffic.report import Gate
 
 CLIENT = NLB_RULE + "client="
 

@@ -65,7 +65,7 @@ from e2e.support import (
 )
 from e2e.workloads import create_pod, decided_traffic, wait_running
 from lab.compose import Lab
-from lab.traffic import PathVerdict, TrafficReport
+from lab.traffic.report import PathVerdict, TrafficReport
 
 pytestmark = pytest.mark.owncluster(
     "the Service's pod and node-to-node traffic run on the lab's nodes"

@@ -54,7 +54,7 @@ from e2e.support import (
     wait_hostname,
 )
 from lab.compose import Lab
-from lab.traffic import PathVerdict
+from lab.traffic.report import PathVerdict
 
 pytestmark = pytest.mark.standin("re-registers the worker")
 

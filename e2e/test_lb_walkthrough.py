@@ -64,7 +64,7 @@ from e2e.support import (
 )
 from e2e.workloads import create_pod, decided_traffic, wait_running
 from lab.compose import Lab
-from lab.traffic import TrafficReport
+from lab.traffic.report import TrafficReport
 
 pytestmark = pytest.mark.owncluster(
     "the Service's pod and the traffic through its ELB run on the lab's nodes"

@@ -33,8 +33,8 @@ from e2e.support import (
 )
 from e2e.workloads import assert_pod_answers, create_pod, wait_running
 from lab import nodes as node_patches
-from lab.cluster.versions import KubeVersion
 from lab.compose import Lab
+from lab.versions.release import KubeVersion
 
 pytestmark = pytest.mark.standin(
     "removes nodes and re-registers the control plane as an older kubeadm would"

@@ -68,7 +68,7 @@ def _ids(value: Any) -> list[str]:
     return [str(value)] if value else []
 
 
-def run(lab: Lab, core: Any, elb: Any, *, legacy: bool) -> Evidence:
+def run_scenario(lab: Lab, core: Any, elb: Any, *, legacy: bool) -> Evidence:
     aws = lab.aws
     kubelet = lab.kubelet
     assert aws is not None
@@ -144,7 +144,7 @@ def _metric(ctl: Any, name: str, **labels: str) -> float:
 @conformance(failure="transient-node-predicates", expect="reproduce")
 @standin
 def test_reproduce_not_ready_node_dropped_at_once(lab: Lab, core_v1: Any, elb: Any) -> None:
-    ev = run(lab, core_v1, elb, legacy=True)
+    ev = run_scenario(lab, core_v1, elb, legacy=True)
     assert_cut(ev)
     with pytest.raises(AssertionError):
         assert_stable(ev)
@@ -153,7 +153,7 @@ def test_reproduce_not_ready_node_dropped_at_once(lab: Lab, core_v1: Any, elb: A
 @conformance(failure="transient-node-predicates", expect="fixed")
 @standin
 def test_fixed_not_ready_node_stays(lab: Lab, core_v1: Any, elb: Any) -> None:
-    ev = run(lab, core_v1, elb, legacy=False)
+    ev = run_scenario(lab, core_v1, elb, legacy=False)
     assert_stable(ev)
     with pytest.raises(AssertionError):
         assert_cut(ev)

@@ -16,7 +16,7 @@ from kubernetes import client
 
 from e2e.support import UNINITIALIZED, create_service, lb_service, wait_for, wait_hostname
 from lab.compose import Lab
-from lab.traffic import TrafficReport
+from lab.traffic.report import TrafficReport
 
 PORT = 8080
 #: the Kubernetes e2e suites' own workload (kubernetes ``test/utils/image/manifest.go``): with

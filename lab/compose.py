@@ -72,7 +72,6 @@ from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.planner import plan_nodes
 from lab.cluster.sim import SimProvider
 from lab.cluster.steps import ProgressReporter, Step, StepRun
-from lab.cluster.versions import KubeVersion
 from lab.controllerproc import (
     ControllerCommand,
     ControllerProcess,
@@ -82,20 +81,16 @@ from lab.controllerproc import (
 )
 from lab.dataplane.api import Api
 from lab.dataplane.plane import SimDataPlane
-from lab.dataplane.versions import parse_feature_gates
 from lab.imds import ImdsServer
 from lab.kube.server import KubeServer
 from lab.settle import Reporter, settle
 from lab.spec import LabSpec
 from lab.state import LabState, node_states
-from lab.traffic import (
-    Gate,
-    ModelledCluster,
-    NodeAddress,
-    RealCluster,
-    TrafficProbe,
-    instance_address,
-)
+from lab.traffic.clusters import ModelledCluster, NodeAddress, RealCluster, instance_address
+from lab.traffic.probe import TrafficProbe
+from lab.traffic.report import Gate
+from lab.versions.dataplane import parse_feature_gates
+from lab.versions.release import KubeVersion
 
 log = logging.getLogger(__name__)
 

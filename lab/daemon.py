@@ -77,7 +77,7 @@ def _heartbeat(lab: Lab, request: NodeRequest, *, stop: bool) -> tuple[int, dict
 def _traffic(lab: Lab, request: TrafficRequest) -> tuple[int, dict[str, Any]]:
     """``lab.traffic``: the probe runs here, next to the data plane and the AWS state."""
     from lab.compose import LabNotReady
-    from lab.traffic import TrafficError
+    from lab.traffic.report import TrafficError
 
     try:
         probe = lab.traffic_probe(settle=False)

@@ -220,9 +220,10 @@ def _tolerations() -> list[dict[str, Any]]:
     ]
 
 
-def _deployment(s: InClusterSettings) -> Manifest:
+def _container(s: InClusterSettings) -> dict[str, Any]:
+    """The controller's container: its flags, probes on the metrics port, a read-only root."""
     probe_port = {"path": "/healthz", "port": s.metrics_port, "scheme": "HTTP"}
-    container: dict[str, Any] = {
+    return {
         "name": "cloud-controller-manager",
         "image": s.image,
         "imagePullPolicy": s.image_pull_policy,
@@ -255,6 +256,10 @@ def _deployment(s: InClusterSettings) -> Manifest:
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     }
+
+
+def _pod_spec(s: InClusterSettings) -> dict[str, Any]:
+    """On a control-plane node, as its service account, non-root, with the cloud config."""
     pod_spec: dict[str, Any] = {
         "serviceAccountName": s.name,
         "hostNetwork": s.host_network,
@@ -267,7 +272,7 @@ def _deployment(s: InClusterSettings) -> Manifest:
             "runAsGroup": 65532,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "containers": [container],
+        "containers": [_container(s)],
         "volumes": [
             {"name": "cloud-config", "configMap": {"name": f"{s.name}-cloud-config"}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}},
@@ -275,6 +280,10 @@ def _deployment(s: InClusterSettings) -> Manifest:
     }
     if s.namespace == "kube-system":  # system-* priority classes are limited to kube-system
         pod_spec["priorityClassName"] = "system-cluster-critical"
+    return pod_spec
+
+
+def _deployment(s: InClusterSettings) -> Manifest:
     selector = {"app.kubernetes.io/name": s.name}
     return {
         "apiVersion": "apps/v1",
@@ -285,7 +294,7 @@ def _deployment(s: InClusterSettings) -> Manifest:
             # hostNetwork binds the metrics port on the node: old and new pods cannot overlap
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": selector},
-            "template": {"metadata": {"labels": _labels(s)}, "spec": pod_spec},
+            "template": {"metadata": {"labels": _labels(s)}, "spec": _pod_spec(s)},
         },
     }
 
@@ -302,10 +311,32 @@ def render_manifests(settings: InClusterSettings) -> list[Manifest]:
                 "metadata": _meta(s, s.namespace, namespaced=False),
             }
         )
-    subject = {"kind": "ServiceAccount", "name": s.name, "namespace": s.namespace}
-    cluster_role = f"ccm-lab:{s.name}"
     out += [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(s, s.name)},
+        *_rbac(s),
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _meta(s, f"{s.name}-cloud-config"),
+            "data": {CLOUD_CONFIG_KEY: s.cloud_config},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": _meta(s, f"{s.name}-aws"),
+            "type": "Opaque",
+            "stringData": dict(s.aws_credentials),
+        },
+        _deployment(s),
+    ]
+    return out
+
+
+def _rbac(s: InClusterSettings) -> list[Manifest]:
+    """The service account's cluster-wide rules and its leader-election Lease rules, bound."""
+    subject = {"kind": "ServiceAccount", "name": s.name, "namespace": s.namespace}
+    cluster_role = f"ccm-lab:{s.name}"
+    return [
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
@@ -340,22 +371,7 @@ def render_manifests(settings: InClusterSettings) -> list[Manifest]:
             },
             "subjects": [subject],
         },
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": _meta(s, f"{s.name}-cloud-config"),
-            "data": {CLOUD_CONFIG_KEY: s.cloud_config},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": _meta(s, f"{s.name}-aws"),
-            "type": "Opaque",
-            "stringData": dict(s.aws_credentials),
-        },
-        _deployment(s),
     ]
-    return out
 
 
 def to_yaml(manifests: Sequence[Manifest]) -> str:

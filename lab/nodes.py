@@ -24,7 +24,7 @@ from typing import Any
 from kubernetes import client
 
 from lab.cluster.kubeapi import MERGE_PATCH, is_conflict, is_not_found, raw
-from lab.cluster.versions import (
+from lab.versions.provisioning import (
     ANNOTATION_PROVIDED_NODE_IP,
     LABEL_ALPHA_EXCLUDE_BALANCER,
     LABEL_EXCLUDE_FROM_LB,

@@ -53,10 +53,10 @@ from lab.controllerproc import (
     ControllerProcess,
     choose_command,
 )
-from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.preflight import check_kubeconfig_file
 from lab.spec import Backend, LabSpec
 from lab.state import LabError
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient, CoreV1Api

@@ -49,3 +49,24 @@ def test_every_scenario_says_which_aws_features_it_needs() -> None:
         assert scenario_of("/somewhere/" + scenario.module) is scenario
     assert scenario_of("tests/test_catalog.py") is None
     assert scenario_of("tests/test_imds_required.py") is None, "only the catalog's own modules"
+
+
+def test_scenario_entry_points_have_one_name_and_release_replays_are_registered() -> None:
+    """A scenario module's steps are ``run_scenario`` (never ``run``); the replay of each
+    release scenario is the module's own ``REPLAY``, registered under its catalog id."""
+    import ast
+
+    from e2e.catalog import ReleaseReplay
+    from e2e.repro import RELEASE_SCENARIOS
+
+    for path in sorted((ROOT / "e2e").glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert "run" not in names, f"{path.name}: name its steps run_scenario"
+    ids = {s.id for s in CATALOG}
+    for scenario_id, replay in RELEASE_SCENARIOS.items():
+        assert scenario_id in ids
+        assert isinstance(replay, ReleaseReplay)
+        module = replay.run_scenario.__module__
+        assert module == "e2e.test_" + scenario_id.replace("-", "_")
+        assert replay.run_scenario.__name__ == "run_scenario"

@@ -27,7 +27,6 @@ from rich.console import Console
 from lab.clock import ScaledClock
 from lab.cluster.base import ClusterSpec, NodeSpec, Role
 from lab.cluster.sim import SimProvider
-from lab.cluster.versions import KubeVersion
 from lab.frontdoor.down import down
 from lab.frontdoor.nodes import node_action
 from lab.frontdoor.up import up
@@ -35,6 +34,7 @@ from lab.kubeclient import new_api_client
 from lab.preflight import check_kubeconfig_file
 from lab.spec import LabSpec, SpecError, up_request
 from lab.state import LabError
+from lab.versions.release import KubeVersion
 
 UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
 

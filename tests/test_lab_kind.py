@@ -35,13 +35,13 @@ from lab import daemon, labview
 from lab.cluster import kind_network
 from lab.cluster.base import Role
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
-from lab.cluster.versions import KubeVersion
 from lab.component import ProcessRef
 from lab.compose import Lab, LabNotReady, wait_for
 from lab.kube.server import KubeServer
 from lab.pytest_plugin import quiesce_session_lab
 from lab.spec import LabSpec
 from lab.state import DaemonState, make_private_dir, write_state
+from lab.versions.release import KubeVersion
 from tests.cluster.fakecli import FakeCLI
 
 UNINIT = "node.cloudprovider.kubernetes.io/uninitialized"

@@ -2,11 +2,11 @@
 
 ``base`` holds the interface, the spec types and provider selection (:func:`choose_provider`),
 ``factory`` builds the chosen provider (:func:`make_provider`), ``steps`` is the ordered-steps
-framework, ``versions`` the per-Kubernetes-version facts, ``kind_config`` the kind config
-renderer, ``node_shapes`` the Node/Lease builders, ``kubelet`` the node-registration stand-in
-the ``sim`` provider runs, and ``kubeapi`` the small wire-JSON helpers over the official client.
+framework, ``kind_config`` the kind config renderer, ``node_shapes`` the Node/Lease builders,
+``kubelet`` the node-registration stand-in the ``sim`` provider runs, and ``kubeapi`` the small
+wire-JSON helpers over the official client.
 
-Typical use by the orchestration layer::
+Typical use by the orchestration layer (``KubeVersion`` from ``lab.versions.release``)::
 
     choice = choose_provider(requested_backend)          # ProviderChoice(name, reason)
     provider = make_provider(choice.name, name="lab", state_dir=Path(".lab/lab"))
@@ -27,13 +27,11 @@ from lab.cluster.base import (
 )
 from lab.cluster.factory import make_provider
 from lab.cluster.steps import ProgressReporter, ProvisionError
-from lab.cluster.versions import KubeVersion
 
 __all__ = [
     "Capabilities",
     "ClusterProvider",
     "ClusterSpec",
-    "KubeVersion",
     "NodeInfo",
     "NodeSpec",
     "ProgressReporter",

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NewType, Protocol
 
 from lab.cluster.steps import ProgressReporter
-from lab.cluster.versions import KubeVersion
 from lab.exec import CommandError, Runner, SubprocessRunner
 from lab.settle import Reporter
+from lab.versions.release import KubeVersion
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient

@@ -15,7 +15,7 @@ version (docs/reference/peers.md §1.1, checked against kind's ``pkg/cluster/int
   default ``kind://docker/<cluster>/<node>``; it goes in the node's own patch
   (``InitConfiguration`` for the first control plane, ``JoinConfiguration`` for the rest),
   because ``KubeletConfiguration`` is read from the first node only.
-* the pinned ``kindest/node`` image (``lab.cluster.versions.NODE_IMAGES``).
+* the pinned ``kindest/node`` image (``lab.versions.release.NODE_IMAGES``).
 
 Node IPs: kind passes ``--node-ip`` itself (the container's address on the Docker network) and
 kubelet refuses an address that is not on one of its interfaces, so the config cannot choose
@@ -34,12 +34,8 @@ from typing import Any
 import yaml
 
 from lab.cluster.base import NodeSpec, Role
-from lab.cluster.versions import (
-    KubeVersion,
-    apiserver_has_cloud_provider_flag,
-    kubeadm_api_version,
-    node_image,
-)
+from lab.versions.provisioning import apiserver_has_cloud_provider_flag, kubeadm_api_version
+from lab.versions.release import KubeVersion, node_image
 
 KIND_API_VERSION = "kind.x-k8s.io/v1alpha4"
 

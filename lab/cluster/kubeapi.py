@@ -16,7 +16,8 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from lab.cluster.base import NodeInfo, NodeName, ProviderID, Role
-from lab.cluster.versions import (
+from lab.kubeclient import KubeError
+from lab.versions.provisioning import (
     ANNOTATION_PROVIDED_NODE_IP,
     LABEL_ROLE_CONTROL_PLANE,
     LABEL_ROLE_MASTER,
@@ -36,7 +37,11 @@ def raw(response: object) -> dict[str, Any]:
 
 
 def status_of(error: BaseException) -> int | None:
-    """The HTTP status of a client ``ApiException`` (None for other errors)."""
+    """The HTTP status of a client ``ApiException`` or a typed ``KubeError`` (None for other
+    errors). For callers of a plain generated API object (``lab.nodes``); wrapped in
+    ``lab.kubeclient.typed_api``, one raises ``NotFound``/``Conflict`` to catch instead."""
+    if isinstance(error, KubeError):
+        return error.status
     if isinstance(error, ApiException):
         return int(error.status) if error.status is not None else None
     return None

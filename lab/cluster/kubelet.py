@@ -41,6 +41,7 @@ that none happened.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -51,7 +52,7 @@ from kubernetes import client
 
 from lab.clock import LabClock, ScaledClock
 from lab.cluster.base import Role
-from lab.cluster.kubeapi import SMP, is_conflict, is_not_found, raw
+from lab.cluster.kubeapi import SMP, raw
 from lab.cluster.node_shapes import (
     NODE_LEASE_NAMESPACE,
     NodeIPFlag,
@@ -60,8 +61,9 @@ from lab.cluster.node_shapes import (
     micro_time,
     node_manifest,
 )
-from lab.cluster.versions import KubeVersion
+from lab.kubeclient import AlreadyExists, Conflict, NotFound, typed_api
 from lab.settle import Progress
+from lab.versions.release import KubeVersion
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +141,8 @@ class KubeletStandIn:
         ):
             if value <= 0:
                 raise ValueError(f"{field} must be > 0, got {value!r}")
-        self.core = client.CoreV1Api(api_client)
-        self.coordination = client.CoordinationV1Api(api_client)
+        self.core = typed_api(client.CoreV1Api(api_client))
+        self.coordination = typed_api(client.CoordinationV1Api(api_client))
         self.lease_renew_interval = lease_renew_interval
         self.status_report_interval = status_report_interval
         self.clock: LabClock = clock or ScaledClock(1.0)
@@ -225,9 +227,7 @@ class KubeletStandIn:
         try:
             body = _model(client.V1Node, manifest)
             node = raw(self.core.create_node(body=body, _preload_content=False))
-        except Exception as err:
-            if not is_conflict(err):
-                raise
+        except AlreadyExists:  # a restarting kubelet finds its Node
             node = self._reconcile_existing(reg.name, manifest["metadata"])
             posted = _STALE  # post fresh conditions (and clear lifecycle taints) on the next tick
         uid = str(node["metadata"]["uid"])
@@ -257,18 +257,12 @@ class KubeletStandIn:
             self._notify(name, False)
         if not delete:
             return
-        try:
+        with contextlib.suppress(NotFound):
             self.core.delete_node(name, _preload_content=False)
-        except Exception as err:
-            if not is_not_found(err):
-                raise
-        try:
+        with contextlib.suppress(NotFound):
             self.coordination.delete_namespaced_lease(
                 name, NODE_LEASE_NAMESPACE, _preload_content=False
             )
-        except Exception as err:
-            if not is_not_found(err):
-                raise
 
     def _reconcile_existing(self, name: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
         labels = {k: metadata["labels"][k] for k in KUBELET_OWNED_LABELS}
@@ -283,9 +277,7 @@ class KubeletStandIn:
                     NODE_LEASE_NAMESPACE, _model(client.V1Lease, body), _preload_content=False
                 )
             )
-        except Exception as err:
-            if not is_conflict(err):
-                raise
+        except AlreadyExists:
             return self._renew_lease(name, uid, None)
         return str(lease["metadata"].get("resourceVersion") or "") or None
 
@@ -388,13 +380,13 @@ class KubeletStandIn:
             try:
                 with self._tick_lock:
                     self._tick_node(node)
+            except NotFound:  # the Node was deleted: a real kubelet logs and retries
+                node.retry_at = self.clock.now() + self.lease_renew_interval
+                log.info("kubelet stand-in: node %s is gone from the API", node.reg.name)
             except Exception as err:
                 # tried again a renewal period later, as the kubelet's status loop does (not
                 # at once: that loop would spin and owe the lab clock the past for good)
                 node.retry_at = self.clock.now() + self.lease_renew_interval
-                if is_not_found(err):  # the Node was deleted: a real kubelet logs and retries
-                    log.info("kubelet stand-in: node %s is gone from the API", node.reg.name)
-                    continue
                 message = f"{node.reg.name}: {type(err).__name__}: {err}"
                 log.warning("kubelet stand-in: %s", message)
                 with self._lock:
@@ -431,11 +423,9 @@ class KubeletStandIn:
                     )
                 )
                 return str(lease["metadata"].get("resourceVersion") or "") or None
-            except Exception as err:
-                if is_not_found(err):  # deleted under us: kubelet's ensureLease recreates it
-                    return self._ensure_lease(name, uid)
-                if not is_conflict(err):
-                    raise
+            except NotFound:  # deleted under us: kubelet's ensureLease recreates it
+                return self._ensure_lease(name, uid)
+            except Conflict:
                 current = raw(
                     self.coordination.read_namespaced_lease(
                         name, NODE_LEASE_NAMESPACE, _preload_content=False

@@ -5,7 +5,7 @@ kubeadm, as kind does) would create, and :func:`lease_manifest` its ``kube-node-
 I/O: the stand-in in ``lab.cluster.kubelet`` sends them, and tests check them per version.
 
 What is version-dependent (docs/reference/peers.md §1.2, upstream-ccm.md §6-§7,
-``lab.cluster.versions``):
+``lab.versions.provisioning``):
 
 * role labels kubeadm applies to control planes (``master`` ≤ 1.23, ``control-plane`` ≥ 1.20,
   ``exclude-from-external-load-balancers`` ≥ 1.21) and its NoSchedule taints (``master`` ≤ 1.24,
@@ -35,17 +35,16 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from lab.cluster.base import Role
-from lab.cluster.versions import (
+from lab.versions.provisioning import (
     ANNOTATION_PROVIDED_NODE_IP,
     LABEL_EXCLUDE_FROM_LB,
     TAINT_UNINITIALIZED,
-    KubeVersion,
     kubeadm_control_plane_labels,
     kubeadm_control_plane_taints,
     kubelet_seeds_addresses_without_node_ip,
     kubelet_seeds_default_address_for_unspecified_ip,
-    node_image,
 )
+from lab.versions.release import KubeVersion, node_image
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 #: kubelet's ``nodeLeaseDurationSeconds`` default; it renews every quarter of it (10 s).
@@ -164,7 +163,7 @@ def node_manifest(
     detect); ``labels`` are extra ``--node-labels``. ``control_plane_taints=False`` and
     ``exclusion_label=False`` model what kind does to a one-node cluster after kubeadm (it
     removes the control-plane taints, and from kind v0.22.0 the exclusion label; see
-    ``versions.kind_single_node_keeps_exclusion_label``).
+    ``lab.versions.provisioning.kind_single_node_keeps_exclusion_label``).
     """
     kube = KubeVersion.parse(version)
     try:
@@ -172,6 +171,51 @@ def node_manifest(
     except ValueError:
         raise ValueError(f"node {name!r}: ip {ip!r} is not an IP address") from None
     moment = now or datetime.now(UTC)
+    node_labels, taints = _labels_and_taints(
+        kube,
+        name,
+        role,
+        arch=arch,
+        extra=labels or {},
+        control_plane_taints=control_plane_taints,
+        exclusion_label=exclusion_label,
+    )
+    annotations = {"volumes.kubernetes.io/controller-managed-attach-detach": "true"}
+    if node_ip_flag is NodeIPFlag.SPECIFIC:
+        annotations[ANNOTATION_PROVIDED_NODE_IP] = ip
+    spec: dict[str, Any] = {"taints": taints}
+    if provider_id is not None:
+        spec["providerID"] = provider_id
+    resources = dict(capacity or DEFAULT_CAPACITY)
+    status: dict[str, Any] = {
+        "addresses": node_addresses(kube, name=name, ip=ip, node_ip_flag=node_ip_flag),
+        "capacity": dict(resources),
+        "allocatable": dict(resources),
+        "conditions": healthy_conditions(moment),
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "nodeInfo": _node_info(kube, name, arch=arch),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": node_labels, "annotations": annotations},
+        "spec": spec,
+        "status": status,
+    }
+
+
+def _labels_and_taints(
+    kube: KubeVersion,
+    name: str,
+    role: Role,
+    *,
+    arch: str,
+    extra: Mapping[str, str],
+    control_plane_taints: bool,
+    exclusion_label: bool,
+) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """The kubelet's own labels, kubeadm's role labels and taints for a control plane (as kind
+    leaves them), the ``--node-labels`` and the uninitialized taint."""
     node_labels: dict[str, str] = {
         "beta.kubernetes.io/arch": arch,
         "beta.kubernetes.io/os": "linux",
@@ -187,44 +231,25 @@ def node_manifest(
         if control_plane_taints:
             keys = kubeadm_control_plane_taints(kube)
             taints += [{"key": k, "effect": "NoSchedule"} for k in keys]
-    node_labels.update(labels or {})
+    node_labels.update(extra)
     taints.append({"key": TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule"})
+    return node_labels, taints
 
-    annotations = {"volumes.kubernetes.io/controller-managed-attach-detach": "true"}
-    if node_ip_flag is NodeIPFlag.SPECIFIC:
-        annotations[ANNOTATION_PROVIDED_NODE_IP] = ip
 
-    spec: dict[str, Any] = {"taints": taints}
-    if provider_id is not None:
-        spec["providerID"] = provider_id
-
+def _node_info(kube: KubeVersion, name: str, *, arch: str) -> dict[str, Any]:
+    """``status.nodeInfo``: stable per node name; no kube-proxy version from 1.33."""
     kubelet_version = kubelet_version_string(kube)
-    resources = dict(capacity or DEFAULT_CAPACITY)
-    status: dict[str, Any] = {
-        "addresses": node_addresses(kube, name=name, ip=ip, node_ip_flag=node_ip_flag),
-        "capacity": dict(resources),
-        "allocatable": dict(resources),
-        "conditions": healthy_conditions(moment),
-        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-        "nodeInfo": {
-            "architecture": arch,
-            "bootID": _stable_uuid(name, "boot"),
-            "containerRuntimeVersion": "containerd://1.7.24",
-            "kernelVersion": "6.8.0-ccm-lab",
-            "kubeProxyVersion": kubelet_version if not kube.at_least(33) else "",
-            "kubeletVersion": kubelet_version,
-            "machineID": uuid.UUID(_stable_uuid(name, "machine")).hex,
-            "operatingSystem": "linux",
-            "osImage": "Debian GNU/Linux 12 (bookworm)",
-            "systemUUID": _stable_uuid(name, "system"),
-        },
-    }
     return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": node_labels, "annotations": annotations},
-        "spec": spec,
-        "status": status,
+        "architecture": arch,
+        "bootID": _stable_uuid(name, "boot"),
+        "containerRuntimeVersion": "containerd://1.7.24",
+        "kernelVersion": "6.8.0-ccm-lab",
+        "kubeProxyVersion": kubelet_version if not kube.at_least(33) else "",
+        "kubeletVersion": kubelet_version,
+        "machineID": uuid.UUID(_stable_uuid(name, "machine")).hex,
+        "operatingSystem": "linux",
+        "osImage": "Debian GNU/Linux 12 (bookworm)",
+        "systemUUID": _stable_uuid(name, "system"),
     }
 
 

@@ -22,11 +22,13 @@ simulator and registering its nodes again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lab.cluster.kubeapi import MERGE_PATCH, is_not_found, raw
+from lab.cluster.kubeapi import MERGE_PATCH, raw
+from lab.kubeclient import NotFound, typed_api
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,15 +70,12 @@ def _sweep(
         name = item["metadata"]["name"]
         if name in keep:
             continue
-        try:
+        with contextlib.suppress(NotFound):
             if item["metadata"].get("finalizers"):
                 unfinalize(
                     name, namespace, {"metadata": {"finalizers": None}}, _content_type=MERGE_PATCH
                 )
             delete(name, namespace, **options)
-        except Exception as exc:
-            if not is_not_found(exc):
-                raise
 
 
 class ClusterBaseline:
@@ -114,7 +113,7 @@ class ClusterBaseline:
     def restore(self, api_client: Any) -> None:
         from kubernetes import client
 
-        core = client.CoreV1Api(api_client)
+        core = typed_api(client.CoreV1Api(api_client))
         created: list[str] = []
         if self.sweep_pods:
             listed_ns = _names(core.list_namespace(_preload_content=False))
@@ -140,10 +139,8 @@ class ClusterBaseline:
         for name, wanted in self.nodes.items():
             try:
                 current = _node_baseline(raw(core.read_node(name, _preload_content=False)))
-            except Exception as exc:
-                if is_not_found(exc):
-                    continue  # a node a test removed for good; nothing to restore it from
-                raise
+            except NotFound:
+                continue  # a node a test removed for good; nothing to restore it from
             patch: dict[str, Any] = {
                 "metadata": {
                     field: {

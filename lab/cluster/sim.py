@@ -44,10 +44,10 @@ from lab.cluster.kubeapi import list_node_infos, raw
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.planner import plan_nodes
 from lab.cluster.steps import ProgressReporter, Step, StepRun
-from lab.cluster.versions import kind_single_node_keeps_exclusion_label
 from lab.dataplane.plane import SimDataPlane
 from lab.kube.server import KubeServer
 from lab.settle import ApiHeads, Reporter
+from lab.versions.provisioning import kind_single_node_keeps_exclusion_label
 
 
 @dataclasses.dataclass

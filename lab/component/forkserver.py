@@ -133,66 +133,88 @@ def serve(socket_path: str, preload: Sequence[str]) -> int:
     listener.bind(socket_path)
     listener.listen(16)
     print(READY_PREFIX + socket_path, flush=True)
-    waiting: dict[int, socket.socket] = {}  # child pid -> the connection that asked for it
-    buffers: dict[socket.socket, bytes] = {}
     with selectors.DefaultSelector() as selector:
         selector.register(listener, selectors.EVENT_READ)
+        server = _Server(listener, selector)
         while not stop and os.getppid() == parent:
             for key, _ in selector.select(timeout=0.02):
                 if key.fileobj is listener:
-                    conn, _addr = listener.accept()
-                    buffers[conn] = b""
-                    selector.register(conn, selectors.EVENT_READ)
-                    continue
-                conn = key.fileobj  # type: ignore[assignment]
-                chunk = b""
-                with contextlib.suppress(OSError):
-                    chunk = conn.recv(1 << 20)
-                if not chunk:  # the caller let go of its handle (or never asked)
-                    selector.unregister(conn)
-                    buffers.pop(conn, None)
-                    conn.close()
-                    continue
-                buffers[conn] += chunk
-                if b"\n" not in buffers[conn]:
-                    continue
-                line = buffers.pop(conn).split(b"\n", 1)[0]
-                selector.unregister(conn)
-                try:
-                    request = json.loads(line)
-                    started_r, started_w = os.pipe()
-                    pid = os.fork()
-                except (ValueError, OSError) as exc:
-                    _send(conn, {"error": f"{type(exc).__name__}: {exc}"})
-                    conn.close()
-                    continue
-                if pid == 0:
-                    os.close(started_r)
-                    _child(
-                        request, started_w, [selector, listener, conn, *waiting.values(), *buffers]
-                    )
-                # answer once the child leads its own session, so the caller can signal its
-                # process group straight away
-                os.close(started_w)
-                os.read(started_r, 1)
-                os.close(started_r)
-                waiting[pid] = conn
-                _send(conn, {"pid": pid})
-            while True:  # reap every child that ended, answering whoever asked for it
-                try:
-                    pid, status = os.waitpid(-1, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if pid == 0:
-                    break
-                asker = waiting.pop(pid, None)
-                if asker is not None:
-                    _send(asker, {"exit": os.waitstatus_to_exitcode(status)})
-                    asker.close()
+                    server.accept()
+                else:
+                    server.read(key.fileobj)  # type: ignore[arg-type]
+            server.reap()
     listener.close()
-    for conn in waiting.values():
+    for conn in server.waiting.values():
         conn.close()
     return 0
+
+
+class _Server:
+    """The fork server's connections: callers' requests being read, and the callers waiting
+    for the exit status of the child each asked for."""
+
+    def __init__(self, listener: socket.socket, selector: selectors.BaseSelector) -> None:
+        self.listener = listener
+        self.selector = selector
+        self.waiting: dict[int, socket.socket] = {}  # child pid -> the connection that asked
+        self.buffers: dict[socket.socket, bytes] = {}
+
+    def accept(self) -> None:
+        conn, _addr = self.listener.accept()
+        self.buffers[conn] = b""
+        self.selector.register(conn, selectors.EVENT_READ)
+
+    def read(self, conn: socket.socket) -> None:
+        """Read what ``conn`` sent; a whole request line starts its child."""
+        chunk = b""
+        with contextlib.suppress(OSError):
+            chunk = conn.recv(1 << 20)
+        if not chunk:  # the caller let go of its handle (or never asked)
+            self.selector.unregister(conn)
+            self.buffers.pop(conn, None)
+            conn.close()
+            return
+        self.buffers[conn] += chunk
+        if b"\n" not in self.buffers[conn]:
+            return
+        line = self.buffers.pop(conn).split(b"\n", 1)[0]
+        self.selector.unregister(conn)
+        self._fork(conn, line)
+
+    def _fork(self, conn: socket.socket, line: bytes) -> None:
+        try:
+            request = json.loads(line)
+            started_r, started_w = os.pipe()
+            pid = os.fork()
+        except (ValueError, OSError) as exc:
+            _send(conn, {"error": f"{type(exc).__name__}: {exc}"})
+            conn.close()
+            return
+        if pid == 0:
+            os.close(started_r)
+            inherited = [self.selector, self.listener, conn, *self.waiting.values()]
+            _child(request, started_w, [*inherited, *self.buffers])
+        # answer once the child leads its own session, so the caller can signal its process
+        # group straight away
+        os.close(started_w)
+        os.read(started_r, 1)
+        os.close(started_r)
+        self.waiting[pid] = conn
+        _send(conn, {"pid": pid})
+
+    def reap(self) -> None:
+        """Reap every child that ended, answering whoever asked for it."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            asker = self.waiting.pop(pid, None)
+            if asker is not None:
+                _send(asker, {"exit": os.waitstatus_to_exitcode(status)})
+                asker.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

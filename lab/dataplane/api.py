@@ -4,9 +4,10 @@ Role: every stand-in in ``lab.dataplane`` reads and writes through this one thin
 official client's ``ApiClient`` (its configuration: host, TLS, bearer token), sending and
 receiving the JSON the server speaks (camelCase, RFC 3339) instead of the client's models. The
 models would cost a conversion per object, and the stand-ins handle thousands of pods.
-Failures raise the client's own ``ApiException`` (so ``lab.cluster.kubeapi.is_not_found`` and
-friends apply) with the server's ``Status`` body. Neighbours: ``informers`` (list+watch over
-:meth:`Api.stream`) and the controllers, which build paths with :func:`path`.
+Failures raise the lab's typed errors (``lab.kubeclient.NotFound``, ``Conflict``, ...: the
+stand-ins write ``except NotFound:``), carrying the server's ``Status`` body. Neighbours:
+``informers`` (list+watch over :meth:`Api.stream`) and the controllers, which build paths with
+:func:`path`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Any, NamedTuple
 
 import urllib3
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from lab.kube.objects import Obj
+from lab.kubeclient import error_from
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -126,15 +127,13 @@ class Api:
         content_type: str | None = None,
         timeout: float = 30.0,
     ) -> Obj:
-        """One request; the JSON object answered, or ``ApiException`` for a non-2xx status."""
+        """One request; the JSON object answered, or the typed error for a non-2xx status."""
         raw = self._send(
             method, url_path, query=query, body=body, content_type=content_type, timeout=timeout
         )
         data = raw.data
         if not 200 <= raw.status < 300:
-            raise ApiException(
-                status=raw.status, reason=raw.reason, body=data.decode(errors="replace")
-            )
+            raise error_from(raw.status, raw.reason, data)
         parsed = json.loads(data) if data else {}
         if not isinstance(parsed, dict):
             raise TypeError(f"{method} {url_path}: expected a JSON object")
@@ -165,9 +164,7 @@ class Api:
         if not 200 <= raw.status < 300:
             data = raw.read()
             raw.release_conn()
-            raise ApiException(
-                status=raw.status, reason=raw.reason, body=data.decode(errors="replace")
-            )
+            raise error_from(raw.status, raw.reason, data)
         return raw
 
 
@@ -182,13 +179,6 @@ def json_lines(raw: urllib3.BaseHTTPResponse) -> Iterator[Obj]:
                 yield json.loads(line)
     if buffer.strip():
         yield json.loads(buffer)
-
-
-def status_code(error: BaseException) -> int | None:
-    """The HTTP status of an ``ApiException`` (None for anything else)."""
-    if isinstance(error, ApiException) and error.status is not None:
-        return int(error.status)
-    return None
 
 
 def meta(obj: Obj) -> Obj:

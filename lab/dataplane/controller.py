@@ -38,7 +38,7 @@ import time
 from collections.abc import Hashable, Iterator
 
 from lab.clock import LabClock
-from lab.dataplane.api import status_code
+from lab.kubeclient import Conflict
 from lab.settle import Progress
 
 log = logging.getLogger(__name__)
@@ -296,7 +296,7 @@ class Controller:
         count = self._failures.get(key, 0) + 1
         self._failures[key] = count
         # a conflict means someone wrote first: just try again against the fresh object
-        conflict = status_code(err) == 409
+        conflict = isinstance(err, Conflict)
         if not conflict:
             log.warning(
                 "%s: sync %r failed (%d): %s: %s", self.name, key, count, type(err).__name__, err

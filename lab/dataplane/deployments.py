@@ -27,6 +27,7 @@ Not modelled: ``paused``, rollbacks, pod-template-hash collisions.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -42,13 +43,13 @@ from lab.dataplane.api import (
     Api,
     meta,
     path,
-    status_code,
 )
 from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.dataplane.replicasets import controller_ref
 from lab.kube.objects import Obj
+from lab.kubeclient import Conflict, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -222,10 +223,8 @@ class DeploymentController(Controller):
         }
         try:
             created = self.api.create(path(REPLICA_SETS, ns), body)
-        except Exception as err:
-            if status_code(err) == 409:
-                return None
-            raise
+        except Conflict:
+            return None
         self._set_revision(dep, revision)
         log.info("deployment %s/%s: new replica set %s", ns, name, meta(created).get("name"))
         return created
@@ -343,13 +342,10 @@ class DeploymentController(Controller):
             and not meta(s).get("deletionTimestamp")
         ]
         for rs in idle[: max(len(idle) - limit, 0)]:
-            try:
+            with contextlib.suppress(NotFound):
                 self.api.delete(
                     path(REPLICA_SETS, meta(rs).get("namespace", ""), meta(rs).get("name", ""))
                 )
-            except Exception as err:
-                if status_code(err) != 404:
-                    raise
 
     # --- status ------------------------------------------------------------------------------
 
@@ -367,9 +363,8 @@ class DeploymentController(Controller):
         status["unavailableReplicas"] = max(replicas - status["availableReplicas"], 0)
         now = self.clock.wall().strftime("%Y-%m-%dT%H:%M:%SZ")
         previous = {c.get("type"): c for c in (dep.get("status") or {}).get("conditions") or []}
-        rs_name = meta(new).get("name")
         available = status["availableReplicas"] >= replicas - unavailable
-        conditions = [
+        status["conditions"] = [
             self._condition(
                 previous,
                 "Available",
@@ -379,8 +374,28 @@ class DeploymentController(Controller):
                 if available
                 else "Deployment does not have minimum availability.",
                 now,
-            )
+            ),
+            self._progressing(
+                dep, new, status, replicas, created=created, previous=previous, now=now
+            ),
         ]
+        self._write_status(dep, status)
+
+    def _progressing(
+        self,
+        dep: Obj,
+        new: Obj,
+        status: Obj,
+        replicas: int,
+        *,
+        created: bool,
+        previous: dict[Any, Obj],
+        now: str,
+    ) -> Obj:
+        """The Progressing condition: complete, stalled past ``progressDeadlineSeconds`` (the
+        clock of the last change of the counts), or progressing; a sync is scheduled for the
+        deadline while neither."""
+        rs_name = meta(new).get("name")
         complete = (
             status["updatedReplicas"] == replicas
             and status["replicas"] == replicas
@@ -400,36 +415,27 @@ class DeploymentController(Controller):
         deadline = float((dep.get("spec") or {}).get("progressDeadlineSeconds") or 600)
         stalled = not complete and self.clock.now() - self._progress[key][1] > deadline
         if complete:
-            progressing = (
-                "True",
-                "NewReplicaSetAvailable",
-                f'ReplicaSet "{rs_name}" has successfully progressed.',
-            )
+            value, reason = True, "NewReplicaSetAvailable"
+            message = f'ReplicaSet "{rs_name}" has successfully progressed.'
         elif stalled:
-            progressing = (
-                "False",
-                "ProgressDeadlineExceeded",
-                f'ReplicaSet "{rs_name}" has timed out progressing.',
-            )
+            value, reason = False, "ProgressDeadlineExceeded"
+            message = f'ReplicaSet "{rs_name}" has timed out progressing.'
         elif created:
-            progressing = ("True", "NewReplicaSetCreated", f'Created new replica set "{rs_name}"')
+            value, reason = True, "NewReplicaSetCreated"
+            message = f'Created new replica set "{rs_name}"'
         elif "Progressing" not in previous:
-            progressing = ("True", "FoundNewReplicaSet", f'Found new replica set "{rs_name}"')
+            value, reason = True, "FoundNewReplicaSet"
+            message = f'Found new replica set "{rs_name}"'
         else:
-            progressing = ("True", "ReplicaSetUpdated", f'ReplicaSet "{rs_name}" is progressing.')
-        conditions.append(
-            self._condition(
-                previous,
-                "Progressing",
-                progressing[0] == "True",
-                progressing[1],
-                progressing[2],
-                now,
-            )
-        )
+            value, reason = True, "ReplicaSetUpdated"
+            message = f'ReplicaSet "{rs_name}" is progressing.'
+        condition = self._condition(previous, "Progressing", value, reason, message, now)
         if not complete and not stalled:
             self.schedule(key, deadline - (self.clock.now() - self._progress[key][1]) + 1)
-        status["conditions"] = conditions
+        return condition
+
+    def _write_status(self, dep: Obj, status: Obj) -> None:
+        """Patch ``status`` (zero counts omitted, as omitempty does) unless it is unchanged."""
         for field in (
             "readyReplicas",
             "availableReplicas",
@@ -441,16 +447,14 @@ class DeploymentController(Controller):
                 status.pop(field)  # omitempty
         if status == (dep.get("status") or {}):
             return
+        key = (str(meta(dep).get("namespace", "")), str(meta(dep).get("name", "")))
         patch = {k: status.get(k) for k in {*status, *(dep.get("status") or {})}}
-        try:
+        with contextlib.suppress(NotFound):
             self.api.patch(
                 path(DEPLOYMENTS, key[0], key[1], "status"),
                 {"status": patch},
                 content_type=MERGE_PATCH,
             )
-        except Exception as err:
-            if status_code(err) != 404:
-                raise
 
     @staticmethod
     def _condition(

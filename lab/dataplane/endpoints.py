@@ -25,6 +25,7 @@ once. Endpoints are named after the Service, carry its labels, and truncate at 1
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -38,13 +39,13 @@ from lab.dataplane.api import (
     Api,
     meta,
     path,
-    status_code,
 )
 from lab.dataplane.controller import Controller
 from lab.dataplane.informers import Informers
 from lab.dataplane.scheduling import is_terminal, map_selector_matches
-from lab.dataplane.versions import EndpointsBehaviour
 from lab.kube.objects import Obj
+from lab.kubeclient import Conflict, NotFound
+from lab.versions.dataplane import EndpointsBehaviour
 
 log = logging.getLogger(__name__)
 
@@ -297,30 +298,13 @@ class EndpointsController(ServiceController):
         ns, name = str(key[0]), str(key[1])
         svc = self.services.get(ns, name)
         if svc is None:
-            try:
+            with contextlib.suppress(NotFound):
                 self.api.delete(path(ENDPOINTS, ns, name))
-            except Exception as err:
-                if status_code(err) != 404:
-                    raise
             return
         pods = self.selected(svc)
         if pods is None:
             return
-        subsets: dict[str, Obj] = {}
-        total = 0
-        for entry in self.memoized(svc, pods, lambda p: self._address(svc, p), lambda p: None):
-            if entry is None:
-                continue
-            field, group, ports, address = entry
-            subset = subsets.setdefault(group, {"ports": ports})
-            if total < MAX_ENDPOINTS_ADDRESSES:
-                subset.setdefault(field, []).append(address)
-            total += 1
-        for subset in subsets.values():
-            for field in ("addresses", "notReadyAddresses"):
-                if field in subset:
-                    subset[field].sort(key=lambda a: a["ip"])
-        desired_subsets = [subsets[k] for k in sorted(subsets)]
+        desired_subsets, total = self._subsets(svc, pods)
         labels = dict(meta(svc).get("labels") or {})
         if (svc.get("spec") or {}).get("clusterIP") == "None":
             labels[HEADLESS] = ""
@@ -352,10 +336,27 @@ class EndpointsController(ServiceController):
         if current is None:
             try:
                 self.api.create(path(ENDPOINTS, ns), body)
-            except Exception as err:
-                if status_code(err) != 409:
-                    raise
+            except Conflict:
                 self.follow_up(key, 0.1)  # created meanwhile; the cache will show it
         else:
             body["metadata"]["resourceVersion"] = meta(current).get("resourceVersion")
             self.api.replace(path(ENDPOINTS, ns, name), body)
+
+    def _subsets(self, svc: Obj, pods: list[Obj]) -> tuple[list[Obj], int]:
+        """The Service's subsets (one per set of ports, addresses sorted by IP, at most
+        ``MAX_ENDPOINTS_ADDRESSES`` of them) and how many addresses there were in all."""
+        subsets: dict[str, Obj] = {}
+        total = 0
+        for entry in self.memoized(svc, pods, lambda p: self._address(svc, p), lambda p: None):
+            if entry is None:
+                continue
+            field, group, ports, address = entry
+            subset = subsets.setdefault(group, {"ports": ports})
+            if total < MAX_ENDPOINTS_ADDRESSES:
+                subset.setdefault(field, []).append(address)
+            total += 1
+        for subset in subsets.values():
+            for field in ("addresses", "notReadyAddresses"):
+                if field in subset:
+                    subset[field].sort(key=lambda a: a["ip"])
+        return [subsets[k] for k in sorted(subsets)], total

@@ -15,10 +15,11 @@ slices).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Hashable
 
 from lab.clock import LabClock
-from lab.dataplane.api import ENDPOINT_SLICES, Api, meta, path, status_code
+from lab.dataplane.api import ENDPOINT_SLICES, Api, meta, path
 from lab.dataplane.endpoints import (
     CONTROLLER_NAME,
     DEFAULT_BATCH_PERIOD,
@@ -33,8 +34,9 @@ from lab.dataplane.endpoints import (
     target_ref,
 )
 from lab.dataplane.informers import Informers
-from lab.dataplane.versions import EndpointsBehaviour
 from lab.kube.objects import Obj
+from lab.kubeclient import NotFound
+from lab.versions.dataplane import EndpointsBehaviour
 
 #: the shared slices informer's index of the slices this controller manages, per Service
 MANAGED_INDEX = "endpointslice-controller:service"
@@ -255,10 +257,7 @@ class EndpointSliceController(ServiceController):
         return written
 
     def _delete(self, eps: Obj) -> None:
-        try:
+        with contextlib.suppress(NotFound):
             self.api.delete(
                 path(ENDPOINT_SLICES, meta(eps).get("namespace", ""), meta(eps).get("name", ""))
             )
-        except Exception as err:
-            if status_code(err) != 404:
-                raise

@@ -34,11 +34,11 @@ from lab.dataplane.api import (
     Resource,
     meta,
     path,
-    status_code,
 )
 from lab.dataplane.controller import Controller
 from lab.dataplane.informers import Informers
 from lab.kube.objects import Obj
+from lab.kubeclient import Conflict, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +78,8 @@ class GarbageCollector(Controller):
             owner = self.api.get(
                 path(resource, namespace if resource.namespaced else None, str(ref.get("name")))
             )
-        except Exception as err:
-            if status_code(err) == 404:
-                return False
-            raise
+        except NotFound:
+            return False
         return bool(meta(owner).get("uid") == ref.get("uid"))
 
     def sync(self, key: Hashable) -> None:
@@ -119,6 +117,5 @@ class GarbageCollector(Controller):
                     },
                     content_type=MERGE_PATCH,
                 )
-        except Exception as err:
-            if status_code(err) not in (404, 409):
-                raise
+        except (NotFound, Conflict):
+            pass

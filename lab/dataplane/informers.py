@@ -27,8 +27,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from lab.dataplane.api import Api, Resource, json_lines, key_of, meta, path, status_code
+from lab.dataplane.api import Api, Resource, json_lines, key_of, meta, path
 from lab.kube.objects import Obj
+from lab.kubeclient import Gone, Timeout
 from lab.settle import ApiHeads, Progress
 
 log = logging.getLogger(__name__)
@@ -207,10 +208,8 @@ class Informer:
             stream = self.api.stream(
                 path(self.resource), query=query, read_timeout=self.watch_timeout + 30
             )
-        except Exception as err:
-            if status_code(err) in (410, 504):  # too old / too new resourceVersion
-                return True
-            raise
+        except (Gone, Timeout):  # too old / too new resourceVersion
+            return True
         self._stream = stream  # set before the stop check: stop() shuts it down after
         try:
             if self._stop.is_set():

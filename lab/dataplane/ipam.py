@@ -18,11 +18,12 @@ import threading
 from collections.abc import Hashable
 
 from lab.clock import LabClock
-from lab.dataplane.api import NODES, SMP, Api, meta, path, status_code
+from lab.dataplane.api import NODES, SMP, Api, meta, path
 from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.kube.objects import Obj
+from lab.kubeclient import NotFound
 
 log = logging.getLogger(__name__)
 
@@ -141,12 +142,10 @@ class NodeIpamController(Controller):
                 {"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}},
                 content_type=SMP,
             )
-        except Exception as err:
-            if status_code(err) == 404:
-                self._owned.pop(name, None)
-                self.cidrs.release(cidr)
-                return
-            raise
+        except NotFound:
+            self._owned.pop(name, None)
+            self.cidrs.release(cidr)
+            return
         log.info("node %s: podCIDR %s", name, cidr)
 
     def _event(self, node: Obj) -> None:

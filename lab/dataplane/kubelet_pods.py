@@ -29,6 +29,7 @@ pods keep running and serving, their status frozen.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import threading
@@ -36,7 +37,7 @@ from collections.abc import Hashable
 from typing import Any, Protocol
 
 from lab.clock import LabClock
-from lab.dataplane.api import NODES, PODS, Api, meta, path, status_code
+from lab.dataplane.api import NODES, PODS, Api, meta, path
 from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
@@ -53,8 +54,9 @@ from lab.dataplane.podapp import (
     readiness,
 )
 from lab.dataplane.podstatus import condition, node_ip, write_status
-from lab.dataplane.versions import KubeletBehaviour
 from lab.kube.objects import Obj
+from lab.kubeclient import Conflict, NotFound
+from lab.versions.dataplane import KubeletBehaviour
 
 log = logging.getLogger(__name__)
 
@@ -505,14 +507,11 @@ class KubeletPods(Controller):
         self.hosts.stop_heartbeat(node)
 
     def _delete(self, pod: Obj) -> None:
-        try:
+        with contextlib.suppress(NotFound, Conflict):
             self.api.delete(
                 path(PODS, meta(pod).get("namespace", ""), meta(pod).get("name", "")),
                 {"gracePeriodSeconds": 0, "preconditions": {"uid": meta(pod).get("uid")}},
             )
-        except Exception as err:
-            if status_code(err) not in (404, 409):
-                raise
 
     def _forget(self, run: PodRun) -> None:
         if run.ip is not None and self._by_ip.get(run.ip) is run:

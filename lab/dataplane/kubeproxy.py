@@ -39,9 +39,9 @@ from typing import Any, Protocol
 from lab.clock import LabClock
 from lab.dataplane.api import ENDPOINT_SLICES, NODES, SERVICES, meta
 from lab.dataplane.informers import Informers
-from lab.dataplane.versions import KubeProxyBehaviour
 from lab.kube.objects import Obj
 from lab.settle import Progress
+from lab.versions.dataplane import KubeProxyBehaviour
 
 TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"

@@ -52,14 +52,14 @@ from lab.dataplane.api import (
     Api,
     meta,
     path,
-    status_code,
 )
 from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.dataplane.scheduling import tolerates
-from lab.dataplane.versions import NodeLifecycleBehaviour
 from lab.kube.objects import Obj
+from lab.kubeclient import Conflict, NotFound
+from lab.versions.dataplane import NodeLifecycleBehaviour
 
 log = logging.getLogger(__name__)
 
@@ -110,10 +110,8 @@ def update_taints(
     for _ in range(5):
         try:
             node = api.get(path(NODES, None, name))
-        except Exception as err:
-            if status_code(err) == 404:
-                return
-            raise
+        except NotFound:
+            return
         current = (node.get("spec") or {}).get("taints") or []
         kept = [t for t in current if (t.get("key"), t.get("effect")) not in owned]
         ours = {
@@ -140,11 +138,10 @@ def update_taints(
         try:
             api.patch(path(NODES, None, name), patch, content_type=MERGE_PATCH)
             return
-        except Exception as err:
-            if status_code(err) == 404:
-                return
-            if status_code(err) != 409:
-                raise
+        except NotFound:
+            return
+        except Conflict:
+            continue
     raise RuntimeError(f"node {name}: taint update conflicted on every retry")
 
 
@@ -162,10 +159,8 @@ def mark_pod_not_ready(api: Api, clock: LabClock, pod: Obj) -> None:
             {"metadata": {"uid": meta(pod).get("uid")}, "status": {"conditions": [changed]}},
             content_type=SMP,
         )
-    except Exception as err:
-        if status_code(err) in (404, 409):
-            return
-        raise
+    except (NotFound, Conflict):
+        return
     record(
         api,
         clock,
@@ -355,10 +350,8 @@ class NodeLifecycleController(Controller):
                 },
                 content_type=MERGE_PATCH,
             )
-        except Exception as err:
-            if status_code(err) in (404, 409):  # gone, or a fresh heartbeat won the race
-                return None
-            raise
+        except (NotFound, Conflict):  # gone, or a fresh heartbeat won the race
+            return None
         log.info("node %s: no heartbeat for %.0fs, marked Unknown", name, self.grace)
         return "Unknown"
 
@@ -486,8 +479,7 @@ class TaintEvictionController(Controller):
                     content_type=SMP,
                 )
             self.api.delete(path(PODS, ns, name))
-        except Exception as err:
-            if status_code(err) != 404:
-                raise
+        except NotFound:
+            pass
         self._since.pop((ns, name), None)
         log.info("evicted %s/%s (NoExecute taint)", ns, name)

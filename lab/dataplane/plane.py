@@ -28,7 +28,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from lab.clock import LabClock, ScaledClock
-from lab.cluster.versions import KubeVersion
 from lab.dataplane.api import Api, new_api_client
 from lab.dataplane.controller import Controller
 from lab.dataplane.deployments import DeploymentController
@@ -43,13 +42,14 @@ from lab.dataplane.kubeproxy import KubeProxyModel
 from lab.dataplane.nodelifecycle import NodeLifecycleController, TaintEvictionController
 from lab.dataplane.replicasets import ReplicaSetController
 from lab.dataplane.scheduler import Scheduler
-from lab.dataplane.versions import (
+from lab.settle import ApiHeads, Reporter
+from lab.versions.dataplane import (
     endpoints_behaviour,
     kube_proxy_behaviour,
     kubelet_behaviour,
     node_lifecycle_behaviour,
 )
-from lab.settle import ApiHeads, Reporter
+from lab.versions.release import KubeVersion
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +79,21 @@ class SimDataPlane:
         self.api = Api(self._client)
         self.events: EventSink | None = None
         self.informers = Informers(self.api, heads=heads)
+        self.scheduler = Scheduler(self.api, self.informers, self.clock, rng=random.Random(seed))
+        self._controller_manager(
+            cluster_cidr=cluster_cidr,
+            grace=node_monitor_grace_period,
+            monitor_period=node_monitor_period,
+        )
+        self._node_components(hosts, ip_policy=ip_policy)
+        self._started = False
+
+    def _controller_manager(
+        self, *, cluster_cidr: str, grace: float | None, monitor_period: float
+    ) -> None:
+        """kube-controller-manager's stand-ins, each with its release's behaviour."""
         lifecycle = node_lifecycle_behaviour(self.version)
         endpoints = endpoints_behaviour(self.version)
-        self.scheduler = Scheduler(self.api, self.informers, self.clock, rng=random.Random(seed))
         self.replica_sets = ReplicaSetController(self.api, self.informers, self.clock)
         self.deployments = DeploymentController(self.api, self.informers, self.clock)
         self.node_ipam = NodeIpamController(
@@ -92,8 +104,8 @@ class SimDataPlane:
             self.informers,
             self.clock,
             behaviour=lifecycle,
-            grace=node_monitor_grace_period,
-            monitor_period=node_monitor_period,
+            grace=grace,
+            monitor_period=monitor_period,
         )
         self.taint_eviction = TaintEvictionController(
             self.api, self.informers, self.clock, behaviour=lifecycle
@@ -105,6 +117,9 @@ class SimDataPlane:
         self.endpoint_slices = EndpointSliceController(
             self.api, self.informers, self.clock, behaviour=endpoints
         )
+
+    def _node_components(self, hosts: KubeletHosts, *, ip_policy: str) -> None:
+        """The kubelets' pod half and the kube-proxy model over it."""
         self.kubelet = KubeletPods(
             self.api,
             self.informers,
@@ -119,7 +134,6 @@ class SimDataPlane:
             behaviour=kube_proxy_behaviour(self.version, self.feature_gates),
             network=self.kubelet,
         )
-        self._started = False
 
     @property
     def controllers(self) -> list[Controller]:

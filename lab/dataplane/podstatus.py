@@ -14,12 +14,14 @@ the image reference containerd reports (``nginx`` -> ``docker.io/library/nginx:l
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from typing import Any
 
-from lab.dataplane.api import MERGE_PATCH, PODS, Api, meta, path, status_code
-from lab.dataplane.versions import KubeletBehaviour
+from lab.dataplane.api import MERGE_PATCH, PODS, Api, meta, path
 from lab.kube.objects import Obj
+from lab.kubeclient import Conflict, Invalid, NotFound
+from lab.versions.dataplane import KubeletBehaviour
 
 #: the conditions a kubelet owns (``PodConditionsByKubelet`` and the sandbox condition)
 KUBELET_CONDITIONS = (
@@ -218,12 +220,9 @@ def write_status(
             killed=killed,
         )
     ns, name = meta(pod).get("namespace", ""), meta(pod).get("name", "")
-    try:
+    with contextlib.suppress(NotFound, Conflict, Invalid):
         api.patch(
             path(PODS, ns, name, "status"),
             {"metadata": {"uid": meta(pod).get("uid")}, "status": status},
             content_type=MERGE_PATCH,
         )
-    except Exception as err:
-        if status_code(err) not in (404, 409, 422):
-            raise

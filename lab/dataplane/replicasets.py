@@ -21,12 +21,13 @@ from collections.abc import Hashable
 from typing import Any
 
 from lab.clock import LabClock, parse_time
-from lab.dataplane.api import MERGE_PATCH, PODS, REPLICA_SETS, Api, meta, path, status_code
+from lab.dataplane.api import MERGE_PATCH, PODS, REPLICA_SETS, Api, meta, path
 from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.dataplane.scheduling import is_terminal, selector_matches
 from lab.kube.objects import Obj
+from lab.kubeclient import Conflict, Invalid, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -202,10 +203,8 @@ class ReplicaSetController(Controller):
                 content_type=MERGE_PATCH,
             )
             return True
-        except Exception as err:
-            if status_code(err) in (404, 409, 422):
-                return False
-            raise
+        except (NotFound, Conflict, Invalid):
+            return False
 
     def _create(self, rs: Obj, count: int) -> None:
         ns, name = meta(rs).get("namespace", ""), meta(rs).get("name", "")
@@ -265,9 +264,7 @@ class ReplicaSetController(Controller):
         ns, name = meta(rs).get("namespace", ""), meta(rs).get("name", "")
         try:
             self.api.delete(path(PODS, ns, meta(pod).get("name", "")))
-        except Exception as err:
-            if status_code(err) != 404:
-                raise
+        except NotFound:
             return
         self._dels.setdefault((ns, name), set()).add(str(meta(pod).get("name")))
         record(
@@ -319,7 +316,5 @@ class ReplicaSetController(Controller):
             self.api.patch(
                 path(REPLICA_SETS, ns, name, "status"), {"status": patch}, content_type=MERGE_PATCH
             )
-        except Exception as err:
-            if status_code(err) == 404:
-                return
-            raise
+        except NotFound:
+            return

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import logging
 import random
 import threading
@@ -27,12 +28,13 @@ from collections.abc import Hashable
 from typing import Any
 
 from lab.clock import LabClock
-from lab.dataplane.api import NODES, PODS, SMP, Api, meta, path, status_code
+from lab.dataplane.api import NODES, PODS, SMP, Api, meta, path
 from lab.dataplane.controller import Controller
 from lab.dataplane.events import involved, record
 from lab.dataplane.informers import Informers
 from lab.dataplane.scheduling import filter_reason, is_terminal, unschedulable_message
 from lab.kube.objects import Obj
+from lab.kubeclient import Conflict, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -240,11 +242,13 @@ class Scheduler(Controller):
         ns, name = meta(pod).get("namespace", ""), meta(pod).get("name", "")
         try:
             self.api.create(path(PODS, ns, name, "binding"), binding)
+        except (NotFound, Conflict):  # gone, bound or deleting meanwhile
+            self._forget((ns, name))
+            return
         except Exception as err:
             self._forget((ns, name))
-            if status_code(err) not in (404, 409):  # not gone, bound or deleting meanwhile
-                log.warning("binding %s/%s to %s failed: %s", ns, name, node, err)
-                self.follow_up((ns, name), 1.0)
+            log.warning("binding %s/%s to %s failed: %s", ns, name, node, err)
+            self.follow_up((ns, name), 1.0)
             return
         log.debug("bound %s/%s to %s", ns, name, node)
         record(
@@ -281,12 +285,9 @@ class Scheduler(Controller):
                 else self.clock.wall().strftime("%Y-%m-%dT%H:%M:%SZ")
             ),
         }
-        try:
+        with contextlib.suppress(NotFound):
             self.api.patch(
                 path(PODS, meta(pod).get("namespace", ""), meta(pod).get("name", ""), "status"),
                 {"status": {"conditions": [condition]}},
                 content_type=SMP,
             )
-        except Exception as err:
-            if status_code(err) != 404:
-                raise

@@ -351,14 +351,6 @@ def build_metadata_tree(
 ) -> MetadataTree:
     """The ``/latest/meta-data/`` tree of one instance."""
     partition, domain = _partition(view.region)
-    primary = view.primary_interface
-    placement: MetadataTree = {
-        "availability-zone": view.availability_zone,
-        "availability-zone-id": view.availability_zone_id,
-        "region": view.region,
-    }
-    if view.placement_group:
-        placement["group-name"] = view.placement_group
     tree: MetadataTree = {
         "ami-id": view.image_id,
         "ami-launch-index": str(view.launch_index),
@@ -371,33 +363,14 @@ def build_metadata_tree(
         "instance-type": view.instance_type,
         "local-hostname": view.private_dns_name,
         "local-ipv4": view.private_ip,
-        "placement": placement,
+        "placement": _placement_tree(view),
         "profile": "default-hvm",
         "reservation-id": view.reservation_id,
         "security-groups": "\n".join(view.security_group_names),
         "services": {"domain": domain, "partition": partition},
-        "events": {
-            "maintenance": {
-                "history": "[]",
-                "scheduled": json.dumps([_event_json(e) for e in injections.events], indent=2),
-            }
-        },
+        "events": _events_tree(injections),
     }
-    if primary is not None:
-        tree["mac"] = primary.mac
-        tree["network"] = {
-            "interfaces": {"macs": {i.mac: _interface_tree(i) for i in view.interfaces}}
-        }
-    if view.public_ip:
-        tree["public-ipv4"] = view.public_ip
-    if view.public_dns_name:
-        tree["public-hostname"] = view.public_dns_name
-    if injections.rebalance is not None:
-        events = tree["events"]
-        assert isinstance(events, dict)
-        events["recommendations"] = {
-            "rebalance": json.dumps({"noticeTime": format_imds_time(injections.rebalance)})
-        }
+    tree |= _network_entries(view)
     if injections.spot is not None:
         tree["spot"] = {
             "instance-action": json.dumps(
@@ -415,6 +388,48 @@ def build_metadata_tree(
             "security-credentials": {role: json.dumps(_iam_credentials(now), indent=2)},
         }
     return _prune(tree)
+
+
+def _placement_tree(view: InstanceView) -> MetadataTree:
+    placement: MetadataTree = {
+        "availability-zone": view.availability_zone,
+        "availability-zone-id": view.availability_zone_id,
+        "region": view.region,
+    }
+    if view.placement_group:
+        placement["group-name"] = view.placement_group
+    return placement
+
+
+def _events_tree(injections: InstanceInjections) -> MetadataTree:
+    """``events/``: scheduled maintenance, and a rebalance recommendation when injected."""
+    events: MetadataTree = {
+        "maintenance": {
+            "history": "[]",
+            "scheduled": json.dumps([_event_json(e) for e in injections.events], indent=2),
+        }
+    }
+    if injections.rebalance is not None:
+        events["recommendations"] = {
+            "rebalance": json.dumps({"noticeTime": format_imds_time(injections.rebalance)})
+        }
+    return events
+
+
+def _network_entries(view: InstanceView) -> MetadataTree:
+    """``mac``, ``network/`` (per interface) and the public address and name, where present."""
+    entries: MetadataTree = {}
+    primary = view.primary_interface
+    if primary is not None:
+        entries["mac"] = primary.mac
+        entries["network"] = {
+            "interfaces": {"macs": {i.mac: _interface_tree(i) for i in view.interfaces}}
+        }
+    if view.public_ip:
+        entries["public-ipv4"] = view.public_ip
+    if view.public_dns_name:
+        entries["public-hostname"] = view.public_dns_name
+    return entries
 
 
 def _prune(tree: MetadataTree) -> MetadataTree:

@@ -15,7 +15,7 @@ import argparse
 from lab.component import serve_until_signal
 from lab.component.bearer import add_control_token_file, cli_control_token
 from lab.kube.server import KubeServer
-from lab.kube.version import DEFAULT_K8S_VERSION
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 
 def main(argv: list[str] | None = None) -> int:

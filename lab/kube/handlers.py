@@ -43,7 +43,6 @@ from lab.kube.review import review
 from lab.kube.routes import Route, parse, verb_for
 from lab.kube.schema import type_error
 from lab.kube.streams import WatchStreams
-from lab.kube.version import DEFAULT_K8S_VERSION, version_info
 from lab.kube.watch import dumps, with_type
 from lab.kube.wire import (
     Request,
@@ -63,6 +62,7 @@ from lab.kube.wire import (
 from lab.kube.wire import (
     dry_run as parse_dry_run,
 )
+from lab.versions.release import DEFAULT_K8S_VERSION, version_info
 
 log = logging.getLogger(__name__)
 # what kube-apiserver puts before a patch body's decode error, per patch type (handlers/patch.go)

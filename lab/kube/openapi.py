@@ -40,7 +40,7 @@ from typing import Any, Final
 
 from lab.kube.discovery import parse_accept
 from lab.kube.resources import ResourceType, groups, in_group_version
-from lab.kube.version import DEFAULT_K8S_VERSION, git_version
+from lab.versions.release import DEFAULT_K8S_VERSION, git_version
 
 JSON: Final = "application/json"
 # kubectl asks with the "@v1.0" spelling, which Go's mime parser cannot read back, so the reply

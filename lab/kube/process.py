@@ -26,7 +26,7 @@ from lab.component import ChildProcess
 from lab.component.bearer import TOKEN_ENV
 from lab.kube.control_client import KubeControlClient
 from lab.kube.server import new_api_client
-from lab.kube.version import DEFAULT_K8S_VERSION
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 
 class KubeProcess(ChildProcess):

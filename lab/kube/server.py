@@ -40,9 +40,9 @@ from lab.kube.handlers import Api
 from lab.kube.registry import Registry
 from lab.kube.store import WatchWindow
 from lab.kube.tls import ServingCerts, make_certs
-from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.kube.watch import dumps
 from lab.kube.wire import Request
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 log = logging.getLogger(__name__)
 

@@ -36,8 +36,8 @@ from lab.kube.schema import always_serialized
 from lab.kube.selectors import FieldRequirement, Requirement, fields_match, labels_match
 from lab.kube.strategies import Strategy
 from lab.kube.strategy_table import build_strategies
-from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.kube.watch import Event, ExpiredError, Watcher, dumps, with_type
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 log = logging.getLogger(__name__)
 

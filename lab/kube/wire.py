@@ -28,8 +28,8 @@ from lab.kube.schema import definition_type_error, json_kind
 from lab.kube.selectors import parse_field_selector, parse_label_selector
 from lab.kube.store import Selection, Store
 from lab.kube.strategies import unknown_fields
-from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.kube.watch import dumps
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 JSON = "application/json"
 

@@ -19,9 +19,9 @@ from typing import Any, Final, Literal, Self
 
 from lab.clock import DEFAULT_SPEED
 from lab.controllerproc import ControllerCommand
-from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.spec.table import Scope, check, refusals
 from lab.state import LabError, write_private
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 #: ``spec.json``'s format; a file of another format is refused saying what to do
 SPEC_VERSION = 1

@@ -13,9 +13,9 @@ from __future__ import annotations
 import ipaddress
 
 from lab.clock import DEFAULT_SPEED, check_speed
-from lab.kube.version import DEFAULT_K8S_VERSION
 from lab.spec.model import AUTO, MAX_NODES, NAME_RE, SIM_MINORS, AwsKind, Backend, LabSpec
 from lab.spec.table import Scope, SpecError, rule
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 
 def validate_name(name: str) -> None:
@@ -332,7 +332,7 @@ def _nodes_at_most(spec: LabSpec) -> str | None:
 
 @rule("k8s-version")
 def _k8s_version(spec: LabSpec) -> str | None:
-    from lab.cluster.versions import KubeVersion
+    from lab.versions.release import KubeVersion
 
     try:
         KubeVersion.parse(spec.k8s_version)
@@ -353,7 +353,7 @@ def _backend_known(spec: LabSpec) -> str | None:
 
 @rule("k8s-modelled", Scope.UP)
 def _k8s_modelled(spec: LabSpec) -> str | None:
-    from lab.cluster.versions import KubeVersion
+    from lab.versions.release import KubeVersion
 
     version = KubeVersion.parse(spec.k8s_version)
     if version.major == 1 and version.minor in SIM_MINORS:
@@ -368,7 +368,7 @@ def _k8s_modelled(spec: LabSpec) -> str | None:
 def _kind_node_image(spec: LabSpec) -> str | None:
     if spec.backend != Backend.KIND:
         return None
-    from lab.cluster.versions import node_image
+    from lab.versions.release import node_image
 
     try:
         node_image(spec.k8s_version)
@@ -391,7 +391,7 @@ def _feature_gates_are_sim(spec: LabSpec) -> str | None:
 def _feature_gates(spec: LabSpec) -> str | None:
     if not spec.feature_gates:
         return None
-    from lab.dataplane.versions import parse_feature_gates
+    from lab.versions.dataplane import parse_feature_gates
 
     try:
         parse_feature_gates(spec.feature_gates, spec.k8s_version)

@@ -27,7 +27,7 @@ from lab.aws.health.classic import (
 from lab.aws.health.probe import HealthTarget, ProbeResult, ProbeTarget
 from lab.aws.health.view import ClassicInstance
 from lab.clock import ManualClock, ScaledClock
-from lab.traffic import Gate, Gates
+from lab.traffic.report import Gate, Gates
 from tests.aws import builders as b
 from tests.aws.conftest import FakeClock
 

@@ -23,7 +23,8 @@ from lab.aws.health.probe import ProbeResult, ProbeTarget
 from lab.aws.health.view import ClassicInstance
 from lab.clock import ManualClock
 from lab.dataplane.kubeproxy import Drop, PodTarget
-from lab.traffic import Gate, TrafficProbe
+from lab.traffic.probe import TrafficProbe
+from lab.traffic.report import Gate
 from tests.aws import builders as b
 
 if TYPE_CHECKING:

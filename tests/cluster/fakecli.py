@@ -152,7 +152,7 @@ if path == ("create", "cluster"):
                      "ip": c["NetworkSettings"]["Networks"][network]["IPAddress"],
                      "args": kubelets[c["Name"].lstrip("/")]["args"],
                      # kind untaints a one-node cluster's control plane
-                     # (lab.cluster.versions.kind_single_node_keeps_exclusion_label)
+                     # (lab.versions.provisioning.kind_single_node_keeps_exclusion_label)
                      "control_plane_taints": len(new) > 1,
                      "exclusion_label": release.keeps_exclusion_label(len(new))}
                     for c in new])

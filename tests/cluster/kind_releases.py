@@ -149,7 +149,7 @@ class KindRelease:
         ``node.kubernetes.io/exclude-from-external-load-balancers``: kubeadm labels every
         control plane, and kubeadminit removes the label from a one-node cluster only, from
         v0.22 (kind commit 18bb5af0, "Remove exclude-from-external-load-balancers from single
-        node clusters"; ``lab.cluster.versions.kind_single_node_keeps_exclusion_label``)."""
+        node clusters"; ``lab.versions.provisioning.kind_single_node_keeps_exclusion_label``)."""
         return nodes > 1 or self.version < (0, 22, 0)
 
     def display_version(self) -> str:

@@ -28,10 +28,11 @@ from typing import Any
 import pytest
 
 from lab.cluster.base import ClusterSpec, NodeSpec, Role
-from lab.cluster.kind import EnsureNetwork, KindContext, KindProvider
+from lab.cluster.kind import KindProvider
 from lab.cluster.kind_network import UsedBlock, choose_vpc_cidr, docker_blocks
-from lab.cluster.versions import KubeVersion
+from lab.cluster.kind_steps import EnsureNetwork, KindContext
 from lab.exec import CommandError, SubprocessRunner
+from lab.versions.release import KubeVersion
 
 from . import dockerd
 from .fakecli import FakeCLI

@@ -11,9 +11,9 @@ from lab.cluster.base import ClusterSpec, NodeSpec, Role
 from lab.cluster.existing import ExistingProvider
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.cluster.steps import ProvisionError
-from lab.cluster.versions import KubeVersion
 from lab.exec import RecordingRunner
 from lab.kube.server import KubeServer
+from lab.versions.release import KubeVersion
 
 SPEC = ClusterSpec("any", KubeVersion.parse("1.29"), (NodeSpec(Role.CONTROL_PLANE),))
 

@@ -11,7 +11,7 @@ import yaml
 
 from lab.cluster.base import NodeSpec, ProviderID, Role
 from lab.cluster.kind_config import config_document, kind_node_names, render_config
-from lab.cluster.versions import LATEST, KubeVersion, node_image
+from lab.versions.release import LATEST, KubeVersion, node_image
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "kind" / "examples"
 

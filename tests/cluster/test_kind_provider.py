@@ -14,11 +14,12 @@ from kubernetes import client
 
 from lab.cluster import kind_config
 from lab.cluster.base import ClusterSpec, NodeInfo, NodeName, NodeSpec, ProviderID, Role
-from lab.cluster.kind import KindProvider, KindVersionError, check_kind_version, parse_kind_version
+from lab.cluster.kind import KindProvider
+from lab.cluster.kind_steps import KindVersionError, check_kind_version, parse_kind_version
 from lab.cluster.steps import ProvisionError
-from lab.cluster.versions import KubeVersion
 from lab.exec import CommandError
 from lab.kube.server import KubeServer
+from lab.versions.release import KubeVersion
 
 from . import kind_releases
 from .fakecli import FakeCLI, container
@@ -510,7 +511,7 @@ def test_delete_from_a_fresh_process_removes_the_labs_network(
 
 
 def test_wait_takes_go_durations_and_names_a_bad_one() -> None:
-    from lab.cluster.kind import duration_seconds
+    from lab.cluster.kind_steps import duration_seconds
 
     assert [duration_seconds(t) for t in ("120s", "5m", "1m30s", "1.5m", "500ms", "0")] == [
         120.0, 300.0, 90.0, 90.0, 0.5, 0.0,

@@ -15,16 +15,12 @@ from pathlib import Path
 import pytest
 
 from lab.cluster.base import ClusterSpec, NodeSpec, ProviderID, Role
-from lab.cluster.kind import (
-    KindProvider,
-    KindVersionError,
-    check_kind_version,
-    parse_kind_version,
-)
+from lab.cluster.kind import KindProvider
+from lab.cluster.kind_steps import KindVersionError, check_kind_version, parse_kind_version
 from lab.cluster.kubeapi import raw
 from lab.cluster.node_shapes import node_manifest
-from lab.cluster.versions import node_image
 from lab.exec import CommandError, SubprocessRunner
+from lab.versions.release import node_image
 
 
 def _docker_engine_problem() -> str | None:

@@ -21,12 +21,12 @@ from lab.clock import ScaledClock
 from lab.cluster.base import Role
 from lab.cluster.kubeapi import raw
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
-from lab.cluster.versions import KubeVersion
 from lab.dataplane.api import Api
 from lab.dataplane.informers import Informers
 from lab.dataplane.nodelifecycle import NodeLifecycleController
-from lab.dataplane.versions import node_lifecycle_behaviour
 from lab.kube.server import KubeServer
+from lab.versions.dataplane import node_lifecycle_behaviour
+from lab.versions.release import KubeVersion
 
 KUBECTL = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl"
 T = TypeVar("T")

@@ -152,7 +152,8 @@ def test_kube_proxy_version_reported_only_by_older_kubelets() -> None:
 
 
 def test_grace_period_default_by_version() -> None:
-    from lab.cluster.versions import KubeVersion, node_monitor_grace_period
+    from lab.versions.provisioning import node_monitor_grace_period
+    from lab.versions.release import KubeVersion
 
     assert node_monitor_grace_period(KubeVersion.parse("1.31")) == 40.0
     assert node_monitor_grace_period(KubeVersion.parse("1.32")) == 50.0
@@ -197,7 +198,8 @@ def test_lease_shape() -> None:
 
 
 def test_kind_single_node_adjustments() -> None:
-    from lab.cluster.versions import KubeVersion, kind_single_node_keeps_exclusion_label
+    from lab.versions.provisioning import kind_single_node_keeps_exclusion_label
+    from lab.versions.release import KubeVersion
 
     node = cp("1.33", control_plane_taints=False, exclusion_label=False)
     assert EXCLUDE not in node["metadata"]["labels"]

@@ -18,7 +18,7 @@ from lab.cluster.base import ClusterSpec, NodeName, NodeSpec, ProviderID, Role
 from lab.cluster.planner import plan_nodes
 from lab.cluster.sim import SimProvider
 from lab.cluster.steps import ProvisionError
-from lab.cluster.versions import KubeVersion
+from lab.versions.release import KubeVersion
 
 KUBECTL = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl"
 CP_ID = ProviderID("aws:///us-east-1a/i-0aaaaaaaaaaaaaaa1")

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from lab.cluster.kind import check_kind_version
-from lab.cluster.versions import LATEST, KubeVersion, node_image
+from lab.cluster.kind_steps import check_kind_version
+from lab.versions.release import LATEST, KubeVersion, node_image
 
 WORKFLOW = Path(__file__).resolve().parents[2] / ".github" / "workflows" / "ci.yml"
 

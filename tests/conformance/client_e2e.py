@@ -24,10 +24,10 @@ from pathlib import Path
 from lab.clock import ScaledClock
 from lab.cluster.base import Role
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
-from lab.cluster.versions import KubeVersion
 from lab.dataplane.api import Api
 from lab.dataplane.plane import SimDataPlane
 from lab.kube.server import KubeServer
+from lab.versions.release import KubeVersion
 
 ENV = "CCM_LAB_CLIENT_E2E"
 UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"

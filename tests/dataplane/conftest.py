@@ -26,12 +26,12 @@ import pytest
 from lab.clock import ScaledClock
 from lab.cluster.base import Role
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
-from lab.cluster.versions import KubeVersion
 from lab.dataplane.api import Api
 from lab.dataplane.plane import SimDataPlane
 from lab.kube.objects import Obj
 from lab.kube.server import KubeServer
 from lab.settle import ApiHeads, settle
+from lab.versions.release import KubeVersion
 
 T = TypeVar("T")
 NODES = (

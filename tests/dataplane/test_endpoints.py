@@ -12,7 +12,7 @@ import pytest
 
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
 from lab.dataplane.endpoints import endpoints_verdict, slice_conditions
-from lab.dataplane.versions import endpoints_behaviour
+from lab.versions.dataplane import endpoints_behaviour
 from tests.dataplane.conftest import Cluster
 
 BUGGY, FIXED = "1.22.8", "1.22.11"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from lab.dataplane.kubeproxy import ConnectionRefused, Drop, Endpoint, PodTarget, categorize
-from lab.dataplane.versions import parse_feature_gates
+from lab.versions.dataplane import parse_feature_gates
 from tests.dataplane.conftest import Cluster, wait
 
 SLICES = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"

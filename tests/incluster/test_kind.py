@@ -8,16 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from lab.cluster.kind import (
-    KindVersionError,
-    check_kind_version,
-    parse_kind_version,
-)
-from lab.cluster.versions import KubeVersion
+from lab.cluster.kind_steps import KindVersionError, check_kind_version, parse_kind_version
 from lab.compose import Lab
 from lab.exec import SubprocessRunner
 from lab.incluster import deploy, undeploy
 from lab.spec import LabSpec
+from lab.versions.release import KubeVersion
 from tests.incluster.support import docker_and_kind_missing, lab_world_settings
 
 

@@ -19,7 +19,7 @@ from kubernetes import client, watch
 from lab.kube.resources import RESOURCES
 from lab.kube.schema import definitions
 from lab.kube.server import KubeServer
-from lab.kube.version import DEFAULT_K8S_VERSION
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 from .conftest import raw
 

@@ -16,7 +16,7 @@ import pytest
 
 from lab.kube.openapi import handle_openapi, v2_document, v3_document, v3_hash, v3_index
 from lab.kube.resources import RESOURCES, ResourceType
-from lab.kube.version import DEFAULT_K8S_VERSION, git_version
+from lab.versions.release import DEFAULT_K8S_VERSION, git_version
 
 KUBECTL_V2_ACCEPT = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 

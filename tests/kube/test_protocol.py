@@ -17,7 +17,7 @@ import pytest
 from lab.kube.resources import RESOURCES
 from lab.kube.schema import definition_name, definitions
 from lab.kube.server import KubeServer
-from lab.kube.version import DEFAULT_K8S_VERSION
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 
 def get(sim: KubeServer, path: str, **headers: str) -> tuple[int, dict[str, str], bytes]:

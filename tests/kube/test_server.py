@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from lab.component import ComponentNotReady
 from lab.kube.process import KubeProcess
 from lab.kube.server import KubeServer
-from lab.kube.version import DEFAULT_K8S_VERSION
+from lab.versions.release import DEFAULT_K8S_VERSION
 from tests.kube.conftest import make_cm, raw
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -97,10 +97,10 @@ def run(directory: Path, spec: dict[str, Any], stop: threading.Event) -> None:
     from lab.clock import ScaledClock
     from lab.cluster.base import Role
     from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
-    from lab.cluster.versions import KubeVersion
     from lab.dataplane.api import Api, new_api_client
     from lab.dataplane.plane import SimDataPlane
     from lab.kube.server import KubeServer
+    from lab.versions.release import KubeVersion
     from tests.rehearsal.pods import NodePods
 
     version = KubeVersion.parse(spec["version"])

@@ -13,7 +13,7 @@ resyncs on events; the period bounds how late it is) and serves what kube-proxy 
   where the real one times out (the controller's checks for ``Local`` Services are HTTP on the
   health-check node port, which answers 503 here as there);
 * ``/healthz`` on 10256: 200 with ``lastUpdated``/``currentTime``; from the releases that have
-  KEP-3836 (``lab.dataplane.versions.kube_proxy_behaviour``) also ``nodeEligible``, and 503
+  KEP-3836 (``lab.versions.dataplane.kube_proxy_behaviour``) also ``nodeEligible``, and 503
   when the node is tainted ``ToBeDeletedByClusterAutoscaler`` or being deleted;
 * each ``healthCheckNodePort`` of a ``Local`` Service: 200 with the count of local endpoints,
   503 with none (``{"service": {...}, "localEndpoints": N, "serviceProxyHealthy": true}``).
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", required=True)
     parser.add_argument("--period", type=float, default=0.2)
     args = parser.parse_args(argv)
-    from lab.dataplane.versions import kube_proxy_behaviour
+    from lab.versions.dataplane import kube_proxy_behaviour
 
     eligibility = kube_proxy_behaviour(args.version, {}).healthz_node_eligibility
     api = Api(args.server, args.token)

@@ -95,7 +95,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _fakes_on_path(config: pytest.Config) -> None:
-    from lab.cluster.versions import KubeVersion, node_image
+    from lab.versions.release import KubeVersion, node_image
     from tests.cluster.fakecli import FakeCLI
 
     version = KubeVersion.parse(config.getoption("--k8s-version"))

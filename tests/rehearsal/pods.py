@@ -21,6 +21,7 @@ GET readiness.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import ipaddress
@@ -33,7 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lab.dataplane.api import SMP, Api, status_code
+from lab.dataplane.api import SMP, Api
+from lab.kubeclient import Conflict, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -209,14 +211,11 @@ class NodePods:
             self._kill(run)
             run.ready = False
             self._status(key, pod, run, terminated=True)
-        try:
+        with contextlib.suppress(NotFound, Conflict):
             self.api.delete(
                 f"/api/v1/namespaces/{key[0]}/pods/{key[1]}",
                 {"gracePeriodSeconds": 0, "preconditions": {"uid": pod["metadata"]["uid"]}},
             )
-        except Exception as exc:
-            if status_code(exc) not in (404, 409):
-                raise
         self._forget(key)
 
     def _forget(self, key: tuple[str, str]) -> None:
@@ -283,15 +282,12 @@ class NodePods:
                 for i, c in enumerate(containers)
             ],
         }
-        try:
+        with contextlib.suppress(NotFound, Conflict):
             self.api.patch(
                 f"/api/v1/namespaces/{key[0]}/pods/{key[1]}/status",
                 {"metadata": {"uid": run.uid}, "status": status},
                 content_type=SMP,
             )
-        except Exception as exc:
-            if status_code(exc) not in (404, 409):
-                raise
 
     # --- routes ----------------------------------------------------------------------------
 

@@ -29,7 +29,8 @@ import pytest
 from lab.aws.gates import AwsGates
 from lab.clock import ManualClock
 from lab.compose import Lab, wait_for
-from lab.traffic import Gate, TrafficProbe
+from lab.traffic.probe import TrafficProbe
+from lab.traffic.report import Gate
 from tests.traffic.test_probe import deploy_web, running_pods
 
 pytestmark = pytest.mark.standin("pods run on the sim backend's data plane")

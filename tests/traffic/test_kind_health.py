@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from lab.cluster.versions import node_image
 from lab.compose import Lab, wait_for
 from lab.spec import LabSpec
+from lab.versions.release import node_image
 from tests.incluster.support import docker_and_kind_missing
 
 TAINT = "ToBeDeletedByClusterAutoscaler"

@@ -11,7 +11,7 @@ import pytest
 
 from controller.aws.annotations import A_HC_HEALTHY, A_HC_INTERVAL, A_TYPE
 from lab.compose import Lab, wait_for
-from lab.traffic import TrafficReport
+from lab.traffic.report import TrafficReport
 from tests.traffic.test_probe import deploy_web, running_pods
 
 pytestmark = pytest.mark.standin("pods run on the sim backend's data plane")

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from lab.compose import Lab, wait_for
-from lab.traffic import TrafficError, TrafficReport
+from lab.traffic.report import TrafficError, TrafficReport
 
 pytestmark = pytest.mark.standin("pods run on the sim backend's data plane")
 

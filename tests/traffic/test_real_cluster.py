@@ -1,5 +1,5 @@
-"""``lab.traffic`` on a backend with real nodes: :class:`lab.traffic.RealCluster` sends each
-request for real; here its address mapper points at servers on 127.0.0.1 port 0."""
+"""``lab.traffic`` on a backend with real nodes: :class:`lab.traffic.clusters.RealCluster`
+sends each request for real; here its address mapper points at servers on 127.0.0.1 port 0."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from lab.aws.health.view import ClassicInstance
 from lab.dataplane.kubeproxy import Drop, PodTarget
-from lab.traffic import RealCluster
+from lab.traffic.clusters import RealCluster
 
 INSTANCE = ClassicInstance("i-1", "us-east-1a", "10.0.0.10", "running")
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.cluster.versions import KubeVersion
-from lab.dataplane.versions import (
+from lab.versions.dataplane import (
     CHANGES,
     change,
     endpoints_behaviour,
@@ -16,6 +15,7 @@ from lab.dataplane.versions import (
     parse_feature_gates,
     table,
 )
+from lab.versions.release import KubeVersion
 
 
 @pytest.mark.parametrize(

@@ -1,18 +1,40 @@
-"""Kubernetes versions and the version-dependent facts the cluster providers act on.
+"""What a Kubernetes version is: its parsing and order, the lab's default, the ``/version``
+document a server of it answers, and the ``kindest/node`` image pinned for it.
 
-One table per fact, each row naming where it comes from, so the kind config renderer
-(``lab.cluster.kind``) and the kubelet stand-in (``lab.cluster.kubelet``) agree on what a given
-minor does. Sources: ``docs/reference/peers.md`` §1 (kind, kubelet with
-``--cloud-provider=external``), ``docs/reference/upstream-ccm.md`` §6-§7 (node controller,
-service-controller predicates), and kind's own tree (``pkg/apis/config/defaults/image.go`` at each
-release tag, ``pkg/cluster/internal/kubeadm/config.go``) for the pinned node-image digests.
+Role: the lowest layer's one answer to "which Kubernetes": :class:`KubeVersion` (``1.29``,
+``v1.29.2`` or ``latest``, ordered on major, minor, patch), :data:`DEFAULT_K8S_VERSION` (the
+version a lab runs unless told otherwise: the cluster providers, tasks and CLIs default to it),
+:func:`version_info` (the ``/version`` body, ``apiserver-spec.md`` §1.2) and :data:`NODE_IMAGES`
+(one pinned kind node image per supported minor, which also fixes what ``latest`` means).
+
+Neighbours: ``lab.versions.provisioning`` (what kubeadm, kind and the kubelet do per version)
+and ``lab.versions.dataplane`` (what the data-plane components do per release) build on
+:class:`KubeVersion`; ``lab.kube`` answers ``/version`` and ``openapi`` ``info.version`` with
+:func:`version_info` and :func:`git_version`; ``lab.cluster.kind_config`` renders the node
+images.
+
+Design: the node-image table lives beside the version type because ``latest`` is its last row;
+splitting them would make the parser and the table import each other. Sources for the images:
+kind's own tree (``pkg/apis/config/defaults/image.go`` at each release tag) and
+``docs/reference/peers.md`` §1.3.
+
+``/version``: from 1.33 on it also carries the emulation and minimum-compatibility versions
+(``k8s.io/apimachinery/pkg/version.Info``), which an ordinary server sets to its own minor and
+the one before. What the lab cannot know it fills in plainly: ``gitCommit`` is the SHA-1 of the
+version text (stable, 40 hex digits, not a real commit), ``buildDate`` and ``goVersion`` are a
+stand-in per minor. Clients do not act on those fields.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import re
+from typing import Final
+
+#: The Kubernetes version a lab runs unless told otherwise.
+DEFAULT_K8S_VERSION: Final = "1.33"
 
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?$")
 
@@ -176,96 +198,56 @@ def node_image(version: str | KubeVersion) -> NodeImage:
     )
 
 
-# --- facts keyed by version ----------------------------------------------------------------
+# --- the /version document ----------------------------------------------------------------
+
+#: ``goVersion`` per Kubernetes minor: a Go release of the line that minor was built with (a
+#: stand-in, like ``buildDate``; the newest listed one for minors not listed).
+_GO: Final = {
+    22: "go1.16.7",
+    27: "go1.20.4",
+    29: "go1.21.6",
+    31: "go1.22.5",
+    32: "go1.23.3",
+    33: "go1.24.2",
+    34: "go1.24.6",
+    35: "go1.25.5",
+}
 
 
-def kubeadm_api_version(version: KubeVersion) -> str:
-    """The kubeadm config API kind generates for ``version`` (peers.md §1.1; kind config.go).
-
-    v1beta2 below 1.23, v1beta3 from 1.23, v1beta4 from 1.36 (only kind >= v0.32.0 emits it).
-    """
-    if not version.at_least(23):
-        return "kubeadm.k8s.io/v1beta2"
-    if not version.at_least(36):
-        return "kubeadm.k8s.io/v1beta3"
-    return "kubeadm.k8s.io/v1beta4"
+def parse(version: str) -> tuple[int, int, int]:
+    """``"1.33"``, ``"v1.33.1"`` -> (1, 33, patch or 0); a clear error for anything else
+    (``latest`` included: a server states its version)."""
+    match = _VERSION_RE.match(version.strip())
+    if match is None:
+        raise ValueError(f"kubernetes version {version!r} is not of the form 1.33 or v1.33.1")
+    major, minor, patch = match.groups()
+    return int(major), int(minor), int(patch or 0)
 
 
-def apiserver_has_cloud_provider_flag(version: KubeVersion) -> bool:
-    """kube-apiserver ``--cloud-provider``: deprecated 1.29 (k/k#120903), removed 1.33 (#130162)."""
-    return not version.at_least(33)
+def git_version(version: str) -> str:
+    """The ``gitVersion`` of ``version``: ``"1.33"`` -> ``"v1.33.0"``."""
+    major, minor, patch = parse(version)
+    return f"v{major}.{minor}.{patch}"
 
 
-def kubeadm_control_plane_labels(version: KubeVersion) -> dict[str, str]:
-    """Labels kubeadm puts on a control-plane node (upstream-ccm.md §7; kubeadm changelogs).
-
-    * <= 1.19: ``node-role.kubernetes.io/master``.
-    * 1.20: ``master`` and the new ``node-role.kubernetes.io/control-plane``.
-    * 1.21-1.23: both, plus ``node.kubernetes.io/exclude-from-external-load-balancers``
-      (kubeadm PR #98269, when the service controller stopped honouring ``master``).
-    * >= 1.24: ``control-plane`` and the exclusion label; ``master`` is no longer applied.
-    """
-    labels: dict[str, str] = {}
-    if not version.at_least(24):
-        labels[LABEL_ROLE_MASTER] = ""
-    if version.at_least(20):
-        labels[LABEL_ROLE_CONTROL_PLANE] = ""
-    if version.at_least(21):
-        labels[LABEL_EXCLUDE_FROM_LB] = ""
-    return labels
-
-
-def kubeadm_control_plane_taints(version: KubeVersion) -> list[str]:
-    """NoSchedule taint keys kubeadm puts on control planes: master (<= 1.23), both (1.24),
-    control-plane (>= 1.25)."""
-    keys = []
-    if not version.at_least(25):
-        keys.append(LABEL_ROLE_MASTER)
-    if version.at_least(24):
-        keys.append(LABEL_ROLE_CONTROL_PLANE)
-    return keys
-
-
-def kubelet_seeds_addresses_without_node_ip(version: KubeVersion) -> bool:
-    """Whether kubelet (external cloud provider, no specific ``--node-ip``) fills
-    ``status.addresses`` itself: yes up to 1.28; 1.29 (k/k#121028) waits for the CCM."""
-    return not version.at_least(29)
-
-
-def kubelet_seeds_default_address_for_unspecified_ip(version: KubeVersion) -> bool:
-    """``--node-ip=0.0.0.0`` means "seed the default address, let the CCM override" from 1.30
-    (k/k#125337); 1.29 treats it like no ``--node-ip`` (no addresses); older kubelets seed.
-
-    The 1.30 boundary is peers.md §1.2's; #125337 merged in June 2024 (the 1.31 cycle) and
-    whether 1.30 got it only through a patch release was not checked here."""
-    return not version.at_least(29) or version.at_least(30)
-
-
-def kind_single_node_keeps_exclusion_label(version: KubeVersion) -> bool:
-    """Whether a one-node kind cluster keeps kubeadm's exclusion label on its control plane.
-
-    kind always removes the control-plane taint(s) from a one-node cluster, and since kind
-    v0.22.0 (kind commit 18bb5af0, Feb 2024) also ``node.kubernetes.io/exclude-from-external-
-    load-balancers``, so that a load balancer can target the only node. The kind release is
-    the one paired with ``version``'s pinned image (the newest kind for unpinned versions).
-    """
-    try:
-        kind_release = node_image(version).kind_release
-    except ValueError:
-        kind_release = NODE_IMAGES[-1].kind_release
-    return kind_release < (0, 22, 0)
-
-
-def node_monitor_grace_period(version: KubeVersion) -> float:
-    """kube-controller-manager's default ``--node-monitor-grace-period`` (seconds): 40, raised
-    to 50 in 1.32 (k/k#126287). The kubelet stand-in's NotReady delay for that version."""
-    return 50.0 if version.at_least(32) else 40.0
-
-
-LABEL_ROLE_MASTER = "node-role.kubernetes.io/master"
-LABEL_ROLE_CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
-LABEL_EXCLUDE_FROM_LB = "node.kubernetes.io/exclude-from-external-load-balancers"
-LABEL_ALPHA_EXCLUDE_BALANCER = "alpha.service-controller.kubernetes.io/exclude-balancer"
-ANNOTATION_PROVIDED_NODE_IP = "alpha.kubernetes.io/provided-node-ip"
-TAINT_UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
-TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
+def version_info(version: str = DEFAULT_K8S_VERSION) -> dict[str, str]:
+    """The ``/version`` document a kube-apiserver of ``version`` answers."""
+    major, minor, _ = parse(version)
+    text = git_version(version)
+    info = {"major": str(major), "minor": str(minor)}
+    if (major, minor) >= (1, 33):
+        info |= {
+            "emulationMajor": str(major),
+            "emulationMinor": str(minor),
+            "minCompatibilityMajor": str(major),
+            "minCompatibilityMinor": str(minor - 1),
+        }
+    return info | {
+        "gitVersion": text,
+        "gitCommit": hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest(),
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+        "goVersion": _GO.get(minor, _GO[max(_GO)]),
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    }

@@ -12,6 +12,11 @@ reasoning is in ``note``). Facts come from ``shared/docs/reference/termination-b
 A version without a patch (``1.22``) means its ``.0`` release. Presets the catalog uses:
 ``1.22.8`` (every 1.22 termination bug), ``1.22.11`` (fixed), ``1.26`` (terminating fallback in
 kube-proxy, KEP-1672 GA), ``1.33`` (KEP-3836 draining /healthz).
+
+Neighbours: :mod:`lab.versions.release` (the version type), :mod:`lab.versions.provisioning`
+(the node monitor grace period the node-lifecycle record repeats). It sits in the lowest layer,
+beside them, rather than in ``lab.dataplane``, so that the CLIs, the compose layer and the
+catalog can read a release's behaviour without importing the stand-ins.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Literal
 
-from lab.cluster.versions import KubeVersion, node_monitor_grace_period
+from lab.versions.provisioning import node_monitor_grace_period
+from lab.versions.release import KubeVersion
 
 Minor = tuple[int, int]
 Confidence = Literal["V", "I"]
@@ -206,7 +212,7 @@ CHANGES: tuple[Change, ...] = (
         "--node-monitor-grace-period defaults to 50 s (was 40 s)",
         (1, 32),
         ("k/k#126287",),
-        note="the kubelet stand-in's table (lab.cluster.versions) has the same boundary",
+        note="the kubelet stand-in's table (lab.versions.provisioning) has the same boundary",
     ),
 )
 

@@ -1,0 +1,1 @@
+"""Tests of lab.versions: the version type, provisioning facts and the release table."""
