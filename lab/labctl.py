@@ -1203,7 +1203,7 @@ def up_real_aws(
     proxy in front of the account with the run's guard (``lab.aws.runproxy``) and our
     controller pointed at it. ``dry_run``: print the plan and change nothing. Returns the plan
     or what was created. A failure stops what started and removes what the run created."""
-    from lab.aws import realaccount
+    from lab.aws import realaccount, runworld
     from lab.state import STATE_FILE
 
     out = console or status_console()
@@ -1251,7 +1251,7 @@ def up_real_aws(
     started = time.monotonic()
     try:
         with out.status(f"creating the run's world in {region} (run id {run_id})"):
-            created = realaccount.create_world(ec2, spec)
+            created = runworld.create_world(ec2, spec)
         out.print(f"[green]✓[/] run {run_id} in {region} created, each tagged "
                   f"{realaccount.RUN_TAG}={run_id}:")  # fmt: skip
         for item in created:
@@ -1279,7 +1279,7 @@ def up_real_aws(
         for ref in _daemons_for(directory):
             ref.terminate(timeout=120)
         (directory / STATE_FILE).unlink(missing_ok=True)
-        removed = realaccount.teardown(ec2, run_id)
+        removed = runworld.teardown(ec2, run_id)
         shutil.rmtree(directory, ignore_errors=True)
         gone = ", ".join(o.line() for o in removed) or "nothing had been created"
         raise LabError(
@@ -1315,7 +1315,7 @@ def real_lab_plan(spec: TopologySpec, run_id: str) -> list[str]:
 
 
 def _down_real(directory: Path, name: str, *, dry_run: bool, out: Console) -> list[str]:
-    from lab.aws import realaccount
+    from lab.aws import realaccount, runworld
 
     path = directory / REAL_RUN_FILE
     try:
@@ -1333,7 +1333,7 @@ def _down_real(directory: Path, name: str, *, dry_run: bool, out: Console) -> li
             f"endpoint is {ec2.meta.endpoint_url}; run lab.down with the same AWS settings"
         )
     with out.status(f"finding what run {run_id} created in {region}"):
-        removed = realaccount.teardown(ec2, run_id, dry_run=dry_run)
+        removed = runworld.teardown(ec2, run_id, dry_run=dry_run)
     lines = [item.line() for item in removed]
     verb = "would remove" if dry_run else "removed"
     out.print(f"lab {name!r}: run {run_id} in {region}: {verb} {len(lines)} resource(s)"

@@ -28,8 +28,8 @@ from lab.aws.realaccount import (
     RealAwsForbidden,
     account_client,
     real_aws_forbidden,
-    teardown,
 )
+from lab.aws.runworld import teardown
 
 REGION = "eu-west-1"
 
