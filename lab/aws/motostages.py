@@ -129,7 +129,8 @@ class HealthModel(Protocol):
 
 class Health:
     """``health``: checks due so far see the state before the call; the models answer their
-    describe calls and track (de)registrations after it; a change pokes the ticker."""
+    describe calls (or raise the AWS error that refuses one: the pipeline answers it) and
+    track (de)registrations after it; a change pokes the ticker."""
 
     name = "health"
 
