@@ -4,8 +4,8 @@ Role: the failure catalog hinges on AWS behaviours that moto does not model. The
 parsed query-protocol call before moto (:meth:`FidelityLayer.before` may answer it with an AWS
 error) and after moto (:meth:`FidelityLayer.after` may fix the backend state or the response).
 It reads and adjusts moto's in-process backends (``moto.ec2.models.ec2_backends`` etc.); moto's
-source files are never patched. Every behaviour has a switch in :class:`~lab.aws.fidelity_config.FidelityConfig`;
-``enabled=False`` gives stock moto.
+source files are never patched. Every behaviour has a switch in
+:class:`~lab.aws.fidelity_config.FidelityConfig`; ``enabled=False`` gives stock moto.
 
 Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fidelity.py``):
 
