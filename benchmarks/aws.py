@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.aws import AwsServer
 from lab.aws.clients import make_client
-from lab.aws.fidelity import FidelityConfig
+from lab.aws.fidelity_config import FidelityConfig
 from lab.aws.process import AwsProcess
 from lab.aws.proxy import AwsProxyProcess, AwsProxyServer
 

@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from botocore.utils import InstanceMetadataRegionFetcher
 
 from lab.aws import AwsServer
-from lab.aws.topology import NodeSpec, TopologySpec, seed_topology
+from lab.aws.seeding import seed_topology
+from lab.aws.topology import NodeSpec, TopologySpec
 from lab.imds import ImdsProcess, ImdsServer
 
 

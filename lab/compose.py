@@ -56,8 +56,9 @@ from lab.aws.health.probe import (
 )
 from lab.aws.health.view import ClassicInstance
 from lab.aws.proxied import FEATURES, ProxiedAws
+from lab.aws.seeding import seed_topology
 from lab.aws.topology import NodeSpec as AwsNodeSpec
-from lab.aws.topology import Topology, TopologySpec, delete_topology, seed_topology
+from lab.aws.topology import Topology, TopologySpec, delete_topology
 from lab.clock import LabClock, ScaledClock
 from lab.cluster.base import (
     Capabilities,
@@ -574,7 +575,7 @@ class Lab:
         """``aws="real"``: the nodes are the run's instances, read back (through the proxy)
         as the run created them: ids, private IPs and DNS names, zones."""
         from lab.aws import realaccount
-        from lab.aws.topology import describe_topology
+        from lab.aws.seeding import describe_topology
 
         assert self.config.run_id is not None  # LabSpec checks it
         spec = realaccount.run_spec(

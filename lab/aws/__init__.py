@@ -27,7 +27,7 @@ from lab.aws.exceptions import (
     DependencyViolation,
 )
 from lab.aws.faults import AwsFaultRule
-from lab.aws.fidelity import FidelityConfig
+from lab.aws.fidelity_config import FidelityConfig
 from lab.aws.process import AwsProcess
 from lab.aws.server import AwsServer
 from lab.aws.trail import Trail, TrailEvent, load_jsonl

@@ -46,7 +46,8 @@ from lab.aws import motostate
 from lab.aws.calls import CallRecorder
 from lab.aws.control import LabControlRoutes, unauthorized
 from lab.aws.exceptions import AwsControlError
-from lab.aws.fidelity import FidelityConfig, FidelityLayer, MotoView
+from lab.aws.fidelity import FidelityLayer, MotoView
+from lab.aws.fidelity_config import FidelityConfig
 from lab.aws.health.classic import ElbHealth
 from lab.aws.health.network import NlbHealth
 from lab.aws.health.schedule import Schedule

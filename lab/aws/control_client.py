@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 
 from lab.aws.exceptions import AwsControlError, AwsControlUnavailable
 from lab.aws.faults import AwsFaultRule, AwsMatch
-from lab.aws.fidelity import FidelityConfig
+from lab.aws.fidelity_config import FidelityConfig
 from lab.aws.trail import TrailEvent, load_jsonl
 from lab.component.bearer import auth_headers
 

@@ -4,8 +4,8 @@ Role: the failure catalog hinges on AWS behaviours that moto does not model. The
 parsed query-protocol call before moto (:meth:`FidelityLayer.before` may answer it with an AWS
 error) and after moto (:meth:`FidelityLayer.after` may fix the backend state or the response).
 It reads and adjusts moto's in-process backends (``moto.ec2.models.ec2_backends`` etc.); moto's
-source files are never patched. Every behaviour has a switch in :class:`FidelityConfig`;
-``enabled=False`` gives stock moto.
+source files are never patched. Every behaviour has a switch in
+:class:`~lab.aws.fidelity_config.FidelityConfig`; ``enabled=False`` gives stock moto.
 
 Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fidelity.py``):
 
@@ -84,24 +84,20 @@ order; ``DescribeLoadBalancerAttributes``; ``ConfigureHealthCheck``; ``DescribeS
 filters ``ip-permission.group-id``, ``group-name``, ``vpc-id``, ``group-id``.
 
 Neighbours: called by the ``fidelity`` stage (:mod:`lab.aws.motostages`) under the endpoint's
-lock; instance timing lives in :mod:`lab.aws.lifecycle`; errors are :mod:`lab.aws.exceptions`
-classes.
+lock; the switches are :mod:`lab.aws.fidelity_config`'s, the corrections of moto's answers
+after a call :mod:`lab.aws.fidelity_fixes`' (this module decides which apply); instance timing
+lives in :mod:`lab.aws.lifecycle`; errors are :mod:`lab.aws.exceptions` classes.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import random
-import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any
 
-from lab.aws import instance_topology
+from lab.aws import fidelity_fixes, instance_topology
 from lab.aws.exceptions import (
-    AwsControlError,
     AwsError,
     CannotDelete,
     DependencyViolation,
@@ -109,102 +105,9 @@ from lab.aws.exceptions import (
     InvalidInstance,
     InvalidTarget,
 )
+from lab.aws.fidelity_config import FidelityConfig
 from lab.aws.lifecycle import InstanceLifecycle
 from lab.aws.protocol import AwsRequest, WireResponse, new_request_id
-
-SgOrder = Literal["creation", "reversed", "shuffle"]
-SG_ORDERS: tuple[str, ...] = ("creation", "reversed", "shuffle")
-#: The request-validation switches (:mod:`lab.aws.validation`).
-VALIDATION_SWITCHES: tuple[str, ...] = (
-    "validation",
-    "validate_action",
-    "validate_signature",
-    "validate_model",
-    "validate_ip_permissions",
-    "validate_cidr",
-    "validate_group_names",
-    "validate_elb_names",
-    "validate_listener_ports",
-    "validate_existence",
-    "validate_filters",
-    "validate_next_token",
-)
-
-
-@dataclass(frozen=True)
-class FidelityConfig:
-    """Switches of the fidelity layer (all on by default; ``enabled=False`` = stock moto)."""
-
-    enabled: bool = True
-    sg_dependency_violation: bool = True
-    """``DeleteSecurityGroup`` → ``DependencyViolation`` / ``CannotDelete`` like EC2."""
-    elb_sg_release_s: float = 0.0
-    """Seconds a deleted load balancer's groups stay "in use" (ENI detach lag)."""
-    elb_sg_order: SgOrder = "creation"
-    elb_sg_order_seed: int | None = None
-    instance_pending_s: float = 0.0
-    instance_stopping_s: float = 0.0
-    instance_shutting_down_s: float = 0.0
-    terminated_visible_s: float | None = 3600.0
-    """Seconds a terminated instance stays in ``DescribeInstances``; ``None`` = forever."""
-    instance_describe_lag_s: float = 0.0
-    """Seconds a new instance is missing from ``DescribeInstances``/``DescribeInstanceStatus``
-    (EC2 eventual consistency, kubernetes#81636)."""
-    instance_topology: bool = True
-    """``DescribeInstanceTopology`` answered from moto's instances
-    (:mod:`lab.aws.instance_topology`); ``False`` = moto's answer (500, not implemented)."""
-    elb_fixes: bool = True
-    """Classic ELB API fixes: default health check and attributes, register/deregister
-    results, unknown instances refused (gaps 5-8)."""
-    elbv2_fixes: bool = True
-    """ELBv2 API fixes: no ``SslPolicy`` on TCP/UDP listeners, ``access_logs.s3.enabled``
-    on new network load balancers, unknown instances refused by ``RegisterTargets`` (gap 13)."""
-    elb_health_checks: bool = True
-    """Classic ELB health checks and connection draining (:mod:`lab.aws.health.classic`):
-    ``DescribeInstanceHealth`` answers from thresholds counted on the lab clock (gap 11);
-    ``False`` = moto's answer (every running registered instance ``InService``)."""
-    nlb_health_checks: bool = True
-    """NLB target health (:mod:`lab.aws.health.network`): ``DescribeTargetHealth`` answers from
-    health checks counted on the lab clock for instance target groups of network load
-    balancers (gap 15); ``False`` = moto's answer (every registered running target
-    ``healthy``)."""
-    validation: bool = True
-    """Request validation (:mod:`lab.aws.validation`): malformed EC2/ELB/ELBv2 calls answered
-    with AWS's errors before moto sees them; ``False`` turns every ``validate_*`` rule off."""
-    validate_action: bool = True
-    """Unknown ``Action`` → ``InvalidAction`` (400)."""
-    validate_signature: bool = True
-    """Malformed SigV4 ``Authorization`` header or credential scope → ``IncompleteSignature``."""
-    validate_model: bool = True
-    """botocore's model: required members, types, enums, lengths, ranges, patterns."""
-    validate_ip_permissions: bool = True
-    """Security-group permissions: protocol, port range / ICMP type-code, a source each."""
-    validate_cidr: bool = True
-    """CIDR syntax of ``CidrIp`` / ``CidrIpv6`` in permissions."""
-    validate_group_names: bool = True
-    """``CreateSecurityGroup`` name/description: 255 chars, EC2's characters, no ``sg-``."""
-    validate_elb_names: bool = True
-    """New load balancer names: 32 chars, letters/digits/hyphens, no edge hyphen."""
-    validate_listener_ports: bool = True
-    """Classic ELB listener ports: 25, 80, 443, 465, 587, 1024-65535."""
-    validate_existence: bool = True
-    """The VPC, subnets and groups a create/attach/authorize call names must exist."""
-    validate_filters: bool = True
-    """EC2 ``Filter.N.Name`` must be documented for the action (or ``tag:<key>``)."""
-    validate_next_token: bool = True
-    """``NextToken`` / ``Marker`` must be a token the endpoint issued."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def updated(self, changes: Mapping[str, Any]) -> FidelityConfig:
-        """A copy with ``changes`` applied; unknown fields and bad values raise clearly."""
-        known = {f.name: f for f in fields(self)}
-        for name, value in changes.items():
-            if name not in known:
-                raise AwsControlError(f"fidelity: unknown switch {name!r}; known: {sorted(known)}")
-            _validate(name, value)
-        return replace(self, **dict(changes))
 
 
 def _unknown_instances(view: Any, params: Mapping[str, str], prefix: str, suffix: str) -> list[str]:
@@ -216,41 +119,6 @@ def _unknown_instances(view: Any, params: Mapping[str, str], prefix: str, suffix
         for key, value in params.items()
         if key.startswith(prefix) and key.endswith(suffix) and value not in known
     ]
-
-
-def _validate(name: str, value: Any) -> None:
-    bools = {
-        "enabled",
-        "sg_dependency_violation",
-        "elb_fixes",
-        "elbv2_fixes",
-        "elb_health_checks",
-        "nlb_health_checks",
-        "instance_topology",
-    }
-    bools |= set(VALIDATION_SWITCHES)
-    seconds = {
-        "elb_sg_release_s",
-        "instance_pending_s",
-        "instance_stopping_s",
-        "instance_shutting_down_s",
-        "instance_describe_lag_s",
-    }
-    if name in bools and not isinstance(value, bool):
-        raise AwsControlError(f"fidelity: {name!r} must be true or false, got {value!r}")
-    is_number = isinstance(value, int | float) and not isinstance(value, bool)
-    if name in seconds and (not is_number or value < 0):
-        raise AwsControlError(f"fidelity: {name!r} must be a number >= 0, got {value!r}")
-    if name == "terminated_visible_s" and value is not None and (not is_number or value < 0):
-        raise AwsControlError(f"fidelity: {name!r} must be a number >= 0 or null, got {value!r}")
-    if name == "elb_sg_order" and value not in SG_ORDERS:
-        raise AwsControlError(f"fidelity: 'elb_sg_order' must be one of {SG_ORDERS}, got {value!r}")
-    if (
-        name == "elb_sg_order_seed"
-        and value is not None
-        and (not isinstance(value, int) or isinstance(value, bool))
-    ):
-        raise AwsControlError(f"fidelity: 'elb_sg_order_seed' must be an integer, got {value!r}")
 
 
 class MotoView:
@@ -292,9 +160,6 @@ def _dies_with_terminated_instance(eni: Any) -> bool:
 
 
 _DESCRIBE_INSTANCES = frozenset({"DescribeInstances", "DescribeInstanceStatus"})
-_SG_BLOCK = re.compile(rb"<SecurityGroups>(.*?)</SecurityGroups>", re.DOTALL)
-_MEMBER = re.compile(rb"<member>(.*?)</member>", re.DOTALL)
-_LB_NAME = re.compile(rb"<LoadBalancerName>([^<]*)</LoadBalancerName>")
 
 
 class FidelityLayer:
@@ -532,155 +397,17 @@ class FidelityLayer:
             return response
         if request.service == "elbv2":
             if cfg.elbv2_fixes:
-                return self._elbv2_fixes(request, response)
+                return fidelity_fixes.elbv2_fixes(
+                    self._views(request.region).elbv2, request, response
+                )
             return response
         if request.service != "elb":
             return response
         if action == "DescribeLoadBalancers" and cfg.elb_sg_order != "creation":
-            return self._reorder_groups(response)
+            return fidelity_fixes.reorder_groups(response, cfg.elb_sg_order, self._shuffle)
         if cfg.elb_fixes:
-            return self._elb_fixes(request, response)
-        return response
-
-    def _elbv2_fixes(self, request: AwsRequest, response: WireResponse) -> WireResponse:
-        """Backend state as AWS keeps it (the answers of later calls follow from it), and the
-        answer of the fixed call itself."""
-        view = self._views(request.region)
-        if request.action == "CreateLoadBalancer":
-            for lb in list(view.elbv2.load_balancers.values()):
-                if lb.name == request.params.get("Name") and lb.type == "network":
-                    lb.attrs.setdefault("access_logs.s3.enabled", "false")
-                    old = str(lb.dns_name)
-                    if old.endswith(".elb.amazonaws.com"):
-                        suffix = hashlib.sha1(str(lb.arn).encode(), usedforsecurity=False)
-                        lb.dns_name = (
-                            f"{lb.name}-{suffix.hexdigest()[:16]}.elb.{request.region}"
-                            ".amazonaws.com"
-                        )
-                        return response.with_body(
-                            response.body.replace(old.encode(), lb.dns_name.encode())
-                        )
-        elif request.action == "CreateTargetGroup":
-            for tg in list(view.elbv2.target_groups.values()):
-                if tg.name == request.params.get("Name") and tg.protocol in _NLB_PROTOCOLS:
-                    tg.attributes.setdefault("proxy_protocol_v2.enabled", "false")
-                    preserve = tg.target_type == "instance" or tg.protocol in ("UDP", "TCP_UDP")
-                    tg.attributes.setdefault(
-                        "preserve_client_ip.enabled", "true" if preserve else "false"
-                    )
-        elif request.action in ("CreateListener", "ModifyListener"):
-            for lb in list(view.elbv2.load_balancers.values()):
-                for listener in list(lb.listeners.values()):
-                    if listener.protocol not in ("HTTPS", "TLS"):
-                        listener.ssl_policy = None
-            proto = _PROTOCOL.search(response.body)
-            if proto is not None and proto.group(1) not in (b"HTTPS", b"TLS"):
-                return response.with_body(_SSL_POLICY.sub(b"", response.body))
-        return response
-
-    def _reorder_groups(self, response: WireResponse) -> WireResponse:
-        order = self._config.elb_sg_order
-
-        def reorder(match: re.Match[bytes]) -> bytes:
-            members = _MEMBER.findall(match.group(1))
-            if order == "reversed":
-                members.reverse()
-            else:
-                self._shuffle.shuffle(members)
-            inner = b"".join(b"<member>" + m + b"</member>" for m in members)
-            return b"<SecurityGroups>" + inner + b"</SecurityGroups>"
-
-        return response.with_body(_SG_BLOCK.sub(reorder, response.body))
-
-    def _elb_fixes(self, request: AwsRequest, response: WireResponse) -> WireResponse:
-        action = request.action
-        view = self._views(request.region)
-        name = request.params.get("LoadBalancerName", "")
-        lb = view.elb.load_balancers.get(name)
-        if lb is None:
-            return response
-        if action in ("CreateLoadBalancer", "CreateLoadBalancerListeners"):
-            _keep_instance_protocols(lb, request.params)
-        if action == "CreateLoadBalancer":
-            if lb.health_check is None and lb.listeners:
-                port = lb.listeners[0].instance_port
-                view.elb.configure_health_check(
-                    load_balancer_name=name,
-                    timeout="5",
-                    healthy_threshold="10",
-                    unhealthy_threshold="2",
-                    interval="30",
-                    target=f"TCP:{port}",
-                )
-            draining = lb.attributes.get("connection_draining", {})
-            draining.setdefault("timeout", 300)
-            lb.attributes["connection_draining"] = draining
-        elif action == "ModifyLoadBalancerAttributes":
-            extra = lb.attributes.get("additional_attributes") or []
-            lb.attributes["additional_attributes"] = list(dict.fromkeys(extra))
-        elif action in ("RegisterInstancesWithLoadBalancer", "DeregisterInstancesFromLoadBalancer"):
-            lb.instance_sparse_ids = list(dict.fromkeys(lb.instance_sparse_ids))
-            return response.with_body(_instances_result(action, lb.instance_sparse_ids, response))
+            return fidelity_fixes.elb_fixes(self._views(request.region).elb, request, response)
         return response
 
 
-def _keep_instance_protocols(lb: Any, params: Mapping[str, str]) -> None:
-    """Give each listener the call created the ``InstanceProtocol`` it was sent with."""
-    sent: dict[str, str] = {}
-    for key, value in params.items():
-        match = _LISTENER_INSTANCE_PROTOCOL.fullmatch(key)
-        if match is not None and value:
-            port = params.get(f"Listeners.member.{match.group(1)}.LoadBalancerPort")
-            if port is not None:
-                sent[str(port)] = value.upper()
-    mine = _elb_listener_class()
-    for listener in lb.listeners:
-        if type(listener) is mine:
-            continue  # it existed before this call (moto leaves an equal one in place)
-        listener.__class__ = mine  # every listener this layer has seen is of the class
-        protocol = sent.get(str(listener.load_balancer_port))
-        if protocol is not None:
-            listener.__dict__[_SENT_INSTANCE_PROTOCOL] = protocol
-
-
-_LISTENER_INSTANCE_PROTOCOL = re.compile(r"Listeners\.member\.(\d+)\.InstanceProtocol")
-
-
-_SENT_INSTANCE_PROTOCOL = "_lab_instance_protocol"
-
-
-@functools.cache
-def _elb_listener_class() -> type:
-    """moto's Classic listener whose ``instance_protocol`` is the one it was created with, else
-    its ``protocol`` (moto's property answers ``protocol`` always). Made on first use:
-    importing moto here would make every ``import lab.aws`` (the front door's too) pay for
-    moto's EC2 models."""
-    from moto.elb.models import FakeListener
-
-    def instance_protocol(self: Any) -> str:
-        return str(self.__dict__.get(_SENT_INSTANCE_PROTOCOL) or self.protocol)
-
-    return type("ElbListener", (FakeListener,), {"instance_protocol": property(instance_protocol)})
-
-
-_NLB_PROTOCOLS = ("TCP", "UDP", "TCP_UDP", "TLS")
-_PROTOCOL = re.compile(rb"<Protocol>([A-Z_]+)</Protocol>")
-_SSL_POLICY = re.compile(rb"<SslPolicy>[^<]*</SslPolicy>")
-
-
-def _instances_result(action: str, instance_ids: list[str], response: WireResponse) -> bytes:
-    """The ELB XML result of (De)RegisterInstances listing ``instance_ids`` (as AWS does)."""
-    match = re.search(rb"<RequestId>([^<]*)</RequestId>", response.body)
-    request_id = match.group(1).decode() if match else ""
-    members = "".join(
-        f"<member><InstanceId>{instance_id}</InstanceId></member>" for instance_id in instance_ids
-    )
-    return (
-        f'<{action}Response xmlns="http://elasticloadbalancing.amazonaws.com/doc/2012-06-01/">'
-        f"<{action}Result><Instances>{members}</Instances></{action}Result>"
-        f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata>"
-        f"</{action}Response>"
-    ).encode()
-
-
-__all__ = ["SG_ORDERS", "VALIDATION_SWITCHES", "FidelityConfig", "FidelityLayer", "MotoView"]
+__all__ = ["FidelityLayer", "MotoView"]

@@ -28,7 +28,8 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
@@ -95,6 +96,31 @@ def describe(
 ) -> str | AwsError:
     """The XML ``DescribeInstanceTopologyResponse`` body (without the request id), or the
     error AWS answers with."""
+    query = _query(params)
+    if isinstance(query, AwsError):
+        return query
+    listed = sorted(_listed(ec2_backend, query, zone_ids))
+    start, max_results = query.start, query.max_results
+    page = listed[start:] if query.ids else listed[start : start + max_results]
+    more = not query.ids and start + max_results < len(listed)
+    items = "".join(_item_xml(account, *row) for row in page)
+    next_xml = f"<nextToken>{_TOKEN_PREFIX}{start + max_results}</nextToken>" if more else ""
+    return f"<instanceSet>{items}</instanceSet>{next_xml}"
+
+
+@dataclass(frozen=True)
+class _Query:
+    """What a ``DescribeInstanceTopology`` call asks for, checked."""
+
+    ids: list[str]
+    groups: list[str]
+    filters: dict[str, list[str]]
+    start: int
+    max_results: int
+
+
+def _query(params: Mapping[str, str]) -> _Query | AwsError:
+    """The call's ids, groups, filters and page, or the error AWS refuses it with."""
     ids = _indexed(params, "InstanceId")
     groups = _indexed(params, "GroupName")
     if len(ids) > MAX_IDS:
@@ -118,16 +144,22 @@ def describe(
     for name in filters:
         if name not in ("availability-zone", "instance-type", "zone-id"):
             return _invalid(f"The filter '{name}' is invalid")
-    listed: list[tuple[str, str, str, str, str]] = []
+    return _Query(ids, groups, filters, start, max_results)
+
+
+def _listed(
+    ec2_backend: Any, query: _Query, zone_ids: Mapping[str, str]
+) -> Iterator[tuple[str, str, str, str, str]]:
+    """(instance id, type, placement group, zone, zone id) of each instance the call lists:
+    running, of a documented type, selected by the call's ids, groups and filters."""
+    filters = query.filters
     for reservation in ec2_backend.all_reservations():
         for inst in reservation.instances:
-            if inst.state != "running":
-                continue
-            if ids and inst.id not in ids:
+            if inst.state != "running" or (query.ids and inst.id not in query.ids):
                 continue
             placement = inst._placement
             group = str(placement.group_name or "")
-            if groups and group not in groups:
+            if query.groups and group not in query.groups:
                 continue
             zone = str(placement.zone or "")
             zone_id = zone_ids.get(zone, "")
@@ -141,20 +173,18 @@ def describe(
                 continue
             if not layers_for(inst.instance_type):
                 continue
-            listed.append((inst.id, inst.instance_type, group, zone, zone_id))
-    listed.sort()
-    page = listed[start:] if ids else listed[start : start + max_results]
-    more = not ids and start + max_results < len(listed)
-    items = []
-    for instance_id, instance_type, group, zone, zone_id in page:
-        nodes = network_nodes(account, zone, group, instance_id, layers_for(instance_type))
-        node_xml = "".join(f"<item>{n}</item>" for n in nodes)
-        group_xml = f"<groupName>{escape(group)}</groupName>" if group else ""
-        items.append(
-            f"<item><instanceId>{instance_id}</instanceId>"
-            f"<instanceType>{escape(instance_type)}</instanceType>{group_xml}"
-            f"<networkNodeSet>{node_xml}</networkNodeSet>"
-            f"<availabilityZone>{zone}</availabilityZone><zoneId>{zone_id}</zoneId></item>"
-        )
-    next_xml = f"<nextToken>{_TOKEN_PREFIX}{start + max_results}</nextToken>" if more else ""
-    return f"<instanceSet>{''.join(items)}</instanceSet>{next_xml}"
+            yield (inst.id, inst.instance_type, group, zone, zone_id)
+
+
+def _item_xml(
+    account: str, instance_id: str, instance_type: str, group: str, zone: str, zone_id: str
+) -> str:
+    nodes = network_nodes(account, zone, group, instance_id, layers_for(instance_type))
+    node_xml = "".join(f"<item>{n}</item>" for n in nodes)
+    group_xml = f"<groupName>{escape(group)}</groupName>" if group else ""
+    return (
+        f"<item><instanceId>{instance_id}</instanceId>"
+        f"<instanceType>{escape(instance_type)}</instanceType>{group_xml}"
+        f"<networkNodeSet>{node_xml}</networkNodeSet>"
+        f"<availabilityZone>{zone}</availabilityZone><zoneId>{zone_id}</zoneId></item>"
+    )

@@ -100,15 +100,35 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), redact_query(format % args))
 
     def _serve(self) -> None:
+        body = self._read_body()
+        if body is None:
+            return
+        status, headers, data = self._run_app(self._environ(body))
+        code, _, reason = str(status).partition(" ")
+        self.send_response(int(code), reason or None)
+        for name, value in headers:
+            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _read_body(self) -> bytes | None:
+        """The request's body (``Content-Length`` bytes); None once refused (chunked, or a
+        length that is not a number)."""
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             self.send_error(411, "a chunked request body is not supported; send Content-Length")
-            return
+            return None
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
             self.send_error(400, "Content-Length is not a number")
-            return
-        body = self.rfile.read(length) if length > 0 else b""
+            return None
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _environ(self, body: bytes) -> dict[str, Any]:
+        """The WSGI environ of this request (PEP 3333), its headers as ``HTTP_*``."""
         path, _, query = self.path.partition("?")
         host, port = self.server.server_address[:2]
         environ: dict[str, Any] = {
@@ -136,6 +156,10 @@ class _Handler(BaseHTTPRequestHandler):
             key = "HTTP_" + name.upper().replace("-", "_")
             if key not in ("HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"):
                 environ[key] = ",".join(self.headers.get_all(name) or [])
+        return environ
+
+    def _run_app(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+        """The server's WSGI app's answer to ``environ``: status line, headers, whole body."""
         captured: list[Any] = []
 
         def start_response(
@@ -152,14 +176,6 @@ class _Handler(BaseHTTPRequestHandler):
             if close is not None:
                 close()
         status, headers = captured
-        code, _, reason = str(status).partition(" ")
-        self.send_response(int(code), reason or None)
-        for name, value in headers:
-            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        return status, headers, data
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve

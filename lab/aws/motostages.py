@@ -38,7 +38,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from lab.aws.exceptions import AwsError, IncompleteSignature
-from lab.aws.fidelity import FidelityConfig, FidelityLayer, MotoView
+from lab.aws.fidelity import FidelityLayer, MotoView
+from lab.aws.fidelity_config import FidelityConfig
 from lab.aws.motostate import call_wsgi
 from lab.aws.pipeline import Call, Proceed
 from lab.aws.protocol import AwsRequest, WireResponse
@@ -128,7 +129,8 @@ class HealthModel(Protocol):
 
 class Health:
     """``health``: checks due so far see the state before the call; the models answer their
-    describe calls and track (de)registrations after it; a change pokes the ticker."""
+    describe calls (or raise the AWS error that refuses one: the pipeline answers it) and
+    track (de)registrations after it; a change pokes the ticker."""
 
     name = "health"
 

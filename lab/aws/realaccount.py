@@ -35,10 +35,8 @@ A refusal is :class:`GuardRefused`, raised before the request is sent, naming th
 resource and the tag. The ids a call only *uses* (``ImageId``: an Amazon image) are not
 checked.
 
-:func:`plan_up` says what a run would create, :func:`inventory` finds what it did create (by
-tag: the controller's load balancers, target groups and groups included), :func:`teardown`
-removes exactly that, dependents first, checks that nothing tagged is left, and returns the
-list. Credentials,
+:func:`plan_up` says what a run would create; creating it, finding what it created (by tag)
+and removing exactly that is :mod:`lab.aws.runworld`'s. Credentials,
 region and endpoint come from boto3's usual chain (environment, shared config, instance role):
 the lab adds no endpoint of its own. Where ``CCM_LAB_NO_REAL_AWS`` is set (the test suite sets
 it), a client whose endpoint resolves to Amazon's own hosts is refused
@@ -46,21 +44,22 @@ it), a client whose endpoint resolves to Amazon's own hosts is refused
 ``AWS_ENDPOINT_URL`` at a moto server standing in for the account, and the code under test is
 the same.
 
-Neighbours: :mod:`lab.aws.topology` (the world a run creates: ``seed_topology`` through a guarded
-client), :mod:`lab.frontdoor.realaccount` (``lab.up --aws real``, ``lab.down``).
+Neighbours: :mod:`lab.aws.topology` (the spec of the world a run creates),
+:mod:`lab.aws.runworld` (creates it through a guarded client, lists and removes it),
+:mod:`lab.aws.runproxy` (the same guard in the controller's proxy), :mod:`lab.frontdoor.realaccount`
+(``lab.up --aws real``, ``lab.down``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import ipaddress
 import os
 import re
 import secrets
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -69,7 +68,7 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from lab.aws.topology import NodeSpec, TopologySpec, seed_topology
+from lab.aws.topology import NodeSpec, TopologySpec
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -101,8 +100,6 @@ _CREATES = {
 }
 #: parameters that name a resource the call only uses, never changes
 _USED_ONLY = frozenset({"ImageId", "KmsKeyId", "ClientToken", "DestinationCidrBlock"})
-#: live instance states (a terminated instance is gone for our purposes)
-_LIVE = ["pending", "running", "stopping", "stopped", "shutting-down"]
 
 
 class RealAwsError(RuntimeError):
@@ -434,19 +431,7 @@ def _boto_service(client: Any) -> str:
     return str(client.meta.service_model.service_name)
 
 
-# --- plan, inventory, teardown ------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Owned:
-    """A resource of a run: its kind (EC2's resource type), id and Name tag."""
-
-    kind: str
-    resource_id: str
-    name: str = ""
-
-    def line(self) -> str:
-        return f"{self.kind} {self.resource_id}" + (f" ({self.name})" if self.name else "")
+# --- the plan ------------------------------------------------------------------------------
 
 
 def plan_up(spec: TopologySpec, run_id: str) -> list[str]:
@@ -466,228 +451,6 @@ def plan_up(spec: TopologySpec, run_id: str) -> list[str]:
         for node in spec.nodes
     ]
     return lines
-
-
-def _name(tags: Iterable[Any] | None) -> str:
-    return next((str(t["Value"]) for t in tags or [] if t.get("Key") == "Name"), "")
-
-
-def _tagged_lbs(reader: Any, key: str, names: Sequence[str], run_id: str) -> dict[str, str]:
-    """Of ``names`` (ELB names or ELBv2 ARNs), those tagged with this run: name to Name tag."""
-    found: dict[str, str] = {}
-    for start in range(0, len(names), 20):  # DescribeTags takes at most 20
-        reply = reader.describe_tags(**{key: list(names[start : start + 20])})
-        for description in reply.get("TagDescriptions", []):
-            tags = description.get("Tags", [])
-            if any(t.get("Key") == RUN_TAG and t.get("Value") == run_id for t in tags):
-                found[str(description.get("LoadBalancerName") or description["ResourceArn"])] = (
-                    _name(tags)
-                )
-    return found
-
-
-def _pages(client: Any, operation: str, key: str, **kwargs: Any) -> list[Any]:
-    return [
-        item for page in client.get_paginator(operation).paginate(**kwargs) for item in page[key]
-    ]
-
-
-def inventory(ec2: EC2Client, run_id: str) -> list[Owned]:
-    """Every resource carrying this run's tag, in the order :func:`teardown` removes them:
-    load balancers (Classic and ELBv2) and target groups (what a controller created through
-    the lab's proxy), instances, security groups, then the network."""
-    readers = guard_of(ec2).readers
-    elb, elbv2 = readers["elb"], readers["elbv2"]
-    classic = [
-        d["LoadBalancerName"]
-        for d in _pages(elb, "describe_load_balancers", "LoadBalancerDescriptions")
-    ]
-    found = [
-        Owned("load-balancer", name, label)
-        for name, label in _tagged_lbs(elb, "LoadBalancerNames", classic, run_id).items()
-    ]
-    v2 = {
-        d["LoadBalancerArn"]: d for d in _pages(elbv2, "describe_load_balancers", "LoadBalancers")
-    }
-    found += [
-        Owned("elbv2-load-balancer", arn, v2[arn].get("LoadBalancerName", ""))
-        for arn in _tagged_lbs(elbv2, "ResourceArns", sorted(v2), run_id)
-    ]
-    groups = {
-        g["TargetGroupArn"]: g for g in _pages(elbv2, "describe_target_groups", "TargetGroups")
-    }
-    found += [
-        Owned("target-group", arn, groups[arn].get("TargetGroupName", ""))
-        for arn in _tagged_lbs(elbv2, "ResourceArns", sorted(groups), run_id)
-    ]
-    mine: list[FilterTypeDef] = [{"Name": f"tag:{RUN_TAG}", "Values": [run_id]}]
-    found += [
-        Owned("instance", i["InstanceId"], _name(i.get("Tags")))
-        for r in ec2.describe_instances(
-            Filters=[*mine, {"Name": "instance-state-name", "Values": _LIVE}]
-        )["Reservations"]
-        for i in r.get("Instances", [])
-    ]
-    found += [
-        Owned("security-group", g["GroupId"], g.get("GroupName", ""))
-        for g in ec2.describe_security_groups(Filters=mine)["SecurityGroups"]
-    ]
-    found += [
-        Owned("route-table", t["RouteTableId"], _name(t.get("Tags")))
-        for t in ec2.describe_route_tables(Filters=mine)["RouteTables"]
-    ]
-    found += [
-        Owned("internet-gateway", g["InternetGatewayId"], _name(g.get("Tags")))
-        for g in ec2.describe_internet_gateways(Filters=mine)["InternetGateways"]
-    ]
-    found += [
-        Owned("subnet", s["SubnetId"], _name(s.get("Tags")))
-        for s in ec2.describe_subnets(Filters=mine)["Subnets"]
-    ]
-    found += [
-        Owned("vpc", v["VpcId"], _name(v.get("Tags")))
-        for v in ec2.describe_vpcs(Filters=mine)["Vpcs"]
-    ]
-    return found
-
-
-def _retrying(
-    what: str,
-    call: Callable[[], object],
-    codes: tuple[str, ...],
-    *,
-    deadline: float,
-    sleep: Callable[[float], None],
-) -> None:
-    """``call``, again while AWS answers one of ``codes`` (a dependent still going away: an
-    ELB's network interfaces outlive it by minutes), until ``deadline``."""
-    delay = 0.05
-    while True:
-        try:
-            call()
-            return
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code not in codes or time.monotonic() > deadline:
-                raise RealAwsError(f"{what}: {code or exc}; run lab.down again later") from None
-        sleep(delay)  # a dependent going away, bounded by the deadline
-        delay = min(delay * 2, 5.0)
-
-
-def teardown(
-    ec2: EC2Client,
-    run_id: str,
-    *,
-    dry_run: bool = False,
-    wait_timeout: float = 600.0,
-    sleep: Callable[[float], None] = time.sleep,
-) -> list[Owned]:
-    """Remove every resource tagged with this run's id (dependents first), check that nothing
-    tagged is left, and return what went; ``dry_run``: only return what would go. Every call
-    passes the guard of ``ec2`` (made by :func:`account_client`), so nothing untagged can be
-    touched even by a bug here."""
-    guard = guard_of(ec2)
-    if guard.run_id != run_id:
-        raise RealAwsError(f"the client's guard is for run {guard.run_id}, not {run_id}")
-    elb, elbv2 = guard.readers["elb"], guard.readers["elbv2"]
-    owned = inventory(ec2, run_id)
-    if dry_run or not owned:
-        return owned
-    deadline = time.monotonic() + wait_timeout
-    by_kind: dict[str, list[Owned]] = {}
-    for item in owned:
-        by_kind.setdefault(item.kind, []).append(item)
-    for lb in by_kind.get("load-balancer", []):
-        elb.delete_load_balancer(LoadBalancerName=lb.resource_id)
-    for lb in by_kind.get("elbv2-load-balancer", []):  # its listeners and rules go with it
-        elbv2.delete_load_balancer(LoadBalancerArn=lb.resource_id)
-    for target_group in by_kind.get("target-group", []):  # in use until its LB is gone
-        arn = target_group.resource_id
-        _retrying(
-            f"deleting target group {arn}",
-            functools.partial(elbv2.delete_target_group, TargetGroupArn=arn),
-            ("ResourceInUse",),
-            deadline=deadline,
-            sleep=sleep,
-        )
-    instances = [i.resource_id for i in by_kind.get("instance", [])]
-    if instances:
-        ec2.terminate_instances(InstanceIds=instances)
-        delay = 0.05
-        while any(
-            i.get("State", {}).get("Name") != "terminated"
-            for r in ec2.describe_instances(InstanceIds=instances)["Reservations"]
-            for i in r.get("Instances", [])
-        ):
-            if time.monotonic() > deadline:
-                raise RealAwsError(
-                    f"instances {instances} are not terminated after {wait_timeout:.0f}s; run "
-                    "lab.down again later"
-                )
-            sleep(delay)  # poll interval, bounded by the deadline
-            delay = min(delay * 2, 5.0)
-    groups = (
-        ec2.describe_security_groups(
-            GroupIds=[g.resource_id for g in by_kind.get("security-group", [])]
-        )["SecurityGroups"]
-        if by_kind.get("security-group")
-        else []
-    )
-    for group in groups:  # rules naming a group block its deletion
-        refs = [p for p in group.get("IpPermissions", []) if p.get("UserIdGroupPairs")]
-        if refs:
-            ec2.revoke_security_group_ingress(GroupId=group["GroupId"], IpPermissions=refs)
-    for group in groups:
-        gid = group["GroupId"]
-        _retrying(
-            f"deleting security group {gid}",
-            functools.partial(ec2.delete_security_group, GroupId=gid),
-            ("DependencyViolation",),
-            deadline=deadline,
-            sleep=sleep,
-        )
-    for table in by_kind.get("route-table", []):
-        described = ec2.describe_route_tables(RouteTableIds=[table.resource_id])["RouteTables"]
-        for assoc in described[0].get("Associations", []) if described else []:
-            if not assoc.get("Main") and "RouteTableAssociationId" in assoc:
-                ec2.disassociate_route_table(AssociationId=assoc["RouteTableAssociationId"])
-        ec2.delete_route_table(RouteTableId=table.resource_id)
-    for igw in by_kind.get("internet-gateway", []):
-        gateways = ec2.describe_internet_gateways(InternetGatewayIds=[igw.resource_id])
-        for attachment in gateways["InternetGateways"][0].get("Attachments", []):
-            ec2.detach_internet_gateway(
-                InternetGatewayId=igw.resource_id, VpcId=attachment["VpcId"]
-            )
-        ec2.delete_internet_gateway(InternetGatewayId=igw.resource_id)
-    for subnet in by_kind.get("subnet", []):
-        sid = subnet.resource_id
-        _retrying(
-            f"deleting subnet {sid}",
-            functools.partial(ec2.delete_subnet, SubnetId=sid),
-            ("DependencyViolation",),
-            deadline=deadline,
-            sleep=sleep,
-        )
-    for vpc in by_kind.get("vpc", []):
-        ec2.delete_vpc(VpcId=vpc.resource_id)
-    left = inventory(ec2, run_id)
-    if left:
-        raise RealAwsError(
-            f"run {run_id}: still tagged after removal: {', '.join(o.line() for o in left)}; "
-            "run lab.down again later"
-        )
-    return owned
-
-
-def amazon_image(ec2: EC2Client) -> str:
-    """The newest Amazon-owned image named :data:`IMAGE_NAME` (never a stranger's image)."""
-    images = ec2.describe_images(
-        Owners=["amazon"], Filters=[{"Name": "name", "Values": [IMAGE_NAME]}]
-    ).get("Images", [])
-    if not images:
-        raise RealAwsError(f"no Amazon-owned image named {IMAGE_NAME} in this region")
-    newest = max(images, key=lambda i: (i.get("CreationDate", ""), i.get("ImageId", "")))
-    return str(newest["ImageId"])
 
 
 def account_credentials() -> Credentials:
@@ -723,12 +486,3 @@ def run_spec(run_id: str, region: str, *, nodes: int, vpc_cidr: str | None = Non
         for index in range(nodes)
     )
     return dataclasses.replace(spec, nodes=node_specs)
-
-
-def create_world(ec2: EC2Client, spec: TopologySpec) -> list[Owned]:
-    """Create ``spec`` through the guarded client (every resource tagged at creation) on an
-    Amazon image; returns what the run now owns."""
-    run_id = guard_of(ec2).run_id
-    spec = dataclasses.replace(spec, image_id=spec.image_id or amazon_image(ec2))
-    seed_topology(ec2, spec, wait_timeout=600.0)
-    return inventory(ec2, run_id)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from lab.aws.app import DEFAULT_ACCOUNT, AwsApp, AwsLab, LabSettings
 from lab.aws.clients import make_client
 from lab.aws.control_client import AwsControlClient
-from lab.aws.fidelity import FidelityConfig
+from lab.aws.fidelity_config import FidelityConfig
 from lab.aws.keepalive import KeepAliveServer
 from lab.aws.trail import Trail
 from lab.clock import DEFAULT_SPEED, check_speed

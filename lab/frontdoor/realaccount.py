@@ -101,7 +101,7 @@ def _run(
     spec: LabSpec, world: TopologySpec, ec2: Any, *, directory: Path, out: Console, timeout: float
 ) -> list[str]:
     """Record the run, create its world, start the lab on it; undo everything on a failure."""
-    from lab.aws import realaccount
+    from lab.aws import runworld
 
     assert spec.run_id is not None  # the rule table's real-has-a-run
     make_private_dir(directory)
@@ -124,7 +124,7 @@ def _run(
         for ref in daemons_for(directory):
             ref.terminate(timeout=120)
         (directory / STATE_FILE).unlink(missing_ok=True)
-        removed = realaccount.teardown(ec2, spec.run_id)
+        removed = runworld.teardown(ec2, spec.run_id)
         shutil.rmtree(directory, ignore_errors=True)
         gone = ", ".join(o.line() for o in removed) or "nothing had been created"
         raise LabError(
@@ -136,12 +136,12 @@ def _run(
 def _create_and_start(
     spec: LabSpec, world: TopologySpec, ec2: Any, *, directory: Path, out: Console, timeout: float
 ) -> list[str]:
-    from lab.aws import realaccount
+    from lab.aws import realaccount, runworld
 
     region, run_id = spec.region, spec.run_id
     started = time.monotonic()
     with out.status(f"creating the run's world in {region} (run id {run_id})"):
-        created = realaccount.create_world(ec2, world)
+        created = runworld.create_world(ec2, world)
     out.print(f"[green]✓[/] run {run_id} in {region} created, each tagged "
               f"{realaccount.RUN_TAG}={run_id}:")  # fmt: skip
     for item in created:
@@ -191,7 +191,7 @@ def real_lab_plan(spec: TopologySpec, run_id: str) -> list[str]:
 def down_real(directory: Path, name: str, *, dry_run: bool, out: Console) -> list[str]:
     """``lab.down`` of a real-account lab: remove (``dry_run``: list) what carries its run's
     tag, found through the run's record."""
-    from lab.aws import realaccount
+    from lab.aws import realaccount, runworld
 
     path = directory / REAL_RUN_FILE
     try:
@@ -209,7 +209,7 @@ def down_real(directory: Path, name: str, *, dry_run: bool, out: Console) -> lis
             f"endpoint is {ec2.meta.endpoint_url}; run lab.down with the same AWS settings"
         )
     with out.status(f"finding what run {run_id} created in {region}"):
-        removed = realaccount.teardown(ec2, run_id, dry_run=dry_run)
+        removed = runworld.teardown(ec2, run_id, dry_run=dry_run)
     lines = [item.line() for item in removed]
     verb = "would remove" if dry_run else "removed"
     out.print(f"lab {name!r}: run {run_id} in {region}: {verb} {len(lines)} resource(s)"

@@ -177,56 +177,11 @@ class Tokens:
     # ------------------------------------------------------------------ TokenRequest
     def token_request(self, sa_rt: ResourceType, ns: str, name: str, body: Any) -> Obj:
         """``POST serviceaccounts/{name}/token`` (``registry/core/serviceaccount/storage``)."""
-        if not isinstance(body, dict):
-            raise E.bad_request("the body of the request was in an unknown format")
-        kind, api_version = body.get("kind"), body.get("apiVersion")
-        if kind not in (None, "TokenRequest") or api_version not in (
-            None,
-            "authentication.k8s.io/v1",
-        ):
-            raise E.bad_request(
-                f'no kind "{kind}" is registered for version "{api_version}" in scheme '
-                '"pkg/api/legacyscheme/scheme.go:30"'
-            )
+        _check_token_request_kind(body)
         sa = self.store.get(sa_rt, ns, name).obj
         raw_spec = body.get("spec")
         spec: Obj = raw_spec if isinstance(raw_spec, dict) else {}
-        expiration = spec.get("expirationSeconds")
-        if expiration is None:
-            expiration = DEFAULT_EXPIRATION
-        review_rt = ResourceType(
-            "authentication.k8s.io", "v1", "TokenRequest", "tokenrequests", "tokenrequest", True
-        )
-        if not isinstance(expiration, int) or isinstance(expiration, bool):
-            raise E.bad_request(
-                'TokenRequest in version "v1" cannot be handled as a TokenRequest: json: cannot '
-                "unmarshal into Go struct field TokenRequestSpec.spec.expirationSeconds of type "
-                "int64"
-            )
-        if expiration < MIN_EXPIRATION:
-            raise E.invalid(
-                review_rt,
-                name,
-                [
-                    E.invalid_value(
-                        "spec.expirationSeconds",
-                        expiration,
-                        "may not specify a duration less than 10 minutes",
-                    )
-                ],
-            )
-        if expiration > MAX_EXPIRATION:
-            raise E.invalid(
-                review_rt,
-                name,
-                [
-                    E.invalid_value(
-                        "spec.expirationSeconds",
-                        expiration,
-                        "may not specify a duration larger than 2^32 seconds",
-                    )
-                ],
-            )
+        expiration = _token_expiration(spec, name)
         audiences = [str(a) for a in spec.get("audiences") or []] or list(API_AUDIENCES)
         now = int(time.time())
         priv: Obj = {
@@ -425,3 +380,51 @@ class Authorizer:
                     entry.setdefault("verbs", [])
                     resource.append(entry)
         return resource, non_resource
+
+
+def _check_token_request_kind(body: Any) -> None:
+    """A TokenRequest body (an object; ``kind``/``apiVersion`` absent or TokenRequest's), or
+    400 as the apiserver's decoder answers."""
+    if not isinstance(body, dict):
+        raise E.bad_request("the body of the request was in an unknown format")
+    kind, api_version = body.get("kind"), body.get("apiVersion")
+    if kind not in (None, "TokenRequest") or api_version not in (
+        None,
+        "authentication.k8s.io/v1",
+    ):
+        raise E.bad_request(
+            f'no kind "{kind}" is registered for version "{api_version}" in scheme '
+            '"pkg/api/legacyscheme/scheme.go:30"'
+        )
+
+
+def _token_expiration(spec: Obj, name: str) -> int:
+    """``spec.expirationSeconds`` (default :data:`DEFAULT_EXPIRATION`), checked as the
+    apiserver checks it: an integer, 10 minutes to 2^32 seconds."""
+    expiration = spec.get("expirationSeconds")
+    if expiration is None:
+        expiration = DEFAULT_EXPIRATION
+    review_rt = ResourceType(
+        "authentication.k8s.io", "v1", "TokenRequest", "tokenrequests", "tokenrequest", True
+    )
+    if not isinstance(expiration, int) or isinstance(expiration, bool):
+        raise E.bad_request(
+            'TokenRequest in version "v1" cannot be handled as a TokenRequest: json: cannot '
+            "unmarshal into Go struct field TokenRequestSpec.spec.expirationSeconds of type "
+            "int64"
+        )
+    for outside, too in (
+        (expiration < MIN_EXPIRATION, "less than 10 minutes"),
+        (expiration > MAX_EXPIRATION, "larger than 2^32 seconds"),
+    ):
+        if outside:
+            raise E.invalid(
+                review_rt,
+                name,
+                [
+                    E.invalid_value(
+                        "spec.expirationSeconds", expiration, f"may not specify a duration {too}"
+                    )
+                ],
+            )
+    return expiration

@@ -224,56 +224,58 @@ def _qualified_name(field: str, value: str) -> list[FieldError]:
 def validate(core: Obj, *, v1: bool, strict: bool = True) -> list[FieldError]:
     """``ValidateEventCreate`` on the core-shaped Event; ``v1``: written via events.k8s.io/v1
     (``strict``: with the rules for a create there, not only the legacy ones)."""
-    errs: list[FieldError] = []
     ns = str(core.get("metadata", {}).get("namespace") or "")
     involved = core.get("involvedObject") or {}
     involved_ns = str(involved.get("namespace") or "") if isinstance(involved, dict) else ""
-    controller_field = "reportingController" if v1 else "reportingComponent"
     if not core.get("eventTime"):
-        if not involved_ns:
-            if ns not in ("", "default"):
-                errs.append(
-                    E.invalid_value(
-                        "involvedObject.namespace", involved_ns, "does not match event.namespace"
-                    )
-                )
-        elif ns != involved_ns:
-            errs.append(
-                E.invalid_value(
-                    "involvedObject.namespace", involved_ns, "does not match event.namespace"
-                )
-            )
+        errs = _legacy_namespace(ns, involved_ns)
     else:
-        if not involved_ns and ns not in ("default", "kube-system"):
-            errs.append(
-                E.invalid_value(
-                    "involvedObject.namespace", involved_ns, "does not match event.namespace"
-                )
-            )
-        controller = str(core.get("reportingComponent") or "")
-        if not controller:
-            errs.append(E.required(controller_field))
-        errs += _qualified_name(controller_field, controller)
-        instance = str(core.get("reportingInstance") or "")
-        if not instance:
-            errs.append(E.required("reportingInstance"))
-        if len(instance) > 128:
-            errs.append(E.invalid_value("reportingInstance", "", "can have at most 128 characters"))
-        action = str(core.get("action") or "")
-        if not action:
-            errs.append(E.required("action"))
-        if len(action) > 128:
-            errs.append(E.invalid_value("action", "", "can have at most 128 characters"))
-        reason = str(core.get("reason") or "")
-        if not reason:
-            errs.append(E.required("reason"))
-        if len(reason) > 128:
-            errs.append(E.invalid_value("reason", "", "can have at most 128 characters"))
-        if len(str(core.get("message") or "")) > 1024:
-            errs.append(E.invalid_value("message", "", "can have at most 1024 characters"))
+        errs = _new_event(core, ns, involved_ns, v1=v1)
     if not v1 or not strict:
         return errs
-    errs += _series(core)
+    return errs + _v1_create(core)
+
+
+def _namespace_mismatch(involved_ns: str) -> FieldError:
+    return E.invalid_value(
+        "involvedObject.namespace", involved_ns, "does not match event.namespace"
+    )
+
+
+def _legacy_namespace(ns: str, involved_ns: str) -> list[FieldError]:
+    """An Event without ``eventTime``: its involved object's namespace must be its own (an
+    empty one only in ``default``)."""
+    if not involved_ns:
+        return [] if ns in ("", "default") else [_namespace_mismatch(involved_ns)]
+    return [] if ns == involved_ns else [_namespace_mismatch(involved_ns)]
+
+
+def _new_event(core: Obj, ns: str, involved_ns: str, *, v1: bool) -> list[FieldError]:
+    """An Event with ``eventTime``: the reporting controller and instance, action and reason
+    required, each bounded, and the message at most 1024 characters."""
+    errs: list[FieldError] = []
+    if not involved_ns and ns not in ("default", "kube-system"):
+        errs.append(_namespace_mismatch(involved_ns))
+    controller_field = "reportingController" if v1 else "reportingComponent"
+    controller = str(core.get("reportingComponent") or "")
+    if not controller:
+        errs.append(E.required(controller_field))
+    errs += _qualified_name(controller_field, controller)
+    for field in ("reportingInstance", "action", "reason"):
+        text = str(core.get(field) or "")
+        if not text:
+            errs.append(E.required(field))
+        if len(text) > 128:
+            errs.append(E.invalid_value(field, "", "can have at most 128 characters"))
+    if len(str(core.get("message") or "")) > 1024:
+        errs.append(E.invalid_value("message", "", "can have at most 1024 characters"))
+    return errs
+
+
+def _v1_create(core: Obj) -> list[FieldError]:
+    """The rules of a create through events.k8s.io/v1: series, ``eventTime`` and ``type``
+    set, the deprecated fields unset."""
+    errs = _series(core)
     if not core.get("eventTime"):
         errs.append(E.required("eventTime"))
     kind = core.get("type")

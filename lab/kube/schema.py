@@ -231,35 +231,9 @@ class _Walk:
         info = self.info(schema)
         tag = info[0]
         if tag == "struct":
-            if not isinstance(value, dict):
-                return self._mismatch(value, info[2], struct, path)
-            name = info[1] or struct
-            props = info[3]
-            for k, v in value.items():
-                sub = props.get(k)
-                if sub is not None and v is not None:
-                    err = self.error(v, sub, name, [*path, k])
-                    if err:
-                        return err
-            return None
+            return self._struct_error(value, info, struct, path)
         if tag == "scalar":
-            t = info[1]
-            if t == "string":
-                ok = isinstance(value, str)
-            elif t == "boolean":
-                ok = isinstance(value, bool)
-            elif t in ("integer", "number"):
-                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-                if ok and t == "integer":
-                    lo, hi = _INT_RANGES.get(info[2], _INT_RANGES["int64"])
-                    if (isinstance(value, float) and not value.is_integer()) or not (
-                        lo <= value <= hi
-                    ):
-                        literal = _number_literal(value)
-                        return self._mismatch(value, info[2], struct, path, literal=literal)
-            else:
-                ok = True
-            return None if ok else self._mismatch(value, info[2], struct, path)
+            return self._scalar_error(value, info, struct, path)
         if tag == "list":
             if not isinstance(value, list):
                 return self._mismatch(value, info[1], struct, path)
@@ -297,6 +271,38 @@ class _Walk:
                 None if isinstance(value, str) else self._mismatch(value, "[]uint8", struct, path)
             )
         return None
+
+    def _struct_error(self, value: Any, info: Info, struct: str, path: list[str]) -> str | None:
+        """A struct's first type error: not an object, or one of its known fields'."""
+        if not isinstance(value, dict):
+            return self._mismatch(value, info[2], struct, path)
+        name = info[1] or struct
+        props = info[3]
+        for k, v in value.items():
+            sub = props.get(k)
+            if sub is not None and v is not None:
+                err = self.error(v, sub, name, [*path, k])
+                if err:
+                    return err
+        return None
+
+    def _scalar_error(self, value: Any, info: Info, struct: str, path: list[str]) -> str | None:
+        """A scalar's type error: another JSON type, or an integer out of its Go type's range."""
+        t = info[1]
+        if t == "string":
+            ok = isinstance(value, str)
+        elif t == "boolean":
+            ok = isinstance(value, bool)
+        elif t in ("integer", "number"):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if ok and t == "integer":
+                lo, hi = _INT_RANGES.get(info[2], _INT_RANGES["int64"])
+                if (isinstance(value, float) and not value.is_integer()) or not (lo <= value <= hi):
+                    literal = _number_literal(value)
+                    return self._mismatch(value, info[2], struct, path, literal=literal)
+        else:
+            ok = True
+        return None if ok else self._mismatch(value, info[2], struct, path)
 
     def _mismatch(
         self, value: Any, gotype: str, struct: str, path: list[str], *, literal: str | None = None

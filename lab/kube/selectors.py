@@ -81,6 +81,25 @@ _TOKEN = re.compile(r"\s*(!=|==|=|!|\(|\)|,|>|<|[^\s!=(),<>]+)")
 
 def parse_label_selector(text: str) -> tuple[Requirement, ...]:
     """Parse a label selector; a syntax error raises 400 BadRequest."""
+    tokens = _selector_tokens(text)
+    reqs: list[Requirement] = []
+    i = 0
+    while i < len(tokens):
+        requirement, i = _requirement(tokens, i)
+        reqs.append(requirement)
+        if i < len(tokens):
+            if tokens[i] != ",":
+                raise _fail(f"found '{tokens[i]}', expected: ',' or 'end of string'")
+            i += 1
+    return tuple(reqs)
+
+
+def _fail(detail: str) -> ApiError:
+    return bad_request(f"unable to parse requirement: {detail}")
+
+
+def _selector_tokens(text: str) -> list[str]:
+    """A selector's tokens (identifiers, values, operators, parentheses, commas)."""
     tokens: list[str] = []
     pos = 0
     text_s = text.strip()
@@ -92,73 +111,68 @@ def parse_label_selector(text: str) -> tuple[Requirement, ...]:
         pos = m.end()
         while pos < len(text_s) and text_s[pos].isspace():
             pos += 1
-    reqs: list[Requirement] = []
-    i = 0
+    return tokens
 
-    def fail(detail: str) -> ApiError:
-        return bad_request(f"unable to parse requirement: {detail}")
 
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok == "!":
-            if i + 1 >= len(tokens):
-                raise fail("found '', expected: identifier")
-            key = tokens[i + 1]
-            _check_key(key)
-            reqs.append(Requirement(key, "!"))
-            i += 2
-        else:
-            key = tok
-            if key in ("(", ")", ",", "=", "==", "!=", ">", "<"):
-                raise fail(f"found '{key}', expected: !, identifier, or 'end of string'")
-            _check_key(key)
-            i += 1
-            if i >= len(tokens) or tokens[i] == ",":
-                reqs.append(Requirement(key, "exists"))
-            else:
-                op = tokens[i]
-                i += 1
-                if op in ("=", "==", "!=", ">", "<"):
-                    value = ""
-                    if i < len(tokens) and tokens[i] not in (",", ")", "("):
-                        value = tokens[i]
-                        i += 1
-                    if op in (">", "<"):
-                        try:
-                            int(value)
-                        except ValueError:
-                            raise fail(
-                                "for 'Gt', 'Lt' operators, the value must be an integer"
-                            ) from None
-                    else:
-                        problem = value_problem(value)
-                        if problem:
-                            raise fail(
-                                f"values[0][{key}]: Invalid value: {json.dumps(value)}: {problem}"
-                            )
-                    reqs.append(Requirement(key, "=" if op == "==" else op, (value,)))
-                elif op in ("in", "notin"):
-                    if i >= len(tokens) or tokens[i] != "(":
-                        raise fail(f"found '{tokens[i] if i < len(tokens) else ''}', expected: '('")
-                    i += 1
-                    values: list[str] = []
-                    while i < len(tokens) and tokens[i] != ")":
-                        if tokens[i] != ",":
-                            values.append(tokens[i])
-                        i += 1
-                    if i >= len(tokens):
-                        raise fail("found '', expected: ')'")
-                    i += 1
-                    if op == "in" and not values:
-                        raise fail("for 'in', 'notin' operators, values set can't be empty")
-                    reqs.append(Requirement(key, op, tuple(values)))
-                else:
-                    raise fail(f"found '{op}', expected: in, notin, =, ==, !=, gt, lt")
-        if i < len(tokens):
-            if tokens[i] != ",":
-                raise fail(f"found '{tokens[i]}', expected: ',' or 'end of string'")
-            i += 1
-    return tuple(reqs)
+def _requirement(tokens: list[str], i: int) -> tuple[Requirement, int]:
+    """The requirement starting at ``tokens[i]``, and the index after it."""
+    tok = tokens[i]
+    if tok == "!":
+        if i + 1 >= len(tokens):
+            raise _fail("found '', expected: identifier")
+        key = tokens[i + 1]
+        _check_key(key)
+        return Requirement(key, "!"), i + 2
+    key = tok
+    if key in ("(", ")", ",", "=", "==", "!=", ">", "<"):
+        raise _fail(f"found '{key}', expected: !, identifier, or 'end of string'")
+    _check_key(key)
+    i += 1
+    if i >= len(tokens) or tokens[i] == ",":
+        return Requirement(key, "exists"), i
+    op = tokens[i]
+    i += 1
+    if op in ("=", "==", "!=", ">", "<"):
+        return _compare(tokens, i, key, op)
+    if op in ("in", "notin"):
+        return _set(tokens, i, key, op)
+    raise _fail(f"found '{op}', expected: in, notin, =, ==, !=, gt, lt")
+
+
+def _compare(tokens: list[str], i: int, key: str, op: str) -> tuple[Requirement, int]:
+    """``key op value`` (``=``, ``==``, ``!=``, ``>``, ``<``), the value at ``tokens[i]``."""
+    value = ""
+    if i < len(tokens) and tokens[i] not in (",", ")", "("):
+        value = tokens[i]
+        i += 1
+    if op in (">", "<"):
+        try:
+            int(value)
+        except ValueError:
+            raise _fail("for 'Gt', 'Lt' operators, the value must be an integer") from None
+    else:
+        problem = value_problem(value)
+        if problem:
+            raise _fail(f"values[0][{key}]: Invalid value: {json.dumps(value)}: {problem}")
+    return Requirement(key, "=" if op == "==" else op, (value,)), i
+
+
+def _set(tokens: list[str], i: int, key: str, op: str) -> tuple[Requirement, int]:
+    """``key in (a, b)`` / ``key notin (a, b)``, the ``(`` at ``tokens[i]``."""
+    if i >= len(tokens) or tokens[i] != "(":
+        raise _fail(f"found '{tokens[i] if i < len(tokens) else ''}', expected: '('")
+    i += 1
+    values: list[str] = []
+    while i < len(tokens) and tokens[i] != ")":
+        if tokens[i] != ",":
+            values.append(tokens[i])
+        i += 1
+    if i >= len(tokens):
+        raise _fail("found '', expected: ')'")
+    i += 1
+    if op == "in" and not values:
+        raise _fail("for 'in', 'notin' operators, values set can't be empty")
+    return Requirement(key, op, tuple(values)), i
 
 
 def _check_key(key: str) -> None:

@@ -26,6 +26,7 @@ import socket
 import ssl
 import sys
 import tempfile
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -178,17 +179,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._read_body()
         except _BodyError as err:  # answered as a Status; what is left of the body is unread
-            self.close_connection = True
-            status = E.ApiError(err.code, err.reason, err.message).status()
-            payload = dumps(status) + b"\n"
-            self.send_response(err.code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(payload)
-            self.wfile.flush()
-            self._drain()
+            self._refuse_body(err)
             return
         except TimeoutError:
             self.close_connection = True
@@ -216,10 +207,28 @@ class _Handler(BaseHTTPRequestHandler):
             if self.command != "HEAD":
                 self.wfile.write(resp.body)
             return
+        self._write_stream(req, resp.stream)
+
+    def _refuse_body(self, err: _BodyError) -> None:
+        """Answer a body that could not be read with its Status and close the connection."""
+        self.close_connection = True
+        status = E.ApiError(err.code, err.reason, err.message).status()
+        payload = dumps(status) + b"\n"
+        self.send_response(err.code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(payload)
+        self.wfile.flush()
+        self._drain()
+
+    def _write_stream(self, req: Request, stream: Iterator[bytes]) -> None:
+        """A streamed answer (a watch, logs) in HTTP chunks, one per piece the stream yields;
+        a client that went away or a bug while streaming drops the connection."""
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.wfile.flush()
-        stream = resp.stream
         try:
             for chunk in stream:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))

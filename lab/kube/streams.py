@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from lab.kube import exceptions as E
@@ -108,68 +108,94 @@ class WatchStreams:
     ) -> Iterator[bytes]:
         deadline = time.monotonic() + timeout
         next_bookmark = min(time.monotonic() + 60.0, deadline - 2.0) if bookmarks else None
-        first_table = True
+        encode = self._encoder(req, rt, watcher, table)
         try:
             if initial_end:
-                # the initial ADDED events are already queued; the marker follows them
-                while True:
-                    item = watcher.next(0)
-                    if item is None:
-                        break
-                    if item is CLOSED:
-                        return
-                    assert isinstance(item, Event)
-                    out = self._encode(req, rt, watcher, item, table, first=first_table)
-                    if out is not None:
-                        first_table = False
-                        yield out
-                mark = self._bookmark(rt, watcher, initial_end=True)
-                while mark is None:
-                    item = watcher.next(0)
-                    if isinstance(item, Event):
-                        out = self._encode(req, rt, watcher, item, table, first=first_table)
-                        if out is not None:
-                            first_table = False
-                            yield out
-                    mark = self._bookmark(rt, watcher, initial_end=True)
-                yield mark
-            while not self.stopping.is_set():
-                now = time.monotonic()
-                if now >= deadline:
-                    return
-                wake = deadline if next_bookmark is None else min(deadline, next_bookmark)
-                item = watcher.next(min(wake - now, 1.0))
-                if item is CLOSED:
-                    return
-                if item is None:
-                    if not req.alive():
-                        return
-                    if next_bookmark is not None and time.monotonic() >= next_bookmark:
-                        mark = self._bookmark(rt, watcher)
-                        if mark is not None:
-                            yield mark
-                            next_bookmark = (
-                                deadline + 1.0
-                                if next_bookmark >= deadline - 2.0
-                                else min(time.monotonic() + 60.0, deadline - 2.0)
-                            )
-                    continue
-                # send what is already queued in one chunk: one write per burst, not per event
-                lines: list[bytes] = []
-                closed = False
-                while isinstance(item, Event) and len(lines) < MAX_EVENTS_PER_CHUNK:
-                    out = self._encode(req, rt, watcher, item, table, first=first_table)
-                    if out is not None:
-                        first_table = False
-                        lines.append(out)
-                    item = watcher.next(0) if len(lines) < MAX_EVENTS_PER_CHUNK else None
-                    closed = item is CLOSED
-                if lines:
-                    yield b"".join(lines)
+                closed = yield from self._initial_events(rt, watcher, encode)
                 if closed:
                     return
+            yield from self._live_events(req, rt, watcher, encode, deadline, next_bookmark)
         finally:
             watcher.close()
+
+    def _encoder(
+        self, req: Request, rt: ResourceType, watcher: Watcher, table: bool
+    ) -> Callable[[Event], bytes | None]:
+        """One stream's event encoder (a Table stream's first row carries the columns)."""
+        first = True
+
+        def encode(item: Event) -> bytes | None:
+            nonlocal first
+            out = self._encode(req, rt, watcher, item, table, first=first)
+            if out is not None:
+                first = False
+            return out
+
+        return encode
+
+    def _initial_events(
+        self, rt: ResourceType, watcher: Watcher, encode: Callable[[Event], bytes | None]
+    ) -> Generator[bytes, None, bool]:
+        """``sendInitialEvents``: the initial ADDED events (already queued), then the
+        initial-events-end bookmark; True when the watch closed first."""
+        while True:
+            item = watcher.next(0)
+            if item is None:
+                break
+            if item is CLOSED:
+                return True
+            assert isinstance(item, Event)
+            out = encode(item)
+            if out is not None:
+                yield out
+        mark = self._bookmark(rt, watcher, initial_end=True)
+        while mark is None:
+            item = watcher.next(0)
+            if isinstance(item, Event):
+                out = encode(item)
+                if out is not None:
+                    yield out
+            mark = self._bookmark(rt, watcher, initial_end=True)
+        yield mark
+        return False
+
+    def _live_events(
+        self,
+        req: Request,
+        rt: ResourceType,
+        watcher: Watcher,
+        encode: Callable[[Event], bytes | None],
+        deadline: float,
+        next_bookmark: float | None,
+    ) -> Iterator[bytes]:
+        """Events as they come, in bursts, with periodic bookmarks, until the deadline, the
+        watch closes, the client goes or the server stops."""
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            wake = deadline if next_bookmark is None else min(deadline, next_bookmark)
+            item = watcher.next(min(wake - now, 1.0))
+            if item is CLOSED:
+                return
+            if item is None:
+                if not req.alive():
+                    return
+                if next_bookmark is not None and time.monotonic() >= next_bookmark:
+                    mark = self._bookmark(rt, watcher)
+                    if mark is not None:
+                        yield mark
+                        next_bookmark = (
+                            deadline + 1.0
+                            if next_bookmark >= deadline - 2.0
+                            else min(time.monotonic() + 60.0, deadline - 2.0)
+                        )
+                continue
+            lines, closed = _burst(watcher, item, encode)
+            if lines:
+                yield b"".join(lines)
+            if closed:
+                return
 
     def _encode(
         self,
@@ -198,3 +224,19 @@ class WatchStreams:
             column_definitions=first,
         )
         return dumps({"type": etype, "object": t}) + b"\n"
+
+
+def _burst(
+    watcher: Watcher, item: Any, encode: Callable[[Event], bytes | None]
+) -> tuple[list[bytes], bool]:
+    """``item`` and what is already queued behind it, encoded for one chunk (one write per
+    burst, not per event, at most :data:`MAX_EVENTS_PER_CHUNK`); and whether the watch closed."""
+    lines: list[bytes] = []
+    closed = False
+    while isinstance(item, Event) and len(lines) < MAX_EVENTS_PER_CHUNK:
+        out = encode(item)
+        if out is not None:
+            lines.append(out)
+        item = watcher.next(0) if len(lines) < MAX_EVENTS_PER_CHUNK else None
+        closed = item is CLOSED
+    return lines, closed

@@ -15,7 +15,8 @@ import pytest
 
 from lab.aws import AwsServer
 from lab.aws.exceptions import AwsControlError
-from lab.aws.topology import NodeSpec, TopologySpec, seed_topology
+from lab.aws.seeding import seed_topology
+from lab.aws.topology import NodeSpec, TopologySpec
 
 SPEC = TopologySpec(
     cluster_id="ckpt",

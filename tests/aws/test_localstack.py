@@ -24,12 +24,11 @@ from lab.aws.localstack import (
     localstack_url,
     probe,
 )
+from lab.aws.seeding import describe_topology, seed_topology
 from lab.aws.topology import (
     NodeSpec,
     TopologySpec,
     delete_topology,
-    describe_topology,
-    seed_topology,
 )
 
 

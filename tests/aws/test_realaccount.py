@@ -27,8 +27,8 @@ from lab.aws.realaccount import (
     RealAwsForbidden,
     account_client,
     real_aws_forbidden,
-    teardown,
 )
+from lab.aws.runworld import teardown
 from lab.frontdoor.down import down
 from lab.frontdoor.realaccount import up_real_aws
 from lab.frontdoor.up import up

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from lab.aws import AwsServer
+from lab.aws.seeding import describe_topology, seed_topology
 from lab.aws.topology import (
     ELB_ROLE_TAG,
     INTERNAL_ELB_ROLE_TAG,
@@ -20,9 +21,7 @@ from lab.aws.topology import (
     TopologyError,
     TopologySpec,
     delete_topology,
-    describe_topology,
     ec2_client,
-    seed_topology,
     validate,
 )
 

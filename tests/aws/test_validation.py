@@ -642,7 +642,7 @@ def test_validation_is_switchable(aws: AwsServer, world: World) -> None:
 def test_every_validation_switch_is_listed_in_the_readme() -> None:
     from pathlib import Path
 
-    from lab.aws.fidelity import VALIDATION_SWITCHES
+    from lab.aws.fidelity_config import VALIDATION_SWITCHES
 
     readme = (Path(__file__).parents[2] / "lab" / "aws" / "README.md").read_text()
     missing = [s for s in VALIDATION_SWITCHES if f"| `{s}` |" not in readme]

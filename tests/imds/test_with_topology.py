@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from lab.aws import AwsServer
-from lab.aws.topology import NodeSpec, TopologySpec, ec2_client, seed_topology
+from lab.aws.seeding import seed_topology
+from lab.aws.topology import NodeSpec, TopologySpec, ec2_client
 from lab.imds import INSTANCE_HEADER, ImdsServer
 from tests.imds.conftest import botocore_region, get
 

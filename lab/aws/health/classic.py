@@ -62,7 +62,7 @@ from datetime import datetime
 from typing import Any
 from xml.sax.saxutils import escape
 
-from lab.aws.exceptions import AwsError
+from lab.aws.exceptions import AwsError, InvalidInstance
 from lab.aws.fidelity import MotoView
 from lab.aws.health.checks import Tracked
 from lab.aws.health.model import HealthModel, Plan
@@ -379,11 +379,8 @@ class ElbHealth(HealthModel[InstanceHealth, HealthTransition, _Record, _ClassicP
         return [value for _, value in sorted(numbered)]
 
     def _invalid(self, instance_id: str) -> AwsError:
-        return AwsError(
-            f"The specified EC2 instance does not exist: {instance_id}",
-            code="InvalidInstance",
-            status=400,
-            source=SOURCE,
+        return InvalidInstance(
+            f"The specified EC2 instance does not exist: {instance_id}", source=SOURCE
         )
 
     def _body(self, states: Sequence[InstanceHealth], request_id: str) -> str:

@@ -12,7 +12,9 @@ instance, per load balancer or target group (a *unit*) and region, and runs the 
 3. compute each record's reported status and, when it changed, record a transition (history,
    observers); a deregistered record whose draining ended is dropped;
 4. answer questions in Python (``state``) and on the wire (the ``Describe...Health`` call,
-   replacing moto's answer; other mutating calls of the service tick the unit they name).
+   replacing moto's answer; other mutating calls of the service tick the unit they name). A
+   question AWS refuses raises the kind's :mod:`lab.aws.exceptions` class, which the
+   pipeline (:meth:`lab.aws.pipeline.Pipeline.refusal`) writes on the wire.
 
 Evaluation is lazy: before every AWS call that may change state (reads cost nothing), and for
 one unit whenever someone asks about it; the ticker (:mod:`lab.aws.health.schedule`) adds
@@ -46,7 +48,7 @@ from lab.aws.health.schedule import Schedule
 from lab.aws.health.seam import HealthLab, Switches, moto_view
 from lab.aws.health.sgview import SecurityGroupView
 from lab.aws.health.view import ClassicInstance, read_instances
-from lab.aws.protocol import AwsRequest, WireResponse, error_response
+from lab.aws.protocol import AwsRequest, WireResponse
 from lab.clock import LabClock
 
 log = logging.getLogger(__name__)
@@ -271,7 +273,9 @@ class HealthModel(ABC, Generic[S, T, R, P, Q]):
     # -- the wire --------------------------------------------------------------------------
     def after(self, request: AwsRequest, response: WireResponse) -> tuple[WireResponse, str]:
         """Answer the kind's ``Describe...Health`` from the model (with the trail's
-        ``answered_by``); track (de)registrations and new checks of other calls now."""
+        ``answered_by``; a question about an instance that does not exist raises the kind's
+        AWS error, which the pipeline answers); track (de)registrations and new checks of
+        other calls now."""
         if request.service != self.SERVICE or response.status >= 400 or not self.enabled:
             return response, ""
         if request.action == self.DESCRIBE:
@@ -294,9 +298,8 @@ class HealthModel(ABC, Generic[S, T, R, P, Q]):
         request_id = _request_id(response)
         try:
             states = self._describe(view, request.region, unit, asked)
-        except LookupError as exc:
-            error = self._invalid(str(exc.args[0]))
-            return error_response(self.SERVICE, error, request_id=request_id), error.source
+        except LookupError as exc:  # the pipeline answers the error (Pipeline.refusal)
+            raise self._invalid(str(exc.args[0])) from None
         return response.with_body(self._body(states, request_id).encode()), self.SOURCE
 
     # -- what a kind supplies --------------------------------------------------------------

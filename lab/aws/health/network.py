@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
-from lab.aws.exceptions import AwsError
+from lab.aws.exceptions import AwsError, InvalidTarget
 from lab.aws.fidelity import MotoView
 from lab.aws.health.checks import Tracked
 from lab.aws.health.model import HealthModel, Plan
@@ -371,11 +371,8 @@ class NlbHealth(HealthModel[TargetHealth, TargetTransition, _Target, _GroupPlan,
         return asked
 
     def _invalid(self, instance_id: str) -> AwsError:
-        return AwsError(
-            f"The following targets are not valid instances: '{instance_id}'",
-            code="InvalidTarget",
-            status=400,
-            source=self.SOURCE,
+        return InvalidTarget(
+            f"The following targets are not valid instances: '{instance_id}'", source=self.SOURCE
         )
 
     def _body(self, states: Sequence[TargetHealth], request_id: str) -> str:

@@ -95,6 +95,47 @@ class SignedCall:
     """The lab's service name (``ec2``, ``elb``, ``elbv2``, ``sts``, ...): picks the error."""
 
 
+def _unaccepted_scheme(call: SignedCall, authorization: str) -> AwsError | None:
+    """The refusal of a call not signed with SigV4 in the ``Authorization`` header (a
+    presigned query, SigV2, or no signature at all); None when it is."""
+    service = call.service
+    params = dict(parse_qsl(call.target.partition("?")[2], keep_blank_values=True))
+    if (
+        "X-Amz-Credential" in params
+        or "AWSAccessKeyId" in params
+        or (not authorization and b"AWSAccessKeyId=" in call.body)
+    ):
+        return _refuse(
+            service,
+            ec2=(AuthFailure, 401),
+            other=(InvalidClientTokenId, 403),
+            message="ccm-lab proxy: only SigV4 in the Authorization header is accepted "
+            "here (no presigned query, no SigV2); sign with the lab's key",
+        )
+    if not authorization:
+        return _refuse(
+            service,
+            ec2=(MissingAuthenticationToken, 401),
+            other=(MissingAuthenticationToken, 403),
+            message="Request is missing Authentication Token",
+        )
+    return None
+
+
+def _stale_date(service: str, amz_date: str, now: float | None) -> AwsError | None:
+    """The refusal of an unreadable ``X-Amz-Date`` or one too far from ``now``; else None."""
+    try:
+        stamp = datetime.strptime(amz_date, AMZ_DATE).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return IncompleteSignature(
+            f"ccm-lab proxy: X-Amz-Date {amz_date!r} is not {AMZ_DATE}", source=ANSWERED_BY
+        )
+    current = time.time() if now is None else now
+    if abs(current - stamp) > MAX_SKEW_S:
+        return _expired(service, amz_date, stamp, current)
+    return None
+
+
 def _refuse(
     service: str,
     *,
@@ -124,64 +165,25 @@ class CallerAuth:
         AWS error that answers it."""
         service = call.service
         headers = call.headers
-        query = call.target.partition("?")[2]
-        params = dict(parse_qsl(query, keep_blank_values=True))
         authorization = headers.get("authorization", "")
-        if (
-            "X-Amz-Credential" in params
-            or "AWSAccessKeyId" in params
-            or (not authorization and b"AWSAccessKeyId=" in call.body)
-        ):
-            return _refuse(
-                service,
-                ec2=(AuthFailure, 401),
-                other=(InvalidClientTokenId, 403),
-                message="ccm-lab proxy: only SigV4 in the Authorization header is accepted "
-                "here (no presigned query, no SigV2); sign with the lab's key",
-            )
-        if not authorization:
-            return _refuse(
-                service,
-                ec2=(MissingAuthenticationToken, 401),
-                other=(MissingAuthenticationToken, 403),
-                message="Request is missing Authentication Token",
-            )
+        refused = _unaccepted_scheme(call, authorization)
+        if refused is not None:
+            return refused
         parsed = _parse_authorization(authorization)
         amz_date = headers.get("x-amz-date", "")
         if isinstance(parsed, str) or not amz_date:
             problem = parsed if isinstance(parsed, str) else "no X-Amz-Date header"
             return IncompleteSignature(f"ccm-lab proxy: {problem}", source=ANSWERED_BY)
         key_id, scope_date, region, scope_service, signed, signature = parsed
-        if key_id != self.access_key:
-            return _refuse(
-                service,
-                ec2=(AuthFailure, 401),
-                other=(InvalidClientTokenId, 403),
-                message="The security token included in the request is invalid."
-                if service != "ec2"
-                else "AWS was not able to validate the provided access credentials",
-            )
-        if "x-amz-security-token" in headers:
-            return _refuse(
-                service,
-                ec2=(AuthFailure, 401),
-                other=(InvalidClientTokenId, 403),
-                message="The security token included in the request is invalid. (the lab's "
-                "key is a long-term key: send no session token)",
-            )
-        try:
-            stamp = datetime.strptime(amz_date, AMZ_DATE).replace(tzinfo=UTC).timestamp()
-        except ValueError:
-            return IncompleteSignature(
-                f"ccm-lab proxy: X-Amz-Date {amz_date!r} is not {AMZ_DATE}", source=ANSWERED_BY
-            )
-        current = time.time() if now is None else now
-        if abs(current - stamp) > MAX_SKEW_S:
-            return _expired(service, amz_date, stamp, current)
-        if "host" not in signed:
-            return IncompleteSignature(
+        refused = self._foreign_key(service, key_id, headers)
+        if refused is None:
+            refused = _stale_date(service, amz_date, now)
+        if refused is None and "host" not in signed:
+            refused = IncompleteSignature(
                 "ccm-lab proxy: SignedHeaders must include host", source=ANSWERED_BY
             )
+        if refused is not None:
+            return refused
         content_hash = headers.get("x-amz-content-sha256")
         if content_hash is not None and content_hash != hashlib.sha256(call.body).hexdigest():
             return self._mismatch(service, "X-Amz-Content-SHA256 is not the body's SHA-256")
@@ -198,6 +200,30 @@ class CallerAuth:
                 service,
                 "The request signature we calculated does not match the signature you "
                 "provided. Check your AWS Secret Access Key and signing method.",
+            )
+        return None
+
+    def _foreign_key(
+        self, service: str, key_id: str, headers: Mapping[str, str]
+    ) -> AwsError | None:
+        """The refusal of a call signed with another key than the lab's, or with a session
+        token (the lab's key is long-term); None for the lab's own key."""
+        if key_id != self.access_key:
+            return _refuse(
+                service,
+                ec2=(AuthFailure, 401),
+                other=(InvalidClientTokenId, 403),
+                message="The security token included in the request is invalid."
+                if service != "ec2"
+                else "AWS was not able to validate the provided access credentials",
+            )
+        if "x-amz-security-token" in headers:
+            return _refuse(
+                service,
+                ec2=(AuthFailure, 401),
+                other=(InvalidClientTokenId, 403),
+                message="The security token included in the request is invalid. (the lab's "
+                "key is a long-term key: send no session token)",
             )
         return None
 

@@ -269,47 +269,12 @@ class Upstream:
         where = f"{scheme}://{netloc}"
         for _attempt in range(2):
             connection, reused = self._connection(scheme, netloc)
-            sent = False
-            try:
-                if not reused:
-                    connection.connect()
-                    # http.client writes the headers and the body separately; on a kept-alive
-                    # connection Nagle's algorithm would hold the body until the upstream's
-                    # delayed ACK of the headers (up to 40 ms)
-                    opened: socket.socket = connection.sock
-                    opened.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                connection.putrequest(method, url_path, skip_host=True, skip_accept_encoding=True)
-                for name, value in headers:
-                    connection.putheader(name, value)
-                connection.endheaders(body or None)
-                sent = True
-                reply = connection.getresponse()
-                data = reply.read()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-                connection.close()
-                if reused:  # the upstream closed an idle connection: once more on a new one
-                    continue
-                raise UpstreamUnavailable(
-                    f"upstream {where} closed the connection without answering: {exc}",
-                    reached=True,
-                ) from exc
-            except TimeoutError as exc:
-                connection.close()
-                what = "did not answer within" if sent else "could not be reached within"
-                raise UpstreamUnavailable(
-                    f"upstream {where} {what} {self.timeout:g}s", reached=sent
-                ) from exc
-            except http.client.HTTPException as exc:
-                connection.close()
-                raise UpstreamUnavailable(
-                    f"upstream {where} did not answer with HTTP: {type(exc).__name__}: {exc}",
-                    reached=True,
-                ) from exc
-            except OSError as exc:
-                connection.close()
-                raise UpstreamUnavailable(
-                    f"upstream {where} unreachable: {exc.strerror or exc}", reached=sent
-                ) from exc
+            answered = self._exchange(
+                connection, reused=reused, where=where, request=(method, url_path, headers, body)
+            )
+            if answered is None:  # the upstream closed an idle connection: once more on a new one
+                continue
+            reply, data = answered
             kept = [(k, v) for k, v in reply.getheaders() if k.lower() not in HOP_BY_HOP]
             kept.append(("Content-Length", str(len(data))))
             if reply.will_close:
@@ -320,6 +285,50 @@ class Upstream:
         raise UpstreamUnavailable(  # pragma: no cover - both attempts hit closed connections
             f"upstream {where} closed the connection twice", reached=True
         )
+
+    def _exchange(
+        self,
+        connection: http.client.HTTPConnection,
+        *,
+        reused: bool,
+        where: str,
+        request: tuple[str, str, list[tuple[str, str]], bytes],
+    ) -> tuple[http.client.HTTPResponse, bytes] | None:
+        """Send ``request`` (method, path, headers, body) on ``connection`` and read the
+        answer; None when a ``reused`` connection turns out closed by the upstream (worth
+        another try); any other failure is :class:`UpstreamUnavailable` saying whether the
+        request reached the upstream."""
+        sent = False
+        try:
+            _write_request(connection, request, connect=not reused)
+            sent = True
+            reply = connection.getresponse()
+            return reply, reply.read()
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+            connection.close()
+            if reused:
+                return None
+            raise UpstreamUnavailable(
+                f"upstream {where} closed the connection without answering: {exc}",
+                reached=True,
+            ) from exc
+        except TimeoutError as exc:
+            connection.close()
+            what = "did not answer within" if sent else "could not be reached within"
+            raise UpstreamUnavailable(
+                f"upstream {where} {what} {self.timeout:g}s", reached=sent
+            ) from exc
+        except http.client.HTTPException as exc:
+            connection.close()
+            raise UpstreamUnavailable(
+                f"upstream {where} did not answer with HTTP: {type(exc).__name__}: {exc}",
+                reached=True,
+            ) from exc
+        except OSError as exc:
+            connection.close()
+            raise UpstreamUnavailable(
+                f"upstream {where} unreachable: {exc.strerror or exc}", reached=sent
+            ) from exc
 
     def close(self) -> None:
         """Close every idle connection."""
@@ -338,3 +347,25 @@ def _host(base: Any) -> str:
     port = base.port
     default = 443 if base.scheme == "https" else 80
     return host if port is None or port == default else f"{host}:{port}"
+
+
+def _write_request(
+    connection: http.client.HTTPConnection,
+    request: tuple[str, str, list[tuple[str, str]], bytes],
+    *,
+    connect: bool,
+) -> None:
+    """Write ``request`` (method, path, headers, body) on ``connection``, opened first when
+    ``connect``; the headers are the caller's exactly (no Host, no Accept-Encoding added)."""
+    method, url_path, headers, body = request
+    if connect:
+        connection.connect()
+        # http.client writes the headers and the body separately; on a kept-alive
+        # connection Nagle's algorithm would hold the body until the upstream's
+        # delayed ACK of the headers (up to 40 ms)
+        opened: socket.socket = connection.sock
+        opened.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    connection.putrequest(method, url_path, skip_host=True, skip_accept_encoding=True)
+    for name, value in headers:
+        connection.putheader(name, value)
+    connection.endheaders(body or None)

@@ -22,7 +22,7 @@ nothing. This package answers such calls the way AWS does, in two layers:
   names, ``Filter.N.Name`` against the filters the model documents for the action, and
   pagination tokens the endpoint never issued.
 
-Every rule is a switch of :class:`lab.aws.fidelity.FidelityConfig` (``validate_*``; the
+Every rule is a switch of :class:`lab.aws.fidelity_config.FidelityConfig` (``validate_*``; the
 ``validation`` switch turns all of them off). Errors carry ``source="validation:<rule>"`` for
 the trail. Messages follow AWS's wording where a public source shows it; see
 ``lab/aws/README.md`` for the list and the cases where the wording is ours.

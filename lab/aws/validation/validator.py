@@ -9,7 +9,7 @@ the pagination tokens the endpoint handed out (``validate_next_token``).
 a call that names none, or the refusal of one no service owns.
 
 Neighbours: :mod:`.model`, :mod:`.rules`, :mod:`.existence`; switches from
-:class:`lab.aws.fidelity.FidelityConfig`.
+:class:`lab.aws.fidelity_config.FidelityConfig`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from lab.aws.validation.rules import (
 from lab.aws.validation.tree import MODEL_SERVICES, param_tree
 
 if TYPE_CHECKING:
-    from lab.aws.fidelity import FidelityConfig, MotoView
+    from lab.aws.fidelity import MotoView
+    from lab.aws.fidelity_config import FidelityConfig
 
 #: (switch, rule) in the order they run; the first error answers.
 RULES: tuple[tuple[str, Rule], ...] = (

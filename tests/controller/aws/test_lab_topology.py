@@ -8,7 +8,8 @@ import pytest
 from controller.aws import load_cloud_config, new_cloud
 from controller.cloud import Node, Service, ServicePort
 from lab.aws import AwsServer
-from lab.aws.topology import NodeSpec, TopologySpec, seed_topology
+from lab.aws.seeding import seed_topology
+from lab.aws.topology import NodeSpec, TopologySpec
 from lab.imds import ImdsServer
 from tests.controller.aws.conftest import REGION
 
