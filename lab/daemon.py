@@ -79,7 +79,7 @@ class _Control(BaseHTTPRequestHandler):
             self._traffic()
             return
         node = (parse_qs(url.query).get("node") or [""])[0]
-        kubelet = self.lab.cluster.kubelet
+        kubelet = self.lab.sim.kubelet if self.lab.capabilities.kubelet_stand_in else None
         actions = {"/kubelet/stop-heartbeat": "stop", "/kubelet/resume-heartbeat": "resume"}
         action = actions.get(url.path)
         if action is None or kubelet is None:

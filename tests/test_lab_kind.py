@@ -193,7 +193,7 @@ def test_lab_on_kind_seeds_instances_from_containers_and_initializes_nodes(
             assert core.read_node(node.name).spec.provider_id == node.provider_id
         state = lab.state(tmp / "lab")
         assert state.backend == "kind"
-        assert not lab.has_kubelet_stand_in
+        assert not lab.capabilities.kubelet_stand_in
         # Docker Desktop's case: the host cannot reach the nodes, so no real requests
         with pytest.raises(LabNotReady, match="cannot reach the node network"):
             lab.traffic.send("web")

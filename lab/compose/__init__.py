@@ -1,5 +1,26 @@
-"""The composed lab (``lab.compose.lab``), imported as ``lab.compose`` by its users."""
+"""The composed lab: AWS endpoint, EC2 topology, metadata, cluster, controller, as one object.
 
-from lab.compose.lab import Lab, LabConfig, LabNode, LabNotReady, _make_provider, wait_for
+``from lab.compose import Lab, LabConfig`` is how tests, tasks, the daemon and the benchmarks
+make a lab; this package face re-exports the names they use. Inside, the parts:
 
-__all__ = ["Lab", "LabConfig", "LabNode", "LabNotReady", "_make_provider", "wait_for"]
+* ``lab`` — :class:`Lab`, which owns the parts of one lab, starts and stops them, resets them;
+* ``config`` — :class:`LabConfig` (every knob) and :class:`LabNode` (one node of a lab);
+* ``base`` — :class:`LabNotReady` and :func:`wait_for`;
+* ``factory`` — which cluster provider (``config.backend``) and which AWS side
+  (``config.aws``) a config gets;
+* ``aws_side`` — the AWS side's interface; ``aws_moto``, ``aws_localstack``, ``aws_real``
+  (with ``aws_proxied``, their shared half) implement it;
+* ``parts``, ``steps`` — a started lab's parts and the ordered start steps that fill them;
+* ``plan``, ``world`` — the nodes a lab plans and the EC2 world seeded for them;
+* ``controller`` — the controller under test; ``probe`` — ``Lab.traffic``'s probe.
+
+Neighbours: ``lab.cluster`` (providers) and ``lab.aws``/``lab.imds`` (emulators) below;
+``lab.daemon``, ``lab.pytest_plugin`` above. Design: one module per concern, each under 400
+lines, instead of one 1,200-line module whose class branched on both backends.
+"""
+
+from lab.compose.base import LabNotReady, wait_for
+from lab.compose.config import LabConfig, LabNode
+from lab.compose.lab import Lab
+
+__all__ = ["Lab", "LabConfig", "LabNode", "LabNotReady", "wait_for"]
