@@ -53,7 +53,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab.cluster.base import (
     Capabilities,
@@ -72,10 +72,6 @@ from lab.cluster.versions import KubeVersion, kubeadm_api_version, node_image
 from lab.exec import CommandError, Runner, SubprocessRunner
 from lab.kubeclient import kubeconfig_server, new_api_client
 from lab.settle import Reporter
-
-if TYPE_CHECKING:
-    from lab.cluster.kubelet import KubeletStandIn
-    from lab.kube.server import KubeServer
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +174,6 @@ class KindProvider:
         self.provider_ids: dict[str, ProviderID] = {}
         self.gateway: str | None = None
         self.gateways: dict[str, str] = {}
-        self.kubelet: KubeletStandIn | None = None  # real kubelets run
-        self.simulator: KubeServer | None = None
         self._baseline = ClusterBaseline(sweep_pods=True)  # the lab's own cluster
         self._api_client: Any = None
 
