@@ -122,6 +122,7 @@ class MotoAws:
         return f"the lab's moto endpoint at {self.server.url}"
 
     def lacks(self, features: Sequence[str]) -> dict[str, str]:
+        self._running()
         return {}
 
     def reporters(self) -> list[Reporter]:

@@ -5,18 +5,20 @@ Role: :func:`make_cluster_provider` turns ``config.backend`` and its options int
 an existing cluster's kubeconfig); :data:`AWS_SIDES` maps ``config.aws`` to its
 ``lab.compose.aws_side.AwsSide`` (moto, LocalStack, a real account), which
 :func:`make_aws_side` builds; :func:`make_parts` puts both in a lab's
-``lab.compose.parts.LabParts``. :func:`free_vpc_cidr` picks kind's VPC block before either.
+``lab.compose.parts.LabParts``. :func:`with_free_vpc` picks kind's VPC block before either.
 
 Neighbours: ``lab.compose.lab.Lab.start`` calls these once per start; ``lab.cluster.factory``
 builds the provider itself.
 
 Design: the only places in the composed lab that look at ``config.backend`` or ``config.aws``
-to choose an implementation; both are dispatched by value, so string values and ``StrEnum``
-members work alike.
+to choose an implementation (``lab.compose.plan`` and the ``align-instances`` step still ask
+whether the cluster is an existing one, whose nodes are what it has); both are dispatched by
+value, so string values and ``StrEnum`` members work alike.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections.abc import Callable
 from pathlib import Path
@@ -112,6 +114,13 @@ def make_cluster_provider(
         network_subnet=str(subnet),
         network_ip_range=str(upper),
     )
+
+
+def with_free_vpc(cfg: LabConfig) -> LabConfig:
+    """kind: ``cfg`` with the VPC block :func:`free_vpc_cidr` chose; other backends' as is."""
+    if cfg.backend != "kind":
+        return cfg
+    return dataclasses.replace(cfg, vpc_cidr=free_vpc_cidr(cfg))
 
 
 def free_vpc_cidr(cfg: LabConfig) -> str:

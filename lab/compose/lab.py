@@ -22,7 +22,6 @@ a config gets), ``lab.compose.config``, ``lab.settle`` (the barrier), ``lab.traf
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import secrets
 import tempfile
@@ -40,7 +39,7 @@ from lab.compose.aws_side import Endpoint
 from lab.compose.base import LabNotReady
 from lab.compose.config import LabConfig, LabNode
 from lab.compose.controller import ControllerPart, ControllerSite
-from lab.compose.factory import free_vpc_cidr, make_parts
+from lab.compose.factory import make_parts, with_free_vpc
 from lab.compose.parts import LabParts
 from lab.compose.probe import traffic_probe
 from lab.compose.steps import start_steps
@@ -99,8 +98,7 @@ class Lab:
             self._tmp = tempfile.TemporaryDirectory(prefix=f"ccm-lab-{self.config.name}-")
             self.state_dir = Path(self._tmp.name)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        if self.config.backend == "kind":
-            self.config = dataclasses.replace(self.config, vpc_cidr=free_vpc_cidr(self.config))
+        self.config = with_free_vpc(self.config)
         self._parts = make_parts(
             self.config,
             version=self.version,
@@ -296,19 +294,21 @@ class Lab:
             )
         return cluster
 
+    def _aws_parts(self) -> LabParts:
+        if self._parts is None:
+            raise LabNotReady("the lab's AWS endpoint is not running (start the lab first)")
+        return self._parts
+
     @property
     def aws(self) -> Endpoint:
         """The lab's AWS endpoint: its moto (``AwsServer``), or the recording proxy in front
         of another (``ProxiedAws``); both hand out clients, ``control`` and ``trail``."""
-        if self._parts is None:
-            raise LabNotReady("the lab's AWS endpoint is not running (start the lab first)")
-        return self._parts.endpoint()
+        return self._aws_parts().endpoint()
 
     def aws_lacks(self, *features: str) -> dict[str, str]:
         """Which of the lab's AWS ``features`` (``lab.aws.proxied.FEATURES``) this lab's
         endpoint does not have, each with the reason (empty on the lab's moto)."""
-        self.aws  # noqa: B018 (not running: LabNotReady)
-        return self._started().aws.lacks(features)
+        return self._aws_parts().aws.lacks(features)
 
     def describe_aws(self) -> str:
         """The AWS endpoint in words (messages, skip reasons)."""
