@@ -157,7 +157,7 @@ class Bench:
         self.lab = lab
         self.aws = need(lab.aws, "AWS endpoint")
         self.topology = need(lab.topology, "topology")
-        self.kubelet = need(lab.kubelet, "kubelet stand-in")
+        self.kubelet = need(lab.sim.kubelet, "kubelet stand-in")
         # Any: the kubernetes models type every field Optional; these objects are all set.
         self.core: Any = client.CoreV1Api(lab.api_client())
         self.elb = self.aws.client("elb", max_attempts=3)

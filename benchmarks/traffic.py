@@ -87,7 +87,7 @@ def main() -> None:
 
         def routes(n: int) -> None:
             for _ in range(n):
-                lab.dataplane.kube_proxy.route(node=node, node_port=node_port, rng=rng)
+                lab.sim.plane.kube_proxy.route(node=node, node_port=node_port, rng=rng)
 
         def sends(n: int) -> None:
             report = probe.send("web", requests=n, seed=1)

@@ -370,11 +370,11 @@ def node_leaves_and_joins(lab: Any, name: str) -> int:
     def called(action: str, since: int) -> bool:
         return any(e.action == action for e in trail.events() if e.seq > since)
 
-    lab.remove_node(name)
+    lab.sim.remove_node(name)
     wait_for(lambda: called("DeregisterTargets", mark), timeout=30, what=f"{name} deregistered")
     wait_calls_settled(trail, mark)
     back = trail.last_seq
-    lab.reregister(name)
+    lab.sim.reregister(name)
     wait_for(lambda: called("RegisterTargets", back), timeout=30, what=f"{name} registered again")
     wait_calls_settled(trail, back)
     return int(mark)

@@ -95,7 +95,7 @@ def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
         f"the kubelet rejects {victim} ({victim_ip}) at admission: OutOfmemory after a reboot "
         f"(the {lab.config.k8s_version} kubelet and endpoint controllers)"
     )
-    lab.dataplane.kubelet.evict(
+    lab.sim.plane.kubelet.evict(
         A, victim, reason="OutOfmemory", message="Node didn't have enough resource: memory"
     )
     failed = wait_for(

@@ -87,13 +87,13 @@ def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
         f"graceful node shutdown of {down} (shutdownGracePeriod 20 s) by the "
         f"{lab.config.k8s_version} kubelet; the node powers off"
     )
-    lab.dataplane.kubelet.shutdown_node(down, grace_seconds=20)
+    lab.sim.plane.kubelet.shutdown_node(down, grace_seconds=20)
     wait_for(
         lambda: pod(core, "web-down", NS).status.phase == "Failed",
         timeout=30,
         what="the pod on the shut-down node Failed",
     )
-    wait_for(lambda: lab.dataplane.kubelet.powered_off(down), timeout=30, what="power off")
+    wait_for(lambda: lab.sim.plane.kubelet.powered_off(down), timeout=30, what="power off")
     lab.settle()  # the endpoint controllers and kube-proxy have seen all of it
     victim = pod(core, "web-down", NS)
     down_instance = lab.node(down).instance_id

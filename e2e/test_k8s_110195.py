@@ -147,7 +147,7 @@ def run_scenario(
     taints.append({"key": AUTOSCALER_TAINT, "value": stamp, "effect": "NoSchedule"})
     core.patch_node(goes, {"spec": {"taints": taints}})
     core.delete_namespaced_pod("web-goes", NS)
-    proxy = lab.dataplane.kube_proxy
+    proxy = lab.sim.plane.kube_proxy
     wait_for(
         lambda: any(
             t.get("key") == AUTOSCALER_TAINT
@@ -165,7 +165,7 @@ def run_scenario(
 
     say(f"the autoscaler terminates {goes_instance}; the controller deletes the Node")
     aws.client("ec2").terminate_instances(InstanceIds=[goes_instance])
-    lab.dataplane.kubelet.shutdown_node(goes, grace_seconds=0)
+    lab.sim.plane.kubelet.shutdown_node(goes, grace_seconds=0)
     wait_for(
         lambda: goes not in {n.metadata.name for n in core.list_node().items},
         timeout=60,

@@ -47,10 +47,10 @@ MASTER = "node-role.kubernetes.io/master"
 
 def single_node(lab: Lab, *, version: str | None = None) -> Any:
     for worker in lab.workers:
-        lab.remove_node(worker.name)
+        lab.sim.remove_node(worker.name)
     cp = lab.control_plane
     if version is not None:
-        return lab.reregister(cp.name, version=KubeVersion.parse(version))
+        return lab.sim.reregister(cp.name, version=KubeVersion.parse(version))
     return None
 
 

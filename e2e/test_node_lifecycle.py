@@ -66,8 +66,8 @@ def _not_ready(core: Any, name: str) -> bool:
 
 
 def _kubelet(lab: Lab) -> Any:
-    assert lab.kubelet is not None
-    return lab.kubelet
+    assert lab.sim.kubelet is not None
+    return lab.sim.kubelet
 
 
 def serve_on_every_worker(lab: Lab, core: Any) -> None:

@@ -93,8 +93,8 @@ def test_fixed_provider_id_and_resource_names(lab: Lab, core_v1: Any, naming: st
 def test_fixed_not_ready_node_that_cannot_be_looked_up_is_kept(lab: Lab, core_v1: Any) -> None:
     """#1471: no providerID, a name EC2 does not know, NotReady: an error, not a deletion."""
     worker = lab.workers[0]
-    lab.reregister(worker.name, name=CUSTOM, provider_id=None)
-    kubelet = lab.kubelet
+    lab.sim.reregister(worker.name, name=CUSTOM, provider_id=None)
+    kubelet = lab.sim.kubelet
     assert kubelet is not None
     kubelet.stop_heartbeat(CUSTOM)
     lab.start_controller(args=FAST_LIFECYCLE)
@@ -120,9 +120,9 @@ def test_fixed_not_ready_node_that_cannot_be_looked_up_is_kept(lab: Lab, core_v1
 def _register(lab: Lab, naming: str) -> tuple[str, str]:
     worker = lab.workers[0]
     if naming == "custom-name-with-provider-id":
-        lab.reregister(worker.name, name=CUSTOM)
+        lab.sim.reregister(worker.name, name=CUSTOM)
         return CUSTOM, worker.provider_id
     # A resource-based name (``i-…``), no providerID: the name is the instance id.
     name = f"{worker.instance_id}.us-east-1.compute.internal"
-    lab.reregister(worker.name, name=name, provider_id=None)
+    lab.sim.reregister(worker.name, name=name, provider_id=None)
     return name, worker.provider_id

@@ -90,7 +90,7 @@ def _stuck_evidence(lab: Lab, core: Any, name: str) -> tuple[Any, list[Any], str
 @standin
 def test_reproduce_kind_node_ip_not_an_instance_address(lab: Lab, core_v1: Any) -> None:
     worker = lab.workers[0]
-    lab.reregister(worker.name, ip=KIND_CONTAINER_IP)
+    lab.sim.reregister(worker.name, ip=KIND_CONTAINER_IP)
     lab.start_controller()
     serve(lab, core_v1)
     node, events, log = _stuck_evidence(lab, core_v1, worker.name)
@@ -108,7 +108,7 @@ def test_reproduce_kind_node_ip_not_an_instance_address(lab: Lab, core_v1: Any) 
 def test_fixed_by_patching_the_annotation(lab: Lab, core_v1: Any) -> None:
     """The write-up's fix: edit the annotation to the instance's private IP."""
     worker = lab.workers[0]
-    lab.reregister(worker.name, ip=KIND_CONTAINER_IP)
+    lab.sim.reregister(worker.name, ip=KIND_CONTAINER_IP)
     lab.start_controller()
     serve(lab, core_v1)
     _stuck_evidence(lab, core_v1, worker.name)

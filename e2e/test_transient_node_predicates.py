@@ -70,7 +70,7 @@ def _ids(value: Any) -> list[str]:
 
 def run_scenario(lab: Lab, core: Any, elb: Any, *, legacy: bool) -> Evidence:
     aws = lab.aws
-    kubelet = lab.kubelet
+    kubelet = lab.sim.kubelet
     assert aws is not None
     assert kubelet is not None
     worker, cp = lab.workers[0], lab.control_plane

@@ -60,9 +60,9 @@ def _healthz(lab: Lab, request: Empty) -> tuple[int, dict[str, Any]]:
 
 
 def _heartbeat(lab: Lab, request: NodeRequest, *, stop: bool) -> tuple[int, dict[str, Any]]:
-    kubelet = lab.cluster.kubelet
-    if kubelet is None:
+    if not lab.capabilities.kubelet_stand_in:
         return 404, {"error": f"the {lab.config.backend} backend has no kubelet stand-in"}
+    kubelet = lab.sim.stand_in
     if request.node not in kubelet.node_names:
         known = ", ".join(kubelet.node_names)
         return 404, {"error": f"no node {request.node!r} in this lab; nodes: {known}"}

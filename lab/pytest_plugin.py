@@ -416,7 +416,7 @@ def _aws_needs(request: pytest.FixtureRequest) -> None:
 def lab(request: pytest.FixtureRequest, lab_session: Lab) -> Iterator[Lab]:
     """The session's lab, reset to the freshly seeded world (controller stopped)."""
     marker = request.node.get_closest_marker("standin")
-    if marker is not None and not lab_session.has_kubelet_stand_in:
+    if marker is not None and not lab_session.capabilities.kubelet_stand_in:
         why = marker.args[0] if marker.args else "it drives the kubelet stand-in"
         pytest.skip(f"needs the sim backend's kubelet stand-in: {why}")
     marker = request.node.get_closest_marker("owncluster")

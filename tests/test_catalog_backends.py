@@ -7,8 +7,8 @@ each case's code is followed through the e2e helpers it names (``e2e/support.py`
 classified:
 
 * a **stand-in read**: the sim's kubelet stand-in, data plane or simulator through the lab
-  (``lab.has_kubelet_stand_in``, ``lab.dataplane``, ``lab.kubelet``, ``lab.kube``,
-  ``lab.reregister``, ``lab.remove_node``, ``lab.registration``,
+  (``lab.sim`` and what it hands out: ``.kube``, ``.kubelet``, ``.stand_in``, ``.plane``,
+  ``.dataplane``, ``.reregister``, ``.remove_node``, ``.registration``; and
   ``capabilities.kubelet_stand_in``), the sim-only release presets (the ``lab_at`` fixture),
   or the stand-in's pod annotations (``sim.ccm-lab.io/``);
 * anything else is evidence every backend has (the API, AWS, the trail, ``lab.traffic``,
@@ -37,6 +37,9 @@ E2E = Path(__file__).resolve().parent.parent / "e2e"
 #: attributes of the lab that only the sim's stand-ins have (or that ask which backend it is)
 STAND_IN_ATTRS = frozenset(
     {
+        "sim",
+        "stand_in",
+        "plane",
         "has_kubelet_stand_in",
         "dataplane",
         "kubelet",

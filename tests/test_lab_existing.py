@@ -247,7 +247,7 @@ def test_the_nodes_are_the_clusters(lab, core_v1):
     assert names == ["their-cp", "their-worker"]
     assert sorted(n.name for n in lab.nodes) == names
     assert lab.cluster.kind == "existing"
-    assert not lab.has_kubelet_stand_in
+    assert not lab.capabilities.kubelet_stand_in
 
 
 @pytest.mark.standin("it stops a kubelet's heartbeats")

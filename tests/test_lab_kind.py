@@ -194,7 +194,9 @@ def test_lab_on_kind_seeds_instances_from_containers_and_initializes_nodes(
             assert core.read_node(node.name).spec.provider_id == node.provider_id
         state = lab.state(tmp / "lab")
         assert state.backend == "kind"
-        assert not lab.has_kubelet_stand_in
+        assert not lab.capabilities.kubelet_stand_in
+        with pytest.raises(LabNotReady, match="the kind backend has real kubelets"):
+            _ = lab.sim  # the simulator, stand-in and data plane are the sim provider's
         # Docker Desktop's case: the host cannot reach the nodes, so no real requests
         with pytest.raises(LabNotReady, match="cannot reach the node network"):
             lab.traffic.send("web")

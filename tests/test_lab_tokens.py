@@ -14,7 +14,7 @@ import pytest
 
 from lab.clock import ScaledClock
 from lab.component.bearer import TOKEN_ENV, bearer_ok, control_token, refusal
-from lab.compose import _make_provider
+from lab.compose.factory import make_cluster_provider
 from lab.spec import LabSpec
 
 
@@ -58,7 +58,7 @@ def test_a_refusal_is_one_line_saying_where_the_token_is(header: str | None, pro
 
 def test_a_lab_serves_its_api_with_tls_and_its_token_unless_told(tmp_path: Path) -> None:
     def options(config: LabSpec) -> dict[str, object]:
-        provider = _make_provider(config, tmp_path, ScaledClock(), token="lab-token")
+        provider = make_cluster_provider(config, tmp_path, ScaledClock(), token="lab-token")
         return dict(provider.simulator_options)  # type: ignore[attr-defined]
 
     assert options(LabSpec()) == {"tls": True, "token": "lab-token", "control_token": "lab-token"}

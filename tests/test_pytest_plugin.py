@@ -114,7 +114,7 @@ def test_the_session_lab_serves_its_api_as_lab_up_does(
     wrong = kubectl_as({"token": "not-the-lab-token"})
     assert wrong.returncode == 1
     assert "error: You must be logged in to the server (Unauthorized)" in wrong.stderr
-    ca = lab.kube.workdir / "pki" / "ca.crt"
+    ca = lab.sim.kube.workdir / "pki" / "ca.crt"
     context = ssl.create_default_context(cafile=str(ca))
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"{lab.cluster.api_url()}/api/v1/nodes", context=context)

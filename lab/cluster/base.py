@@ -30,9 +30,6 @@ from lab.versions.release import KubeVersion
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
-    from lab.cluster.kubelet import KubeletStandIn
-    from lab.kube.server import KubeServer
-
 ProviderID = NewType("ProviderID", str)
 NodeName = NewType("NodeName", str)
 
@@ -96,7 +93,7 @@ class Capabilities:
     load_images: bool  # can load a locally built controller image into the nodes
     stop_node_heartbeat: bool  # can make a node NotReady on request
     #: the lab's kubelet stand-in registers the nodes: they can be re-registered with other
-    #: kubelet flags, removed and made NotReady at will (``ClusterProvider.kubelet``)
+    #: kubelet flags, removed and made NotReady at will (``SimProvider.stand_in``)
     kubelet_stand_in: bool = False
     #: node IPs are assigned by the backend (Docker), not taken from the spec: the lab aligns
     #: its EC2 instances with ``nodes()`` after provisioning
@@ -169,16 +166,6 @@ class ClusterProvider(Protocol):
     def reporters(self) -> list[Reporter]:
         """The backend's in-lab components, for the settle barrier (``lab.settle``): the
         sim's stand-ins; none where real components run."""
-        ...
-
-    @property
-    def kubelet(self) -> KubeletStandIn | None:
-        """The kubelet stand-in (``capabilities().kubelet_stand_in``), else None."""
-        ...
-
-    @property
-    def simulator(self) -> KubeServer | None:
-        """The embedded API simulator when the backend is one, else None."""
         ...
 
     def logs(self, dest: Path) -> Path:

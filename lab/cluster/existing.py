@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab.cluster.base import Capabilities, ClusterSpec, NodeInfo
 from lab.cluster.kubeapi import list_node_infos
@@ -22,10 +22,6 @@ from lab.cluster.steps import ProgressReporter, run_steps
 from lab.exec import Runner, SubprocessRunner
 from lab.kubeclient import kubeconfig_server, new_api_client
 from lab.settle import Reporter
-
-if TYPE_CHECKING:
-    from lab.cluster.kubelet import KubeletStandIn
-    from lab.kube.server import KubeServer
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +61,6 @@ class ExistingProvider:
         self.kubectl = kubectl
         self._api_client: Any = None
         self._baseline = ClusterBaseline()
-        self.kubelet: KubeletStandIn | None = None  # the cluster's own kubelets run
-        self.simulator: KubeServer | None = None
 
     def capabilities(self) -> Capabilities:
         return Capabilities(

@@ -29,7 +29,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lab.cluster.base import (
     Capabilities,
@@ -57,10 +57,6 @@ from lab.cluster.steps import ProgressReporter, Step, StepRun
 from lab.exec import CommandError, Runner, SubprocessRunner
 from lab.kubeclient import kubeconfig_server, new_api_client
 from lab.settle import Reporter
-
-if TYPE_CHECKING:
-    from lab.cluster.kubelet import KubeletStandIn
-    from lab.kube.server import KubeServer
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +108,6 @@ class KindProvider:
         self.provider_ids: dict[str, ProviderID] = {}
         self.gateway: str | None = None
         self.gateways: dict[str, str] = {}
-        self.kubelet: KubeletStandIn | None = None  # real kubelets run
-        self.simulator: KubeServer | None = None
         self._baseline = ClusterBaseline(sweep_pods=True)  # the lab's own cluster
         self._api_client: Any = None
 

@@ -274,6 +274,23 @@ class SimProvider:
         """Delete node ``name`` and stop its kubelet."""
         self.require_kubelet().unregister(name, delete=True)
 
+    # --- what only the simulator has (``lab.compose.Lab.sim`` hands these out) ------------
+
+    @property
+    def kube(self) -> KubeServer:
+        """The embedded API simulator (its ``control`` plane, ``store``, ``workdir``)."""
+        return self.require_simulator()
+
+    @property
+    def stand_in(self) -> KubeletStandIn:
+        """The kubelet stand-in: heartbeats, Leases, NotReady at will."""
+        return self.require_kubelet()
+
+    @property
+    def plane(self) -> SimDataPlane:
+        """The data plane: scheduler, controllers, kubelet pods, kube-proxy model."""
+        return self.require_dataplane()
+
     # --- the ClusterProvider interface -----------------------------------------------------
 
     def require_simulator(self) -> KubeServer:

@@ -233,9 +233,9 @@ def test_sigkill_while_deleting_then_restart_removes_group_and_finalizer(
 def test_dropped_and_expired_watches_relist_and_miss_nothing(
     lab: Lab, core_v1: Any, ec2: Any, elb: Any
 ) -> None:
-    if lab.cluster.simulator is None:
+    if lab.cluster.kind != "sim":
         pytest.skip("needs the API simulator's control plane (close_watches, compact)")
-    kube = lab.kube.control
+    kube = lab.sim.kube.control
     ctl = lab.start_controller()
     names = {"w0": elb_name(create_service(core_v1, lb_service("w0")))}
     wait_hostname(core_v1, "w0", timeout=CONVERGE_TIMEOUT)

@@ -204,9 +204,9 @@ def test_controller_process_requests_are_allowed_and_use_every_grant(
     lab: Lab, core_v1: Any, ec2: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The real controller process, leader-elected, through a service's and a node's life."""
-    sim = lab.kube
+    sim = lab.sim.kube
     assert sim is not None
-    assert lab.kubelet is not None
+    assert lab.sim.kubelet is not None
     # the lab's simulator requires a token it knows: the controller authenticates as its
     # ServiceAccount, with a token from the TokenRequest API, as it would in the cluster
     namespace, account = SERVICE_ACCOUNT
@@ -259,7 +259,7 @@ def test_controller_process_requests_are_allowed_and_use_every_grant(
         what="an aggregated event patch",
     )
     ec2.terminate_instances(InstanceIds=[worker.instance_id])
-    lab.kubelet.stop_heartbeat(worker.name)
+    lab.sim.stand_in.stop_heartbeat(worker.name)
     wait_for(lambda: _gone(lambda: core_v1.read_node(worker.name)), timeout=30, what="node deleted")
     core_v1.delete_namespaced_service("rbac-web", "default")
     wait_for(

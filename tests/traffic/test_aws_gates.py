@@ -80,7 +80,7 @@ def _registered_elb(lab: Lab, probe: TrafficProbe) -> str:
 def _probe(lab: Lab) -> TrafficProbe:
     """A probe without the barrier: it models the lab as it is at each call."""
     return TrafficProbe(
-        aws=lab.aws.lab, dataplane=lab.dataplane, gates=AwsGates(lab.aws.lab, gate=Gate)
+        aws=lab.aws.lab, dataplane=lab.sim.plane, gates=AwsGates(lab.aws.lab, gate=Gate)
     )
 
 
@@ -168,7 +168,7 @@ def test_traffic_sent_before_the_endpoints_caught_up_misses_new_pods(
     assert len(first) == 3
     assert set(probe.send("web", requests=300, seed=2).answered) == first
 
-    slices = lab.dataplane.endpoint_slices
+    slices = lab.sim.plane.endpoint_slices
     with slices.paused():
         apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 5}})
         lab.settle()  # everything but the held-back controller has caught up: 5 pods run
