@@ -24,10 +24,12 @@ import functools
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import yaml
-from kubernetes.client.exceptions import ApiException
+
+if TYPE_CHECKING:
+    from kubernetes.client.exceptions import ApiException
 
 T = TypeVar("T")
 
@@ -224,6 +226,9 @@ class _TypedApi:
 
 
 def _translating(call: Callable[..., Any]) -> Callable[..., Any]:
+    # imported here: the front door reads errors without paying for the client's imports
+    from kubernetes.client.exceptions import ApiException
+
     @functools.wraps(call)
     def translated(*args: Any, **kwargs: Any) -> Any:
         try:

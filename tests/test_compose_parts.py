@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import pytest
 
-from lab.compose import LabNotReady, LabSpec
+from lab.compose import LabNotReady
 from lab.compose.aws_localstack import LocalStackAws
 from lab.compose.aws_moto import MotoAws
 from lab.compose.aws_real import RealAccountAws
 from lab.compose.factory import AWS_SIDES, make_aws_side
 from lab.compose.steps import start_steps
 from lab.compose.world import World
-from lab.state import AWS_BACKENDS
+from lab.spec import AwsKind, LabSpec
 
 
 def test_every_aws_value_has_its_side() -> None:
-    assert sorted(AWS_SIDES) == sorted(AWS_BACKENDS)
+    assert sorted(AWS_SIDES) == sorted(AwsKind)
     assert isinstance(make_aws_side(LabSpec()), MotoAws)
     assert isinstance(make_aws_side(LabSpec(aws="localstack")), LocalStackAws)
     real = make_aws_side(LabSpec(aws="real", run_id="r1"))

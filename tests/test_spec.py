@@ -288,7 +288,8 @@ class _FakeLab:
     config = LabSpec()
 
     def __init__(self) -> None:
-        self.cluster = type("C", (), {"kubelet": _FakeKubelet()})()
+        self.capabilities = type("Caps", (), {"kubelet_stand_in": True})()
+        self.sim = type("Sim", (), {"stand_in": _FakeKubelet()})()
 
 
 @pytest.fixture
@@ -313,7 +314,7 @@ def test_the_typed_client_drives_the_route_table(control: tuple[str, _FakeLab]) 
     client = DaemonClient(url, token="t0k")
     assert client.healthy()
     assert client.stop_heartbeat("n1") == HeartbeatAnswer("n1", "stop")
-    assert lab.cluster.kubelet.stopped == ["n1"]
+    assert lab.sim.stand_in.stopped == ["n1"]
     assert client.resume_heartbeat("n1") == HeartbeatAnswer("n1", "resume")
     with pytest.raises(LabError, match=r"^no node 'n2' in this lab; nodes: n1$"):
         client.stop_heartbeat("n2")

@@ -32,21 +32,21 @@ from lab.compose.aws_real import RealAccountAws
 from lab.compose.aws_side import AwsSide
 from lab.compose.parts import LabParts
 from lab.compose.world import topology_spec
-from lab.spec import LabSpec
+from lab.spec import AwsKind, LabSpec
 from lab.traffic.clusters import NodeAddress
 from lab.versions.dataplane import parse_feature_gates
 from lab.versions.release import KubeVersion
 
 #: the AWS side of each ``LabSpec.aws`` value
-AWS_SIDES: dict[str, Callable[[LabSpec], AwsSide]] = {
-    "moto": MotoAws,
-    "localstack": LocalStackAws,
-    "real": RealAccountAws,
+AWS_SIDES: dict[AwsKind, Callable[[LabSpec], AwsSide]] = {
+    AwsKind.MOTO: MotoAws,
+    AwsKind.LOCALSTACK: LocalStackAws,
+    AwsKind.REAL: RealAccountAws,
 }
 
 
 def make_aws_side(cfg: LabSpec) -> AwsSide:
-    return AWS_SIDES[cfg.aws](cfg)
+    return AWS_SIDES[AwsKind(cfg.aws)](cfg)
 
 
 def make_parts(
