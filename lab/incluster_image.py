@@ -37,13 +37,12 @@ from typing import Any
 
 from lab.controllerproc import LAB_AWS_ENV, render_cloud_config
 from lab.exec import CommandError, Runner, SubprocessRunner
-from lab.incluster import (
+from lab.incluster.deploy import ImageLoadingCluster, kind_lab_target
+from lab.incluster.manifests import (
     CLOUD_CONFIG_DIR,
     CLOUD_CONFIG_KEY,
-    ImageLoadingCluster,
     Manifest,
     Rule,
-    kind_lab_target,
     lab_endpoints,
     to_yaml,
 )
