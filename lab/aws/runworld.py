@@ -8,8 +8,8 @@ then checks that nothing tagged is left.
 
 Neighbours: :mod:`lab.aws.realaccount` (the run's tag, its guard and guarded clients, the
 plan; every call here goes through that guard), :mod:`lab.aws.seeding` (the seeder
-:func:`create_world` drives), :mod:`lab.labctl` (``lab.up --aws real`` and ``lab.down`` call
-:func:`create_world` and :func:`teardown`).
+:func:`create_world` drives), :mod:`lab.frontdoor.realaccount` (``lab.up --aws real`` and
+``lab.down`` call :func:`create_world` and :func:`teardown`).
 
 Design: split from :mod:`lab.aws.realaccount` so the guard (what may be changed) and the
 removal (what is changed, in which order, with which waits) read apart; removal only ever
