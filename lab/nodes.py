@@ -23,7 +23,8 @@ from typing import Any
 
 from kubernetes import client
 
-from lab.cluster.kubeapi import MERGE_PATCH, is_conflict, is_not_found, raw
+from lab.cluster.kubeapi import MERGE_PATCH, raw
+from lab.kubeclient import Conflict, NotFound, typed_api
 from lab.versions.provisioning import (
     ANNOTATION_PROVIDED_NODE_IP,
     LABEL_ALPHA_EXCLUDE_BALANCER,
@@ -114,20 +115,19 @@ def provider_id_patch(provider_id: str, *, resource_version: str | None = None) 
 
 def _patch(api: client.CoreV1Api, node: str, body: dict[str, Any], action: str) -> dict[str, Any]:
     try:
-        return raw(api.patch_node(node, body, _content_type=MERGE_PATCH, _preload_content=False))
-    except Exception as err:
-        if is_not_found(err):
-            raise NodeNotFound(node, action) from None
-        raise
+        answer = typed_api(api).patch_node(
+            node, body, _content_type=MERGE_PATCH, _preload_content=False
+        )
+    except NotFound:
+        raise NodeNotFound(node, action) from None
+    return raw(answer)
 
 
 def get_node(api: client.CoreV1Api, node: str, *, action: str = "get") -> dict[str, Any]:
     try:
-        return raw(api.read_node(node, _preload_content=False))
-    except Exception as err:
-        if is_not_found(err):
-            raise NodeNotFound(node, action) from None
-        raise
+        return raw(typed_api(api).read_node(node, _preload_content=False))
+    except NotFound:
+        raise NodeNotFound(node, action) from None
 
 
 def fix_provided_ip(api: client.CoreV1Api, node: str, ip: str) -> dict[str, Any]:
@@ -170,7 +170,6 @@ def set_provider_id(api: client.CoreV1Api, node: str, provider_id: str) -> dict[
                 provider_id_patch(provider_id, resource_version=rv),
                 "set_provider_id",
             )
-        except Exception as err:
-            if not is_conflict(err):
-                raise
+        except Conflict:
+            continue  # a concurrent writer: read again
     raise RuntimeError(f'set_provider_id: node "{node}" kept changing; gave up after 5 tries')

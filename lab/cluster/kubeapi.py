@@ -13,10 +13,8 @@ import json
 from typing import Any, cast
 
 import urllib3
-from kubernetes.client.exceptions import ApiException
 
 from lab.cluster.base import NodeInfo, NodeName, ProviderID, Role
-from lab.kubeclient import KubeError
 from lab.versions.provisioning import (
     ANNOTATION_PROVIDED_NODE_IP,
     LABEL_ROLE_CONTROL_PLANE,
@@ -34,25 +32,6 @@ def raw(response: object) -> dict[str, Any]:
     if not isinstance(parsed, dict):
         raise TypeError(f"expected a JSON object from the API server, got {type(parsed).__name__}")
     return parsed
-
-
-def status_of(error: BaseException) -> int | None:
-    """The HTTP status of a client ``ApiException`` or a typed ``KubeError`` (None for other
-    errors). For callers of a plain generated API object (``lab.nodes``); wrapped in
-    ``lab.kubeclient.typed_api``, one raises ``NotFound``/``Conflict`` to catch instead."""
-    if isinstance(error, KubeError):
-        return error.status
-    if isinstance(error, ApiException):
-        return int(error.status) if error.status is not None else None
-    return None
-
-
-def is_not_found(error: BaseException) -> bool:
-    return status_of(error) == 404
-
-
-def is_conflict(error: BaseException) -> bool:
-    return status_of(error) == 409
 
 
 def node_info(node: dict[str, Any]) -> NodeInfo:
