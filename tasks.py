@@ -245,9 +245,10 @@ def up(
     flags = {k: v for k, v in locals().items() if k != "c"}
     from lab.frontdoor.realaccount import up_real_aws
     from lab.frontdoor.up import up as lab_up
+    from lab.spec import AwsKind
 
     spec = _run(_up_spec, flags)
-    _run(up_real_aws if spec.aws == "real" else lab_up, spec)
+    _run(up_real_aws if spec.aws == AwsKind.REAL else lab_up, spec)
 
 
 def _up_spec(flags: dict[str, Any]) -> Any:

@@ -47,7 +47,7 @@ def owned_endpoints(state: LabState) -> list[tuple[str, str]]:
     return [
         (label, url)
         for label, url in state.endpoints()
-        if not (label == "Kubernetes" and state.backend != "sim")
+        if not (label == "Kubernetes" and state.backend != Backend.SIM)
     ]
 
 

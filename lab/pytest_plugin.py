@@ -54,7 +54,7 @@ from lab.controllerproc import (
     choose_command,
 )
 from lab.preflight import check_kubeconfig_file
-from lab.spec import Backend, LabSpec
+from lab.spec import AwsKind, Backend, LabSpec
 from lab.state import LabError
 from lab.versions.release import DEFAULT_K8S_VERSION
 
@@ -359,13 +359,13 @@ def docker_engine_answers() -> bool:
 def _skip_unsupported(config: pytest.Config) -> None:
     backend = config.getoption("--backend")
     aws = config.getoption("--aws")
-    if backend == "kind":
+    if backend == Backend.KIND:
         if not docker_engine_answers():
             pytest.skip("--backend kind needs a Docker engine; `docker info` does not answer here")
         if shutil.which("kind") is None:
             pytest.skip("--backend kind needs the kind CLI on PATH")
     # --aws localstack on kind or existing: the rule table refused it at configure time
-    if aws == "localstack" and config.getoption("--aws-endpoint") is None:
+    if aws == AwsKind.LOCALSTACK and config.getoption("--aws-endpoint") is None:
         from lab.aws.localstack_docker import IMAGE, docker_unavailable
 
         why = docker_unavailable()
@@ -420,7 +420,7 @@ def lab(request: pytest.FixtureRequest, lab_session: Lab) -> Iterator[Lab]:
         why = marker.args[0] if marker.args else "it drives the kubelet stand-in"
         pytest.skip(f"needs the sim backend's kubelet stand-in: {why}")
     marker = request.node.get_closest_marker("owncluster")
-    if marker is not None and lab_session.config.backend == "existing":
+    if marker is not None and lab_session.config.backend == Backend.EXISTING:
         why = marker.args[0] if marker.args else "it runs workloads on the lab's own nodes"
         pytest.skip(f"needs a cluster the lab made (sim or kind), not --backend existing: {why}")
     if not lab_session.fresh:

@@ -32,7 +32,7 @@ from lab.compose.aws_real import RealAccountAws
 from lab.compose.aws_side import AwsSide
 from lab.compose.parts import LabParts
 from lab.compose.world import topology_spec
-from lab.spec import AwsKind, LabSpec
+from lab.spec import AwsKind, Backend, LabSpec
 from lab.traffic.clusters import NodeAddress
 from lab.versions.dataplane import parse_feature_gates
 from lab.versions.release import KubeVersion
@@ -74,7 +74,7 @@ def make_parts(
 def make_cluster_provider(
     cfg: LabSpec, state_dir: Path, clock: LabClock, *, token: str
 ) -> ClusterProvider:
-    if cfg.backend == "sim":
+    if cfg.backend == Backend.SIM:
         secure = not cfg.insecure_api
         return make_provider(
             "sim",
@@ -95,7 +95,7 @@ def make_cluster_provider(
                 "feature_gates": parse_feature_gates(cfg.feature_gates, cfg.k8s_version),
             },
         )
-    if cfg.backend == "existing":
+    if cfg.backend == Backend.EXISTING:
         assert cfg.kubeconfig is not None  # LabSpec checks it
         return make_provider(
             "existing", name=cfg.cluster_name, state_dir=state_dir, kubeconfig=cfg.kubeconfig
@@ -118,7 +118,7 @@ def make_cluster_provider(
 
 def with_free_vpc(cfg: LabSpec) -> LabSpec:
     """kind: ``cfg`` with the VPC block :func:`free_vpc_cidr` chose; other backends' as is."""
-    if cfg.backend != "kind":
+    if cfg.backend != Backend.KIND:
         return cfg
     return dataclasses.replace(cfg, vpc_cidr=free_vpc_cidr(cfg))
 

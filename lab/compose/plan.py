@@ -23,7 +23,7 @@ from lab.cluster.base import ClusterProvider, ClusterSpec, NodeSpec, ProviderID,
 from lab.cluster.planner import plan_nodes
 from lab.compose.node import LabNode
 from lab.compose.world import PlannedNode, topology_spec
-from lab.spec import LabSpec
+from lab.spec import Backend, LabSpec
 from lab.versions.release import KubeVersion
 
 
@@ -59,7 +59,7 @@ def plan(
     """Names, roles, zones and IPs of the nodes, and the config with the VPC block they need.
     A backend that assigns IPs itself puts every node on one network: the first zone's subnet.
     An existing cluster's nodes are what it has (:func:`existing_plan`)."""
-    if cfg.backend == "existing":
+    if cfg.backend == Backend.EXISTING:
         return existing_plan(cfg, cluster)
     cidrs = topology_spec(cfg, ()).subnet_cidrs()
     zones = cfg.zones[:1] if cluster.capabilities().assigns_node_ips else cfg.zones

@@ -36,6 +36,7 @@ from lab.compose.aws_side import AwsStart, NodeAnswers
 from lab.compose.parts import LabParts
 from lab.compose.plan import plan, seeded_spec, wanted_spec
 from lab.imds import ImdsServer
+from lab.spec import Backend
 from lab.traffic.clusters import ModelledCluster
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ class AlignInstances:
         from kubernetes import client
 
         core: Any = client.CoreV1Api(ctx.cluster.api_client())
-        existing = ctx.config.backend == "existing"
+        existing = ctx.config.backend == Backend.EXISTING
         for node in ctx.world.nodes:
             current = core.read_node(node.name).spec.provider_id
             if not current:
