@@ -305,9 +305,10 @@ def write_state(state: LabState) -> Path:
     )
 
 
-def read_state(directory: Path) -> LabState | None:
-    """The state in ``directory``, None when there is none (a lab that is not up)."""
-    path = directory / STATE_FILE
+def read_lab_file(directory: Path, name: str) -> dict[str, Any] | None:
+    """The JSON object in the lab directory's file ``name`` (``state.json``, ``spec.json``),
+    None when there is none; :class:`LabError` saying what to do when it is damaged."""
+    path = directory / name
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -316,7 +317,13 @@ def read_state(directory: Path) -> LabState | None:
         raise LabError(f"{path} is unreadable ({exc}); remove {directory} and start again") from exc
     if not isinstance(data, dict):
         raise LabError(f"{path} is not a JSON object; remove {directory} and start again")
-    return LabState.from_json(data, source=str(path))
+    return data
+
+
+def read_state(directory: Path) -> LabState | None:
+    """The state in ``directory``, None when there is none (a lab that is not up)."""
+    data = read_lab_file(directory, STATE_FILE)
+    return None if data is None else LabState.from_json(data, source=str(directory / STATE_FILE))
 
 
 def load_state(name: str, root: Path | None = None) -> LabState:

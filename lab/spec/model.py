@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, Self
 from lab.clock import DEFAULT_SPEED
 from lab.controllerproc import ControllerCommand
 from lab.spec.table import Scope, check, refusals
-from lab.state import LabError, write_private
+from lab.state import LabError, read_lab_file, write_private
 from lab.versions.release import DEFAULT_K8S_VERSION
 
 #: ``spec.json``'s format; a file of another format is refused saying what to do
@@ -222,13 +222,5 @@ def write_spec(directory: Path, spec: LabSpec) -> Path:
 
 def read_spec(directory: Path) -> LabSpec | None:
     """The spec in ``directory``, None when there is none."""
-    path = directory / SPEC_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise LabError(f"{path} is unreadable ({exc}); remove {directory} and start again") from exc
-    if not isinstance(data, dict):
-        raise LabError(f"{path} is not a JSON object; remove {directory} and start again")
-    return LabSpec.from_json(data, source=str(path))
+    data = read_lab_file(directory, SPEC_FILE)
+    return None if data is None else LabSpec.from_json(data, source=str(directory / SPEC_FILE))
