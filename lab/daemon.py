@@ -156,7 +156,12 @@ class _Control(BaseHTTPRequestHandler):
         except (BadRequest, ValueError) as exc:
             self._reply(400, {"error": f"{method} {path}: {exc}"})
             return
-        self._reply(*HANDLERS[route](self.lab, request))
+        try:
+            answer = HANDLERS[route](self.lab, request)
+        except Exception as exc:  # a lab bug: answered, never a dropped connection
+            log.exception("%s %s failed", method, path)
+            answer = 500, {"error": f"{method} {path}: {type(exc).__name__}: {exc}"}
+        self._reply(*answer)
 
     def do_GET(self) -> None:
         self._dispatch("GET")

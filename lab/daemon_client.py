@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -41,7 +42,9 @@ def _field(data: Mapping[str, Any], key: str, kind: type, *, default: Any = None
     if value is None:
         return default
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise BadRequest(f"{key!r} must be a {kind.__name__}, got {value!r}")
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else f"{shown[:60]}... ({len(shown)} characters)"
+        raise BadRequest(f"{key!r} must be a {kind.__name__}, got {shown}")
     return value
 
 
@@ -104,13 +107,41 @@ class TrafficRequest:
         service = _field(data, "service", str)
         if service is None:
             raise BadRequest("give a JSON object with a 'service' string")
+        if not _SERVICE_KEY.match(service):
+            raise BadRequest(
+                f"'service' must be NAME or NAMESPACE/NAME (DNS labels of at most 63 "
+                f"characters), got {_shown(service)}"
+            )
+        source = _field(data, "source", str)
+        if source is not None and not 1 <= len(source) <= 253:
+            raise BadRequest(f"'source' must be a CIDR or a node name, got {_shown(source)}")
         return cls(
             service=service,
-            requests=_field(data, "requests", int, default=100) or 100,
-            source=_field(data, "source", str) or None,
-            port=_field(data, "port", int) or None,
-            seed=_field(data, "seed", int, default=0),
+            requests=_bounded(data, "requests", 1, MAX_TRAFFIC_REQUESTS, default=100),
+            source=source,
+            port=_bounded(data, "port", 1, 65535, default=None),
+            seed=_bounded(data, "seed", -(2**63), 2**63 - 1, default=0),
         )
+
+
+#: what ``lab.traffic`` models at most per call (``lab.traffic.report.MAX_REQUESTS``)
+MAX_TRAFFIC_REQUESTS = 100_000
+_SERVICE_KEY = re.compile(
+    r"^(?:[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+)
+
+
+def _shown(value: str) -> str:
+    """A value for an error message: quoted, cut after 60 characters (with its length)."""
+    return repr(value) if len(value) <= 60 else f"{value[:60]!r}... ({len(value)} characters)"
+
+
+def _bounded(data: Mapping[str, Any], key: str, low: int, high: int, *, default: Any) -> Any:
+    """An integer ``data[key]`` in ``low..high`` (None or absent: ``default``)."""
+    value = _field(data, key, int, default=default)
+    if value is not None and not low <= value <= high:
+        raise BadRequest(f"{key!r} must be {low}..{high}, got {value!r}")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)

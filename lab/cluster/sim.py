@@ -96,9 +96,12 @@ class StartKubelets:
         p = ctx.provider
         p.kubelet = p.new_kubelet()
         p.kubelet.start()
+        p.require_simulator().attach_lab(f"sim cluster {p.name!r}")
 
     def undo(self, ctx: SimContext) -> None:
         p = ctx.provider
+        if p.simulator is not None:
+            p.simulator.attach_lab(None)
         if p.kubelet is not None:
             p.kubelet.stop()
             p.kubelet = None
@@ -331,7 +334,9 @@ class SimProvider:
             self.dataplane.stop()
             self.dataplane = None
         kubelet.stop()
+        sim.attach_lab(None)  # the stand-ins are stopped: the wipe is safe now
         sim.control.reset()
+        sim.attach_lab(f"sim cluster {self.name!r}")
         self.kubelet = self.new_kubelet()
         for node in self.planned:
             self.kubelet.register(self.registration(str(node.name)))

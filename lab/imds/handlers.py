@@ -263,13 +263,13 @@ class ImdsService:
         changes: dict[str, Any] = {}
         for key, value in body.items():
             if key == "default_instance_id":
-                changes[key] = None if value is None else InstanceID(_str_field(key, value))
+                changes[key] = None if value is None else _instance_id_field(key, value)
             elif key == "imdsv2_floor":
                 changes[key] = _choice(key, value, get_args(HttpTokens))
             elif key == "metadata_tags":
                 changes[key] = _choice(key, value, get_args(TagExposure))
             elif key == "client_hops":
-                changes[key] = _int_field(key, value, minimum=1)
+                changes[key] = _hops_field(key, value)
             elif key == "trust_instance_header":
                 if not isinstance(value, bool):
                     raise InvalidControlRequest(f"{key}={value!r}: expected true or false")
@@ -388,6 +388,30 @@ def _choice(name: str, value: object, allowed: tuple[Any, ...]) -> str:
 def _str_field(name: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidControlRequest(f"{name}={value!r}: expected a non-empty string")
+    return value
+
+
+#: an EC2 instance id: ``i-`` and 8 (older) or 17 lowercase hex digits
+_INSTANCE_ID = re.compile(r"^i-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+#: the most hops a caller may sit behind (``HttpPutResponseHopLimit`` is 1..64)
+MAX_CLIENT_HOPS = 64
+
+
+def _instance_id_field(name: str, value: object) -> InstanceID:
+    """An instance id setting: it becomes part of every metadata path, so only an id."""
+    if not isinstance(value, str) or not _INSTANCE_ID.match(value):
+        raise InvalidControlRequest(
+            f"{name}={value!r}: expected an EC2 instance id (i- and 8 or 17 hex digits)"
+        )
+    return InstanceID(value)
+
+
+def _hops_field(name: str, value: object) -> int:
+    """A hop count: a JSON integer 1..64, as the hop limit the PUT token response takes."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidControlRequest(f"{name}={value!r}: expected an integer 1..{MAX_CLIENT_HOPS}")
+    if not 1 <= value <= MAX_CLIENT_HOPS:
+        raise InvalidControlRequest(f"{name}={value!r}: expected an integer 1..{MAX_CLIENT_HOPS}")
     return value
 
 

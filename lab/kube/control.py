@@ -10,6 +10,7 @@ of this server.
 path                           method                 effect
 =============================  =====================  ============================================
 ``/_lab/reset``                POST                   forget every object and fault; re-seed
+                                                      (409 while a lab's stand-ins are attached)
 ``/_lab/seed``                 POST                   ``{"objects": [...]}``: create them
 ``/_lab/faults``               GET / POST / DELETE    list / add a rule (:mod:`lab.kube.faults`)
                                                       / remove every rule
@@ -19,6 +20,13 @@ path                           method                 effect
 ``/_lab/state``                GET                    the store's state dump
 ``/_lab/errors``               GET / DELETE           handler exceptions caught / forget them
 =============================  =====================  ============================================
+
+A simulator serving a running lab (its kubelet stand-in and data plane attached: see
+:meth:`ControlRoutes.attach`) refuses ``/_lab/reset`` with 409 ``Conflict`` and changes
+nothing: the wipe would take the Nodes and Leases from under the stand-ins, which would then
+re-create and lose their Leases in a loop, with no Node left. The lab's own reset
+(``Lab.reset``, the pytest plugin's per-test reset) stops them, resets, and registers the
+nodes again.
 
 Neighbours: ``handlers.Api`` routes ``/_lab/`` here (after the bearer-token check); the typed
 client is ``control_client.KubeControlClient``.
@@ -54,6 +62,14 @@ class ControlRoutes:
         self.store = store
         self.faults = faults
         self.errors = errors
+        #: who runs stand-ins against this simulator (None: nobody; a reset is safe)
+        self.attached: str | None = None
+
+    def attach(self, holder: str | None) -> None:
+        """``holder`` (e.g. ``sim cluster 'ccm-lab'``) runs its kubelet stand-in and data plane
+        against this simulator from now on (None: no longer); while attached, a reset is
+        refused."""
+        self.attached = holder
 
     def handle(self, req: Request) -> Response:
         path, method = req.path.rstrip("/"), req.method
@@ -69,6 +85,15 @@ class ControlRoutes:
             raise E.ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {path}")
         body = _body(req)
         if path == "/_lab/reset":
+            if self.attached is not None:
+                raise E.ApiError(
+                    409,
+                    "Conflict",
+                    f"/_lab/reset refused: {self.attached} runs its kubelet stand-in and data "
+                    "plane against this simulator, and a reset would leave it without Nodes; "
+                    "reset the lab instead (Lab.reset(), the pytest plugin's lab fixture) or "
+                    "stop it first. Nothing was changed.",
+                )
             self.faults.clear()
             self.store.reset()
             return json_response(200, {"resourceVersion": str(self.store.rv)})

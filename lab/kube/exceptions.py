@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lab.kube.resources import ResourceType
+from lab.kube.resources import RESOURCES, ResourceType
 
 
 @dataclass(frozen=True)
@@ -28,9 +28,31 @@ class FieldError:
         return f"{self.field}: {self.message}" if self.field else self.message
 
 
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_GO_ESCAPES |= {"\v": "\\v", '"': '\\"', "\\": "\\\\"}
+
+
+def go_quote(text: str) -> str:
+    """Go's ``strconv.Quote`` (``%q``), as field errors render a string value: quotes and
+    backslashes escaped, unprintable characters as ``\\n``, ``\\x00``, ``\\u0085``..."""
+    out = []
+    for ch in text:
+        if ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif ord(ch) < 0x80:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return '"' + "".join(out) + '"'
+
+
 def _value(v: object) -> str:
     if isinstance(v, str):
-        return '"' + v.replace('"', '\\"') + '"'
+        return go_quote(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, list):
@@ -202,6 +224,26 @@ def invalid_patch(patch: str, detail: str) -> ApiError:
         "Invalid",
         f' "" is invalid: {err.render()}',
         details={"causes": [{"reason": err.type, "message": err.message, "field": err.field}]},
+    )
+
+
+#: rest.EnsureObjectNamespaceMatchesRequestNamespace's refusal (create, update, patch)
+NAMESPACE_MISMATCH = (
+    "the namespace of the provided object does not match the namespace sent on the request"
+)
+#: where kube-apiserver's built-in kinds are registered (runtime.NewScheme's call site)
+LEGACY_SCHEME = "k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30"
+
+
+def unconvertible_kind(rt: ResourceType, kind: str) -> str:
+    """The decoder's error for a body of ``rt``'s resource that names another ``kind``: a kind
+    registered in the same group version decodes, then cannot convert into ``rt``'s internal
+    type; any other is not registered at all."""
+    if any(r.api_version == rt.api_version and r.kind == kind for r in RESOURCES):
+        internal = rt.group.split(".", 1)[0] if rt.group else "core"
+        return f"converting ({rt.version}.{kind}) to ({internal}.{rt.kind}): unknown conversion"
+    return (
+        f'no kind "{kind}" is registered for version "{rt.api_version}" in scheme "{LEGACY_SCHEME}"'
     )
 
 

@@ -81,6 +81,20 @@ _TOKEN_REQUEST = ResourceType(
 )
 
 
+#: the options kind a write's query decodes into (its validation errors name it)
+_WRITE_OPTIONS = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions"}
+
+
+def unprintable(text: str) -> list[tuple[str, int]]:
+    """The characters Go's ``unicode.IsPrint`` refuses, each with its byte offset."""
+    out, at = [], 0
+    for ch in text:
+        if not ch.isprintable():
+            out.append((ch, at))
+        at += len(ch.encode(errors="surrogatepass"))
+    return out
+
+
 def manager_from_user_agent(agent: str) -> str:
     """The field manager a write without ``fieldManager`` is recorded under
     (``prefixFromUserAgent`` in the apiserver's handlers): the User-Agent up to its first
@@ -232,7 +246,7 @@ class Api:
         if route.rt.namespaced and route.name is not None and route.namespace is None:
             raise E.unknown_path()
         dry_run = parse_dry_run(q)
-        manager = self._manager(req)
+        manager = self._manager(req, verb)
         special = self._subresource(req, route, verb, user, dry_run=dry_run, manager=manager)
         if special is not None:
             return special
@@ -267,11 +281,21 @@ class Api:
             raise E.ApiError(status, reason, message, details={})
 
     @staticmethod
-    def _manager(req: Request) -> str:
-        """``?fieldManager=`` (at most 128 characters), else taken from the User-Agent."""
+    def _manager(req: Request, verb: str) -> str:
+        """``?fieldManager=``, else taken from the User-Agent. A write's options are validated
+        as ``ValidateFieldManager`` does (at most 128 characters, all printable): 422 naming
+        the verb's options kind."""
         manager = req.query.get("fieldManager") or ""
-        if len(manager) > _FIELD_MANAGER_MAX:
-            raise E.invalid_options("CreateOptions", [E.too_long("fieldManager", 128)])
+        options = _WRITE_OPTIONS.get(verb)
+        if options and manager:
+            errs = []
+            if len(manager) > _FIELD_MANAGER_MAX:
+                errs.append(E.too_long("fieldManager", _FIELD_MANAGER_MAX))
+            for ch, at in unprintable(manager):
+                detail = f"invalid character U+{ord(ch):04X} (at position {at})"
+                errs.append(E.invalid_value("fieldManager", manager, detail))
+            if errs:
+                raise E.invalid_options(options, errs)
         return manager or manager_from_user_agent(req.headers.get("user-agent", ""))
 
     def _subresource(
@@ -315,7 +339,7 @@ class Api:
             raise E.unknown_path()
         body = decode_body(req, rt, ns)
         self._check_types(rt, body)
-        warnings = field_validation(req.query, rt, body)
+        warnings = field_validation(req.query, rt, body, req.duplicates)
         obj = self.store.writer.create(rt, ns, body, dry_run=dry_run, manager=manager)
         return self._object(rt, obj, 201, warnings)
 
@@ -333,7 +357,7 @@ class Api:
                 f"({name})"
             )
         self._check_types(rt, body)
-        warnings = field_validation(req.query, rt, body)
+        warnings = field_validation(req.query, rt, body, req.duplicates)
         obj, created = self.store.writer.update(
             rt, ns, name, body, subresource=route.subresource, dry_run=dry_run, manager=manager
         )
@@ -353,10 +377,17 @@ class Api:
                 "PatchOptions",
                 [E.forbidden("force", "may not be specified for non-apply patch")],
             )
-        body = decode(req.body, yaml_ok=ptype == P.APPLY, prefix=_PATCH_DECODE[ptype])
+        # a merge or strategic patch is decoded strictly too (repeated keys noted)
+        repeated: list[str] | None = [] if ptype in (P.MERGE, P.STRATEGIC) else None
+        body = decode(
+            req.body,
+            yaml_ok=ptype == P.APPLY,
+            prefix=_PATCH_DECODE[ptype],
+            duplicates=repeated,
+        )
         if ptype == P.APPLY and isinstance(body, dict):
             check_gv(rt, body)
-        warnings = field_validation(q, rt, body) if isinstance(body, dict) else {}
+        warnings = field_validation(q, rt, body, repeated or ()) if isinstance(body, dict) else {}
         obj, created = self.store.writer.patch(
             rt,
             route.namespace or "",

@@ -4,8 +4,9 @@ Role: :class:`Registry` is a ``Store`` (``store.py``: revisions, objects, histor
 watches) that also carries ``writer`` (``writes.py``: create, update, patch) and ``deleter``
 (``deletion.py``), seeds a fresh cluster at start and on every reset (``seed.py``) and runs the
 apiserver's endpoint reconciler after each commit that touches ``default/kubernetes``
-(``apiserver_endpoints.py``). The server, the handlers and ``/_lab`` use it; read-only
-neighbours (watch streams, auth, wire) take the plain ``Store`` it is.
+(``apiserver_endpoints.py``) and its system-namespaces controller after a system namespace
+(``kube-node-lease``: the others may not be deleted) is gone. The server, the handlers and
+``/_lab`` use it; read-only neighbours (watch streams, auth, wire) take the plain ``Store`` it is.
 
 Design: named after kube-apiserver's generic registry (``registry/generic/registry.Store``),
 which puts create, update and delete with their strategies over the storage layer. The core
@@ -22,6 +23,10 @@ from lab.kube.resources import RESOURCES, ResourceType
 from lab.kube.seed import namespace_companions, seed_defaults
 from lab.kube.store import Store, WatchWindow
 from lab.kube.writes import Writer
+
+#: what pkg/controlplane/controller/systemnamespaces keeps in existence (``default`` too, by
+#: the kubernetes-service controller); all but kube-node-lease are immortal anyway
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
 class Registry(Store):
@@ -73,6 +78,10 @@ class Registry(Store):
         stored = super().commit(rt, etype, obj, old)
         meta = obj["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
+        if etype == "DELETED" and rt_key(rt) == ("", "namespaces") and key[1] in SYSTEM_NAMESPACES:
+            # kube-apiserver's system-namespaces controller (once a minute upstream) creates
+            # them again; here at once, so a lab's node leases always have their namespace
+            self.writer.create(rt, "", {"metadata": {"name": key[1]}}, manager="kube-apiserver")
         if apiserver_endpoints.concerns(rt_key(rt), key) and not self._reconciling:
             self._reconciling = True
             try:

@@ -406,6 +406,11 @@ class KubeServer(ServerComponent):
         tmp.write_text(json.dumps(self.store.dump()))
         tmp.replace(target)
 
+    def attach_lab(self, holder: str | None) -> None:
+        """A lab's stand-ins run against this simulator (``holder`` names it; None: no longer):
+        ``/_lab/reset`` is refused meanwhile (``control.py``)."""
+        self.api.control.attach(holder)
+
     def take_internal_errors(self) -> list[str]:
         return self.api.errors.take()
 

@@ -27,6 +27,7 @@ from lab.kube.exceptions import (
 from lab.kube.objects import Obj
 from lab.kube.resources import ResourceType
 from lab.kube.strategies import Strategy
+from lab.kube.validation import port_name_problems
 
 TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
 PROTOCOLS = ["SCTP", "TCP", "UDP"]
@@ -357,6 +358,8 @@ def _port_errors(ports: list[Any], stype: str) -> list[FieldError]:
             errs.append(
                 invalid_value(f"{f}.targetPort", tp, "must be between 1 and 65535, inclusive")
             )
+        elif isinstance(tp, str):  # ValidatePortNumOrName: a named port is an IANA_SVC_NAME
+            errs.extend(invalid_value(f"{f}.targetPort", tp, m) for m in port_name_problems(tp))
         np = p.get("nodePort")
         if np:
             if stype == "ClusterIP":

@@ -434,21 +434,20 @@ class Store:
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     def _decode_continue(self, token: str) -> tuple[int, ObjKey]:
-        try:
-            raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-            rv = int(raw["rv"])
-            ns, _, name = str(raw["start"]).rstrip("\x00").partition("/")
-        except (ValueError, KeyError, TypeError):
-            raise E.bad_request(
-                "continue key is not valid: incorrect encoded start resourceVersion "
-                "(version meta.k8s.io/v1)"
-            ) from None
+        """``storage.DecodeContinue`` as the etcd3 store answers it: 400 for a token that does
+        not decode into its int64 revision and start key, 410 once compacted; a revision
+        etcd has not reached is etcd's own error (a 500 without reason)."""
+        rv, start = _continue_fields(token)
+        ns, _, name = start.rstrip("\x00").partition("/")
         with self.lock:
             self._maybe_compact(time.monotonic())
-            too_old = rv < self.etcd_compacted
+            too_old = 0 < rv < self.etcd_compacted
+            future = rv > self.rv
         if too_old:
             raise E.gone_continue()
-        return rv, (ns, name)
+        if future:
+            raise E.ApiError(500, "", "etcdserver: mvcc: required revision is a future revision")
+        return max(rv, 0), (ns, name)
 
     # ------------------------------------------------------------------ watch
     def watch(
@@ -523,3 +522,34 @@ class Store:
 
     def count(self) -> int:
         return sum(len(t) for t in self._t.objects.values())
+
+
+def _continue_fields(token: str) -> tuple[int, str]:
+    """A continue token's revision and start key, or the 400 ``DecodeContinue`` gives."""
+
+    def invalid(why: str) -> E.ApiError:
+        return E.bad_request(f"invalid continue token: continue key is not valid{why}")
+
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except ValueError:
+        raise invalid("") from None
+    if not isinstance(raw, dict):
+        raise invalid("")
+    rv = raw.get("rv", 0)
+    if isinstance(rv, bool) or not isinstance(rv, (int, float)):
+        raise invalid("")
+    if not (isinstance(rv, int) and -(2**63) <= rv < 2**63):
+        # encoding/json into continueToken.ResourceVersion (int64)
+        raise invalid(
+            f": json: cannot unmarshal number {json.dumps(rv)} into Go struct field "
+            "continueToken.rv of type int64"
+        )
+    if raw.get("v") != "meta.k8s.io/v1":
+        raise invalid(": server does not recognize this encoded version")
+    if rv == 0:
+        raise invalid(": incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    start = raw.get("start")
+    if not isinstance(start, str) or not start:
+        raise invalid(": encoded start key empty (version meta.k8s.io/v1)")
+    return rv, start

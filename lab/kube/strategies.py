@@ -479,7 +479,8 @@ class DeploymentStrategy(Strategy):
 
     def validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
         spec = obj.get("spec") or {}
-        errs: list[FieldError] = []
+        # ValidateDeploymentSpec checks the replica count first (ValidateNonnegativeField)
+        errs = nonnegative(spec, "replicas", "spec")
         if not (spec.get("selector") or {}).get("matchLabels") and not (
             spec.get("selector") or {}
         ).get("matchExpressions"):
@@ -528,15 +529,24 @@ class ReplicaSetStrategy(Strategy):
                     "`selector` does not match template `labels`",
                 )
             )
-        replicas = spec.get("replicas")
-        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-            errs.append(
-                invalid_value("spec.replicas", replicas, "must be greater than or equal to 0")
-            )
+        errs.extend(nonnegative(spec, "replicas", "spec", required_int=True))
         errs.extend(
             validate_pod_spec(template.get("spec") or {}, "spec.template.spec", creating=True)
         )
         return errs
+
+
+def nonnegative(
+    spec: Obj, field: str, path: str, *, required_int: bool = False
+) -> list[FieldError]:
+    """apimachinery's ``ValidateNonnegativeField`` for ``spec.<field>`` (absent: fine unless
+    ``required_int``, for a field defaulting has filled in)."""
+    value = spec.get(field)
+    if value is None and not required_int:
+        return []
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return [invalid_value(f"{path}.{field}", value, "must be greater than or equal to 0")]
+    return []
 
 
 class LeaseStrategy(Strategy):

@@ -23,7 +23,7 @@ from lab.kube.resources import ResourceType
 from lab.kube.routes import Route
 from lab.kube.store import Store
 from lab.kube.watch import CLOSED, Event, ExpiredError, Watcher, dumps
-from lab.kube.wire import Request, Response, bool_param, list_options, selection
+from lab.kube.wire import Request, Response, bool_param, int64_param, list_options, selection
 
 MAX_EVENTS_PER_CHUNK = 64
 
@@ -45,11 +45,10 @@ class WatchStreams:
                 int(rv)
             except ValueError:
                 raise E.bad_request(f"invalid resource version: {rv}") from None
-        try:
-            timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
-        except ValueError:
-            raise E.bad_request(f"invalid timeoutSeconds: {q['timeoutSeconds']}") from None
-        if timeout is None:
+        # the parameter codec's strconv.ParseInt into int64 (400 past it); 0 or none: the
+        # server's random default, as in handlers/watch.go
+        timeout = float(int64_param(q, "timeoutSeconds"))
+        if not timeout:
             timeout = random.uniform(self.min_request_timeout, 2 * self.min_request_timeout)
         initial = bool_param(q, "sendInitialEvents") if "sendInitialEvents" in q else None
         bookmarks = bool_param(q, "allowWatchBookmarks")

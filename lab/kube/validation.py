@@ -57,6 +57,27 @@ def name_problems(name: str, rule: str) -> list[str]:
     return out
 
 
+_PORT_NAME_CHARSET = re.compile(r"^[-a-z0-9]+$")
+_PORT_NAME_LETTER = re.compile(r"[a-z]")
+
+
+def port_name_problems(port: str) -> list[str]:
+    """apimachinery's ``IsValidPortName``: an IANA_SVC_NAME (RFC 6335), the rule a named
+    ``targetPort`` and a container port's name follow."""
+    out: list[str] = []
+    if len(port) > 15:
+        out.append("must be no more than 15 characters")
+    if not _PORT_NAME_CHARSET.match(port):
+        out.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    if not _PORT_NAME_LETTER.search(port):
+        out.append("must contain at least one letter (a-z)")
+    if "--" in port:
+        out.append("must not contain consecutive hyphens")
+    if port[:1] == "-" or port[-1:] == "-":
+        out.append("must not begin or end with a hyphen")
+    return out
+
+
 def validate_metadata(
     meta: dict[str, Any], *, name_rule: str, namespaced: bool
 ) -> list[FieldError]:

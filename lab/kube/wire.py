@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -42,6 +42,8 @@ class Request:
     body: bytes = b""
     server_address: str = "127.0.0.1"
     alive: Callable[[], bool] = field(default=lambda: True, repr=False)
+    #: keys the JSON body repeats ("data.a"), found by :func:`decode_body`
+    duplicates: list[str] = field(default_factory=list, repr=False)
 
     @property
     def path(self) -> str:
@@ -77,9 +79,13 @@ def error_response(err: E.ApiError) -> Response:
     return Response(err.code, dumps(err.status()), headers=dict(err.headers))
 
 
-def field_validation(q: dict[str, str], rt: ResourceType, body: dict[str, Any]) -> dict[str, str]:
-    """Apply ``fieldValidation`` (Strict | Warn, the default | Ignore) to unknown fields:
-    Strict rejects them, the others drop them (Warn with a ``Warning`` header)."""
+def field_validation(
+    q: dict[str, str], rt: ResourceType, body: dict[str, Any], duplicates: Sequence[str] = ()
+) -> dict[str, str]:
+    """Apply ``fieldValidation`` (Strict | Warn, the default | Ignore) to the strict decoding
+    errors, repeated keys (``duplicates``, the last one kept, as Go's decoder does) and unknown
+    fields: Strict rejects them, the others go on without the unknown fields (Warn with a
+    ``Warning`` header)."""
     mode = q.get("fieldValidation") or "Warn"
     if mode not in ("Ignore", "Warn", "Strict"):
         raise E.bad_request(
@@ -87,17 +93,19 @@ def field_validation(q: dict[str, str], rt: ResourceType, body: dict[str, Any]) 
             '"Ignore", "Strict", "Warn"'
         )
     unknown = unknown_fields(rt, body)
-    if not unknown:
+    problems = [f'duplicate field "{f}"' for f in duplicates]
+    problems += [f'unknown field "{f}"' for f in unknown]
+    if not problems:
         return {}
     if mode == "Strict":
-        listed = ", ".join(f'unknown field "{f}"' for f in unknown)
-        raise E.bad_request(f"strict decoding error: {listed}")
+        raise E.bad_request(f"strict decoding error: {', '.join(problems)}")
     for path in unknown:
         holder = body.get("metadata", {}) if path.startswith("metadata.") else body
         holder.pop(path.removeprefix("metadata."), None)
     if mode == "Ignore":
         return {}
-    return {"Warning": ", ".join(f'299 - "unknown field \\"{f}\\""' for f in unknown)}
+    quoted = (p.replace('"', '\\"') for p in problems)
+    return {"Warning": ", ".join(f'299 - "{p}"' for p in quoted)}
 
 
 def int64_param(q: dict[str, str], key: str) -> int:
@@ -226,8 +234,10 @@ def _yaml_guard(raw: str) -> None:
         raise Undecodable("yaml: document contains excessive aliasing")
 
 
-def parse(raw: bytes, *, yaml_ok: bool) -> Any:
-    """Decode a JSON (or YAML) body; :class:`Undecodable` with Go's text when it cannot be."""
+def parse(raw: bytes, *, yaml_ok: bool, duplicates: list[str] | None = None) -> Any:
+    """Decode a JSON (or YAML) body; :class:`Undecodable` with Go's text when it cannot be.
+    ``duplicates`` (JSON only) receives the paths of repeated keys, as the strict decoder
+    names them (``data.a``, ``spec.ports[0].name``)."""
     try:
         text = raw.decode() if raw else ""
     except UnicodeDecodeError as exc:
@@ -238,8 +248,10 @@ def parse(raw: bytes, *, yaml_ok: bool) -> Any:
                 raise RecursionError
             _yaml_guard(text or "{}")
             value = yaml.safe_load(text or "{}")
-        else:
+        elif duplicates is None:
             value = json.loads(text or "{}")
+        else:
+            value = _json_noting_duplicates(text or "{}", duplicates)
     except RecursionError:
         raise _too_deep(text) from None
     except (ValueError, yaml.YAMLError) as exc:
@@ -248,6 +260,47 @@ def parse(raw: bytes, *, yaml_ok: bool) -> Any:
         raise _too_deep(text)
     if _SURROGATE_ESCAPE.search(text):
         value = _without_lone_surrogates(value)
+    return value
+
+
+class _Repeats(dict[str, Any]):
+    """A decoded JSON object that repeated some of its keys (the last value kept)."""
+
+    repeated: list[str]
+
+
+def _json_noting_duplicates(text: str, duplicates: list[str]) -> Any:
+    """``json.loads``, noting each repeated key's path (in document order) in ``duplicates``."""
+
+    found = False
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal found
+        obj = dict(items)
+        if len(obj) == len(items):
+            return obj
+        found = True
+        repeats = _Repeats(obj)
+        seen: set[str] = set()
+        repeats.repeated = []
+        for k, _ in items:
+            if k in seen:
+                repeats.repeated.append(k)
+            seen.add(k)
+        return repeats
+
+    value = json.loads(text, object_pairs_hook=pairs)
+    if not found:
+        return value
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:  # iterative: the depth check runs after this
+        v, path = stack.pop()
+        if isinstance(v, dict):
+            if isinstance(v, _Repeats):
+                duplicates.extend(f"{path}.{k}" if path else k for k in v.repeated)
+            stack.extend((x, f"{path}.{k}" if path else k) for k, x in reversed(v.items()))
+        elif isinstance(v, list):
+            stack.extend((x, f"{path}[{i}]") for i, x in reversed(list(enumerate(v))))
     return value
 
 
@@ -268,9 +321,15 @@ def _without_lone_surrogates(value: Any) -> Any:
     return value
 
 
-def decode(raw: bytes, *, yaml_ok: bool, prefix: str = "error decoding request body: ") -> Any:
+def decode(
+    raw: bytes,
+    *,
+    yaml_ok: bool,
+    prefix: str = "error decoding request body: ",
+    duplicates: list[str] | None = None,
+) -> Any:
     try:
-        return parse(raw, yaml_ok=yaml_ok)
+        return parse(raw, yaml_ok=yaml_ok, duplicates=duplicates)
     except Undecodable as exc:
         raise E.bad_request(f"{prefix}{exc}") from None
 
@@ -288,7 +347,8 @@ def decode_body(req: Request, rt: ResourceType, ns: str) -> dict[str, Any]:
     ctype = req.headers.get("content-type", "").split(";")[0].strip()
     if ctype in ("", JSON, "*/*", "application/yaml", "application/x-yaml", "text/yaml"):
         try:
-            body = parse(req.body, yaml_ok=ctype not in ("", JSON, "*/*"))
+            yaml_ok = ctype not in ("", JSON, "*/*")
+            body = parse(req.body, yaml_ok=yaml_ok, duplicates=None if yaml_ok else req.duplicates)
         except Undecodable as exc:  # the apiserver fails reading apiVersion/kind first
             raise E.bad_request(
                 f"the object provided is unrecognized (must be of type {rt.kind}): couldn't get "

@@ -370,6 +370,11 @@ class Writer:
         kind and apiVersion go, the stored managedFields stay unless the patch set them."""
         if not isinstance(new, dict):
             raise E.bad_request("patched object is not a JSON object")
+        kind = new.get("kind")
+        if isinstance(kind, str) and kind and kind != rt.kind:
+            # the patched JSON decodes as another kind, which cannot convert into this one
+            shown = json.dumps(body, separators=(",", ":"))
+            raise E.invalid_patch(shown, E.unconvertible_kind(rt, kind))
         wrong = type_error(rt, new, version=self.store.k8s_version, stored=old)
         if wrong:
             # the patched JSON no longer decodes into the Go struct: 422 on field "patch"
@@ -385,6 +390,10 @@ class Writer:
             raise E.stale(rt, name)
         if not meta.get("managedFields") and old["metadata"].get("managedFields"):
             meta["managedFields"] = old["metadata"]["managedFields"]
+        request_ns = old["metadata"].get("namespace", "")
+        if rt.namespaced and meta.get("namespace") and meta["namespace"] != request_ns:
+            # rest.EnsureObjectNamespaceMatchesRequestNamespace, before the name check
+            raise E.bad_request(E.NAMESPACE_MISMATCH)
         if meta.get("name") != name:
             raise E.bad_request(
                 f"the name of the object ({meta.get('name') or ''}) does not match the "
