@@ -1,0 +1,105 @@
+"""Hostile and malformed input to the lab's AWS endpoint (issue 27): one bad request never
+stalls the lab, a refused call changes nothing, and every answer is the real service's.
+
+Real clients: boto3 against the lab's moto endpoint, raw ``http.client`` for what boto3 never
+sends. Bounded: loopback only, at most a 1 MiB value.
+"""
+
+from __future__ import annotations
+
+import http.client
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from lab.aws import AwsServer, wildcard
+
+SCOPE = (
+    "AWS4-HMAC-SHA256 Credential=AKID/20260101/{region}/{service}/aws4_request, "
+    "SignedHeaders=host, Signature=abc"
+)
+FORM = "application/x-www-form-urlencoded"
+
+
+def post(
+    aws: AwsServer, body: bytes, *, service: str = "ec2", region: str = "us-east-1", **headers: str
+) -> tuple[int, bytes]:
+    """A raw signed-looking POST to the endpoint: (status, body)."""
+    url = urlsplit(aws.url)
+    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=30)
+    sent = {"Content-Type": FORM, "Authorization": SCOPE.format(region=region, service=service)}
+    sent.update({k.replace("_", "-"): v for k, v in headers.items()})
+    try:
+        connection.request("POST", "/", body=body, headers=sent)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def code_of(excinfo: Any) -> str:
+    return str(excinfo.value.response["Error"]["Code"])
+
+
+@pytest.fixture
+def vpc(aws: AwsServer) -> str:
+    return str(aws.client("ec2").create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"])
+
+
+def group(aws: AwsServer, vpc: str, name: str = "nodes.ccm-lab") -> str:
+    ec2 = aws.client("ec2")
+    return str(ec2.create_security_group(GroupName=name, Description="d", VpcId=vpc)["GroupId"])
+
+
+# --- 1. filter values are wildcards, not regular expressions -----------------------------------
+
+
+def names(aws: AwsServer, value: str, name: str = "group-name") -> list[str]:
+    answer = aws.client("ec2").describe_security_groups(Filters=[{"Name": name, "Values": [value]}])
+    return sorted({g["GroupName"] for g in answer["SecurityGroups"]} - {"default"})
+
+
+def test_filter_values_are_literal_but_for_star_and_question_mark(aws: AwsServer, vpc: str) -> None:
+    group(aws, vpc)
+    assert names(aws, "nodes.ccm-la.") == []
+    assert names(aws, "nodes.ccm-la?") == ["nodes.ccm-lab"]
+    assert names(aws, "nodes.*") == ["nodes.ccm-lab"]
+    assert names(aws, "(unclosed") == []
+    assert names(aws, "[n]odes.ccm-lab") == []
+    assert names(aws, "nodes.ccm-lab?") == []  # ? is exactly one character
+    assert names(aws, "(a+)+b") == []
+
+
+def test_tag_filters_and_describe_tags_are_wildcards(aws: AwsServer, vpc: str) -> None:
+    ec2 = aws.client("ec2")
+    group_id = group(aws, vpc)
+    ec2.create_tags(Resources=[group_id], Tags=[{"Key": "role", "Value": "[x].node"}])
+    assert names(aws, "[x].node", "tag:role") == ["nodes.ccm-lab"]
+    assert names(aws, "[x]?node", "tag:role") == ["nodes.ccm-lab"]
+    assert names(aws, "x.node", "tag:role") == []
+    tags = ec2.describe_tags(Filters=[{"Name": "value", "Values": ["(x"]}])["Tags"]
+    assert tags == []
+    tags = ec2.describe_tags(Filters=[{"Name": "value", "Values": ["[x]*"]}])["Tags"]
+    assert [t["Value"] for t in tags] == ["[x].node"]
+
+
+def test_a_pathological_filter_is_answered(aws: AwsServer, vpc: str) -> None:
+    group(aws, vpc, "a" * 27)
+    assert names(aws, "(a+)+b") == []
+    assert names(aws, "*a" * 2000 + "b") == []
+    assert names(aws, "a" * (1 << 20)) == []
+
+
+def test_wildcard_matcher_is_linear_by_construction() -> None:
+    # backtracking matchers take exponential (regex) or quadratic-in-pattern time on these;
+    # the matcher refuses a pattern with more fixed characters than the text at once and
+    # otherwise works on at most twice the text's length (pytest-timeout bounds the test)
+    text = "a" * 200
+    assert not wildcard.matches("*a" * (1 << 19) + "b", text)
+    assert wildcard.matches("*" * (1 << 20), text)
+    assert not wildcard.matches("*a" * 150 + "*b", text)
+    assert wildcard.matches("*a" * 150 + "*", text)
+    assert not wildcard.matches("(a+)+b", "a" * 27)
+    assert wildcard.matches(r"\*a\?", "*a?")
+    assert not wildcard.matches(r"\*a\?", "xab")
