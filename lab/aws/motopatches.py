@@ -175,8 +175,9 @@ def filter_wildcards() -> None:
         fnmatch=lambda name, pattern: wildcard.matches(str(pattern), str(name)),
         translate=fnmatch.translate,
     )
-    tags.simple_aws_filter_to_re = lambda value: value  # type: ignore[attr-defined]
-    tags.re = types.SimpleNamespace(compile=_GlobPattern)  # type: ignore[assignment]
+    tags_module: Any = tags  # moto's ``DescribeTags``: re.compile(simple_aws_filter_to_re(v))
+    tags_module.simple_aws_filter_to_re = str
+    tags_module.re = types.SimpleNamespace(compile=_GlobPattern)
 
 
 def twin(ami: Any, snapshot: Any) -> tuple[Any, Any]:
