@@ -171,7 +171,7 @@ def filter_wildcards() -> None:
     security_groups.aws_api_matches = aws_api_matches  # type: ignore[attr-defined]
     ec2_utils.tag_filter_matches = tag_filter_matches
     security_groups.tag_filter_matches = tag_filter_matches  # type: ignore[attr-defined]
-    ec2_utils.fnmatch = types.SimpleNamespace(  # type: ignore[assignment]
+    ec2_utils.fnmatch = types.SimpleNamespace(  # type: ignore[assignment,attr-defined]
         fnmatch=lambda name, pattern: wildcard.matches(str(pattern), str(name)),
         translate=fnmatch.translate,
     )
