@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from botocore.exceptions import ClientError
 
 from lab.aws import AwsServer, wildcard
 
@@ -103,3 +104,62 @@ def test_wildcard_matcher_is_linear_by_construction() -> None:
     assert not wildcard.matches("(a+)+b", "a" * 27)
     assert wildcard.matches(r"\*a\?", "*a?")
     assert not wildcard.matches(r"\*a\?", "xab")
+
+
+# --- 2. a refused Authorize/Revoke changes nothing ---------------------------------------------
+
+
+def rules(aws: AwsServer, group_id: str, direction: str = "IpPermissions") -> list[str]:
+    found = aws.client("ec2").describe_security_groups(GroupIds=[group_id])["SecurityGroups"][0]
+    return sorted(
+        f"{p['IpProtocol']} {p.get('FromPort')} {r['CidrIp']}"
+        for p in found[direction]
+        for r in p.get("IpRanges", [])
+    )
+
+
+def tcp(port: int, cidr: str = "10.0.0.0/16") -> dict[str, Any]:
+    return {"IpProtocol": "tcp", "FromPort": port, "ToPort": port, "IpRanges": [{"CidrIp": cidr}]}
+
+
+def test_authorize_over_the_rule_limit_stores_nothing(aws: AwsServer, vpc: str) -> None:
+    ec2 = aws.client("ec2")
+    group_id = group(aws, vpc)
+    with pytest.raises(ClientError) as excinfo:
+        ec2.authorize_security_group_ingress(
+            GroupId=group_id, IpPermissions=[tcp(1000 + n) for n in range(70)]
+        )
+    assert code_of(excinfo) == "RulesPerSecurityGroupLimitExceeded"
+    assert rules(aws, group_id) == []
+
+
+def test_authorize_with_a_duplicate_adds_nothing(aws: AwsServer, vpc: str) -> None:
+    ec2 = aws.client("ec2")
+    group_id = group(aws, vpc)
+    ec2.authorize_security_group_ingress(GroupId=group_id, IpPermissions=[tcp(80)])
+    with pytest.raises(ClientError) as excinfo:
+        ec2.authorize_security_group_ingress(GroupId=group_id, IpPermissions=[tcp(443), tcp(80)])
+    assert code_of(excinfo) == "InvalidPermission.Duplicate"
+    assert rules(aws, group_id) == ["tcp 80 10.0.0.0/16"]
+    egress = rules(aws, group_id, "IpPermissionsEgress")
+    ec2.authorize_security_group_egress(GroupId=group_id, IpPermissions=[tcp(53)])
+    with pytest.raises(ClientError) as excinfo:
+        ec2.authorize_security_group_egress(GroupId=group_id, IpPermissions=[tcp(54), tcp(53)])
+    assert code_of(excinfo) == "InvalidPermission.Duplicate"
+    assert rules(aws, group_id, "IpPermissionsEgress") == sorted([*egress, "tcp 53 10.0.0.0/16"])
+
+
+def test_revoke_with_a_missing_rule_removes_nothing(aws: AwsServer, vpc: str) -> None:
+    ec2 = aws.client("ec2")
+    group_id = group(aws, vpc)
+    ec2.authorize_security_group_ingress(GroupId=group_id, IpPermissions=[tcp(80)])
+    ec2.authorize_security_group_egress(GroupId=group_id, IpPermissions=[tcp(53)])
+    egress = rules(aws, group_id, "IpPermissionsEgress")
+    with pytest.raises(ClientError) as excinfo:
+        ec2.revoke_security_group_ingress(GroupId=group_id, IpPermissions=[tcp(80), tcp(81)])
+    assert code_of(excinfo) == "InvalidPermission.NotFound"
+    assert rules(aws, group_id) == ["tcp 80 10.0.0.0/16"]
+    with pytest.raises(ClientError) as excinfo:
+        ec2.revoke_security_group_egress(GroupId=group_id, IpPermissions=[tcp(53), tcp(54)])
+    assert code_of(excinfo) == "InvalidPermission.NotFound"
+    assert rules(aws, group_id, "IpPermissionsEgress") == egress
