@@ -37,13 +37,24 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from lab.aws.exceptions import AwsError, IncompleteSignature
+from lab.aws.exceptions import (
+    AuthFailure,
+    AwsError,
+    IncompleteSignature,
+    MissingAction,
+    SignatureDoesNotMatch,
+)
 from lab.aws.fidelity import FidelityLayer, MotoView
 from lab.aws.fidelity_config import FidelityConfig
-from lab.aws.motostate import call_wsgi
+from lab.aws.motostate import call_wsgi, served_services, serves_region
 from lab.aws.pipeline import Call, Proceed
-from lab.aws.protocol import AwsRequest, WireResponse
-from lab.aws.validation.validator import RequestValidator, services_with_action, unroutable
+from lab.aws.protocol import VERSION_SERVICES, AwsRequest, WireResponse
+from lab.aws.validation.validator import (
+    RequestValidator,
+    invalid_action,
+    services_with_action,
+    unroutable,
+)
 
 #: actions that change nothing (no generation bump, no ticker poke)
 READS = ("Describe", "List", "Get")
@@ -85,6 +96,11 @@ class Route:
                 refusal = unroutable(request)
         if request.signature_problem and validating and config.validate_signature:
             refusal = IncompleteSignature(request.signature_problem, source="validation:signature")
+        elif request.action and refusal is None:
+            scoped = _scope_refusal(request, self.account)
+            if scoped is not None:
+                request = call.request = scoped[0]
+                refusal = scoped[1]
         call.deferred = refusal
         _route_for_moto(environ, request)
         if config.enabled and config.elb_fixes:
@@ -237,6 +253,57 @@ class MotoDispatch:
         if app is None:
             app = self._apps[key] = self.moto.get_application(environ)
         return app
+
+
+def _scope_refusal(request: AwsRequest, account: str) -> tuple[AwsRequest, AwsError] | None:
+    """AWS's answer to a call this endpoint's services cannot take as sent (and moto would
+    answer with a 500): a SigV4 scope naming a service it does not serve, a region that does
+    not exist, the JSON protocol, an STS call of an action STS lacks. Returned with the call
+    as the service that answers it (its error shape).
+
+    On AWS each service has its own regional endpoint: one reached with a credential scoped to
+    another service answers "Credential should be scoped to correct service: '<its signing
+    name>'." (``SignatureDoesNotMatch``, the query services' code; EC2 answers credential
+    problems ``AuthFailure``), one scoped to a region it does not serve "Credential should be
+    scoped to a valid region, not '<region>'." (EC2: ``AuthFailure``, "AWS was not able to
+    validate the provided access credentials", as for a region not enabled). The lab's one
+    port stands for all of them: the call is answered as the service its ``Version`` (or
+    ``Action``) names, EC2 when none. EC2, ELB and STS read form parameters only: a JSON body
+    carries no ``Action`` (``MissingAction``). Not behind a switch: moto has no answer here.
+    """
+    service = request.service
+    if not service:
+        return None  # unsigned, no Version: the route's own refusal
+    if service not in served_services():
+        owners = services_with_action(request.action)
+        target = VERSION_SERVICES.get(request.version) or (owners[0] if len(owners) == 1 else "ec2")
+        request = dataclasses.replace(request, service=target)
+        signing = _SIGNING_NAMES.get(target, target)
+        message = f"Credential should be scoped to correct service: '{signing}'. "
+        return request, _credential_error(target, message)
+    if request.protocol == "json":
+        message = "The request must contain the parameter Action"
+        return request, MissingAction(message, source="validation:protocol")
+    if not serves_region(service, account, request.region):
+        message = f"Credential should be scoped to a valid region, not '{request.region}'. "
+        if service == "ec2":
+            message = "AWS was not able to validate the provided access credentials"
+        return request, _credential_error(service, message)
+    if service == "sts" and request.action not in _sts_actions():
+        return request, invalid_action(request)
+    return None
+
+
+def _credential_error(service: str, message: str) -> AwsError:
+    if service == "ec2":
+        return AuthFailure(message, source="validation:signature")
+    return SignatureDoesNotMatch(message, source="validation:signature")
+
+
+def _sts_actions() -> frozenset[str]:
+    from lab.aws.validation.model import model_validator
+
+    return model_validator("sts").operations
 
 
 def _answered(call: Call) -> WireResponse:

@@ -163,3 +163,70 @@ def test_revoke_with_a_missing_rule_removes_nothing(aws: AwsServer, vpc: str) ->
         ec2.revoke_security_group_egress(GroupId=group_id, IpPermissions=[tcp(53), tcp(54)])
     assert code_of(excinfo) == "InvalidPermission.NotFound"
     assert rules(aws, group_id, "IpPermissionsEgress") == egress
+
+
+# --- 3. a call the endpoint cannot take as sent: AWS's answer, and in the trail ----------------
+
+DESCRIBE_VPCS = b"Action=DescribeVpcs&Version=2016-11-15"
+
+
+@pytest.mark.parametrize(
+    ("service", "region", "status", "code", "message"),
+    [
+        ("iam", "us-east-1", 401, "AuthFailure", "scoped to correct service: 'ec2'"),
+        ("frob", "us-east-1", 401, "AuthFailure", "scoped to correct service: 'ec2'"),
+        ("ec2", "eu-west-9", 401, "AuthFailure", "not able to validate the provided access"),
+    ],
+)
+def test_a_foreign_scope_or_unknown_region_is_refused_as_aws_does(
+    aws: AwsServer, service: str, region: str, status: int, code: str, message: str
+) -> None:
+    answer = post(aws, DESCRIBE_VPCS, service=service, region=region)
+    assert answer[0] == status
+    assert f"<Code>{code}</Code>".encode() in answer[1]
+    assert message.encode() in answer[1]
+    (event,) = aws.trail.calls("DescribeVpcs")
+    assert (event.status, event.error_code) == (status, code)
+
+
+def test_query_services_refuse_a_foreign_scope_with_signature_does_not_match(
+    aws: AwsServer,
+) -> None:
+    body = b"Action=DescribeLoadBalancers&Version=2012-06-01"
+    status, text = post(aws, body, service="iam")
+    assert status == 403
+    assert b"<Code>SignatureDoesNotMatch</Code>" in text
+    assert b"scoped to correct service: 'elasticloadbalancing'" in text
+    status, text = post(aws, body, service="elasticloadbalancing", region="eu-west-9")
+    assert status == 403
+    assert b"scoped to a valid region, not 'eu-west-9'" in text
+    status, text = post(aws, DESCRIBE_VPCS, service="sts")
+    assert (status, b"<Code>InvalidAction</Code>" in text) == (400, True)
+    assert [e.error_code for e in aws.trail.calls()] == [
+        "SignatureDoesNotMatch",
+        "SignatureDoesNotMatch",
+        "InvalidAction",
+    ]
+
+
+def test_the_json_protocol_is_missing_action_for_ec2(aws: AwsServer) -> None:
+    status, text = post(
+        aws,
+        b"{}",
+        Content_Type="application/x-amz-json-1.1",
+        X_Amz_Target="AmazonEC2.DescribeVpcs",
+    )
+    assert status == 400
+    assert b"<Code>MissingAction</Code>" in text
+    assert [e.error_code for e in aws.trail.calls()] == ["MissingAction"]
+
+
+def test_a_lab_bug_is_in_the_trail(aws: AwsServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(request: object) -> object:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(aws.lab.fidelity, "before", broken)
+    assert post(aws, DESCRIBE_VPCS)[0] == 500
+    (event,) = aws.trail.calls("DescribeVpcs")
+    assert (event.error_code, event.answered_by) == ("InternalError", "internal-error")
+    assert aws.take_internal_errors() == ["RuntimeError: boom"]
