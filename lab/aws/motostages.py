@@ -48,7 +48,7 @@ from lab.aws.fidelity import FidelityLayer, MotoView
 from lab.aws.fidelity_config import FidelityConfig
 from lab.aws.motostate import call_wsgi, served_services, serves_region
 from lab.aws.pipeline import Call, Proceed
-from lab.aws.protocol import VERSION_SERVICES, AwsRequest, WireResponse
+from lab.aws.protocol import VERSION_SERVICES, AwsRequest, WireResponse, xml_safe
 from lab.aws.validation.validator import (
     RequestValidator,
     invalid_action,
@@ -237,7 +237,12 @@ class MotoDispatch:
         self._apps: dict[tuple[str, str], Any] = {}
 
     def __call__(self, call: Call, proceed: Proceed) -> None:
-        call.answer(call_wsgi(self._moto_app(call.environ, call.request), call.environ))
+        response = call_wsgi(self._moto_app(call.environ, call.request), call.environ)
+        if not response.ok and call.request.protocol == "query":
+            safe = xml_safe(response.body)  # moto quotes what it was sent, control characters too
+            if safe != response.body:
+                response = response.with_body(safe)
+        call.answer(response)
 
     def _moto_app(self, environ: dict[str, Any], request: AwsRequest) -> Any:
         """moto's per-service app for this call, cached per (service, region).

@@ -16,7 +16,9 @@ forwards them, so they are parsed too (the body's members flattened to ``Key.Sub
 ``List.1`` for the trail) and answered in their error shape, ``{"__type": code, "message":
 ...}``.
 
-This module is the one place errors become bytes. It also reads the error code back out of
+This module is the one place errors become bytes; what XML cannot carry (control characters
+a caller sent, quoted back in a message) becomes U+FFFD there (:func:`xml_text`, and
+:func:`xml_safe` for the error answers of moto the endpoint passes on). It also reads the error code back out of
 moto's (or an upstream's) error responses for the trail.
 
 Neighbours: used by :mod:`lab.aws.pipeline` (which alone calls :func:`error_response`) and
@@ -50,6 +52,11 @@ _XMLNS = {
 }
 
 _CODE_RE = re.compile(rb"<Code>([^<]*)</Code>")
+#: what XML 1.0 forbids in a document (its ``Char`` production), in text and in UTF-8 bytes
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_NOT_XML_UTF8 = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]|\xef\xbf[\xbe\xbf]")
+REPLACEMENT = "\ufffd"
+"""What stands for a character XML cannot carry (U+FFFD, the Unicode replacement character)."""
 _MESSAGE_RE = re.compile(rb"<Message>([^<]*)</Message>", re.DOTALL)
 
 
@@ -250,8 +257,8 @@ def error_response(
             ("x-amzn-ErrorType", error.code),
         ]
         return WireResponse(error.status, headers, body)
-    code = escape(error.code)
-    message = escape(error.message)
+    code = escape(xml_text(error.code))
+    message = escape(xml_text(error.message))
     if service == "ec2":
         text = (
             '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -273,6 +280,19 @@ def error_response(
         ("x-amzn-RequestId", request_id),
     ]
     return WireResponse(error.status, headers, body)
+
+
+def xml_text(text: str) -> str:
+    """``text`` with every character XML 1.0 forbids (control characters but tab, newline and
+    carriage return; U+FFFE, U+FFFF; lone surrogates) replaced by U+FFFD, so that an error
+    quoting what a caller sent stays a document botocore can parse."""
+    return _NOT_XML.sub(REPLACEMENT, text)
+
+
+def xml_safe(body: bytes) -> bytes:
+    """A UTF-8 XML body with what XML 1.0 forbids replaced by U+FFFD (the body itself when it
+    has none, the case of every answer but a few errors quoting hostile input)."""
+    return _NOT_XML_UTF8.sub(REPLACEMENT.encode(), body)
 
 
 def read_error(body: bytes) -> tuple[str | None, str | None]:

@@ -230,3 +230,23 @@ def test_a_lab_bug_is_in_the_trail(aws: AwsServer, monkeypatch: pytest.MonkeyPat
     (event,) = aws.trail.calls("DescribeVpcs")
     assert (event.error_code, event.answered_by) == ("InternalError", "internal-error")
     assert aws.take_internal_errors() == ["RuntimeError: boom"]
+
+
+# --- 4. error answers are well-formed XML, whatever the request carried ------------------------
+
+
+@pytest.mark.parametrize("name", ["bad\x01name", "bad\x1bname\x7f", "bad\ufffename"])
+def test_an_error_message_never_carries_what_xml_forbids(
+    aws: AwsServer, vpc: str, name: str
+) -> None:
+    ec2 = aws.client("ec2")
+    with pytest.raises(ClientError) as excinfo:
+        ec2.create_security_group(GroupName=name, Description="d", VpcId=vpc)
+    assert code_of(excinfo) == "InvalidParameterValue"
+    assert "bad" in excinfo.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as excinfo:
+        ec2.delete_security_group(GroupId=f"sg-{name}")
+    assert code_of(excinfo) in ("InvalidGroupId.Malformed", "InvalidGroup.NotFound")
+    with pytest.raises(ClientError) as excinfo:
+        ec2.describe_vpcs(VpcIds=[f"vpc-{name}"])
+    assert code_of(excinfo) in ("InvalidVpcID.Malformed", "InvalidVpcID.NotFound")
