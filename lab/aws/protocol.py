@@ -18,8 +18,8 @@ forwards them, so they are parsed too (the body's members flattened to ``Key.Sub
 
 This module is the one place errors become bytes; what XML cannot carry (control characters
 a caller sent, quoted back in a message) becomes U+FFFD there (:func:`xml_text`, and
-:func:`xml_safe` for the error answers of moto the endpoint passes on). It also reads the error code back out of
-moto's (or an upstream's) error responses for the trail.
+:func:`xml_safe` for the error answers of moto the endpoint passes on). It also reads the
+error code back out of moto's (or an upstream's) error responses for the trail.
 
 Neighbours: used by :mod:`lab.aws.pipeline` (which alone calls :func:`error_response`) and
 the stages; errors come from :mod:`lab.aws.exceptions`.
