@@ -31,6 +31,7 @@ Neighbours: composed by :class:`lab.aws.app.AwsApp`; the proxy's stages are in
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import re
 import threading
@@ -266,7 +267,9 @@ def _scope_refusal(request: AwsRequest, account: str) -> tuple[AwsRequest, AwsEr
     not exist, the JSON protocol, an STS call of an action STS lacks. Returned with the call
     as the service that answers it (its error shape).
 
-    On AWS each service has its own regional endpoint: one reached with a credential scoped to
+    A scope naming another service botocore knows, with one of its actions, goes on to moto
+    (the lab's ELB listeners use moto's ACM). On AWS each service has its own regional
+    endpoint: one reached with a credential scoped to
     another service answers "Credential should be scoped to correct service: '<its signing
     name>'." (``SignatureDoesNotMatch``, the query services' code; EC2 answers credential
     problems ``AuthFailure``), one scoped to a region it does not serve "Credential should be
@@ -280,6 +283,8 @@ def _scope_refusal(request: AwsRequest, account: str) -> tuple[AwsRequest, AwsEr
     if not service:
         return None  # unsigned, no Version: the route's own refusal
     if service not in served_services():
+        if _model_has(service, request.action):
+            return None  # another service moto answers (ACM for TLS listeners, ...)
         owners = services_with_action(request.action)
         target = VERSION_SERVICES.get(request.version) or (owners[0] if len(owners) == 1 else "ec2")
         request = dataclasses.replace(request, service=target)
@@ -294,21 +299,32 @@ def _scope_refusal(request: AwsRequest, account: str) -> tuple[AwsRequest, AwsEr
         if service == "ec2":
             message = "AWS was not able to validate the provided access credentials"
         return request, _credential_error(service, message)
-    if service == "sts" and request.action not in _sts_actions():
+    if service == "sts" and not _model_has("sts", request.action):
         return request, invalid_action(request)
     return None
+
+
+@functools.cache
+def _operations(service: str) -> frozenset[str]:
+    """The operations of botocore's model of ``service`` (none when botocore has no model)."""
+    import botocore.exceptions
+    import botocore.session
+
+    try:
+        model = botocore.session.get_session().get_service_model(service)
+    except botocore.exceptions.UnknownServiceError:
+        return frozenset()
+    return frozenset(model.operation_names)
+
+
+def _model_has(service: str, action: str) -> bool:
+    return action in _operations(service)
 
 
 def _credential_error(service: str, message: str) -> AwsError:
     if service == "ec2":
         return AuthFailure(message, source="validation:signature")
     return SignatureDoesNotMatch(message, source="validation:signature")
-
-
-def _sts_actions() -> frozenset[str]:
-    from lab.aws.validation.model import model_validator
-
-    return model_validator("sts").operations
 
 
 def _answered(call: Call) -> WireResponse:
