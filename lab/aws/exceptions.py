@@ -148,6 +148,20 @@ class InvalidGroupNotFound(AwsError):
     status = 400
 
 
+class InvalidPrefixListIDNotFound(AwsError):
+    """EC2: a permission names a prefix list that does not exist."""
+
+    code = "InvalidPrefixListID.NotFound"
+    status = 400
+
+
+class NoSuchVersion(AwsError):
+    """EC2: the ``Version`` names no API version of the service."""
+
+    code = "NoSuchVersion"
+    status = 400
+
+
 class InvalidID(AwsError):
     """EC2: a resource id that is not well formed."""
 

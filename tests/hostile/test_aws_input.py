@@ -250,3 +250,91 @@ def test_an_error_message_never_carries_what_xml_forbids(
     with pytest.raises(ClientError) as excinfo:
         ec2.describe_vpcs(VpcIds=[f"vpc-{name}"])
     assert code_of(excinfo) in ("InvalidVpcID.Malformed", "InvalidVpcID.NotFound")
+
+
+# --- 5. what AWS refuses is refused, and nothing is stored ---------------------------------------
+
+
+def refused(call: Any, **kwargs: Any) -> str:
+    with pytest.raises(ClientError) as excinfo:
+        call(**kwargs)
+    return code_of(excinfo)
+
+
+def test_an_empty_group_name_is_refused(aws: AwsServer, vpc: str) -> None:
+    ec2 = aws.client("ec2")
+    code = refused(ec2.create_security_group, GroupName="", Description="d", VpcId=vpc)
+    assert code == "MissingParameter"
+    assert names(aws, "*") == []
+
+
+@pytest.mark.parametrize(
+    "tag",
+    [
+        {"Key": "k" * 129, "Value": "v"},
+        {"Key": "k", "Value": "v" * 257},
+        {"Key": "aws:cloudformation:stack", "Value": "v"},
+        {"Key": "", "Value": "v"},
+    ],
+)
+def test_tags_ec2_refuses_are_refused_and_not_stored(
+    aws: AwsServer, vpc: str, tag: dict[str, str]
+) -> None:
+    ec2 = aws.client("ec2")
+    group_id = group(aws, vpc)
+    assert refused(ec2.create_tags, Resources=[group_id], Tags=[tag]) == "InvalidParameterValue"
+    spec = [{"ResourceType": "security-group", "Tags": [tag]}]
+    code = refused(
+        ec2.create_security_group,
+        GroupName="other",
+        Description="d",
+        VpcId=vpc,
+        TagSpecifications=spec,
+    )
+    assert code == "InvalidParameterValue"
+    assert ec2.describe_tags()["Tags"] == []
+    assert names(aws, "other") == []
+    ok = {"Key": "k" * 128, "Value": "v" * 256}
+    ec2.create_tags(Resources=[group_id], Tags=[ok])
+    assert [t["Key"] for t in ec2.describe_tags()["Tags"]] == ["k" * 128]
+
+
+@pytest.mark.parametrize("description", ["d" * 256, "naïve", "tab\there", "percent%"])
+def test_rule_descriptions_ec2_refuses_are_refused(
+    aws: AwsServer, vpc: str, description: str
+) -> None:
+    ec2 = aws.client("ec2")
+    group_id = group(aws, vpc)
+    permission = tcp(80)
+    permission["IpRanges"][0]["Description"] = description
+    code = refused(
+        ec2.authorize_security_group_ingress, GroupId=group_id, IpPermissions=[permission]
+    )
+    assert code == "InvalidParameterValue"
+    assert rules(aws, group_id) == []
+    permission["IpRanges"][0]["Description"] = "d" * 255 + ""
+    ec2.authorize_security_group_ingress(GroupId=group_id, IpPermissions=[permission])
+
+
+def test_a_missing_prefix_list_is_refused(aws: AwsServer, vpc: str) -> None:
+    ec2 = aws.client("ec2")
+    group_id = group(aws, vpc)
+    permission = {
+        "IpProtocol": "tcp",
+        "FromPort": 80,
+        "ToPort": 80,
+        "PrefixListIds": [{"PrefixListId": "pl-00000000000000000"}],
+    }
+    code = refused(
+        ec2.authorize_security_group_ingress, GroupId=group_id, IpPermissions=[permission]
+    )
+    assert code == "InvalidPrefixListID.NotFound"
+    found = ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"][0]
+    assert found["IpPermissions"] == []
+
+
+def test_an_unknown_api_version_is_refused(aws: AwsServer) -> None:
+    status, text = post(aws, b"Action=DescribeVpcs&Version=2099-01-01")
+    assert status == 400
+    assert b"<Code>NoSuchVersion</Code>" in text
+    assert post(aws, b"Action=DescribeVpcs&Version=2016-11-15")[0] == 200
