@@ -92,6 +92,14 @@ class IncompleteSignature(AwsError):
     status = 400
 
 
+class MalformedQueryString(AwsError):
+    """A query string or form body that is not UTF-8 text (AWS's common error for a query
+    string it cannot read)."""
+
+    code = "MalformedQueryString"
+    status = 400
+
+
 class MissingParameter(AwsError):
     """EC2: a required parameter is absent (also a query call without ``Version``)."""
 

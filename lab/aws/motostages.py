@@ -42,6 +42,7 @@ from lab.aws.exceptions import (
     AuthFailure,
     AwsError,
     IncompleteSignature,
+    MalformedQueryString,
     MissingAction,
     SignatureDoesNotMatch,
 )
@@ -97,6 +98,8 @@ class Route:
                 refusal = unroutable(request)
         if request.signature_problem and validating and config.validate_signature:
             refusal = IncompleteSignature(request.signature_problem, source="validation:signature")
+        elif request.malformed:  # moto would answer an empty 404
+            refusal = MalformedQueryString(request.malformed, source="validation:encoding")
         elif request.action and refusal is None:
             scoped = _scope_refusal(request, self.account)
             if scoped is not None:

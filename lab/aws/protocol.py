@@ -84,6 +84,9 @@ class AwsRequest:
     absent): AWS answers such a call ``IncompleteSignature``."""
     protocol: str = "query"
     """``query`` (form parameters, XML answers) or ``json`` (``X-Amz-Target``, JSON both ways)."""
+    malformed: str = ""
+    """What makes the query string or form body unreadable (not UTF-8, raw or
+    percent-encoded), empty when it reads; its parameters are then read with U+FFFD."""
 
 
 #: API version → service, for calls without a SigV4 signing scope (SigV2 or unsigned).
@@ -135,8 +138,10 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
         protocol = "json"
         pairs += [("Action", target.rpartition(".")[2])]
         pairs += flatten_json(body)
-    elif body and content_type.startswith("application/x-www-form-urlencoded"):
+    elif body and content_type.startswith(FORM_TYPE):
         pairs += parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True)
+    form = body if protocol == "query" and content_type.startswith(FORM_TYPE) else b""
+    malformed = _unreadable(str(environ.get("QUERY_STRING", "")), form)
     params = dict(pairs)
     action = params.pop("Action", "")
     version = params.pop("Version", "")
@@ -160,7 +165,22 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
         signed=bool(service),
         signature_problem=problem,
         protocol=protocol,
+        malformed=malformed,
     )
+
+
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+def _unreadable(query: str, form: bytes) -> str:
+    """Why a query string (WSGI: its bytes as latin-1) or form body is not UTF-8 text, raw or
+    once percent-decoded (empty when both are)."""
+    for where, raw in (("query string", query.encode("latin-1", "replace")), ("body", form)):
+        try:
+            parse_qsl(raw.decode("utf-8"), keep_blank_values=True, errors="strict")
+        except UnicodeDecodeError:
+            return f"The {where} is not valid UTF-8"
+    return ""
 
 
 def flatten_json(body: bytes) -> list[tuple[str, str]]:

@@ -338,3 +338,28 @@ def test_an_unknown_api_version_is_refused(aws: AwsServer) -> None:
     assert status == 400
     assert b"<Code>NoSuchVersion</Code>" in text
     assert post(aws, b"Action=DescribeVpcs&Version=2016-11-15")[0] == 200
+
+
+# --- 6. a request that is not UTF-8 gets the service's error -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"Action=DescribeVpcs&Version=2016-11-15&Filter.1.Name=vpc-id&Filter.1.Value.1=\xff\xfe",
+        b"Action=DescribeVpcs&Version=2016-11-15&Filter.1.Name=vpc-id&Filter.1.Value.1=%ff%fe",
+    ],
+)
+def test_invalid_utf8_is_a_400_in_the_services_shape(aws: AwsServer, body: bytes) -> None:
+    status, text = post(aws, body)
+    assert status == 400
+    assert b"<Response><Errors><Error><Code>MalformedQueryString</Code>" in text
+    (event,) = aws.trail.calls("DescribeVpcs")
+    assert event.error_code == "MalformedQueryString"
+    status, text = post(
+        aws,
+        b"Action=DescribeLoadBalancers&Version=2012-06-01&x=%C3",
+        service="elasticloadbalancing",
+    )
+    assert status == 400
+    assert b"<ErrorResponse" in text
