@@ -363,3 +363,28 @@ def test_invalid_utf8_is_a_400_in_the_services_shape(aws: AwsServer, body: bytes
     )
     assert status == 400
     assert b"<ErrorResponse" in text
+
+
+# --- 7. the trail keeps a bounded amount of any call --------------------------------------------
+
+
+def test_the_trail_caps_what_it_keeps_of_a_value(aws: AwsServer, vpc: str) -> None:
+    value = "x" * (1 << 20)
+    assert names(aws, value) == []
+    (event,) = aws.trail.calls("DescribeSecurityGroups")
+    assert len(event.to_json()) < 8 * 1024
+    (summary,) = event.params["Filters"]
+    assert summary.startswith("group-name=xxx")
+    assert summary.endswith(f"({len('group-name=') + len(value)} characters, 1024 kept)")
+    assert event.raw_params["Filter.1.Value.1"].endswith("…")
+    ids = [f"sg-{n:017x}" for n in range(1500)]
+    status, _ = post(
+        aws,
+        b"Action=DescribeSecurityGroups&Version=2016-11-15&"
+        + "&".join(f"GroupId.{n + 1}={gid}" for n, gid in enumerate(ids)).encode(),
+    )
+    assert status == 400
+    event = aws.trail.calls("DescribeSecurityGroups")[-1]
+    assert event.params["GroupIds"][-1] == "… (500 more not kept)"
+    assert len(event.params["GroupIds"]) == 1001
+    assert len(event.raw_params) == 1001
