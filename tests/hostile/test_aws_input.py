@@ -388,3 +388,55 @@ def test_the_trail_caps_what_it_keeps_of_a_value(aws: AwsServer, vpc: str) -> No
     assert event.params["GroupIds"][-1] == "… (500 more not kept)"
     assert len(event.params["GroupIds"]) == 1001
     assert len(event.raw_params) == 1001
+
+
+# --- 8. the control plane refuses nonsense, naming the field and value, and changes nothing ----
+
+
+def control(aws: AwsServer, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+    url = urlsplit(aws.url)
+    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=30)
+    try:
+        connection.request(method, path, body=body, headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        (b'{"action": "*", "code": "Throttling", "service": "s3"}', b"service"),
+        (b'{"action": "*", "code": "Throttling", "count": 1e30}', b"count"),
+        (b'{"action": "*", "code": "Throttling", "count": 1000000000000000000000}', b"count"),
+        (b'{"action": "*", "code": "Throttling", "count": 2.5}', b"count"),
+    ],
+)
+def test_fault_rules_refuse_nonsense(aws: AwsServer, body: bytes, named: bytes) -> None:
+    status, text = control(aws, "POST", "/_lab/faults", body)
+    assert status == 400
+    assert named in text
+    assert aws.control.faults() == []
+    status, _ = control(
+        aws, "POST", "/_lab/faults", b'{"action": "*", "code": "X", "service": "elbv2"}'
+    )
+    assert status == 201
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"instance_pending_s": 1e308}',
+        b'{"instance_pending_s": NaN}',
+        b'{"terminated_visible_s": Infinity}',
+        b'{"elb_sg_release_s": 1e300, "instance_stopping_s": 1}',
+    ],
+)
+def test_fidelity_switches_are_bounded(aws: AwsServer, body: bytes) -> None:
+    before = aws.control.fidelity()
+    status, text = control(aws, "POST", "/_lab/fidelity", body)
+    assert status == 400
+    assert b"_s'" in text
+    assert aws.control.fidelity() == before
+    assert control(aws, "POST", "/_lab/fidelity", b'{"instance_pending_s": 86400}')[0] == 200
