@@ -56,17 +56,7 @@ def rule_existence(check: Check) -> AwsError | None:
         if action in ("CreateTags", "DeleteTags"):
             return _tagged_instances(check)
         if action in SG_PERMISSION_ACTIONS:
-            known = _group_ids(check.view())
-            group_id = request.params.get("GroupId")
-            wanted = [group_id] if group_id else []
-            for _, node in permissions(check):
-                wanted += sub(node, "Groups", "GroupId")
-            for gid in wanted:
-                if gid not in known:
-                    return _missing(
-                        f"The security group '{gid}' does not exist", InvalidGroupNotFound
-                    )
-            return _missing_prefix_list(check)
+            return _missing_group(check) or _missing_prefix_list(check)
         return None
     if request.service not in ("elb", "elbv2"):
         return None
@@ -104,6 +94,19 @@ def rule_existence(check: Check) -> AwsError | None:
         return _first_missing(
             request, groups, known, "security group", "security groups", InvalidSecurityGroup
         )
+    return None
+
+
+def _missing_group(check: Check) -> AwsError | None:
+    """The group an Authorize/Revoke call changes, and its source groups, must exist."""
+    known = _group_ids(check.view())
+    group_id = check.request.params.get("GroupId")
+    wanted = [group_id] if group_id else []
+    for _, node in permissions(check):
+        wanted += sub(node, "Groups", "GroupId")
+    for gid in wanted:
+        if gid not in known:
+            return _missing(f"The security group '{gid}' does not exist", InvalidGroupNotFound)
     return None
 
 
