@@ -6,8 +6,8 @@ or slow down on purpose. Both emulators speak one vocabulary, defined here:
 * ``effect``: ``"error"`` answers the call with an error (after ``latency_ms``, if given);
   ``"latency"`` delays the call by ``latency_ms`` and lets it proceed. A latency-only rule says
   so; no magic status value stands for it.
-* ``count``: fire for the next N matching calls, then stay listed as exhausted; ``None`` (the
-  default) fires until the rule is removed or cleared.
+* ``count``: fire for the next N matching calls (an integer, 1 to 10^9), then stay listed as
+  exhausted; ``None`` (the default) fires until the rule is removed or cleared.
 * ``probability``: fire for each matching call with this probability in [0, 1], drawn from the
   rule's own ``random.Random(seed)`` so a run is reproducible; with ``count``, at most that
   many times.
@@ -35,6 +35,8 @@ from typing import Any, ClassVar, Generic, Literal, Self, TypedDict, TypeVar
 
 #: The longest delay a rule may add (ten minutes).
 MAX_LATENCY_MS = 600_000
+#: the largest ``count`` (a billion calls: beyond it, ``null`` says "until cleared")
+MAX_COUNT = 1_000_000_000
 Effect = Literal["error", "latency"]
 EFFECTS: tuple[Effect, ...] = ("error", "latency")
 COMMON_FIELDS = ("effect", "latency_ms", "count", "probability", "seed")
@@ -164,8 +166,9 @@ def _common(data: Mapping[str, Any], fields: Collection[str]) -> dict[str, Any]:
     if effect == "latency" and not latency:
         raise InvalidFaultRule("latency_ms", latency, "a latency rule needs latency_ms > 0")
     count = data.get("count")
-    if count is not None and (not is_int(count) or count < 1):
-        raise InvalidFaultRule("count", count, "expected an integer >= 1, or null (until cleared)")
+    if count is not None and (not is_int(count) or not 1 <= count <= MAX_COUNT):
+        expected = f"expected an integer in 1..{MAX_COUNT}, or null (until cleared)"
+        raise InvalidFaultRule("count", count, expected)
     probability = data.get("probability")
     if probability is not None and (not is_number(probability) or not 0 <= probability <= 1):
         raise InvalidFaultRule("probability", probability, "expected a number in [0, 1]")

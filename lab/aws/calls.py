@@ -18,6 +18,7 @@ of :mod:`lab.aws.pipeline` call both (``faults`` and ``record``).
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,28 @@ _RESPONSE_IDS: dict[str, tuple[tuple[str, bytes, bytes], ...]] = {
     "CreateTargetGroup": (("TargetGroupArn", b"<TargetGroupArn>", b"</TargetGroupArn>"),),
 }
 _RAW_LIMIT = 256
+#: what the trail keeps of one readable value or error message (characters), and of a list
+#: or of the raw parameters (items); what goes beyond is dropped with a note of its size, so a
+#: hostile call (a 10 MiB filter value, 100,000 group ids) costs the trail kilobytes
+VALUE_LIMIT = 1024
+MAX_ITEMS = 1000
+
+
+def cap_text(text: str) -> str:
+    """``text``, or its first :data:`VALUE_LIMIT` characters and a note of its full length."""
+    if len(text) <= VALUE_LIMIT:
+        return text
+    return f"{text[:VALUE_LIMIT]}… ({len(text)} characters, {VALUE_LIMIT} kept)"
+
+
+def capped(value: TrailValue) -> TrailValue:
+    """A readable trail value with each text capped and a list cut at :data:`MAX_ITEMS`."""
+    if isinstance(value, str):
+        return cap_text(value)
+    kept = [cap_text(item) for item in value[:MAX_ITEMS]]
+    if len(value) > MAX_ITEMS:
+        kept.append(f"… ({len(value) - MAX_ITEMS} more not kept)")
+    return kept
 
 
 def response_ids(action: str, body: bytes) -> dict[str, TrailValue]:
@@ -116,8 +139,10 @@ class CallRecorder:
             code, message = read_error(response.body)
         raw = {
             k: (v if len(v) <= _RAW_LIMIT else v[:_RAW_LIMIT] + "…")
-            for k, v in request.params.items()
+            for k, v in itertools.islice(request.params.items(), MAX_ITEMS)
         }
+        if len(request.params) > MAX_ITEMS:
+            raw["…"] = f"{len(request.params) - MAX_ITEMS} more parameters not kept"
         self.trail.record(
             TrailEvent(
                 seq=0,
@@ -125,10 +150,10 @@ class CallRecorder:
                 service=request.service,
                 action=request.action,
                 region=request.region,
-                params=summarize_params(request.params),
+                params={k: capped(v) for k, v in summarize_params(request.params).items()},
                 status=response.status,
                 error_code=code,
-                error_message=message,
+                error_message=None if message is None else cap_text(message),
                 latency_ms=round((time.perf_counter() - started) * 1000.0, 3),
                 user_agent=request.user_agent,
                 source=request.source,

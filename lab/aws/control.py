@@ -108,6 +108,8 @@ class CallControlRoutes:
         "/_lab/trail.jsonl",
     )
     extra_routes: tuple[str, ...] = ()
+    #: the services a fault rule may name (None: any, as for the proxy, which forwards any)
+    fault_services: frozenset[str] | None = None
 
     def __init__(self, target: Controlled) -> None:
         self.target = target
@@ -140,7 +142,7 @@ class CallControlRoutes:
             if method == "GET":
                 return _json({"faults": [r.to_dict() for r in calls.faults.rules()]})
             if method == "POST":
-                rule = calls.faults.add(AwsFaultRule.parse(_body(request)))
+                rule = calls.faults.add(self._fault_rule(_body(request)))
                 log.info("fault added %s", rule)
                 return _json(rule.to_dict(), 201)
             if method == "DELETE":
@@ -166,6 +168,14 @@ class CallControlRoutes:
         if path in known or path.startswith("/_lab/faults/"):
             raise AwsControlError(f"method {method} not allowed on {path}", status=405)
         raise AwsControlError(f"no control route {path!r}; known: {list(known)}", status=404)
+
+    def _fault_rule(self, data: dict[str, Any]) -> AwsFaultRule:
+        """A fault rule from its JSON, checked (a service this server does not answer too)."""
+        rule = AwsFaultRule.parse(data)
+        services = self.fault_services
+        if rule.service is not None and services is not None and rule.service not in services:
+            raise InvalidFaultRule("service", rule.service, f"expected one of {sorted(services)}")
+        return rule
 
     def more(self, request: Request, path: str, method: str) -> Response | None:
         """A subclass's own routes (None: not one of them)."""
@@ -217,6 +227,7 @@ class LabControlRoutes(CallControlRoutes):
     """The moto endpoint's ``/_lab/``: the shared routes plus seed and fidelity switches."""
 
     extra_routes = ("/_lab/seed", "/_lab/fidelity", "/_lab/checkpoint", "/_lab/restore")
+    fault_services = frozenset({"ec2", "elb", "elbv2", "sts"})
 
     def __init__(self, lab: SteeredLab) -> None:
         super().__init__(lab)

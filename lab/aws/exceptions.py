@@ -92,6 +92,14 @@ class IncompleteSignature(AwsError):
     status = 400
 
 
+class MalformedQueryString(AwsError):
+    """A query string or form body that is not UTF-8 text (AWS's common error for a query
+    string it cannot read)."""
+
+    code = "MalformedQueryString"
+    status = 400
+
+
 class MissingParameter(AwsError):
     """EC2: a required parameter is absent (also a query call without ``Version``)."""
 
@@ -145,6 +153,20 @@ class InvalidGroupNotFound(AwsError):
     """EC2: the security group a call names does not exist."""
 
     code = "InvalidGroup.NotFound"
+    status = 400
+
+
+class InvalidPrefixListIDNotFound(AwsError):
+    """EC2: a permission names a prefix list that does not exist."""
+
+    code = "InvalidPrefixListID.NotFound"
+    status = 400
+
+
+class NoSuchVersion(AwsError):
+    """EC2: the ``Version`` names no API version of the service."""
+
+    code = "NoSuchVersion"
     status = 400
 
 

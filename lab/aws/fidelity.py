@@ -77,6 +77,12 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     by ``AwsApp``) runs each NLB instance target group's checks on the lab clock through the
     Classic model's prober and answers with AWS's target states and reason codes, the
     deregistration delay included (``nlb_health_checks``).
+17. ``AuthorizeSecurityGroupIngress``/``Egress`` and ``RevokeSecurityGroupIngress``/``Egress``
+    apply their permissions one by one in moto and keep those before the one refused (70
+    permissions: ``RulesPerSecurityGroupLimitExceeded`` and 60 rules stored; a new rule beside
+    a duplicate added; an existing rule beside a missing one revoked). EC2 applies a call as
+    one change; the layer snapshots the region's rules before such a call and restores them
+    when moto refuses it (:mod:`lab.aws.sgatomic`; with ``enabled``).
 
 Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends with
 ``.elb.amazonaws.com``; ``ApplySecurityGroupsToLoadBalancer`` replaces the set in the given
@@ -108,6 +114,7 @@ from lab.aws.exceptions import (
 from lab.aws.fidelity_config import FidelityConfig
 from lab.aws.lifecycle import InstanceLifecycle
 from lab.aws.protocol import AwsRequest, WireResponse, new_request_id
+from lab.aws.sgatomic import PERMISSION_ACTIONS, RulesSnapshot
 
 
 def _unknown_instances(view: Any, params: Mapping[str, str], prefix: str, suffix: str) -> list[str]:
@@ -248,7 +255,9 @@ class FidelityLayer:
         context: dict[str, Any] = {}
         if not cfg.enabled:
             return None, context
-        if request.service == "ec2" and request.action in _DESCRIBE_INSTANCES:
+        if request.service == "ec2" and request.action in PERMISSION_ACTIONS:
+            context["rules"] = RulesSnapshot.take(self._views(request.region).ec2)
+        elif request.service == "ec2" and request.action in _DESCRIBE_INSTANCES:
             if cfg.instance_describe_lag_s > 0:
                 context["hidden"] = self.lifecycle.hide_new(
                     self._views(request.region), request.region
@@ -380,6 +389,8 @@ class FidelityLayer:
     ) -> WireResponse:
         """Fix backend state or the response of a call moto answered."""
         cfg = self._config
+        if response.status >= 400 and "rules" in context:
+            context["rules"].restore()  # a refused permission call changes nothing (gap 17)
         if not cfg.enabled or response.status >= 400:
             return response
         action = request.action

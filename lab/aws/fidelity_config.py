@@ -116,6 +116,11 @@ class FidelityConfig:
         return replace(self, **dict(changes))
 
 
+#: the longest time a switch may set (30 days): a lab run is hours; a larger number is a
+#: mistake, and 1e308 would overflow the clock arithmetic (to infinity) it feeds
+MAX_SECONDS = 30 * 86_400
+
+
 def _validate(name: str, value: Any) -> None:
     bools = {
         "enabled",
@@ -137,10 +142,16 @@ def _validate(name: str, value: Any) -> None:
     if name in bools and not isinstance(value, bool):
         raise AwsControlError(f"fidelity: {name!r} must be true or false, got {value!r}")
     is_number = isinstance(value, int | float) and not isinstance(value, bool)
-    if name in seconds and (not is_number or value < 0):
-        raise AwsControlError(f"fidelity: {name!r} must be a number >= 0, got {value!r}")
-    if name == "terminated_visible_s" and value is not None and (not is_number or value < 0):
-        raise AwsControlError(f"fidelity: {name!r} must be a number >= 0 or null, got {value!r}")
+    in_range = is_number and 0 <= value <= MAX_SECONDS  # NaN and infinities fail too
+    if name in seconds and not in_range:
+        raise AwsControlError(
+            f"fidelity: {name!r} must be a number of seconds in 0..{MAX_SECONDS}, got {value!r}"
+        )
+    if name == "terminated_visible_s" and value is not None and not in_range:
+        raise AwsControlError(
+            f"fidelity: {name!r} must be a number of seconds in 0..{MAX_SECONDS} or null, "
+            f"got {value!r}"
+        )
     if name == "elb_sg_order" and value not in SG_ORDERS:
         raise AwsControlError(f"fidelity: 'elb_sg_order' must be one of {SG_ORDERS}, got {value!r}")
     if (

@@ -1,6 +1,6 @@
 """The lab's patches to moto 5.2.5, applied once per process before moto serves a call.
 
-Role: three places where stock moto answers differently from AWS in a way the fidelity layer
+Role: four places where stock moto answers differently from AWS in a way the fidelity layer
 cannot fix around the call, because the difference sits inside moto's models:
 
 * :func:`allow_portless_rules` (``moto.ec2.models.security_groups.SecurityGroupRule.__init__``):
@@ -13,7 +13,11 @@ cannot fix around the call, because the difference sits inside moto's models:
 * :func:`share_default_amis` (``moto.ec2.models.amis.AmiBackend._load_amis``): an EC2 region
   backend gets moto's ~1,300 default AMIs as a copy of the first backend's instead of building
   them again (~0.3 s of every lab reset); :func:`catalogue_of` and :func:`twin` let a
-  checkpoint (:mod:`lab.aws.motostate`) copy that catalogue the same cheap way.
+  checkpoint (:mod:`lab.aws.motostate`) copy that catalogue the same cheap way;
+* :func:`filter_wildcards` (``moto.core.utils.aws_api_matches``, ``moto.ec2.utils``'s
+  ``tag_filter_matches`` and ``fnmatch``, ``moto.ec2.models.tags``' ``re``): EC2 filter values
+  are matched as AWS matches them (``*``, ``?``, the rest literal; :mod:`lab.aws.wildcard`),
+  not as regular expressions or ``fnmatch`` patterns.
 
 Design: each patch marks the function it installs, so :func:`apply` (called by
 :func:`lab.aws.motostate.moto_dispatcher` under its lock, once per process) is idempotent; the
@@ -21,12 +25,16 @@ README's "moto's default AMIs" and "DescribeNetworkInterfaces filter" sections s
 notices each. They live apart from the WSGI app so that the request path reads as a pipeline
 and the patches as what they are: edits to a dependency.
 
-Neighbours: :mod:`lab.aws.motostate` (applies them, copies the catalogue for checkpoints).
+Neighbours: :mod:`lab.aws.motostate` (applies them, copies the catalogue for checkpoints),
+:mod:`lab.aws.wildcard` (the filter matcher).
 """
 
 from __future__ import annotations
 
+import fnmatch
 from typing import Any
+
+from lab.aws import wildcard
 
 
 def apply() -> None:
@@ -34,6 +42,7 @@ def apply() -> None:
     allow_portless_rules()
     eni_attachment_status_filter()
     share_default_amis()
+    filter_wildcards()
 
 
 #: protocols whose rules AWS requires ports for (names and numbers, as moto normalizes them)
@@ -109,6 +118,66 @@ def eni_attachment_status_filter() -> None:
     get_filter_value.ccm_lab_attachment_status = True  # type: ignore[attr-defined]
     get_filter_value.moto_original = original  # type: ignore[attr-defined]
     NetworkInterface.get_filter_value = get_filter_value  # type: ignore[method-assign]
+
+
+class _GlobPattern:
+    """What moto's ``DescribeTags`` wants of a compiled filter (``match``: a hit or None),
+    as a wildcard."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+
+    def match(self, text: str) -> str | None:
+        return text if wildcard.matches(self.pattern, text) else None
+
+
+def filter_wildcards() -> None:
+    """EC2 filter values match as on AWS: ``*`` any run, ``?`` one character, the rest literal.
+
+    moto 5.2.5 matches most describe filters (security groups: ``aws_api_matches``) as a
+    regular expression built from the value (``nodes.ccm-la.`` matched ``nodes.ccm-lab``,
+    ``(unclosed`` was a 500, ``(a+)+b`` backtracked for seconds with the GIL held), tag filters
+    and ``DescribeTags`` through ``fnmatch``'s translation (``[ab]`` a character class), and
+    the generic ``get_filter_value`` filters with ``fnmatch.fnmatch``. Each is replaced where
+    moto looks it up (module globals, including the modules that imported it by name) with
+    :func:`lab.aws.wildcard.matches`, linear in the value. Applied once per process, before
+    moto serves a call.
+    """
+    import types
+
+    import moto.core.utils as core_utils
+    import moto.ec2.utils as ec2_utils
+    from moto.ec2.models import security_groups, tags
+
+    if getattr(core_utils.aws_api_matches, "ccm_lab_wildcard", False):
+        return
+
+    def aws_api_matches(pattern: str, string: Any) -> bool:
+        return wildcard.matches(str(pattern), str(string))
+
+    def tag_filter_matches(obj: Any, filter_name: str, filter_values: list[str]) -> bool:
+        if filter_name == "tag-key":
+            values: Any = ec2_utils.get_obj_tag_names(obj)
+        elif filter_name == "tag-value":
+            values = ec2_utils.get_obj_tag_values(obj)
+        elif filter_name.startswith("tag:"):
+            values = ec2_utils.get_obj_tag_values(obj, key=filter_name[4:])
+        else:
+            values = [ec2_utils.get_obj_tag(obj, filter_name) or ""]
+        return any(wildcard.matches_any(filter_values, value) for value in values)
+
+    aws_api_matches.ccm_lab_wildcard = True  # type: ignore[attr-defined]
+    core_utils.aws_api_matches = aws_api_matches
+    security_groups.aws_api_matches = aws_api_matches  # type: ignore[attr-defined]
+    ec2_utils.tag_filter_matches = tag_filter_matches
+    security_groups.tag_filter_matches = tag_filter_matches  # type: ignore[attr-defined]
+    ec2_utils.fnmatch = types.SimpleNamespace(  # type: ignore[assignment,attr-defined]
+        fnmatch=lambda name, pattern: wildcard.matches(str(pattern), str(name)),
+        translate=fnmatch.translate,
+    )
+    tags_module: Any = tags  # moto's ``DescribeTags``: re.compile(simple_aws_filter_to_re(v))
+    tags_module.simple_aws_filter_to_re = str
+    tags_module.re = types.SimpleNamespace(compile=_GlobPattern)
 
 
 def twin(ami: Any, snapshot: Any) -> tuple[Any, Any]:

@@ -31,19 +31,32 @@ Neighbours: composed by :class:`lab.aws.app.AwsApp`; the proxy's stages are in
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from lab.aws.exceptions import AwsError, IncompleteSignature
+from lab.aws.exceptions import (
+    AuthFailure,
+    AwsError,
+    IncompleteSignature,
+    MalformedQueryString,
+    MissingAction,
+    SignatureDoesNotMatch,
+)
 from lab.aws.fidelity import FidelityLayer, MotoView
 from lab.aws.fidelity_config import FidelityConfig
-from lab.aws.motostate import call_wsgi
+from lab.aws.motostate import call_wsgi, served_services, serves_region
 from lab.aws.pipeline import Call, Proceed
-from lab.aws.protocol import AwsRequest, WireResponse
-from lab.aws.validation.validator import RequestValidator, services_with_action, unroutable
+from lab.aws.protocol import VERSION_SERVICES, AwsRequest, WireResponse, xml_safe
+from lab.aws.validation.validator import (
+    RequestValidator,
+    invalid_action,
+    services_with_action,
+    unroutable,
+)
 
 #: actions that change nothing (no generation bump, no ticker poke)
 READS = ("Describe", "List", "Get")
@@ -85,6 +98,13 @@ class Route:
                 refusal = unroutable(request)
         if request.signature_problem and validating and config.validate_signature:
             refusal = IncompleteSignature(request.signature_problem, source="validation:signature")
+        elif request.malformed:  # moto would answer an empty 404
+            refusal = MalformedQueryString(request.malformed, source="validation:encoding")
+        elif request.action and refusal is None:
+            scoped = _scope_refusal(request, self.account)
+            if scoped is not None:
+                request = call.request = scoped[0]
+                refusal = scoped[1]
         call.deferred = refusal
         _route_for_moto(environ, request)
         if config.enabled and config.elb_fixes:
@@ -221,7 +241,12 @@ class MotoDispatch:
         self._apps: dict[tuple[str, str], Any] = {}
 
     def __call__(self, call: Call, proceed: Proceed) -> None:
-        call.answer(call_wsgi(self._moto_app(call.environ, call.request), call.environ))
+        response = call_wsgi(self._moto_app(call.environ, call.request), call.environ)
+        if not response.ok and call.request.protocol == "query":
+            safe = xml_safe(response.body)  # moto quotes what it was sent, control characters too
+            if safe != response.body:
+                response = response.with_body(safe)
+        call.answer(response)
 
     def _moto_app(self, environ: dict[str, Any], request: AwsRequest) -> Any:
         """moto's per-service app for this call, cached per (service, region).
@@ -237,6 +262,72 @@ class MotoDispatch:
         if app is None:
             app = self._apps[key] = self.moto.get_application(environ)
         return app
+
+
+def _scope_refusal(request: AwsRequest, account: str) -> tuple[AwsRequest, AwsError] | None:
+    """AWS's answer to a call this endpoint's services cannot take as sent (and moto would
+    answer with a 500): a SigV4 scope naming a service it does not serve, a region that does
+    not exist, the JSON protocol, an STS call of an action STS lacks. Returned with the call
+    as the service that answers it (its error shape).
+
+    A scope naming another service botocore knows, with one of its actions, goes on to moto
+    (the lab's ELB listeners use moto's ACM). On AWS each service has its own regional
+    endpoint: one reached with a credential scoped to
+    another service answers "Credential should be scoped to correct service: '<its signing
+    name>'." (``SignatureDoesNotMatch``, the query services' code; EC2 answers credential
+    problems ``AuthFailure``), one scoped to a region it does not serve "Credential should be
+    scoped to a valid region, not '<region>'." (EC2: ``AuthFailure``, "AWS was not able to
+    validate the provided access credentials", as for a region not enabled). The lab's one
+    port stands for all of them: the call is answered as the service its ``Version`` (or
+    ``Action``) names, EC2 when none. EC2, ELB and STS read form parameters only: a JSON body
+    carries no ``Action`` (``MissingAction``). Not behind a switch: moto has no answer here.
+    """
+    service = request.service
+    if not service:
+        return None  # unsigned, no Version: the route's own refusal
+    if service not in served_services():
+        if _model_has(service, request.action):
+            return None  # another service moto answers (ACM for TLS listeners, ...)
+        owners = services_with_action(request.action)
+        target = VERSION_SERVICES.get(request.version) or (owners[0] if len(owners) == 1 else "ec2")
+        request = dataclasses.replace(request, service=target)
+        signing = _SIGNING_NAMES.get(target, target)
+        message = f"Credential should be scoped to correct service: '{signing}'. "
+        return request, _credential_error(target, message)
+    if request.protocol == "json":
+        message = "The request must contain the parameter Action"
+        return request, MissingAction(message, source="validation:protocol")
+    if not serves_region(service, account, request.region):
+        message = f"Credential should be scoped to a valid region, not '{request.region}'. "
+        if service == "ec2":
+            message = "AWS was not able to validate the provided access credentials"
+        return request, _credential_error(service, message)
+    if service == "sts" and not _model_has("sts", request.action):
+        return request, invalid_action(request)
+    return None
+
+
+@functools.cache
+def _operations(service: str) -> frozenset[str]:
+    """The operations of botocore's model of ``service`` (none when botocore has no model)."""
+    import botocore.exceptions
+    import botocore.session
+
+    try:
+        model = botocore.session.get_session().get_service_model(service)
+    except botocore.exceptions.UnknownServiceError:
+        return frozenset()
+    return frozenset(model.operation_names)
+
+
+def _model_has(service: str, action: str) -> bool:
+    return action in _operations(service)
+
+
+def _credential_error(service: str, message: str) -> AwsError:
+    if service == "ec2":
+        return AuthFailure(message, source="validation:signature")
+    return SignatureDoesNotMatch(message, source="validation:signature")
 
 
 def _answered(call: Call) -> WireResponse:

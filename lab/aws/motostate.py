@@ -46,6 +46,32 @@ def moto_dispatcher() -> Any:
         return _DISPATCHER[0]
 
 
+#: where moto keeps each service the endpoint serves (module, backend dict)
+_BACKENDS = {
+    "ec2": ("moto.ec2.models", "ec2_backends"),
+    "elb": ("moto.elb.models", "elb_backends"),
+    "elbv2": ("moto.elbv2.models", "elbv2_backends"),
+    "sts": ("moto.sts.models", "sts_backends"),
+}
+
+
+def served_services() -> frozenset[str]:
+    """The services the moto endpoint answers (``elb``/``elbv2``: ``elasticloadbalancing``)."""
+    return frozenset(_BACKENDS)
+
+
+def serves_region(service: str, account: str, region: str) -> bool:
+    """Whether moto has ``region`` for ``service`` (a region of botocore's partitions; moto
+    keeps STS per partition, so its regions are EC2's)."""
+    import importlib
+
+    where = _BACKENDS.get("ec2" if service == "sts" else service)
+    if where is None:
+        return False
+    backends = getattr(importlib.import_module(where[0]), where[1])
+    return region in backends[account].regions
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """A private copy of moto's backends (``(backend dict, account, region, backend)``) and

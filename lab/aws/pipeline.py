@@ -39,7 +39,8 @@ carries, a new request id. The moto endpoint's own refusals are XML even for JSO
 calls (moto answers those itself); the proxy answers every call in its own protocol's shape;
 an injected fault answers in the call's protocol everywhere (:attr:`Pipeline.json_errors`).
 An exception that is not an AWS error is a bug in the lab: it is answered with a 500
-``InternalError`` and kept (:class:`lab.component.InternalErrors`) for the test to see.
+``InternalError`` (in the call's shape, recorded in the trail with ``answered_by:
+"internal-error"``) and kept (:class:`lab.component.InternalErrors`) for the test to see.
 
 Neighbours: :mod:`lab.aws.motostages` (the moto endpoint's stages), :mod:`lab.aws.proxy.stages`
 (the proxy's), :mod:`lab.aws.calls` (faults and trail), :mod:`lab.aws.protocol` (the wire).
@@ -188,14 +189,17 @@ class Pipeline:
         """Run the pipeline for one request and write its answer (500 on a bug of the lab)."""
         try:
             response = self.handle(environ)
-        except Exception as exc:  # a bug in the lab, not in the caller: answer 500, keep it
-            log.exception("aws %s internal error", self.name)
-            self.internal_errors.record(f"{type(exc).__name__}: {exc}")
-            who = "ccm-lab" if self.name == "endpoint" else f"ccm-lab {self.name}"
-            error = InternalError(f"{who} internal error: {exc}")
-            response = error_response("ec2", error, request_id=new_request_id())
+        except Exception as exc:  # a bug in the lab before the call was parsed
+            response = error_response("ec2", self.internal(exc), request_id=new_request_id())
         start_response(response.status_line, response.headers)
         return [response.body]
+
+    def internal(self, exc: Exception) -> InternalError:
+        """The 500 answering a bug of the lab (not the caller's), kept for the test to see."""
+        log.error("aws %s internal error", self.name, exc_info=exc)
+        self.internal_errors.record(f"{type(exc).__name__}: {exc}")
+        who = "ccm-lab" if self.name == "endpoint" else f"ccm-lab {self.name}"
+        return InternalError(f"{who} internal error: {exc}", source="internal-error")
 
     # --- identify, the stages, record -------------------------------------------------------
 
@@ -206,6 +210,9 @@ class Pipeline:
             self._run(call, 0)
         except AwsError as error:  # raised by a stage: it answers the call, skipping the way back
             call.answer(self.refusal(call.request, error, json=self.json_errors), by=error.source)
+        except Exception as exc:  # a bug in the lab: answered 500 and still in the trail
+            bug = self.internal(exc)
+            call.answer(self.refusal(call.request, bug, json=self.json_errors), by=bug.source)
         response = call.response
         if response is None:  # the dispatch stage always answers
             raise RuntimeError(f"aws {self.name}: no stage answered {call.request.action}")

@@ -16,8 +16,10 @@ forwards them, so they are parsed too (the body's members flattened to ``Key.Sub
 ``List.1`` for the trail) and answered in their error shape, ``{"__type": code, "message":
 ...}``.
 
-This module is the one place errors become bytes. It also reads the error code back out of
-moto's (or an upstream's) error responses for the trail.
+This module is the one place errors become bytes; what XML cannot carry (control characters
+a caller sent, quoted back in a message) becomes U+FFFD there (:func:`xml_text`, and
+:func:`xml_safe` for the error answers of moto the endpoint passes on). It also reads the
+error code back out of moto's (or an upstream's) error responses for the trail.
 
 Neighbours: used by :mod:`lab.aws.pipeline` (which alone calls :func:`error_response`) and
 the stages; errors come from :mod:`lab.aws.exceptions`.
@@ -50,6 +52,11 @@ _XMLNS = {
 }
 
 _CODE_RE = re.compile(rb"<Code>([^<]*)</Code>")
+#: what XML 1.0 forbids in a document (its ``Char`` production), in text and in UTF-8 bytes
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_NOT_XML_UTF8 = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]|\xef\xbf[\xbe\xbf]")
+REPLACEMENT = "\ufffd"
+"""What stands for a character XML cannot carry (U+FFFD, the Unicode replacement character)."""
 _MESSAGE_RE = re.compile(rb"<Message>([^<]*)</Message>", re.DOTALL)
 
 
@@ -77,6 +84,9 @@ class AwsRequest:
     absent): AWS answers such a call ``IncompleteSignature``."""
     protocol: str = "query"
     """``query`` (form parameters, XML answers) or ``json`` (``X-Amz-Target``, JSON both ways)."""
+    malformed: str = ""
+    """What makes the query string or form body unreadable (not UTF-8, raw or
+    percent-encoded), empty when it reads; its parameters are then read with U+FFFD."""
 
 
 #: API version → service, for calls without a SigV4 signing scope (SigV2 or unsigned).
@@ -128,8 +138,10 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
         protocol = "json"
         pairs += [("Action", target.rpartition(".")[2])]
         pairs += flatten_json(body)
-    elif body and content_type.startswith("application/x-www-form-urlencoded"):
+    elif body and content_type.startswith(FORM_TYPE):
         pairs += parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True)
+    form = body if protocol == "query" and content_type.startswith(FORM_TYPE) else b""
+    malformed = _unreadable(str(environ.get("QUERY_STRING", "")), form)
     params = dict(pairs)
     action = params.pop("Action", "")
     version = params.pop("Version", "")
@@ -153,7 +165,22 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
         signed=bool(service),
         signature_problem=problem,
         protocol=protocol,
+        malformed=malformed,
     )
+
+
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+def _unreadable(query: str, form: bytes) -> str:
+    """Why a query string (WSGI: its bytes as latin-1) or form body is not UTF-8 text, raw or
+    once percent-decoded (empty when both are)."""
+    for where, raw in (("query string", query.encode("latin-1", "replace")), ("body", form)):
+        try:
+            parse_qsl(raw.decode("utf-8"), keep_blank_values=True, errors="strict")
+        except UnicodeDecodeError:
+            return f"The {where} is not valid UTF-8"
+    return ""
 
 
 def flatten_json(body: bytes) -> list[tuple[str, str]]:
@@ -250,8 +277,8 @@ def error_response(
             ("x-amzn-ErrorType", error.code),
         ]
         return WireResponse(error.status, headers, body)
-    code = escape(error.code)
-    message = escape(error.message)
+    code = escape(xml_text(error.code))
+    message = escape(xml_text(error.message))
     if service == "ec2":
         text = (
             '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -273,6 +300,19 @@ def error_response(
         ("x-amzn-RequestId", request_id),
     ]
     return WireResponse(error.status, headers, body)
+
+
+def xml_text(text: str) -> str:
+    """``text`` with every character XML 1.0 forbids (control characters but tab, newline and
+    carriage return; U+FFFE, U+FFFF; lone surrogates) replaced by U+FFFD, so that an error
+    quoting what a caller sent stays a document botocore can parse."""
+    return _NOT_XML.sub(REPLACEMENT, text)
+
+
+def xml_safe(body: bytes) -> bytes:
+    """A UTF-8 XML body with what XML 1.0 forbids replaced by U+FFFD (the body itself when it
+    has none, the case of every answer but a few errors quoting hostile input)."""
+    return _NOT_XML_UTF8.sub(REPLACEMENT.encode(), body)
 
 
 def read_error(body: bytes) -> tuple[str | None, str | None]:

@@ -24,6 +24,7 @@ from lab.aws.exceptions import (
     InvalidGroupNotFound,
     InvalidID,
     InvalidInstanceIDNotFound,
+    InvalidPrefixListIDNotFound,
     InvalidSecurityGroup,
     InvalidVpcIDNotFound,
     LoadBalancerNotFound,
@@ -55,16 +56,7 @@ def rule_existence(check: Check) -> AwsError | None:
         if action in ("CreateTags", "DeleteTags"):
             return _tagged_instances(check)
         if action in SG_PERMISSION_ACTIONS:
-            known = _group_ids(check.view())
-            group_id = request.params.get("GroupId")
-            wanted = [group_id] if group_id else []
-            for _, node in permissions(check):
-                wanted += sub(node, "Groups", "GroupId")
-            for gid in wanted:
-                if gid not in known:
-                    return _missing(
-                        f"The security group '{gid}' does not exist", InvalidGroupNotFound
-                    )
+            return _missing_group(check) or _missing_prefix_list(check)
         return None
     if request.service not in ("elb", "elbv2"):
         return None
@@ -102,6 +94,35 @@ def rule_existence(check: Check) -> AwsError | None:
         return _first_missing(
             request, groups, known, "security group", "security groups", InvalidSecurityGroup
         )
+    return None
+
+
+def _missing_group(check: Check) -> AwsError | None:
+    """The group an Authorize/Revoke call changes, and its source groups, must exist."""
+    known = _group_ids(check.view())
+    group_id = check.request.params.get("GroupId")
+    wanted = [group_id] if group_id else []
+    for _, node in permissions(check):
+        wanted += sub(node, "Groups", "GroupId")
+    for gid in wanted:
+        if gid not in known:
+            return _missing(f"The security group '{gid}' does not exist", InvalidGroupNotFound)
+    return None
+
+
+def _missing_prefix_list(check: Check) -> AwsError | None:
+    """A permission's prefix list must exist ("The prefix list ID 'pl-...' does not exist", as
+    EC2's message reaches CloudFormation users; moto stores a rule naming any id)."""
+    lists: list[str] = []
+    for _, node in permissions(check):
+        lists += sub(node, "PrefixListIds", "PrefixListId")
+    if not lists:
+        return None
+    known = set(check.view().ec2.managed_prefix_lists)
+    for list_id in lists:
+        if list_id not in known:
+            message = f"The prefix list ID '{list_id}' does not exist"
+            return _missing(message, InvalidPrefixListIDNotFound)
     return None
 
 

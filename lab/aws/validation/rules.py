@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lab.aws.exceptions import AwsError, MissingParameter
+from lab.aws.exceptions import AwsError, MissingParameter, NoSuchVersion
 from lab.aws.protocol import AwsRequest
 from lab.aws.validation.model import invalid_value, model_validator, validation_error
 from lab.aws.validation.tree import INT_RE, Tree, list_items, scalar
@@ -139,7 +139,24 @@ def rule_ip_permissions(check: Check) -> AwsError | None:
         )
         if not has_source:
             return invalid_value(_SOURCES_MESSAGE, "ip_permissions")
+        if not all(
+            _valid_description(d) for key in _SOURCE_LISTS for d in sub(node, key, "Description")
+        ):
+            return invalid_value(_DESCRIPTION_MESSAGE, "ip_permissions")
     return None
+
+
+#: EC2's answer to a rule description it refuses (its ``IpRange.Description`` reference: "Up to
+#: 255 characters in length. Allowed characters are a-z, A-Z, 0-9, spaces, and
+#: ._-:/()#,@[]+=&;{}!$*"), worded as EC2 answers it
+_DESCRIPTION_MESSAGE = (
+    "Invalid rule description. Valid descriptions are strings less than 256 characters from "
+    "the following set:  a-zA-Z0-9. _-:/()#,@[]+=&;{}!$*"
+)
+
+
+def _valid_description(text: str) -> bool:
+    return len(text) <= 255 and bool(_GROUP_TEXT.match(text))
 
 
 def _protocol_number(raw: str) -> int | None:
@@ -241,6 +258,10 @@ def rule_group_names(check: Check) -> AwsError | None:
         value = check.params.get(wire)
         if value is None:
             continue
+        if not value:  # EC2 reads an empty query value as the parameter not sent
+            return MissingParameter(
+                f"The request must contain the parameter {wire}", source="validation:group_names"
+            )
         if wire == "GroupName" and value.lower().startswith("sg-"):
             return invalid_value("Group names may not be in the format sg-*.", "group_names")
         if len(value) > 255:
@@ -360,6 +381,78 @@ def rule_filters(check: Check) -> AwsError | None:
             continue
         return invalid_value(f"The filter '{name}' is invalid", "filters")
     return None
+
+
+#: EC2's tag limits ("Tag restrictions", Amazon EC2 User Guide: keys 1-128 characters, values
+#: at most 256, the ``aws:`` prefix reserved); botocore's EC2 model carries none of them
+TAG_KEY_MAX = 128
+TAG_VALUE_MAX = 256
+
+
+def _ec2_tags(tree: Tree) -> Iterator[tuple[str, Tree]]:
+    """(wire prefix, tag) of every tag an EC2 call sets: ``Tag.N`` and
+    ``TagSpecification.N.Tag.M``."""
+    for index, tag in list_items(tree.get("Tag"), member=None):
+        if isinstance(tag, dict):
+            yield f"Tag.{index}", tag
+    for spec_index, spec in list_items(tree.get("TagSpecification"), member=None):
+        if isinstance(spec, dict):
+            for index, tag in list_items(spec.get("Tag"), member=None):
+                if isinstance(tag, dict):
+                    yield f"TagSpecification.{spec_index}.Tag.{index}", tag
+
+
+def rule_tags(check: Check) -> AwsError | None:
+    """EC2 tags a call sets: a key of 1-128 characters not starting with ``aws:``, a value of
+    at most 256 (the EC2 User Guide's "Tag restrictions"; the messages are the lab's wording
+    but for the reserved prefix, which is EC2's)."""
+    request = check.request
+    if request.service != "ec2" or request.action == "DeleteTags":
+        return None
+    for prefix, tag in _ec2_tags(check.tree):
+        key = scalar(tag.get("Key"))
+        value = scalar(tag.get("Value"))
+        problem = ""
+        if key is not None and not key:
+            problem = f"Value () for parameter {prefix}.Key is invalid. Tag keys must not be empty."
+        elif key is not None and len(key) > TAG_KEY_MAX:
+            problem = (
+                f"Value ({key[:40]}...) for parameter {prefix}.Key is invalid. "
+                f"Length exceeds maximum of {TAG_KEY_MAX}."
+            )
+        elif key is not None and key.lower().startswith("aws:"):
+            problem = (
+                f"Value ({key}) for parameter {prefix}.Key is invalid. "
+                "Tag keys starting with 'aws:' are reserved for internal use"
+            )
+        elif value is not None and len(value) > TAG_VALUE_MAX:
+            problem = (
+                f"Value ({value[:40]}...) for parameter {prefix}.Value is invalid. "
+                f"Length exceeds maximum of {TAG_VALUE_MAX}."
+            )
+        if problem:
+            return invalid_value(problem, "tags")
+    return None
+
+
+_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def rule_version(check: Check) -> AwsError | None:
+    """An EC2 ``Version`` must name an API version: a date no later than the model's
+    (``2016-11-15``; EC2 still serves the older ones). EC2 lists ``NoSuchVersion`` among its
+    common client errors ("Error codes for the Amazon EC2 API"); the message is the lab's."""
+    request = check.request
+    version = request.version
+    if request.service != "ec2" or not version:
+        return None
+    latest = str(model_validator("ec2").model.api_version)
+    if _VERSION.match(version) and version <= latest:
+        return None
+    return NoSuchVersion(
+        f"The requested version ({version}) of service AmazonEC2 does not exist",
+        source="validation:version",
+    )
 
 
 def rule_next_token(check: Check) -> AwsError | None:

@@ -32,6 +32,8 @@ from lab.aws.validation.rules import (
     rule_ip_permissions,
     rule_listener_ports,
     rule_next_token,
+    rule_tags,
+    rule_version,
 )
 from lab.aws.validation.tree import MODEL_SERVICES, param_tree
 
@@ -41,12 +43,14 @@ if TYPE_CHECKING:
 
 #: (switch, rule) in the order they run; the first error answers.
 RULES: tuple[tuple[str, Rule], ...] = (
+    ("validate_action", rule_version),
     ("validate_ip_permissions", rule_ip_permissions),
     ("validate_cidr", rule_cidr),
     ("validate_group_names", rule_group_names),
     ("validate_elb_names", rule_elb_names),
     ("validate_listener_ports", rule_listener_ports),
     ("validate_filters", rule_filters),
+    ("validate_model", rule_tags),
     ("validate_next_token", rule_next_token),
     ("validate_existence", rule_existence),
 )
