@@ -182,6 +182,8 @@ class GuardedHandler(BaseHTTPRequestHandler):
         except TimeoutError as exc:
             self.log_error("request timed out: %r", exc)
             self.close_connection = True
+        except ConnectionError:  # the client went away mid-request: nothing to answer
+            self.close_connection = True
 
     def parse_request(self) -> bool:
         line = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
