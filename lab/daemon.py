@@ -8,7 +8,9 @@ what only this process can do (kubelet stand-in heartbeats, the traffic probe): 
 table and messages of ``lab.daemon_client``, one handler per route here, a bad body answered
 400 with a JSON error. It exits cleanly on SIGTERM/SIGINT, stopping
 every server it started. The control API, like every control plane of the lab, answers only
-requests carrying the lab's token (``LabState.token``) as a bearer token. The controller is
+requests carrying the lab's token (``LabState.token``) as a bearer token; its transport is
+:mod:`lab.component.transport`'s (deadlines for a request's head and body, strict framing, a
+body over ``MAX_BODY_BYTES`` refused 413 unread). The controller is
 *not* a child of this process: ``lab.frontdoor`` starts it separately so it can be restarted with
 other flags without touching the lab.
 """
@@ -25,7 +27,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -33,6 +35,7 @@ from urllib.parse import urlparse
 from lab.cluster.steps import LoggingProgress
 from lab.component import ProcessRef
 from lab.component.bearer import CHALLENGE, bearer_ok, refusal
+from lab.component.transport import DEFAULT_DEADLINES, Deadlines, GuardedHandler
 from lab.compose import Lab
 from lab.daemon_client import (
     HEALTHZ,
@@ -53,6 +56,9 @@ from lab.spec import SPEC_FILE, LabSpec, read_spec
 from lab.state import STATE_FILE, DaemonState, LabError, write_state
 
 log = logging.getLogger("lab.daemon")
+
+#: The largest control request served (its messages are a few hundred bytes of JSON).
+MAX_BODY_BYTES = 1 << 20
 
 
 def _healthz(lab: Lab, request: Empty) -> tuple[int, dict[str, Any]]:
@@ -117,8 +123,10 @@ HANDLERS: dict[Route, Callable[[Lab, Any], tuple[int, dict[str, Any]]]] = {
 }
 
 
-class _Control(BaseHTTPRequestHandler):
+class _Control(GuardedHandler):
     lab: Lab
+    max_body = MAX_BODY_BYTES
+    chunked_ok = False
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("control: " + format, *args)
@@ -151,7 +159,7 @@ class _Control(BaseHTTPRequestHandler):
             self._reply(404, {"error": f"no such path {path} ({method})"})
             return
         try:
-            length = int(self.headers.get("Content-Length") or 0)
+            length = self.content_length()
             request = parse_request(route, self.rfile.read(length) if length > 0 else b"")
         except (BadRequest, ValueError) as exc:
             self._reply(400, {"error": f"{method} {path}: {exc}"})
@@ -163,6 +171,11 @@ class _Control(BaseHTTPRequestHandler):
             answer = 500, {"error": f"{method} {path}: {type(exc).__name__}: {exc}"}
         self._reply(*answer)
 
+    def too_large(self, length: int) -> None:
+        self.close_connection = True
+        self._reply(413, {"error": f"a control request is at most {MAX_BODY_BYTES} bytes"})
+        self.drain()
+
     def do_GET(self) -> None:
         self._dispatch("GET")
 
@@ -170,11 +183,13 @@ class _Control(BaseHTTPRequestHandler):
         self._dispatch("POST")
 
 
-def control_server(lab: Lab) -> ThreadingHTTPServer:
-    """The daemon's control API for ``lab`` on 127.0.0.1 (a free port; not yet serving)."""
+def control_server(lab: Lab, *, deadlines: Deadlines = DEFAULT_DEADLINES) -> ThreadingHTTPServer:
+    """The daemon's control API for ``lab`` on 127.0.0.1 (a free port; not yet serving);
+    ``deadlines``: what a client has for a request's head, its body, and between requests."""
     handler = type("Control", (_Control,), {"lab": lab})
     control = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     control.daemon_threads = True
+    control.deadlines = deadlines  # type: ignore[attr-defined]  # read per connection
     return control
 
 

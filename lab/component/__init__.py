@@ -9,6 +9,9 @@ readiness is awaited with an explicit timeout, a readiness failure raises
 * :class:`ServerComponent` (:mod:`.server`): an HTTP server in a background thread of this
   process; it also hands out the exceptions it caught while serving
   (``take_internal_errors()``), so a fixture can fail the test that caused one.
+* :mod:`.transport`: how every lab server reads a request (``GuardedHandler``): deadlines for
+  a request's head and body, the TLS handshake in the connection's thread, Go's strict
+  framing, sizes at the door.
 * :class:`ChildProcess` (:mod:`.child`): ``python -m <module> ...`` as a child, ready once it
   prints ``ccm-lab <what> ready at <URL>`` (:func:`serve_until_signal` is the ``__main__``
   skeleton that prints it); ``detach=True`` outlives the caller, named by a

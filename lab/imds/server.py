@@ -11,21 +11,31 @@ The lifecycle is :class:`lab.component.ServerComponent`'s (port 0 read back, rea
 idempotent ``stop()`` that releases held, hop-limited connections first);
 ``take_internal_errors()`` hands out the exceptions the app caught while serving.
 
+The request handler is werkzeug's under :class:`lab.component.transport.GuardedHandler`:
+deadlines for a request's head and body (``deadlines``), strict request lines and headers, a
+bad or negative ``Content-Length`` refused 400, a body over ``MAX_BODY_BYTES`` refused 413
+unread and a chunked one 411 (no metadata client sends either). The body is read before the
+app runs, under the body deadline, so a client that stalls mid-body is dropped by the
+transport, never seen by a view as an error of the lab.
+
 Neighbours: ``routes.ImdsApp`` (the app), ``handlers.ImdsService`` (state), ``ec2`` (reader),
 ``control_client`` (client), ``process`` (the same thing as a child process).
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from lab.component import ServerComponent
 from lab.component.bearer import auth_headers
+from lab.component.transport import DEFAULT_DEADLINES, Deadlines, GuardedHandler
 from lab.imds.control_client import ImdsControlClient
 from lab.imds.ec2 import Boto3Ec2Reader, Ec2Reader
 from lab.imds.handlers import ImdsService
@@ -35,9 +45,26 @@ from lab.imds.routes import ImdsApp
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("lab.imds.access")
 
+#: The largest request body served (IMDS requests carry none; the token PUT is empty).
+MAX_BODY_BYTES = 1 << 20
 
-class _RequestHandler(WSGIRequestHandler):
-    """Request lines go to ``lab.imds.access`` at DEBUG instead of werkzeug's stderr printer."""
+
+class _RequestHandler(GuardedHandler, WSGIRequestHandler):
+    """werkzeug's handler behind the lab's transport (deadlines, strict framing, size at the
+    door); request lines go to ``lab.imds.access`` at DEBUG instead of werkzeug's printer."""
+
+    max_body = MAX_BODY_BYTES
+    chunked_ok = False
+
+    def make_environ(self) -> Any:
+        """werkzeug's environ with the body already read, under the body deadline."""
+        environ = super().make_environ()
+        length = self.content_length()
+        body = self.rfile.read(length) if length else b""
+        if len(body) < length:
+            raise ConnectionError("the client closed before sending its body")
+        environ["wsgi.input"] = io.BytesIO(body)
+        return environ
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         access_log.debug('%s "%s" %s %s', self.address_string(), self.requestline, code, size)
@@ -74,12 +101,15 @@ class ImdsServer(ServerComponent):
         ready_timeout: float = 10.0,
         token: str | None = None,
         aws_credentials: tuple[str, str] | None = None,
+        deadlines: Deadlines = DEFAULT_DEADLINES,
     ) -> None:
         """``aws_credentials``: the key pair the EC2 endpoint wants (a lab in a real account:
-        the recording proxy's caller key); None: dummies, which moto and LocalStack accept."""
+        the recording proxy's caller key); None: dummies, which moto and LocalStack accept.
+        ``deadlines``: what a client has for a request's head, its body, and between requests."""
         if reader is None and aws_endpoint is None:
             raise ValueError("ImdsServer needs aws_endpoint=<url> or reader=<Ec2Reader>")
         super().__init__(host=host, port=port, ready_timeout=ready_timeout)
+        self.deadlines = deadlines
         self.region = region
         access, secret = aws_credentials or ("ccm-lab", "ccm-lab")
         self.reader: Ec2Reader = reader or Boto3Ec2Reader(
@@ -112,13 +142,15 @@ class ImdsServer(ServerComponent):
 
     def _bind(self) -> BaseWSGIServer:
         self._stopping.clear()
-        return make_server(
+        server = make_server(
             self.host,
             self.requested_port,
             self.app,
             threaded=True,
             request_handler=_RequestHandler,
         )
+        server.deadlines = self.deadlines  # type: ignore[attr-defined]  # read per connection
+        return server
 
     def _on_stopping(self) -> None:
         self._stopping.set()  # release connections held by the hop-limit emulation

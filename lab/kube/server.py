@@ -10,8 +10,9 @@ kubeconfig generation, a typed control client and a ready-made ``kubernetes.clie
 
 The transport enforces kube-apiserver's limits the way Go's ``net/http`` and the apiserver's
 ``limitedReadBody`` do: a 3 MiB body limit (413, then close), a plain 400 and close for a bad
-``Content-Length``, the chunked reader's error for bad framing, and read/idle timeouts so a
-half-sent request cannot hold its thread.
+``Content-Length``, the chunked reader's error for bad framing; the door itself (deadlines for
+the head and the body, the TLS handshake in each connection's thread, strict request lines and
+headers, Go's 501 for a transfer coding other than chunked) is :mod:`lab.component.transport`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ import socket
 import ssl
 import sys
 import tempfile
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterable, Iterator
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ import yaml
 
 from lab.component import ServerComponent
 from lab.component.bearer import auth_headers
+from lab.component.transport import Deadlines, GuardedHandler
 from lab.kube import exceptions as E
 from lab.kube.control_client import KubeControlClient
 from lab.kube.handlers import Api
@@ -59,7 +61,7 @@ class _BodyError(Exception):
         self.code, self.reason, self.message = code, reason, message
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GuardedHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body leave together; no 40 ms delayed-ACK stalls
     wbufsize = 64 * 1024
@@ -68,51 +70,20 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s %s", self.address_string(), format % args)
 
-    def handle_one_request(self) -> None:
-        # between requests a keep-alive connection may idle this long (Go's IdleTimeout)
-        self.connection.settimeout(self.server.idle_timeout)
-        super().handle_one_request()
-
-    def parse_request(self) -> bool:
-        # once a request has begun, its headers and body must arrive within this (per read);
-        # kube-apiserver sets ReadHeaderTimeout 32 s, so a half-sent request cannot hold a thread
-        self.connection.settimeout(self.server.read_timeout)
-        return super().parse_request()
-
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """What the stdlib refuses while reading the request line and headers (a line over
-        64 KiB, over 100 headers, a malformed request line) is answered as Go's net/http
-        answers a request it cannot read: plain text, then close. Go's only header-size answer
-        is 431 (past ``MaxHeaderBytes``), so the stdlib's 414 becomes 431 too."""
+        64 KiB, over 100 headers) is answered as Go's net/http answers a request it cannot
+        read: plain text, then close. Go's only header-size answer is 431 (past
+        ``MaxHeaderBytes``), so the stdlib's 414 becomes 431 too."""
         if code in (400, 414, 431):
-            self._refuse(431 if code == 414 else code, message or "")
+            self.refuse(431 if code == 414 else code)
             return
         super().send_error(code, message, explain)
 
-    def _refuse(self, status: int, text: str) -> None:
-        """Go's net/http answer to a request it cannot read: plain text, then close."""
-        reason = self.responses.get(status, ("",))[0]
-        body = f"{status} {reason}".encode()
-        self.close_connection = True
-        self.wfile.write(
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            f"Connection: close\r\n\r\n".encode()
-            + body
-        )
-        log.info("refused a request: %s", text)
-
-    def _drain(self, limit: int = 8 * MAX_BODY_BYTES, seconds: float = 1.0) -> None:
-        """Read (and drop) what the client is still sending, for a bounded time, so that
-        closing does not reset the connection before it has read the answer."""
-        with contextlib.suppress(OSError):
-            self.connection.shutdown(socket.SHUT_WR)
-            self.connection.settimeout(seconds)
-            got = 0
-            while got < limit:
-                data = self.connection.recv(65536)
-                if not data:
-                    break
-                got += len(data)
+    def unknown_method(self) -> None:
+        """A method Go's net/http lets through (a valid token: ``OPTIONS``, ``FOO``, ``get``)
+        reaches kube-apiserver's handler chain, which answers it (405 on a resource)."""
+        self._serve()
 
     def _read_body(self) -> bytes:
         """The request body, at most MAX_BODY_BYTES; :class:`_BodyError` when it cannot be read
@@ -141,7 +112,7 @@ class _Handler(BaseHTTPRequestHandler):
                     raise _BodyError(500, "", "unexpected EOF")
                 chunks.append(chunk)
             return b"".join(chunks)
-        length = int(self.headers.get("Content-Length") or 0)
+        length = self.content_length()
         if length > limit:
             raise _BodyError(413, *_TOO_LARGE)
         data = self.rfile.read(length) if length else b""
@@ -170,26 +141,20 @@ class _Handler(BaseHTTPRequestHandler):
             return False
 
     def _serve(self) -> None:
-        cl = self.headers.get_all("Content-Length") or []
-        # net/http's parseContentLength: strconv.ParseUint(cl, 10, 63)
-        if cl and (len(set(cl)) > 1 or not cl[0].strip().isdigit() or int(cl[0].strip()) >= 2**63):
-            return self._refuse(400, f"bad Content-Length {cl!r}")
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower() and cl:
-            return self._refuse(400, "both Transfer-Encoding and Content-Length")
+        # Content-Length and Transfer-Encoding were checked at the door (GuardedHandler)
+        if self.headers.get("Transfer-Encoding") and self.headers.get("Content-Length"):
+            return self.refuse(400)
         try:
             body = self._read_body()
         except _BodyError as err:  # answered as a Status; what is left of the body is unread
             self._refuse_body(err)
-            return
-        except TimeoutError:
-            self.close_connection = True
             return
         host = self.server.server_address
         host_s = host[0].decode() if isinstance(host[0], bytes) else host[0]
         req = Request(
             method=self.command,
             target=self.path,
-            headers={k.lower(): v for k, v in self.headers.items()},
+            headers=_first_values(self.headers.items()),
             body=body,
             server_address=f"{host_s}:{host[1]}",
             alive=self._alive,
@@ -220,8 +185,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(payload)
-        self.wfile.flush()
-        self._drain()
+        self.drain(8 * MAX_BODY_BYTES)
 
     def _write_stream(self, req: Request, stream: Iterator[bytes]) -> None:
         """A streamed answer (a watch, logs) in HTTP chunks, one per piece the stream yields;
@@ -248,17 +212,25 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _serve
 
 
+def _first_values(items: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Headers by lower-case name, the first value of a repeated one (Go's ``Header.Get``:
+    of two ``Authorization`` headers, the first is the one authenticated)."""
+    headers: dict[str, str] = {}
+    for name, value in items:
+        headers.setdefault(name.lower(), value)
+    return headers
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(
-        self, address: tuple[str, int], api: Api, *, read_timeout: float, idle_timeout: float
-    ) -> None:
+    def __init__(self, address: tuple[str, int], api: Api, *, deadlines: Deadlines) -> None:
         self.api = api
-        self.read_timeout = read_timeout
-        self.idle_timeout = idle_timeout
+        self.deadlines = deadlines
+        #: set for HTTPS: each connection's thread runs its own handshake (GuardedHandler)
+        self.tls_context: ssl.SSLContext | None = None
         super().__init__(address, _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -305,11 +277,15 @@ class KubeServer(ServerComponent):
         ready_timeout: float = 10.0,
         read_timeout: float = 32.0,
         idle_timeout: float = 90.0,
+        body_timeout: float | None = None,
         authorization: str = "allow",
     ) -> None:
         super().__init__(host=host, port=port, ready_timeout=ready_timeout)
-        self.read_timeout = read_timeout
-        self.idle_timeout = idle_timeout
+        #: what a client has for a request's line and headers (and a TLS handshake), its body
+        #: (default: as long as for the head), and between requests: deadlines, whatever its
+        #: pace (lab.component.transport)
+        body = read_timeout if body_timeout is None else body_timeout
+        self.deadlines = Deadlines(header=read_timeout, body=body, idle=idle_timeout)
         self.version = version
         self.tls = tls
         self.token = token if token is not None else (secrets.token_urlsafe(24) if tls else None)
@@ -349,19 +325,14 @@ class KubeServer(ServerComponent):
         if self.state_file and self.state_file.exists():
             self.store.load(json.loads(self.state_file.read_text()))
         self.api.stopping.clear()
-        server = _Server(
-            (self.host, self.requested_port),
-            self.api,
-            read_timeout=self.read_timeout,
-            idle_timeout=self.idle_timeout,
-        )
+        server = _Server((self.host, self.requested_port), self.api, deadlines=self.deadlines)
         if self.tls:
             try:
                 self._certs = make_certs((self.host, "localhost"))
                 _, cert, key = self._certs.write(self.workdir / "pki")
                 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
                 ctx.load_cert_chain(str(cert), str(key))
-                server.socket = ctx.wrap_socket(server.socket, server_side=True)
+                server.tls_context = ctx  # the handshake is each connection's, off the accept path
             except BaseException:
                 server.server_close()
                 raise
