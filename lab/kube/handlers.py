@@ -103,6 +103,21 @@ def manager_from_user_agent(agent: str) -> str:
     return "".join(ch for ch in head if ch.isprintable())[:_FIELD_MANAGER_MAX]
 
 
+#: non-resource paths kube-apiserver serves through a go-restful WebService with a GET route
+#: only (``/version``, the legacy ``/api`` root and ``/api/v1``'s resource list): another
+#: method is go-restful's 405 (``RouterJSR311.detectRoute``), plain text with ``Allow: GET``
+GO_RESTFUL_GET_ONLY = frozenset({"/version", "/api", "/api/v1"})
+
+
+def _method_not_allowed() -> Response:
+    return Response(
+        405,
+        b"405: Method Not Allowed",
+        content_type="text/plain; charset=utf-8",
+        headers={"Allow": "GET"},
+        raw=True,
+    )
+
 class Api:
     """The simulated API server's request dispatcher."""
 
@@ -171,6 +186,8 @@ class Api:
             # without a lab token the simulator serves anyone: an unknown bearer token is
             # anonymous here (kube-apiserver answers 401)
             user = ANONYMOUS
+        if req.method != "GET" and path.rstrip("/") in GO_RESTFUL_GET_ONLY:
+            return _method_not_allowed()
         if path in ("/version", "/version/"):
             # responsewriters.WriteRawJSON: indented, no trailing newline
             return Response(200, json.dumps(self.version, indent=2).encode(), raw=True)

@@ -341,3 +341,19 @@ def test_every_server_still_answers_after_the_hostile_clients(server: tuple[str,
             f"GET {path} HTTP/1.1\r\nHost: x\r\n{auth(name)}Connection: close\r\n\r\n".encode()
         )
         assert status_of(read_until_closed(sock)) == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [("FOO", "/version"), ("get", "/api"), ("POST", "/api/v1")]
+)
+def test_a_method_a_go_restful_get_route_does_not_take_is_its_plain_405(
+    method: str, path: str
+) -> None:
+    """``/version``, ``/api`` and ``/api/v1`` are go-restful GET routes: another method gets
+    go-restful's 405 (plain text, ``Allow: GET``), not the GET's answer."""
+    with _kube() as port, connect(port) as sock:
+        sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        answer = read_until_closed(sock)
+    assert status_of(answer) == 405
+    assert body_of(answer) == b"405: Method Not Allowed"
+    assert b"\r\nAllow: GET\r\n" in answer
