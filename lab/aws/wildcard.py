@@ -9,14 +9,17 @@ seconds while the GIL stalls every server of the process) or into an ``fnmatch``
 (``[...]`` becomes a character class). :func:`matches` is what :mod:`lab.aws.motopatches`
 installs in their place.
 
-Design: no regular expression and no backtracking over the pattern. The pattern is read once
-into its literal segments between stars (consecutive stars are one); a pattern with more
-fixed characters than the text is refused at once, so the matching that follows works on a
-pattern no longer than about twice the text: the first segment is anchored at the start, the
-last at the end, and each one between is taken at its leftmost place (for globs the leftmost
-choice is always as good as any other). Cost: O(len(pattern) + len(text)²) at worst, linear
-in the pattern, whatever it holds; the texts are AWS names and values (at most a few hundred
-characters).
+Design: no backtracking over the pattern, and little work per character of it. First, in C
+(two passes of :mod:`re` and :meth:`str.count`, no per-character objects): the pattern's
+fixed characters are counted, and a pattern with more of them than the text is refused at
+once; a 1 MiB hostile value costs one scan and never reaches Python-level work, so it holds no
+server thread and makes no garbage (a million small objects would mean collector pauses that
+stall every server of the process). Otherwise the pattern is read into its literal segments
+between stars (a run of stars is one token), a pattern no longer than about twice the text:
+the first segment is anchored at the start, the last at the end, and each one between is
+taken at its leftmost place (for globs the leftmost choice is always as good as any other).
+Cost: O(len(pattern)) in C, then O(len(text)²) at worst; the texts are AWS names and values
+(at most a few hundred characters).
 
 Neighbours: installed by :mod:`lab.aws.motopatches` (``filter_wildcards``); no other module of
 the lab reads filters.
@@ -24,29 +27,36 @@ the lab reads filters.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 #: A segment is a tuple of characters, where ``None`` stands for ``?`` (any one character).
 Segment = tuple[str | None, ...]
+
+#: an escape (a backslash and the character it makes literal)
+_ESCAPE = re.compile(r"\\.", re.DOTALL)
+#: the pattern's tokens: an escape, a lone trailing backslash, a run of stars, a literal run
+_TOKEN = re.compile(r"\\.|\\$|\*+|[^\\*]+", re.DOTALL)
+
+
+def fixed_characters(pattern: str) -> int:
+    """How many characters of a text the pattern's non-star parts take (``?`` takes one, an
+    escape one), counted in C."""
+    rest, escapes = _ESCAPE.subn("", pattern)
+    return escapes + len(rest) - rest.count("*")
 
 
 def parse(pattern: str) -> list[Segment]:
     """The segments of a filter value between its (unescaped) stars, in order: one segment
     when it has no star, the first anchored at the start and the last at the end otherwise."""
     pieces: list[list[str | None]] = [[]]
-    escaped = False
-    for char in pattern:
-        if escaped:
-            pieces[-1].append(char)
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char == "*":
+    for token in _TOKEN.findall(pattern):
+        if token.startswith("*"):
             pieces.append([])
+        elif token.startswith("\\"):
+            pieces[-1].append(token[-1])  # the escaped character, or a lone trailing backslash
         else:
-            pieces[-1].append(None if char == "?" else char)
-    if escaped:
-        pieces[-1].append("\\")  # a lone trailing backslash is itself
+            pieces[-1].extend(None if char == "?" else char for char in token)
     return [tuple(piece) for piece in pieces]
 
 
@@ -64,9 +74,9 @@ def _find(segment: Segment, text: str, start: int, stop: int) -> int:
 
 def matches(pattern: str, text: str) -> bool:
     """Whether ``text`` matches the EC2 filter value ``pattern`` (see the module docstring)."""
+    if fixed_characters(pattern) > len(text):
+        return False  # more fixed characters than the text has: one pass in C, whatever else
     segments = parse(pattern)
-    if sum(len(segment) for segment in segments) > len(text):
-        return False  # more fixed characters than the text has: linear, whatever the stars
     first, last = segments[0], segments[-1]
     if len(segments) == 1:
         return len(first) == len(text) and _fits(first, text, 0)
