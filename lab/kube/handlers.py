@@ -118,6 +118,7 @@ def _method_not_allowed() -> Response:
         raw=True,
     )
 
+
 class Api:
     """The simulated API server's request dispatcher."""
 
