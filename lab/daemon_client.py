@@ -127,7 +127,7 @@ class TrafficRequest:
 #: what ``lab.traffic`` models at most per call (``lab.traffic.report.MAX_REQUESTS``)
 MAX_TRAFFIC_REQUESTS = 100_000
 _SERVICE_KEY = re.compile(
-    r"^(?:[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+    r"^(?:[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?\Z"
 )
 
 

@@ -32,8 +32,8 @@ from lab.versions.provisioning import (
     LABEL_ROLE_MASTER,
 )
 
-_AWS_PROVIDER_ID = re.compile(r"^aws:///(?P<az>[a-z0-9-]*)/(?P<id>i-[0-9a-f]{8,17})$")
-_PROVIDER_ID = re.compile(r"^[a-z][a-z0-9+.-]*://.+$")
+_AWS_PROVIDER_ID = re.compile(r"^aws:///(?P<az>[a-z0-9-]*)/(?P<id>i-[0-9a-f]{8,17})\Z")
+_PROVIDER_ID = re.compile(r"^[a-z][a-z0-9+.-]*://.+\Z")
 
 
 class NodeNotFound(LookupError):

@@ -382,6 +382,12 @@ class FidelityLayer:
         if hidden is not None:
             hidden.restore()
 
+    def abandon(self, context: Mapping[str, Any]) -> None:
+        """A call that failed inside moto (a lab or moto bug, answered 500) changes nothing a
+        permission call began: its rules snapshot is restored (gap 17)."""
+        if "rules" in context:
+            context["rules"].restore()
+
     # --- after moto -------------------------------------------------------------------------
 
     def after(

@@ -44,7 +44,7 @@ _THREE_LAYERS = re.compile(
     r"|p6e-gb200\.36xlarge"
     r"|trn1\.2xlarge|trn1\.32xlarge|trn1n\.32xlarge|trn2\.48xlarge|trn2u\.48xlarge)$"
 )
-_FOUR_LAYERS = re.compile(r"^(p6-b200|p6-b300)\.48xlarge$")
+_FOUR_LAYERS = re.compile(r"^(p6-b200|p6-b300)\.48xlarge\Z")
 MAX_IDS = 100
 DEFAULT_MAX_RESULTS = 20
 _TOKEN_PREFIX = "topology-"

@@ -51,6 +51,7 @@ from lab.aws.fidelity_config import FidelityConfig
 from lab.aws.motostate import call_wsgi, served_services, serves_region
 from lab.aws.pipeline import Call, Proceed
 from lab.aws.protocol import VERSION_SERVICES, AwsRequest, WireResponse, xml_safe
+from lab.aws.signing_names import SIGNING_NAMES
 from lab.aws.validation.validator import (
     RequestValidator,
     invalid_action,
@@ -61,7 +62,7 @@ from lab.aws.validation.validator import (
 #: actions that change nothing (no generation bump, no ticker poke)
 READS = ("Describe", "List", "Get")
 
-_TAG_KEY = re.compile(r"^Tags\.member\.(\d+)\.Key$")
+_TAG_KEY = re.compile(r"^Tags\.member\.(\d+)\.Key\Z")
 _SIGNING_NAMES = {"elb": "elasticloadbalancing", "elbv2": "elasticloadbalancing"}
 
 
@@ -224,6 +225,9 @@ class Fidelity:
             raise error
         try:
             proceed()
+        except BaseException:
+            self.layer.abandon(context)
+            raise
         finally:
             self.layer.finish(context)
             if not request.action.startswith(READS):
@@ -321,7 +325,10 @@ def _operations(service: str) -> frozenset[str]:
 
 
 def _model_has(service: str, action: str) -> bool:
-    return action in _operations(service)
+    """Whether a service signing as ``service`` has ``action``: the model of that name, or one
+    whose signing name it is (``monitoring`` is CloudWatch's, ``lab.aws.signing_names``)."""
+    names = (service, *SIGNING_NAMES.get(service, ()))
+    return any(action in _operations(name) for name in names)
 
 
 def _credential_error(service: str, message: str) -> AwsError:

@@ -85,8 +85,8 @@ INSTANCE_TYPE = "t3.micro"
 #: Amazon's own images (owner ``amazon``), newest first by creation date
 IMAGE_NAME = "amzn2-ami-hvm-*-x86_64-gp2"
 
-_RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{3,40}$")
-_RESOURCE_ID = re.compile(r"^[a-z]+(-[a-z]+)?-[0-9a-f]{8,17}$")
+_RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{3,40}\Z")
+_RESOURCE_ID = re.compile(r"^[a-z]+(-[a-z]+)?-[0-9a-f]{8,17}\Z")
 _READ_ONLY = ("Describe", "Get", "List")
 _CREATING = ("Create", "Run", "Allocate", "Copy", "Import", "Request", "Purchase")
 #: create calls and the resource type their ``TagSpecifications`` take

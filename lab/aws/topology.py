@@ -62,7 +62,7 @@ ELB_ROLE_TAG = "kubernetes.io/role/elb"
 INTERNAL_ELB_ROLE_TAG = "kubernetes.io/role/internal-elb"
 #: the states of an instance that still counts (not shutting down or gone)
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
-_CLUSTER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_CLUSTER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
 #: Images tried in order when the spec names none (moto ships the first two).
 DEFAULT_IMAGE_NAMES = ("amazon-eks-node-linux*", "amzn2-ami-hvm-*-x86_64-gp2", "amzn-ami-hvm-*")
 

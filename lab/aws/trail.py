@@ -113,9 +113,9 @@ _LIST_KEYS = {
     "LoadBalancerArns": ("LoadBalancerArns.member",),
     "ResourceIds": ("ResourceId",),
 }
-_PERM_RE = re.compile(r"^(IpPermissions)\.(\d+)\.(.+)$")
-_MEMBER_RE = re.compile(r"^(\w+)\.member\.(\d+)\.(\w+)$")
-_FILTER_RE = re.compile(r"^Filter\.(\d+)\.(Name|Value\.\d+)$")
+_PERM_RE = re.compile(r"^(IpPermissions)\.(\d+)\.(.+)\Z")
+_MEMBER_RE = re.compile(r"^(\w+)\.member\.(\d+)\.(\w+)\Z")
+_FILTER_RE = re.compile(r"^Filter\.(\d+)\.(Name|Value\.\d+)\Z")
 
 
 def _permissions(params: Mapping[str, str]) -> list[str]:

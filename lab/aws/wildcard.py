@@ -3,7 +3,8 @@
 Role: an EC2 ``Filter.N.Value.M`` may carry wildcards, and nothing else is special: AWS's
 "List and filter your resources" (EC2 User Guide) says an asterisk matches zero or more
 characters, a question mark exactly one, and a backslash escapes either (``\\*``, ``\\?``,
-``\\\\`` are the literal characters). moto 5.2.5 turns the value into a regular expression
+``\\\\`` are the literal characters; a backslash before anything else is a backslash, so
+``C:\\Users`` finds itself). moto 5.2.5 turns the value into a regular expression
 instead (``.`` and ``(`` become special, ``(unclosed`` is a 500, ``(a+)+b`` backtracks for
 seconds while the GIL stalls every server of the process) or into an ``fnmatch`` pattern
 (``[...]`` becomes a character class). :func:`matches` is what :mod:`lab.aws.motopatches`
@@ -33,10 +34,11 @@ from collections.abc import Iterable
 #: A segment is a tuple of characters, where ``None`` stands for ``?`` (any one character).
 Segment = tuple[str | None, ...]
 
-#: an escape (a backslash and the character it makes literal)
-_ESCAPE = re.compile(r"\\.", re.DOTALL)
-#: the pattern's tokens: an escape, a lone trailing backslash, a run of stars, a literal run
-_TOKEN = re.compile(r"\\.|\\$|\*+|[^\\*]+", re.DOTALL)
+#: an escape: AWS documents three (``\\*``, ``\\?``, ``\\\\``); a backslash before any other
+#: character is that backslash (``C:\\Users`` is itself)
+_ESCAPE = re.compile(r"\\[*?\\]")
+#: the pattern's tokens: an escape, a run of stars, a literal run, a backslash that escapes nothing
+_TOKEN = re.compile(r"\\[*?\\]|\*+|[^*\\]+|\\", re.DOTALL)
 
 
 def fixed_characters(pattern: str) -> int:
@@ -54,7 +56,7 @@ def parse(pattern: str) -> list[Segment]:
         if token.startswith("*"):
             pieces.append([])
         elif token.startswith("\\"):
-            pieces[-1].append(token[-1])  # the escaped character, or a lone trailing backslash
+            pieces[-1].append(token[-1])  # the escaped character, or a backslash that is itself
         else:
             pieces[-1].extend(None if char == "?" else char for char in token)
     return [tuple(piece) for piece in pieces]

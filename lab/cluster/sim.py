@@ -335,8 +335,10 @@ class SimProvider:
             self.dataplane = None
         kubelet.stop()
         sim.attach_lab(None)  # the stand-ins are stopped: the wipe is safe now
-        sim.control.reset()
-        sim.attach_lab(f"sim cluster {self.name!r}")
+        try:
+            sim.control.reset()
+        finally:
+            sim.attach_lab(f"sim cluster {self.name!r}")
         self.kubelet = self.new_kubelet()
         for node in self.planned:
             self.kubelet.register(self.registration(str(node.name)))

@@ -248,7 +248,8 @@ class GuardedHandler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.wfile.write(f"HTTP/1.1 {text}{_ERROR_HEADERS}{body}".encode("latin-1"))
             self.wfile.flush()
-        log.info("refused a request (%s): %.200r", text, self.requestline)
+        # the query string stays out of the log: a presigned call carries its credentials there
+        log.info("refused a request (%s): %.200r", text, self.requestline.split("?", 1)[0])
 
     def drain(self, limit: int = 32 << 20, seconds: float = 1.0) -> None:
         """Read (and drop) what the client is still sending, bounded in bytes and time, so

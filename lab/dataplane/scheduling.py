@@ -20,7 +20,7 @@ from lab.kube.objects import Obj
 TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[a-zA-Z]*)$")
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[a-zA-Z]*)\Z")
 _SUFFIX = {
     "": 1.0,
     "n": 1e-9,

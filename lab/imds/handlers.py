@@ -96,7 +96,7 @@ KNOWN_VERSIONS = (
     "2022-09-24",
     "latest",
 )
-VERSION = re.compile("^(" + "|".join(re.escape(v) for v in KNOWN_VERSIONS) + ")$")
+VERSION = re.compile("^(" + "|".join(re.escape(v) for v in KNOWN_VERSIONS) + r")\Z")
 
 
 @dataclass(frozen=True)
@@ -392,7 +392,7 @@ def _str_field(name: str, value: object) -> str:
 
 
 #: an EC2 instance id: ``i-`` and 8 (older) or 17 lowercase hex digits
-_INSTANCE_ID = re.compile(r"^i-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+_INSTANCE_ID = re.compile(r"^i-(?:[0-9a-f]{8}|[0-9a-f]{17})\Z")
 #: the most hops a caller may sit behind (``HttpPutResponseHopLimit`` is 1..64)
 MAX_CLIENT_HOPS = 64
 

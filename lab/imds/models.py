@@ -49,7 +49,7 @@ EventState = Literal["active", "completed", "canceled"]
 TOKEN_TTL_MIN = 1
 TOKEN_TTL_MAX = 21600
 SERVING_STATES = frozenset({"pending", "running", "stopping", "shutting-down"})
-_VALID_TAG_KEY = re.compile(r"^[A-Za-z0-9+\-=.,_:@]+$")
+_VALID_TAG_KEY = re.compile(r"^[A-Za-z0-9+\-=.,_:@]+\Z")
 _IMDS_TIME = "%Y-%m-%dT%H:%M:%SZ"
 _EVENT_TIME = "%d %b %Y %H:%M:%S GMT"
 

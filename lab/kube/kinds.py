@@ -253,7 +253,7 @@ class JobStrategy(_Workload):
         return errs
 
 
-_CRON_FIELD = re.compile(r"^[\d*/,\-?LW#A-Za-z]+$")
+_CRON_FIELD = re.compile(r"^[\d*/,\-?LW#A-Za-z]+\Z")
 _CRON_MACROS = frozenset(
     ["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"]
 )

@@ -12,9 +12,11 @@ from typing import Any
 from lab.kube.exceptions import FieldError, forbidden, invalid_value, required, too_long
 from lab.kube.selectors import key_problem, value_problem
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z"
+)
 
 LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
@@ -57,7 +59,7 @@ def name_problems(name: str, rule: str) -> list[str]:
     return out
 
 
-_PORT_NAME_CHARSET = re.compile(r"^[-a-z0-9]+$")
+_PORT_NAME_CHARSET = re.compile(r"^[-a-z0-9]+\Z")
 _PORT_NAME_LETTER = re.compile(r"[a-z]")
 
 

@@ -30,7 +30,7 @@ SPEC_FILE = "spec.json"
 MAX_NODES = 20
 #: Kubernetes minors the simulator's stand-ins have version facts for
 SIM_MINORS = range(20, 38)
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
+NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?\Z")
 
 
 class Backend(enum.StrEnum):

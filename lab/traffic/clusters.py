@@ -172,7 +172,7 @@ def instance_address(inst: ClassicInstance, port: int) -> tuple[str, int]:
     return inst.private_ip, port
 
 
-_POD_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_POD_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 
 
 class RealCluster:

@@ -36,7 +36,7 @@ from typing import Final
 #: The Kubernetes version a lab runs unless told otherwise.
 DEFAULT_K8S_VERSION: Final = "1.33"
 
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?$")
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?\Z")
 
 
 @functools.total_ordering

@@ -107,6 +107,11 @@ def test_wildcard_matcher_is_linear_by_construction() -> None:
     assert not wildcard.matches("(a+)+b", "a" * 27)
     assert wildcard.matches(r"\*a\?", "*a?")
     assert not wildcard.matches(r"\*a\?", "xab")
+    # AWS documents three escapes; any other backslash is itself (a Windows path, a domain user)
+    assert wildcard.matches(r"C:\Users", "C:\\Users")
+    assert wildcard.matches(r"CORP\alice", "CORP\\alice")
+    assert wildcard.matches("\\\\*", "\\abc")
+    assert not wildcard.matches("\\\\*", "abc")
 
 
 # --- 2. a refused Authorize/Revoke changes nothing ---------------------------------------------
@@ -443,3 +448,30 @@ def test_fidelity_switches_are_bounded(aws: AwsServer, body: bytes) -> None:
     assert b"_s'" in text
     assert aws.control.fidelity() == before
     assert control(aws, "POST", "/_lab/fidelity", b'{"instance_pending_s": 86400}')[0] == 200
+
+
+def test_a_scope_signing_as_another_services_model_is_that_service() -> None:
+    """SigV4 scopes carry signing names (``monitoring`` is CloudWatch's): the table the endpoint
+    reads them through is botocore's, regenerated here (on a difference, regenerate
+    ``lab/aws/signing_names.py`` from the installed botocore's ``metadata.signingName``)."""
+    import botocore.session
+
+    from lab.aws.signing_names import SIGNING_NAMES
+
+    session = botocore.session.get_session()
+    loader = session.get_component("data_loader")
+    derived: dict[str, list[str]] = {}
+    for name in session.get_available_services():
+        meta = loader.load_service_model(name, "service-2")["metadata"]
+        signing = meta.get("signingName", meta.get("endpointPrefix", name))
+        if signing != name:
+            derived.setdefault(signing, []).append(name)
+    assert {k: tuple(sorted(v)) for k, v in derived.items()} == SIGNING_NAMES
+
+
+def test_a_cloudwatch_call_is_not_refused_for_its_scope(aws: AwsServer) -> None:
+    """CloudWatch signs as ``monitoring``: its call reaches moto, not a scope refusal."""
+    from lab.aws.clients import make_client
+
+    cloudwatch = make_client("cloudwatch", aws.url, "us-east-1")
+    assert cloudwatch.list_metrics()["Metrics"] == []

@@ -21,13 +21,17 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from lab.aws.validation.rules import _valid_description
 from lab.clock import ScaledClock
 from lab.cluster.base import ClusterSpec, NodeSpec, Role
 from lab.cluster.sim import SimProvider
-from lab.imds.exceptions import ImdsControlError
+from lab.daemon_client import BadRequest, TrafficRequest
+from lab.imds.exceptions import ImdsControlError, InvalidControlRequest
+from lab.imds.handlers import _instance_id_field as _imds_instance_id
 from lab.imds.server import ImdsServer
 from lab.kube.exceptions import KubeControlError
-from lab.spec import LabSpec
+from lab.kube.validation import port_name_problems
+from lab.spec import LabSpec, validate_name
 from lab.versions.release import KubeVersion
 
 INSTANCE = "i-0123456789abcdef0"
@@ -215,3 +219,25 @@ def test_bad_traffic_bodies_are_400_naming_the_field(
         {"service": "default/web"},
     )
     assert lab.sent[0]["requests"] == 5
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        pytest.param(lambda: _imds_instance_id("default_instance_id", "i-0123abcd\n"), id="imds"),
+        pytest.param(lambda: TrafficRequest.from_json({"service": "web\n"}), id="daemon"),
+        pytest.param(lambda: validate_name("lab\n"), id="lab-name"),
+    ],
+)
+def test_a_trailing_newline_is_not_a_valid_value(refused: Any) -> None:
+    """Python's ``$`` matches before a final newline (Go's does not): every pattern that
+    admits an identifier anchors at the very end."""
+    with pytest.raises((ValueError, BadRequest, InvalidControlRequest)):
+        refused()
+
+
+def test_names_anchor_at_the_very_end() -> None:
+    assert port_name_problems("http\n") != []
+    assert port_name_problems("http") == []
+    assert not _valid_description("ok\n")
+    assert _valid_description("ok")

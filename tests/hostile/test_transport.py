@@ -215,13 +215,19 @@ def test_a_body_sent_a_byte_at_a_time_is_cut_off_at_the_body_deadline(
 
 
 def test_the_next_request_on_a_kept_alive_connection_has_a_header_deadline_too() -> None:
-    with _kube() as port, connect(port) as sock:
-        sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
-        answer = b""
-        while not answer.endswith(b"ok"):
-            answer += sock.recv(65536)
-        assert status_of(answer) == 200
-        assert dribble_until_closed(sock, b"GET /readyz HTTP/1.1\r\nX-Slow: ")
+    # the idle timeout is longer than the dribble's whole budget (about 10 s), so only the
+    # header deadline armed at the next request's first byte can close the connection
+    with KubeServer(read_timeout=SMALL.header, idle_timeout=60.0) as kube:
+        with connect(kube.port) as sock:
+            sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = b""
+            while not answer.endswith(b"ok"):
+                more = sock.recv(65536)
+                assert more, f"closed before the answer ended: {answer!r}"
+                answer += more
+            assert status_of(answer) == 200
+            assert dribble_until_closed(sock, b"GET /readyz HTTP/1.1\r\nX-Slow: ")
+        assert kube.take_internal_errors() == []
 
 
 # ---------------------------------------------------------------- 3: sizes at the door

@@ -200,7 +200,7 @@ def log_transition(transition: HealthTransition) -> None:
 _Record = Tracked[InstanceHealth]
 """A registered instance's checks (:class:`lab.aws.health.checks.Tracked`) and draining."""
 
-_INSTANCE_PARAM = re.compile(r"^Instances\.member\.(\d+)\.InstanceId$")
+_INSTANCE_PARAM = re.compile(r"^Instances\.member\.(\d+)\.InstanceId\Z")
 
 
 @dataclass(frozen=True)

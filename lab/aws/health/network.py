@@ -120,7 +120,7 @@ ZONE_NOT_IN_USE_TEXT = "Target is in an Availability Zone that is not enabled fo
 NOT_REGISTERED_TEXT = "Target is not registered to the target group"
 
 _NOT_RUNNING = ("stopping", "stopped", "shutting-down", "terminated", "missing")
-_TARGET_PARAM = re.compile(r"^Targets\.member\.(\d+)\.(Id|Port|AvailabilityZone)$")
+_TARGET_PARAM = re.compile(r"^Targets\.member\.(\d+)\.(Id|Port|AvailabilityZone)\Z")
 _Asked = tuple[str, int | None]
 """A target a question names: an instance id and its port (None: the registered one)."""
 

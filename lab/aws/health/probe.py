@@ -40,7 +40,7 @@ from lab.aws.health.view import ClassicInstance
 
 log = logging.getLogger(__name__)
 
-_TARGET = re.compile(r"^(?P<proto>TCP|SSL|HTTP|HTTPS):(?P<port>[0-9]{1,5})(?P<path>/.*)?$")
+_TARGET = re.compile(r"^(?P<proto>TCP|SSL|HTTP|HTTPS):(?P<port>[0-9]{1,5})(?P<path>/.*)?\Z")
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,12 @@ def as_credentials(given: CredentialsLike | None) -> Credentials | None:
     return Credentials(*given)
 
 
+#: the proxy forwards calls to any AWS service, so the lab's own endpoint's 1 MiB (what it
+#: answers EC2 calls with) is not its bound; a bound still keeps one client from holding the
+#: process's memory, and no query-protocol call AWS takes comes near it
+PROXY_MAX_BODY_BYTES = 32 << 20
+
+
 class AwsProxyServer(ServerComponent):
     """The recording, fault-injecting proxy in a background thread (see the module docstring)."""
 
@@ -107,7 +113,9 @@ class AwsProxyServer(ServerComponent):
         )
         try:
             server = KeepAliveServer(
-                (self.host, self.requested_port), ProxyApp(proxy, token=self.token)
+                (self.host, self.requested_port),
+                ProxyApp(proxy, token=self.token),
+                max_body=PROXY_MAX_BODY_BYTES,
             )
         except BaseException:
             proxy.close()

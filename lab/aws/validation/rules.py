@@ -50,8 +50,8 @@ SG_PERMISSION_ACTIONS = frozenset(
         "RevokeSecurityGroupEgress",
     }
 )
-_GROUP_TEXT = re.compile(r"^[a-zA-Z0-9 ._\-:/()#,@\[\]+=&;{}!$*]*$")
-_ELB_NAME = re.compile(r"^[a-zA-Z0-9-]*$")
+_GROUP_TEXT = re.compile(r"^[a-zA-Z0-9 ._\-:/()#,@\[\]+=&;{}!$*]*\Z")
+_ELB_NAME = re.compile(r"^[a-zA-Z0-9-]*\Z")
 
 Rule = Callable[["Check"], AwsError | None]
 
@@ -435,7 +435,7 @@ def rule_tags(check: Check) -> AwsError | None:
     return None
 
 
-_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 
 
 def rule_version(check: Check) -> AwsError | None:

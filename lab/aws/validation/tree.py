@@ -65,4 +65,4 @@ def list_items(value: str | Tree | None, *, member: str | None) -> list[tuple[in
 
 
 #: an integer as the query protocol writes one
-INT_RE = re.compile(r"^[+-]?\d+$")
+INT_RE = re.compile(r"^[+-]?\d+\Z")
