@@ -9,7 +9,6 @@ the flag and the value.
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from lab.spec import (
     write_spec,
 )
 from lab.state import LabError
+from tests.daemon_support import serving
 
 CMD = ControllerCommand(("acm", "--kubeconfig={kubeconfig}"), name="custom")
 
@@ -294,17 +294,9 @@ class _FakeLab:
 
 @pytest.fixture
 def control() -> Iterator[tuple[str, _FakeLab]]:
-    from lab.daemon import control_server
-
     lab = _FakeLab()
-    server = control_server(lab)  # type: ignore[arg-type]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", lab
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(lab) as url:
+        yield url, lab
 
 
 def test_the_typed_client_drives_the_route_table(control: tuple[str, _FakeLab]) -> None:

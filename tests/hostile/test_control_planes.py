@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from lab.kube.exceptions import KubeControlError
 from lab.kube.validation import port_name_problems
 from lab.spec import LabSpec, validate_name
 from lab.versions.release import KubeVersion
+from tests.daemon_support import serving
 
 INSTANCE = "i-0123456789abcdef0"
 
@@ -145,18 +145,9 @@ class _FakeLab:
 
 @pytest.fixture
 def daemon() -> Iterator[tuple[str, _FakeLab]]:
-    from lab.daemon import control_server
-
     lab = _FakeLab()
-    server = control_server(lab)  # type: ignore[arg-type]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", lab
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(lab) as url:
+        yield url, lab
 
 
 def post_traffic(url: str, body: bytes) -> tuple[int, dict[str, Any]]:
