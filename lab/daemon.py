@@ -219,8 +219,12 @@ def serve(config: LabSpec) -> int:
         log.debug("lab start failed", exc_info=True)
         print(f"ccm-lab lab {config.name!r} failed to start: {exc}", file=sys.stderr, flush=True)
         return 1
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+    except _Interrupted:  # a signal between the start and the handlers: stop what started
+        lab.stop()
+        return 1
     control = control_server(lab)
     threading.Thread(target=control.serve_forever, name="lab-control", daemon=True).start()
     try:

@@ -116,7 +116,9 @@ def _run(
     # written before anything is created: whatever happens next, lab.down finds the run id
     write_private(directory / REAL_RUN_FILE, json.dumps(record, indent=2) + "\n")
     try:
-        created = _create_and_start(spec, world, ec2, directory=directory, out=out, timeout=timeout)
+        state, created = _create_and_start(
+            spec, world, ec2, directory=directory, out=out, timeout=timeout
+        )
     except BaseException as exc:
         after = read_state(directory)
         if after is not None:
@@ -130,12 +132,14 @@ def _run(
         raise LabError(
             f"--aws real: the lab did not come up ({exc}); removed again: {gone}"
         ) from None
+    # the lab is up: what follows only prints, and never takes a lab that came up down again
+    _print_usage(state, ec2, run_id=str(spec.run_id), out=out)
     return created
 
 
 def _create_and_start(
     spec: LabSpec, world: TopologySpec, ec2: Any, *, directory: Path, out: Console, timeout: float
-) -> list[str]:
+) -> tuple[LabState, list[str]]:
     from lab.aws import realaccount, runworld
 
     region, run_id = spec.region, spec.run_id
@@ -153,8 +157,7 @@ def _create_and_start(
     with out.status("waiting for the controller to initialize every node"):
         wait_nodes_initialized(state, timeout=timeout)
     out.print(f"[green]✓[/] nodes initialized ({time.monotonic() - started:.1f}s since start)")
-    _print_usage(state, ec2, run_id=str(run_id), out=out)
-    return [item.line() for item in created]
+    return state, [item.line() for item in created]
 
 
 def _print_usage(state: LabState, ec2: Any, *, run_id: str, out: Console) -> None:
