@@ -87,18 +87,17 @@ def start_client(url: str) -> subprocess.Popen[str]:
     )
 
 
-def summary(name: str, values: list[float]) -> str:
-    ms = sorted(v * 1000 for v in values)
-    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
-    return (
-        f"{name:<32} p50 {statistics.median(ms):7.2f} ms   p99 {p99:7.2f} ms   "
-        f"max {ms[-1]:7.2f} ms   (n={len(ms)})"
-    )
-
-
 def p99(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def summary(name: str, values: list[float]) -> str:
+    return (
+        f"{name:<32} p50 {statistics.median(values) * 1000:7.2f} ms   "
+        f"p99 {p99(values) * 1000:7.2f} ms   max {max(values) * 1000:7.2f} ms   "
+        f"(n={len(values)})"
+    )
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any, Self
 
-from lab.component.bearer import auth_headers
+from lab.component.bearer import auth_headers, refusal_message
 from lab.state import LabError, LabState
 
 
@@ -215,11 +215,8 @@ class DaemonClient:
             with urllib.request.urlopen(request, timeout=timeout or self.timeout) as answer:
                 return json.loads(answer.read())
         except urllib.error.HTTPError as exc:
-            with exc:
-                text = exc.read().decode("utf-8", errors="replace")
-            try:
-                message = str(json.loads(text)["error"])
-            except (ValueError, KeyError, TypeError):
+            message, text = refusal_message(exc, "error")
+            if message is None:
                 message = f"HTTP {exc.code}: {text.strip()[:200]}"
             raise LabError(message) from None
         except OSError as exc:

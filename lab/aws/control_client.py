@@ -24,7 +24,7 @@ from lab.aws.exceptions import AwsControlError, AwsControlUnavailable
 from lab.aws.faults import AwsFaultRule, AwsMatch
 from lab.aws.fidelity_config import FidelityConfig
 from lab.aws.trail import TrailEvent, load_jsonl
-from lab.component.bearer import auth_headers
+from lab.component.bearer import auth_headers, refusal_message
 
 
 @dataclass(frozen=True)
@@ -74,13 +74,10 @@ class AwsControlClient:
                     return json.loads(raw)
                 return raw.decode("utf-8")
         except urllib.error.HTTPError as exc:
-            with exc:
-                text = exc.read().decode("utf-8", errors="replace")
-            try:
-                message = str(json.loads(text)["error"])
-            except (ValueError, KeyError, TypeError):
-                message = text or exc.reason
-            raise AwsControlError(message, status=exc.code) from None
+            message, text = refusal_message(exc, "error")
+            raise AwsControlError(
+                (text or exc.reason) if message is None else message, status=exc.code
+            ) from None
         except (urllib.error.URLError, OSError) as exc:
             raise AwsControlUnavailable(f"{method} {self.url}/_lab/{path}: {exc}") from exc
 

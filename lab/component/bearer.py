@@ -12,7 +12,8 @@ environment variable :data:`TOKEN_ENV`, never from its command line, which any u
 machine can read in ``/proc``.
 
 Neighbours: used by ``lab.aws.app``, ``lab.imds.routes``, ``lab.kube.handlers``, ``lab.daemon``
-and the control clients. This module imports nothing else of the lab.
+and the control clients, which also read a refusal's message with :func:`refusal_message`.
+This module imports nothing else of the lab.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hmac
+import json
 import os
 import secrets
 import sys
 import time
+import urllib.error
 from pathlib import Path
 
 #: where a component started as a child process finds the lab's token
@@ -143,3 +146,14 @@ def _read_token(token_file: Path) -> str | None:
 def auth_headers(token: str | None) -> dict[str, str]:
     """The header a control client sends (none without a token)."""
     return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def refusal_message(exc: urllib.error.HTTPError, key: str) -> tuple[str | None, str]:
+    """A control plane's refusal, read once: the ``key`` field of its JSON body (None when the
+    body is not such a document) and the body's text, for the caller's own fallback."""
+    with exc:
+        text = exc.read().decode("utf-8", errors="replace")
+    try:
+        return str(json.loads(text)[key]), text
+    except (ValueError, KeyError, TypeError):
+        return None, text

@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Unpack
 
+from lab.component.bearer import refusal_message
 from lab.kube.exceptions import KubeControlError
 from lab.kube.faults import KubeFaultRule, KubeMatch
 
@@ -49,13 +50,10 @@ class KubeControlClient:
             with urllib.request.urlopen(req, timeout=self._timeout, context=self._ctx) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
-            with exc:
-                text = exc.read().decode("utf-8", errors="replace")
-            try:
-                message = str(json.loads(text)["message"])
-            except (ValueError, KeyError, TypeError):
-                message = text
-            raise KubeControlError(f"{method} {path}: {message}", status=exc.code) from None
+            message, text = refusal_message(exc, "message")
+            raise KubeControlError(
+                f"{method} {path}: {text if message is None else message}", status=exc.code
+            ) from None
         return json.loads(raw) if raw else None
 
     def reset(self) -> None:
