@@ -236,12 +236,24 @@ class AWSInstances:
         # upstream asks for the topology with an empty instance type, which it never sends
         return InstanceMetadata(
             provider_id=ProviderID(node.provider_id),
-            instance_type="",
+            instance_type=self.instance_type_by_provider_id(node.provider_id),
             node_addresses=fargate_addresses(eni, self.ctx.config.node_ip_families),
             zone=zone,
             region=self.ctx.region,
             additional_labels=labels,
         )
+
+    @aws_errors
+    def instance_type_by_provider_id(self, provider_id: str) -> str:
+        """Upstream ``InstanceTypeByProviderID``: a Fargate node's type is empty, answered
+        without a lookup (the variant's); an instance's is EC2's ``InstanceType``."""
+        instance_id = parse_provider_id(provider_id)
+        if instance_id.startswith(FARGATE_PREFIX):
+            return ""
+        inst = self._by_id(instance_id)
+        if inst is None:
+            raise InstanceNotFound(f"instance {instance_id} does not exist")
+        return inst.get("InstanceType", "")
 
     def _zone_id_label(self, node: Node, zone: str) -> dict[str, str]:
         """Upstream ``getAdditionalLabels``: the zone-id label unless the node has it; a zone
