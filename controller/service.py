@@ -12,10 +12,15 @@ Follows upstream ``k8s.io/cloud-provider/controllers/service`` (reference: upstr
 * the delete path (no longer wants a load balancer, or deleting with the finalizer):
   ``DeletingLoadBalancer`` + ``ensure_load_balancer_deleted`` if one exists, remove the
   finalizer, ``DeletedLoadBalancer``, clear the status;
+* a Service gone from the store (deleted without our finalizer, so no delete path ran) whose
+  load balancer we ensured has it deleted from the cached state (upstream
+  ``processServiceDeletion``; ``DeleteLoadBalancerFailed`` and a retry on error); a Service
+  seen again under a new UID loses the old one's load balancer first;
 * node changes go through a second queue with a single key: every cached Service whose
   predicate-filtered node set differs from the last synced one gets
-  ``update_load_balancer`` (``UpdatedLoadBalancer``), and on failure
-  ``UpdateLoadBalancerFailed`` and a retry through the service queue (i.e. a full ensure).
+  ``update_load_balancer`` (``UpdatedLoadBalancer``), the node set recorded as synced first
+  (upstream ``nodeSyncService``); on failure ``UpdateLoadBalancerFailed`` and a retry through
+  the service queue (i.e. a full ensure), not by the next node sync.
 
 Errors are raised; :func:`controller.runtime.workqueue.process_next` requeues with backoff
 (or the ``RetryAfter`` delay) and calls :meth:`ServiceController.on_sync_error`, which records
