@@ -12,10 +12,15 @@ Follows upstream ``k8s.io/cloud-provider/controllers/service`` (reference: upstr
 * the delete path (no longer wants a load balancer, or deleting with the finalizer):
   ``DeletingLoadBalancer`` + ``ensure_load_balancer_deleted`` if one exists, remove the
   finalizer, ``DeletedLoadBalancer``, clear the status;
+* a Service gone from the store (deleted without our finalizer, so no delete path ran) whose
+  load balancer we ensured has it deleted from the cached state (upstream
+  ``processServiceDeletion``; ``DeleteLoadBalancerFailed`` and a retry on error); a Service
+  seen again under a new UID loses the old one's load balancer first;
 * node changes go through a second queue with a single key: every cached Service whose
   predicate-filtered node set differs from the last synced one gets
-  ``update_load_balancer`` (``UpdatedLoadBalancer``), and on failure
-  ``UpdateLoadBalancerFailed`` and a retry through the service queue (i.e. a full ensure).
+  ``update_load_balancer`` (``UpdatedLoadBalancer``), the node set recorded as synced first
+  (upstream ``nodeSyncService``); on failure ``UpdateLoadBalancerFailed`` and a retry through
+  the service queue (i.e. a full ensure), not by the next node sync.
 
 Errors are raised; :func:`controller.runtime.workqueue.process_next` requeues with backoff
 (or the ``RetryAfter`` delay) and calls :meth:`ServiceController.on_sync_error`, which records
@@ -217,11 +222,20 @@ class ServiceController:
         )
         self._cache: dict[str, Service] = {}
         self._last_synced_nodes: dict[str, frozenset[tuple[str, str]]] = {}
+        # Services whose load balancer is being deleted: out of the node sync, still deleted
+        # if the Service disappears without our finalizer.
+        self._deleting: dict[str, Service] = {}
         self._lock = threading.Lock()
 
     # -- wiring -----------------------------------------------------------------------------
     def register(self, services: EventSource, nodes: EventSource) -> None:
-        services.add_handlers(Handlers(on_add=self._service_added, on_update=self._service_updated))
+        services.add_handlers(
+            Handlers(
+                on_add=self._service_added,
+                on_update=self._service_updated,
+                on_delete=self._service_deleted,
+            )
+        )
         nodes.add_handlers(
             Handlers(
                 on_add=lambda _: self.node_queue.add(NODE_SYNC_KEY),
@@ -239,6 +253,11 @@ class ServiceController:
         svc = Service.from_api(new)
         if needs_update(old, new) or needs_cleanup(svc):
             self.queue.add(svc.key)
+
+    def _service_deleted(self, obj: Obj) -> None:
+        # upstream enqueues every deletion; the sync finds the key gone from the store and
+        # deletes the load balancer of a Service it cached (processServiceDeletion)
+        self.queue.add(Service.from_api(obj).key)
 
     def _node_updated(self, old: Obj, new: Obj) -> None:
         if should_sync_updated_node(Node.from_api(old), Node.from_api(new), self.legacy):
@@ -305,31 +324,73 @@ class ServiceController:
     def sync_service(self, key: str) -> None:
         obj = self.services.get(key)
         if obj is None:
-            log.debug("service %s is gone; forgetting it", key)
-            with self._lock:
-                self._cache.pop(key, None)
-                self._last_synced_nodes.pop(key, None)
+            self._process_deletion(key)
             return
         svc = Service.from_api(obj)
+        with self._lock:
+            cached = self._cache.get(key) or self._deleting.get(key)
+        if cached is not None and cached.uid != svc.uid:
+            # Deleted and created again while we did not look (possible only without the
+            # finalizer): the old Service's load balancer goes first (upstream
+            # processServiceCreateOrUpdate).
+            self._delete_cached(key, cached)
         previous = dict((obj.get("status") or {}).get("loadBalancer") or {})
         if not wants_load_balancer(svc) or needs_cleanup(svc):
             new_status = self._delete(svc)
-            if svc.deleting and set(svc.finalizers) <= {LB_FINALIZER}:
-                return  # removing the last finalizer deleted the object: no status to write
         else:
             status = self._ensure(svc)
             if status is None:
                 return  # another controller owns it
             new_status = status.to_api()
         if new_status != previous:
+            # Also after the last finalizer went and the Service with it, as upstream does:
+            # the patch then answers NotFound, which is not an error.
             try:
                 self.kube.patch_service_load_balancer_status(svc.namespace, svc.name, new_status)
             except NotFound:
                 log.info("service %s was deleted before its status could be written", key)
 
+    def _process_deletion(self, key: str) -> None:
+        """Upstream ``processServiceDeletion``: a Service gone from the store whose load
+        balancer we made (it was deleted without our finalizer) still has it deleted."""
+        with self._lock:
+            cached = self._cache.get(key) or self._deleting.get(key)
+        if cached is None:
+            log.debug("service %s is gone; nothing of it is cached", key)
+            return
+        log.info("service %s has been deleted; deleting its load balancer", key)
+        self._delete_cached(key, cached)
+
+    def _delete_cached(self, key: str, cached: Service) -> None:
+        """Upstream ``processLoadBalancerDelete`` for the cached state of a Service, then
+        forget it. The cloud's error is raised as it is (the key is retried)."""
+        ref = service_ref(cached)
+        with self._lock:
+            self._cache.pop(key, None)
+            self._last_synced_nodes.pop(key, None)
+            self._deleting[key] = cached
+        self.recorder.event(ref, NORMAL, "DeletingLoadBalancer", "Deleting load balancer")
+        try:
+            self.balancer.ensure_load_balancer_deleted(self.cluster_name, cached)
+        except ImplementedElsewhere:
+            log.info("load balancer of %s is implemented elsewhere", key)
+        except Exception as exc:
+            self.recorder.event(
+                ref, WARNING, "DeleteLoadBalancerFailed", f"Error deleting load balancer: {exc}"
+            )
+            raise
+        self.recorder.event(ref, NORMAL, "DeletedLoadBalancer", "Deleted load balancer")
+        with self._lock:
+            if self._deleting.get(key) is cached:
+                del self._deleting[key]
+
     def _delete(self, svc: Service) -> dict[str, Any]:
         with self._lock:
-            self._cache.pop(svc.key, None)
+            # Kept (out of the node sync) until the load balancer is gone: a Service that
+            # then disappears without our finalizer still has it deleted.
+            cached = self._cache.pop(svc.key, None)
+            if cached is not None:
+                self._deleting[svc.key] = svc
             self._last_synced_nodes.pop(svc.key, None)
         try:
             _, exists = self.balancer.get_load_balancer(self.cluster_name, svc)
@@ -345,6 +406,8 @@ class ServiceController:
                 log.info("load balancer of %s is implemented elsewhere", svc.key)
             except Exception as exc:
                 raise _wrap("failed to delete load balancer", exc) from exc
+        with self._lock:
+            self._deleting.pop(svc.key, None)
         if LB_FINALIZER in svc.finalizers:
             try:
                 self.kube.remove_service_finalizer(svc.namespace, svc.name, LB_FINALIZER)
@@ -371,6 +434,7 @@ class ServiceController:
             )
         with self._lock:
             self._cache[svc.key] = svc
+            self._deleting.pop(svc.key, None)
             self._last_synced_nodes[svc.key] = _node_set(nodes)
         try:
             status = self.balancer.ensure_load_balancer(self.cluster_name, svc, nodes)
@@ -382,7 +446,11 @@ class ServiceController:
         self.recorder.event(ref, NORMAL, "EnsuredLoadBalancer", "Ensured load balancer")
         if _node_set(self.eligible_nodes()) != _node_set(nodes):
             # A node changed while the load balancer was being created: the node sync that
-            # event started found no load balancer to update yet, so run it again now.
+            # event started found no load balancer to update yet (and recorded its node set
+            # as synced), so record what this ensure registered and run it again now.
+            with self._lock:
+                if svc.key in self._cache:
+                    self._last_synced_nodes[svc.key] = _node_set(nodes)
             self.node_queue.add(NODE_SYNC_KEY)
         return status
 
@@ -400,13 +468,14 @@ class ServiceController:
                 for key, svc in self._cache.items()
                 if self._last_synced_nodes.get(key) != current
             ]
+            # Recorded before the update, as upstream's nodeSyncService does: a failed update
+            # is retried through the service queue (a full ensure), not by the next node sync.
+            for svc in todo:
+                self._last_synced_nodes[svc.key] = current
         for svc in todo:
-            if self._update_hosts(svc, nodes):
-                with self._lock:
-                    if svc.key in self._cache:
-                        self._last_synced_nodes[svc.key] = current
+            self._update_hosts(svc, nodes)
 
-    def _update_hosts(self, svc: Service, nodes: list[Node]) -> bool:
+    def _update_hosts(self, svc: Service, nodes: list[Node]) -> None:
         ref = service_ref(svc)
         try:
             self.balancer.update_load_balancer(self.cluster_name, svc, nodes)
@@ -425,7 +494,7 @@ class ServiceController:
                 )
                 log.warning("updating hosts of %s failed: %s; retrying via ensure", svc.key, exc)
                 self.queue.add_rate_limited(svc.key)
-            return False
+            return
         if nodes:
             self.recorder.event(
                 ref, NORMAL, "UpdatedLoadBalancer", "Updated load balancer with new hosts"
@@ -437,4 +506,3 @@ class ServiceController:
                 "UnAvailableLoadBalancer",
                 "There are no available nodes for LoadBalancer",
             )
-        return True

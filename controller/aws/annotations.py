@@ -105,7 +105,8 @@ class LoadBalancerSpec:
     additional_tags: tuple[tuple[str, str], ...] = ()
     security_groups: tuple[str, ...] = ()
     extra_security_groups: tuple[str, ...] = ()
-    ssl_negotiation_policy: str = ""
+    #: ``None`` without the annotation; an empty one is sent to ELB, as upstream does
+    ssl_negotiation_policy: str | None = None
     proxy_protocol: bool = False
     access_log: AccessLog = AccessLog()
     connection_draining_enabled: bool = False
@@ -326,6 +327,10 @@ def build_health_check(
     )
 
 
+def _stripped(value: str | None) -> str | None:
+    return None if value is None else value.strip()
+
+
 def _first_hostname(service: Service) -> str | None:
     """Upstream looks at the first ingress only; ``None`` when the status has none."""
     if not service.status_ingress:
@@ -531,7 +536,7 @@ def parse_service(
         extra_security_groups=id_list(
             A_EXTRA_SECURITY_GROUPS, ann.get(A_EXTRA_SECURITY_GROUPS, ""), _SG_ID
         ),
-        ssl_negotiation_policy=ann.get(A_SSL_NEGOTIATION_POLICY, "").strip(),
+        ssl_negotiation_policy=_stripped(ann.get(A_SSL_NEGOTIATION_POLICY)),
         proxy_protocol=proxy_protocol,
         access_log=access,
         connection_draining_enabled=parse_bool(A_DRAINING_ENABLED, ann[A_DRAINING_ENABLED])

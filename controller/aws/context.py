@@ -11,10 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from controller.aws.clients import Clients
 from controller.aws.config import CloudConfig
 from controller.aws.tags import ClusterTags
+from controller.aws.zones import ZoneCache
 from controller.legacy import LegacyFlags
 
 
@@ -34,3 +36,8 @@ class AWSContext:
     @property
     def region(self) -> str:
         return self.clients.region
+
+    @cached_property
+    def zones(self) -> ZoneCache:
+        """The run's one zone cache (upstream ``Cloud.zoneCache``), made on first use."""
+        return ZoneCache(self.clients.ec2)

@@ -132,7 +132,6 @@ class AWSInstances:
         self.ctx = ctx
         self.ec2 = ctx.clients.ec2
         self.by_id = DescribeInstanceBatcher(self.ec2)
-        self._zone_ids: dict[str, str] = {}
         self.topology = TopologyManager(
             self.ec2,
             pattern=ctx.config.supported_topology_instance_type_pattern,
@@ -233,19 +232,35 @@ class AWSInstances:
                 f"no attached network interface in {self.ctx.vpc_id} for Fargate node {node.name}"
             )
         zone = eni.get("AvailabilityZone", "")
-        labels: dict[str, str] = {}
-        zone_id = self.zone_id(zone)
-        if zone_id and ZONE_ID_LABEL not in node.labels:
-            labels[ZONE_ID_LABEL] = zone_id
+        labels = self._zone_id_label(node, zone)
         # upstream asks for the topology with an empty instance type, which it never sends
         return InstanceMetadata(
             provider_id=ProviderID(node.provider_id),
-            instance_type="",
+            instance_type=self.instance_type_by_provider_id(node.provider_id),
             node_addresses=fargate_addresses(eni, self.ctx.config.node_ip_families),
             zone=zone,
             region=self.ctx.region,
             additional_labels=labels,
         )
+
+    @aws_errors
+    def instance_type_by_provider_id(self, provider_id: str) -> str:
+        """Upstream ``InstanceTypeByProviderID``: a Fargate node's type is empty, answered
+        without a lookup (the variant's); an instance's is EC2's ``InstanceType``."""
+        instance_id = parse_provider_id(provider_id)
+        if instance_id.startswith(FARGATE_PREFIX):
+            return ""
+        inst = self._by_id(instance_id)
+        if inst is None:
+            raise InstanceNotFound(f"instance {instance_id} does not exist")
+        return inst.get("InstanceType", "")
+
+    def _zone_id_label(self, node: Node, zone: str) -> dict[str, str]:
+        """Upstream ``getAdditionalLabels``: the zone-id label unless the node has it; a zone
+        EC2 does not list is an error (``ZoneNotFound``), the node is not initialized."""
+        if ZONE_ID_LABEL in node.labels:
+            return {}
+        return {ZONE_ID_LABEL: self.ctx.zones.zone_id(zone)}
 
     # -- InstancesV2 ---------------------------------------------------------------------
 
@@ -279,10 +294,7 @@ class AWSInstances:
         if inst is None:
             raise InstanceNotFound(f"instance for node {node.name} does not exist")
         zone = inst.get("Placement", {}).get("AvailabilityZone", "")
-        labels: dict[str, str] = {}
-        zone_id = self.zone_id(zone)
-        if zone_id and ZONE_ID_LABEL not in node.labels:
-            labels[ZONE_ID_LABEL] = zone_id
+        labels = self._zone_id_label(node, zone)
         instance_type = inst.get("InstanceType", "")
         labels.update(
             topology_labels(
@@ -294,22 +306,15 @@ class AWSInstances:
             )
         )
         return InstanceMetadata(
-            provider_id=build_provider_id(zone, inst.get("InstanceId", "")),
+            # upstream getProviderID: the node's own, as given; built only when it has none
+            provider_id=ProviderID(node.provider_id)
+            or build_provider_id(zone, inst.get("InstanceId", "")),
             instance_type=instance_type,
             node_addresses=node_addresses(inst, self.ctx.config.node_ip_families),
             zone=zone,
             region=self.ctx.region,
             additional_labels=labels,
         )
-
-    def zone_id(self, zone: str) -> str:
-        if zone and zone not in self._zone_ids:
-            resp = self.ec2.describe_availability_zones()
-            self._zone_ids = {
-                z.get("ZoneName", ""): z.get("ZoneId", "")
-                for z in resp.get("AvailabilityZones", [])
-            }
-        return self._zone_ids.get(zone, "")
 
 
 def node_targeted(node: Node, target_labels: Sequence[tuple[str, str]]) -> bool:

@@ -507,9 +507,22 @@ class ClassicLoadBalancers:
             )
 
     def _ensure_ssl_policy(self, name: str, spec: LoadBalancerSpec) -> None:
-        if not spec.ssl_negotiation_policy:
+        if spec.ssl_negotiation_policy is None:
             return
-        policy = SSL_POLICY_PREFIX + spec.ssl_negotiation_policy
+        policy = self.ensure_ssl_negotiation_policy(name, spec.ssl_negotiation_policy)
+        for listener in spec.listeners:
+            if listener.protocol in ("SSL", "HTTPS"):
+                self.elb.set_load_balancer_policies_of_listener(
+                    LoadBalancerName=name,
+                    LoadBalancerPort=listener.load_balancer_port,
+                    PolicyNames=[policy],
+                )
+
+    def ensure_ssl_negotiation_policy(self, name: str, reference: str) -> str:
+        """Upstream ``ensureSSLNegotiationPolicy``: the ELB's ``k8s-SSLNegotiationPolicy-<ref>``
+        policy, created when ELB does not have it; its name. ``reference`` is sent as the
+        annotation gives it, even empty (ELB then refuses it)."""
+        policy = SSL_POLICY_PREFIX + reference
         try:
             self.elb.describe_load_balancer_policies(LoadBalancerName=name, PolicyNames=[policy])
         except ClientError as exc:
@@ -520,19 +533,10 @@ class ClassicLoadBalancers:
                 PolicyName=policy,
                 PolicyTypeName="SSLNegotiationPolicyType",
                 PolicyAttributes=[
-                    {
-                        "AttributeName": "Reference-Security-Policy",
-                        "AttributeValue": spec.ssl_negotiation_policy,
-                    }
+                    {"AttributeName": "Reference-Security-Policy", "AttributeValue": reference}
                 ],
             )
-        for listener in spec.listeners:
-            if listener.protocol in ("SSL", "HTTPS"):
-                self.elb.set_load_balancer_policies_of_listener(
-                    LoadBalancerName=name,
-                    LoadBalancerPort=listener.load_balancer_port,
-                    PolicyNames=[policy],
-                )
+        return policy
 
     def _ensure_health_check(
         self, name: str, spec: LoadBalancerSpec, lb: LoadBalancerDescriptionTypeDef

@@ -108,20 +108,24 @@ def choose_lb_group(
 
 def find_group_for_instance(instance: InstanceTypeDef, tagged: Mapping[str, Any]) -> str | None:
     """Upstream ``findSecurityGroupForInstance``: the instance's one cluster-tagged group, or
-    its only group when none is tagged. ``None`` when it has no groups."""
+    its only group when none is tagged. ``None`` when it has no groups. Each listed group
+    counts, so a group listed twice is two groups (upstream's rule); the error names each
+    as ``id(name)``."""
     iid = instance.get("InstanceId", "")
-    groups = [g["GroupId"] for g in instance.get("SecurityGroups", []) if g.get("GroupId")]
-    tagged_here = sorted({g for g in groups if g in tagged})
+    groups = [g for g in instance.get("SecurityGroups", []) if g.get("GroupId")]
+    tagged_here = [g for g in groups if g["GroupId"] in tagged]
+    untagged = [g for g in groups if g["GroupId"] not in tagged]
     if len(tagged_here) == 1:
-        return tagged_here[0]
+        return tagged_here[0]["GroupId"]
     if len(tagged_here) > 1:
+        named = " ".join(f"{g['GroupId']}({g.get('GroupName', '')})" for g in tagged_here)
         raise SecurityGroupError(
             f"Multiple tagged security groups found for instance {iid}; ensure only the k8s "
-            f"security group is tagged; the tagged groups were {', '.join(tagged_here)}"
+            f"security group is tagged; the tagged groups were {named}"
         )
-    if len(set(groups)) == 1:
-        return groups[0]
-    if not groups:
+    if len(untagged) == 1:
+        return untagged[0]["GroupId"]
+    if not untagged:
         log.warning("no security group found for instance %s", iid)
         return None
     raise SecurityGroupError(

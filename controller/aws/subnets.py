@@ -125,7 +125,6 @@ class Subnets:
     def __init__(self, ctx: AWSContext) -> None:
         self.ctx = ctx
         self.ec2 = ctx.clients.ec2
-        self._zone_types: dict[str, str] = {}
 
     def _describe(self, **kwargs: Any) -> list[SubnetTypeDef]:
         out: list[SubnetTypeDef] = []
@@ -133,15 +132,11 @@ class Subnets:
             out.extend(page.get("Subnets", []))
         return out
 
-    def zone_types(self) -> dict[str, str]:
-        """Zone name -> ZoneType, described once and cached (zones do not change)."""
-        if not self._zone_types:
-            resp = self.ec2.describe_availability_zones()
-            self._zone_types = {
-                z.get("ZoneName", ""): z.get("ZoneType", "availability-zone")
-                for z in resp.get("AvailabilityZones", [])
-            }
-        return self._zone_types
+    def zone_types(self, subnets: Sequence[SubnetTypeDef]) -> dict[str, str]:
+        """Zone name -> ZoneType of the subnets' zones, through the run's zone cache (upstream
+        ``getZoneDetailsByNames``: described again when a zone is not known yet)."""
+        names = sorted({s.get("AvailabilityZone", "") for s in subnets})
+        return {n: d.zone_type for n, d in self.ctx.zones.details(names).items()}
 
     def zone_ids(self) -> dict[str, str]:
         resp = self.ec2.describe_availability_zones()
@@ -191,7 +186,7 @@ class Subnets:
         for page in self.ec2.get_paginator("describe_route_tables").paginate(Filters=vpc_filter):
             route_tables.extend(page.get("RouteTables", []))
         chosen = choose_subnets(
-            subnets, route_tables, self.zone_types(), internal=internal, tags=self.ctx.tags
+            subnets, route_tables, self.zone_types(subnets), internal=internal, tags=self.ctx.tags
         )
         if not chosen:
             raise NoSuitableSubnets(

@@ -56,8 +56,9 @@ OWNED = "owned"
 
 
 def tag_map(tags: Iterable[Mapping[str, str]] | None) -> dict[str, str]:
-    """EC2/ELB ``[{"Key": k, "Value": v}]`` to a dict."""
-    return {str(t["Key"]): str(t.get("Value", "")) for t in tags or ()}
+    """EC2/ELB ``[{"Key": k, "Value": v}]`` to a dict; a missing key or value reads as ``""``
+    (Go's ``aws.ToString`` of nil, as upstream reads tags)."""
+    return {str(t.get("Key", "")): str(t.get("Value", "")) for t in tags or ()}
 
 
 def tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:

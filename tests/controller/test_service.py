@@ -12,6 +12,7 @@ from controller.cloud import (
     TAINT_TO_BE_DELETED,
     ImplementedElsewhere,
     RetryAfter,
+    ServiceKey,
 )
 from controller.fake import IDLE_TIMEOUT_ANNOTATION
 from tests.controller.builders import (
@@ -111,8 +112,10 @@ def test_failed_delete_keeps_finalizer_and_retries_with_backoff(h: ServiceHarnes
         "Error syncing load balancer: failed to delete load balancer: DependencyViolation"
     )
     h.clock.advance(5)
-    assert [r.outcome for r in h.ctrl.drain()] == ["success"]
+    # the retry, then the deletion event of the Service its last finalizer took with it
+    assert [r.outcome for r in h.ctrl.drain()] == ["success", "success"]
     assert "default/web" not in h.cloud.load_balancers
+    assert h.cloud.calls_of("ensure_load_balancer_deleted") == ["default/web"] * 2
 
 
 def test_type_change_away_from_lb_cleans_up(h: ServiceHarness) -> None:
@@ -319,5 +322,75 @@ def test_a_node_that_changes_while_the_load_balancer_is_created_is_registered(
 
     monkeypatch.setattr(h.cloud, "ensure_load_balancer", ensure_while_a_node_joins)
     h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    assert h.lb_nodes() == ("n1", "n2", "n3")
+
+
+def _strip_finalizer_and_delete(h: ServiceHarness, name: str) -> None:
+    h.kube.remove_service_finalizer("default", name, LB_FINALIZER)
+    h.kube.delete("services", f"default/{name}")
+
+
+def test_a_service_deleted_without_its_finalizer_still_loses_its_load_balancer(
+    h: ServiceHarness,
+) -> None:
+    """Upstream processServiceDeletion: the deletion event is queued and the cached Service's
+    load balancer deleted (before: forgotten, the ELB leaked)."""
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    _strip_finalizer_and_delete(h, "web")
+    assert [r.outcome for r in h.ctrl.drain()] == ["success"]
+    assert h.cloud.calls_of("ensure_load_balancer_deleted") == ["default/web"]
+    assert "default/web" not in h.cloud.load_balancers
+    assert h.kube.reasons("web")[-2:] == ["DeletingLoadBalancer", "DeletedLoadBalancer"]
+
+
+def test_a_failed_delete_then_a_vanished_service_still_deletes_the_load_balancer(
+    h: ServiceHarness,
+) -> None:
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    h.cloud.fail("ensure_load_balancer_deleted", RuntimeError("DependencyViolation"))
+    h.kube.delete("services", "default/web")
+    assert [r.outcome for r in h.ctrl.drain()] == ["error"]
+    # someone strips the finalizer: the Service is gone, the load balancer is not
+    h.kube.remove_service_finalizer("default", "web", LB_FINALIZER)
+    h.clock.advance(5)
+    h.ctrl.drain()
+    assert "default/web" not in h.cloud.load_balancers
+    assert h.cloud.calls_of("ensure_load_balancer_deleted") == ["default/web"] * 2
+
+
+def test_a_service_recreated_without_finalizer_loses_the_old_load_balancer_first(
+    h: ServiceHarness,
+) -> None:
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    _strip_finalizer_and_delete(h, "web")
+    obj = make_service("web")
+    obj["metadata"]["uid"] = "uid-web-2"
+    h.kube.create("services", obj)
+    h.ctrl.drain()
+    assert [m for m, _ in h.cloud.calls if m.startswith("ensure")] == [
+        "ensure_load_balancer",
+        "ensure_load_balancer_deleted",
+        "ensure_load_balancer",
+    ]
+    assert h.cloud.load_balancers[ServiceKey("default/web")].service.uid == "uid-web-2"
+
+
+def test_a_failed_node_sync_update_is_retried_by_ensure_not_the_next_node_sync(
+    h: ServiceHarness,
+) -> None:
+    """Upstream nodeSyncService records the node set before the update: another node sync
+    with the same nodes does not repeat a failed update; the service queue's ensure does."""
+    h.kube.create("services", make_service("web"))
+    h.ctrl.drain()
+    h.cloud.fail("update_load_balancer", RuntimeError("Throttling"))
+    h.kube.create("nodes", make_node("n3"))
+    h.ctrl.sync_nodes("node-sync")
+    h.ctrl.sync_nodes("node-sync")
+    assert h.cloud.calls_of("update_load_balancer") == ["default/web"]
+    h.clock.advance(5)
     h.ctrl.drain()
     assert h.lb_nodes() == ("n1", "n2", "n3")

@@ -32,8 +32,8 @@ FARGATE: list[tuple[str, str, tuple[str, ...], str, object]] = [
     ("TestInstanceShutdownByProviderIDForFargate", "ip", ("ipv4",), "shutdown", True),
     ("TestInstanceShutdownNotExistsByProviderIDForFargate", "not-found", ("ipv4",), "shutdown",
      False),
-    # upstream asks InstanceTypeByProviderID of "fargate-not-found" ("" without a lookup); ours
-    # has only InstanceMetadata, which needs the ENI, so the type is read for a present one
-    ("TestInstanceTypeByProviderIDForFargate", "ip", ("ipv4",), "type", ""),
+    # asked as upstream asks it: InstanceTypeByProviderID of
+    # "aws:///us-west-2c/1abc-2def/fargate-not-found", "" without any lookup
+    ("TestInstanceTypeByProviderIDForFargate", "not-found", ("ipv4",), "type", ""),
     ("TestGetZoneByProviderIDForFargate", "ip", ("ipv4",), "zone", "zone"),
 ]  # fmt: skip

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from controller.aws.tags import CLUSTER_TAG_PREFIX, LEGACY_CLUSTER_TAG, ClusterTags
+from controller.aws.tags import CLUSTER_TAG_PREFIX, LEGACY_CLUSTER_TAG, ClusterTags, tag_map
 from lab.aws import AwsServer
 from tests.controller.aws.conftest import MakeCloud
 from tests.controller.aws.topology import Topology
-from tests.controller.upstream.tags_tables import HAS_NO_CLUSTER_PREFIX_TAG, TEST_CLUSTER_ID
+from tests.controller.upstream.tags_tables import (
+    HAS_CLUSTER_TAG_OWNED,
+    HAS_NO_CLUSTER_PREFIX_TAG,
+    TEST_CLUSTER_ID,
+)
 
 TAGS = ClusterTags(TEST_CLUSTER_ID)
 
@@ -61,3 +65,27 @@ def test_find_subnets_keeps_ours_and_untagged_drops_other_clusters(
     assert untagged in chosen
     assert legacy_other in chosen
     assert other not in chosen
+
+
+@pytest.mark.parametrize(
+    ("case", "cluster_id", "tags", "expected", "error"),
+    HAS_CLUSTER_TAG_OWNED,
+    ids=[row[0] for row in HAS_CLUSTER_TAG_OWNED],
+)
+def test_has_cluster_tag_owned(
+    case: str,
+    cluster_id: str,
+    tags: list[tuple[str | None, str | None]],
+    expected: bool,
+    error: str,
+) -> None:
+    """TestHasClusterTagOwned. "empty cluster ID returns error" is a deliberate deviation
+    (controller/DEVIATIONS.md): upstream's error fails every deletion of an NLB with security
+    groups; ours answers "not owned", so no group is deleted as ours and the NLB goes."""
+    described: list[dict[str, str]] = [
+        {k: v for k, v in (("Key", key), ("Value", value)) if v is not None} for key, value in tags
+    ]
+    owned = ClusterTags(cluster_id).is_owned(tag_map(described))  # type: ignore[arg-type]
+    assert owned is expected
+    if error:
+        assert not cluster_id  # the one case upstream refuses: ours answers False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from botocore.exceptions import ClientError
 
@@ -65,6 +67,16 @@ def test_unsupported_keys_expire_after_a_day(aws: AwsServer) -> None:
     assert _topology_calls(aws) == 2
 
 
+def _described(aws: AwsServer, instance_id: str) -> dict[str, Any]:
+    reservations = aws.client("ec2").describe_instances(InstanceIds=[instance_id])
+    return dict(reservations["Reservations"][0]["Instances"][0])
+
+
+def _zone_id(aws: AwsServer, zone: str) -> str:
+    zones = aws.client("ec2").describe_availability_zones(ZoneNames=[zone])
+    return zones["AvailabilityZones"][0]["ZoneId"]
+
+
 def _launch(aws: AwsServer, topo: Topology, instance_type: str) -> tuple[str, str]:
     ec2 = aws.client("ec2")
     inst = ec2.run_instances(
@@ -72,7 +84,10 @@ def _launch(aws: AwsServer, topo: Topology, instance_type: str) -> tuple[str, st
         InstanceType=instance_type,  # type: ignore[arg-type]
         MinCount=1,
         MaxCount=1,
-        SubnetId=topo.public_subnets[0],
+        # a public address, as upstream's instance has (its ExternalIP and ExternalDNS)
+        NetworkInterfaces=[
+            {"DeviceIndex": 0, "SubnetId": topo.public_subnets[0], "AssociatePublicIpAddress": True}
+        ],
         TagSpecifications=[{"ResourceType": "instance", "Tags": [CLUSTER_TAG]}],
     )["Instances"][0]
     return inst["InstanceId"], inst["Placement"]["AvailabilityZone"]
@@ -100,7 +115,9 @@ def test_instance_metadata_topology(
     if labelled:
         existing = {"topology.k8s.aws/zone-id": "use1-az1"}
         existing |= {f"{NETWORK_NODE_LABEL_PREFIX}{i}": f"nn-{i}" for i in (1, 2, 3)}
-    node = Node(name="n1", provider_id=f"aws:///{zone}/{instance_id}", labels=existing)
+    # upstream's node: a providerID whose zone is not the instance's, with an extra segment
+    provider_id = f"aws:///us-west-2c/1abc-2def/{instance_id}"
+    node = Node(name="n1", provider_id=provider_id, labels=existing)
     cloud = make_cloud()
     aws.control.clear_trail()
     if error:
@@ -109,18 +126,36 @@ def test_instance_metadata_topology(
     if keys is None:
         with pytest.raises(CloudError, match=error):
             instances.instance_metadata(node)
+        described = len(aws.control.trail(action="DescribeInstances"))
     else:
         meta = instances.instance_metadata(node)
+        described = len(aws.control.trail(action="DescribeInstances"))
         assert _topology_calls(aws) == calls
         assert sorted(meta.additional_labels) == sorted(keys)
+        # every field upstream compares: the providerID as given, the rest from EC2
+        inst = _described(aws, instance_id)
+        assert meta.provider_id == provider_id
+        assert meta.instance_type == instance_type
+        assert [(a.type, a.address) for a in meta.node_addresses] == [
+            ("InternalIP", inst["PrivateIpAddress"]),
+            ("ExternalIP", inst["PublicIpAddress"]),
+            ("InternalDNS", inst["PrivateDnsName"]),
+            ("Hostname", inst["PrivateDnsName"]),
+            ("ExternalDNS", inst["PublicDnsName"]),
+        ]
+        assert (meta.zone, meta.region) == (zone, "us-east-1")
+        expected: dict[str, str] = {}
+        if "topology.k8s.aws/zone-id" in keys:
+            expected["topology.k8s.aws/zone-id"] = _zone_id(aws, zone)
         if not error and calls:
-            # the labels are the lab's answer for the instance, top layer first
+            # the layers are the lab's answer for the instance, top layer first
             listed = aws.client("ec2").describe_instance_topology(InstanceIds=[instance_id])
             nodes = listed["Instances"][0]["NetworkNodes"]
-            assert [meta.additional_labels[k] for k in keys[1:]] == nodes
+            expected |= {f"{NETWORK_NODE_LABEL_PREFIX}{i}": n for i, n in enumerate(nodes, 1)}
+        assert meta.additional_labels == expected
     assert _topology_calls(aws) >= calls
     # "Should limit ec2:DescribeInstances calls to a single request per instance"
-    assert len(aws.control.trail(action="DescribeInstances")) == 1
+    assert described == 1
 
 
 class _NotAws:
