@@ -9,12 +9,17 @@ against any API server (the simulator or a real one) through the official client
   kubeadm role labels, seeded addresses), then its Lease in ``kube-node-lease`` owned by the Node.
   If the Node already exists, patch the kubelet-owned labels and the annotation onto it, as a
   restarting kubelet reconciles them.
-* **heartbeat**: renew the Lease (``renewTime``) every ``lease_renew_interval`` (kubelet: 10 s)
-  and post the node conditions with a fresh ``lastHeartbeatTime`` every
-  ``status_report_interval`` (kubelet's ``nodeStatusReportFrequency``: 5 min). Both are lab
-  seconds on the lab clock (``lab.clock``). Status posts are strategic-merge patches of
-  ``status.conditions`` (merge key ``type``), so addresses and labels written by the cloud
-  controller are left alone.
+* **heartbeat**: renew the Lease (``renewTime``) every ``lease_renew_interval`` (kubelet: 10 s).
+* **status loop**: every ``status_update_interval`` (kubelet's ``nodeStatusUpdateFrequency``:
+  10 s) read the Node and post the conditions when the API's copy differs from what the kubelet
+  reports (``lastHeartbeatTime`` aside), and in any case every ``status_report_interval``
+  (``nodeStatusReportFrequency``: 5 min) with a fresh ``lastHeartbeatTime``. So a condition
+  someone else wrote (the lifecycle controller's ``Unknown`` after a late heartbeat, a hand
+  edit) is put right within one update period, as the kubelet's ``tryUpdateNodeStatus`` does.
+  A condition keeps the API's ``lastTransitionTime`` while its status is unchanged and gets a
+  new one when it changes. All intervals are lab seconds on the lab clock (``lab.clock``).
+  Status posts are strategic-merge patches of ``status.conditions`` (merge key ``type``), so
+  addresses and labels written by the cloud controller are left alone.
 * **stop_heartbeat(name)**: the kubelet dies; nothing is renewed or posted. What follows (the
   Node going ``Unknown`` after the node-monitor grace period, the ``unreachable`` taints, pods
   marked NotReady and evicted) is kube-controller-manager's node lifecycle controller's work:
@@ -68,6 +73,8 @@ from lab.versions.release import KubeVersion
 log = logging.getLogger(__name__)
 
 _HEALTHY, _NOT_READY, _STALE = "healthy", "not-ready", "stale"
+#: what the status loop compares between the API's copy and the kubelet's (the heartbeat aside)
+_COMPARED = ("status", "reason", "message", "lastTransitionTime")
 NOT_READY_REASON = "KubeletNotReady"
 DEFAULT_NOT_READY_MESSAGE = (
     "container runtime network not ready: NetworkReady=false "
@@ -110,10 +117,10 @@ class _Tracked:
     posted: str = "healthy"
     last_renew: float = 0.0
     last_status: float = 0.0
+    #: lab time of the status loop's last look at the API's copy
+    last_sync: float = 0.0
     #: after a failed renewal or post: lab time of the next try (the kubelet's 10 s retry)
     retry_at: float = float("-inf")
-    #: lastTransitionTime per condition type, as the kubelet tracks it
-    transitions: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _model(model: Any, body: Mapping[str, Any]) -> Any:
@@ -133,11 +140,13 @@ class KubeletStandIn:
         *,
         lease_renew_interval: float = 10.0,
         status_report_interval: float = 300.0,
+        status_update_interval: float = 10.0,
         clock: LabClock | None = None,
     ) -> None:
         for field, value in (
             ("lease_renew_interval", lease_renew_interval),
             ("status_report_interval", status_report_interval),
+            ("status_update_interval", status_update_interval),
         ):
             if value <= 0:
                 raise ValueError(f"{field} must be > 0, got {value!r}")
@@ -145,6 +154,7 @@ class KubeletStandIn:
         self.coordination = typed_api(client.CoordinationV1Api(api_client))
         self.lease_renew_interval = lease_renew_interval
         self.status_report_interval = status_report_interval
+        self.status_update_interval = status_update_interval
         self.clock: LabClock = clock or ScaledClock(1.0)
         self._nodes: dict[str, _Tracked] = {}
         self._listeners: list[Callable[[str, bool], None]] = []
@@ -232,17 +242,10 @@ class KubeletStandIn:
             posted = _STALE  # post fresh conditions (and clear lifecycle taints) on the next tick
         uid = str(node["metadata"]["uid"])
         lease_rv = self._ensure_lease(reg.name, uid)
-        transitions = {c["type"]: c["lastTransitionTime"] for c in manifest["status"]["conditions"]}
         now = self.clock.now()
         with self._lock:
             self._nodes[reg.name] = _Tracked(
-                reg,
-                uid,
-                lease_rv,
-                posted=posted,
-                last_renew=now,
-                last_status=now,
-                transitions=transitions,
+                reg, uid, lease_rv, posted=posted, last_renew=now, last_status=now, last_sync=now
             )
         log.info("registered node %s (kubelet %s)", reg.name, reg.version)
         self._poke()
@@ -345,6 +348,7 @@ class KubeletStandIn:
                     now if node.posted != desired else float("inf"),
                     node.last_renew + self.lease_renew_interval,
                     node.last_status + self.status_report_interval,
+                    node.last_sync + self.status_update_interval,
                 )
                 dues.append(max(due, node.retry_at))
         return min(dues) if dues else None
@@ -401,10 +405,44 @@ class KubeletStandIn:
             node.lease_rv = self._renew_lease(name, node.uid, node.lease_rv)
             node.last_renew = now
         desired = _NOT_READY if node.not_ready is not None else _HEALTHY
-        if node.posted != desired or now - node.last_status >= self.status_report_interval:
-            self._post_conditions(node, changed=node.posted != desired)
+        report_due = now - node.last_status >= self.status_report_interval
+        if (
+            node.posted == desired
+            and not report_due
+            and now - node.last_sync < self.status_update_interval
+        ):
+            return
+        # The kubelet's tryUpdateNodeStatus: read the Node, set the conditions on that copy,
+        # patch when anything but the heartbeat changed or the report period is up.
+        current = self._api_conditions(name)
+        conditions = self._conditions(node, current)
+        node.last_sync = now
+        if node.posted != desired or report_due or _differs(current, conditions):
+            self._post_conditions(name, conditions)
             node.last_status = now
             node.posted = desired
+
+    def _api_conditions(self, name: str) -> dict[str, Mapping[str, Any]]:
+        """The Node's conditions by type, as the API has them."""
+        node = raw(self.core.read_node(name, _preload_content=False))
+        conditions = (node.get("status") or {}).get("conditions") or []
+        return {str(c.get("type")): c for c in conditions if isinstance(c, Mapping)}
+
+    def _conditions(
+        self, node: _Tracked, current: Mapping[str, Mapping[str, Any]]
+    ) -> list[dict[str, str]]:
+        """What the kubelet reports now: a fresh heartbeat; a condition keeps the API's
+        ``lastTransitionTime`` while its status is unchanged (the kubelet's setters)."""
+        conditions = healthy_conditions(self.clock.wall())
+        for condition in conditions:
+            if condition["type"] == "Ready" and node.not_ready is not None:
+                condition.update(status="False", reason=NOT_READY_REASON, message=node.not_ready)
+            seen = current.get(condition["type"])
+            if seen is not None and seen.get("status") == condition["status"]:
+                condition["lastTransitionTime"] = str(
+                    seen.get("lastTransitionTime") or condition["lastTransitionTime"]
+                )
+        return conditions
 
     def _renew_lease(self, name: str, uid: str, resource_version: str | None) -> str | None:
         for _ in range(3):
@@ -434,24 +472,22 @@ class KubeletStandIn:
                 resource_version = str(current["metadata"].get("resourceVersion") or "") or None
         raise RuntimeError(f"lease {NODE_LEASE_NAMESPACE}/{name}: conflicts on every retry")
 
-    def _post_conditions(self, node: _Tracked, *, changed: bool) -> None:
-        """Post the kubelet's conditions (fresh heartbeat; transition time only on change)."""
-        conditions = healthy_conditions(self.clock.wall())
-        for condition in conditions:
-            ctype = condition["type"]
-            if ctype == "Ready" and node.not_ready is not None:
-                condition.update(status="False", reason=NOT_READY_REASON, message=node.not_ready)
-            if changed and (ctype == "Ready" or node.posted == _STALE):
-                node.transitions[ctype] = condition["lastTransitionTime"]
-            condition["lastTransitionTime"] = node.transitions.get(
-                ctype, condition["lastTransitionTime"]
-            )
+    def _post_conditions(self, name: str, conditions: list[dict[str, str]]) -> None:
         self.core.patch_node_status(
-            node.reg.name,
+            name,
             {"status": {"conditions": conditions}},
             _content_type=SMP,
             _preload_content=False,
         )
+
+
+def _differs(current: Mapping[str, Mapping[str, Any]], conditions: list[dict[str, str]]) -> bool:
+    """True when the API's conditions differ from the kubelet's, the heartbeat aside."""
+    for condition in conditions:
+        seen = current.get(condition["type"])
+        if seen is None or any(seen.get(key) != condition[key] for key in _COMPARED):
+            return True
+    return False
 
 
 __all__ = ["KubeletStandIn", "NodeIPFlag", "NodeRegistration", "micro_time", "node_manifest"]

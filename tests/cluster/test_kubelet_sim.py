@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client
 
-from lab.clock import ScaledClock
+from lab.clock import ManualClock, ScaledClock
 from lab.cluster.base import Role
 from lab.cluster.kubeapi import raw
 from lab.cluster.kubelet import KubeletStandIn, NodeRegistration
@@ -388,3 +388,85 @@ def test_a_deleted_node_is_retried_a_period_later_and_lab_time_runs_on(
     assert progress.next_timer is not None
     assert progress.next_timer > clock.now() - kubelet.lease_renew_interval
     assert kubelet.errors == []  # a gone Node is the world's state, not the stand-in's error
+
+
+UNKNOWN = {"status": "Unknown", "reason": "NodeStatusUnknown"}
+
+
+def unknown_conditions(node: dict[str, Any], stamp: str) -> list[dict[str, str]]:
+    """The lifecycle controller's write after a late heartbeat: every condition Unknown."""
+    return [
+        {
+            **condition,
+            **UNKNOWN,
+            "message": "Kubelet stopped posting node status.",
+            "lastTransitionTime": stamp,
+        }
+        for condition in node["status"]["conditions"]
+    ]
+
+
+@pytest.fixture
+def manual_kubelet(sim: KubeServer) -> tuple[KubeletStandIn, ManualClock]:
+    """The stand-in with the kubelet's own periods (10 s updates, 5 min reports) on a clock
+    only the test moves; no background loop: the test runs each pass."""
+    clock = ManualClock()
+    return KubeletStandIn(sim.api_client(), clock=clock), clock
+
+
+def test_a_condition_someone_else_wrote_is_put_right_within_one_update_period(
+    manual_kubelet: tuple[KubeletStandIn, ManualClock], core: client.CoreV1Api
+) -> None:
+    """kubelet's status loop reads the Node every nodeStatusUpdateFrequency (10 s) and posts
+    when the API's conditions differ from its own: the lifecycle controller's Unknown after a
+    late heartbeat is gone within 10 s, not at the next 5-minute report."""
+    kubelet, clock = manual_kubelet
+    kubelet.register(WORKER)
+    node = node_json(core, "w1")
+    stamp = "2026-01-01T00:00:01Z"
+    core.patch_node_status(
+        "w1",
+        {"status": {"conditions": unknown_conditions(node, stamp)}},
+        _content_type="application/strategic-merge-patch+json",
+    )
+    clock.advance(5)
+    kubelet.heartbeat_once()
+    assert ready(node_json(core, "w1"))["status"] == "Unknown"  # not yet a period
+    clock.advance(5)
+    kubelet.heartbeat_once()
+    node = node_json(core, "w1")
+    statuses = {c["type"]: (c["status"], c["reason"]) for c in node["status"]["conditions"]}
+    assert statuses == {
+        "MemoryPressure": ("False", "KubeletHasSufficientMemory"),
+        "DiskPressure": ("False", "KubeletHasNoDiskPressure"),
+        "PIDPressure": ("False", "KubeletHasSufficientPID"),
+        "Ready": ("True", "KubeletReady"),
+    }
+    # every status changed, so every condition has a new transition, at lab time 10 s
+    assert {c["lastTransitionTime"] for c in node["status"]["conditions"]} == {
+        "2026-01-01T00:00:10Z"
+    }
+    assert kubelet.errors == []
+
+
+def test_an_unchanged_node_is_posted_only_at_the_report_period(
+    manual_kubelet: tuple[KubeletStandIn, ManualClock], core: client.CoreV1Api
+) -> None:
+    """Equal conditions are not re-posted at each 10 s look (the kubelet's patch is skipped);
+    the 5-minute report posts a fresh heartbeat and keeps each condition's transition time."""
+    kubelet, clock = manual_kubelet
+    kubelet.register(WORKER)
+    before = node_json(core, "w1")
+    for _ in range(29):  # 290 s of 10 s passes
+        clock.advance(10)
+        kubelet.heartbeat_once()
+    assert (
+        node_json(core, "w1")["metadata"]["resourceVersion"]
+        == (before["metadata"]["resourceVersion"])
+    )
+    clock.advance(10)
+    kubelet.heartbeat_once()
+    after = ready(node_json(core, "w1"))
+    assert after["lastHeartbeatTime"] == "2026-01-01T00:05:00Z"
+    assert after["lastTransitionTime"] == ready(before)["lastTransitionTime"]
+    assert kubelet.errors == []
