@@ -17,6 +17,14 @@ tests) on a fresh embedded lab, verbosely.
 what it changed: the node group's rules exactly as before, no leaked security group or
 Service, AWS's group order as it was, and the controller with the flags it had.
 
+Every replay checks what it was given (the id, ``--in-place`` and the running lab) before it
+prints anything; its header's symptom is the case replayed (:data:`REPLAYED_SYMPTOM` where a
+narrated replay shows one case of several); every step prints its result (the scenario's steps
+tell an ``e2e.catalog.Narrator``); and it ends in one plain verdict line, ``REPRODUCED: symptom``
+or ``FIXED: fix`` (``NOT REPRODUCED: ...`` / ``NOT FIXED: ...`` with the first assertion that
+failed, exit 1), judged by the catalog module's own assertions or, for a module run, by its
+pytest run.
+
 This module lives under ``e2e/`` because it drives scenarios; ``tasks.py`` calls it.
 """
 
@@ -29,6 +37,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -53,6 +62,8 @@ from lab.frontdoor.controller import restart_controller
 from lab.spec import LabSpec
 from lab.state import LabError, LabState, load_state
 
+#: the checkout the catalog modules are in (their pytest runs there, wherever invoke was run)
+REPO_ROOT = Path(__file__).resolve().parents[1]
 #: the replay's retry window: long enough to see several DependencyViolation retries
 SG_RETRY = ("--sg-delete-retry", "0.5s,5s")
 #: the replay's Service names start so; nothing else is touched by a restore
@@ -112,7 +123,8 @@ def repro(scenario_id: str, *, fixed: bool, name: str, in_place: bool, console: 
     console.rule(f"[bold]{scenario.id}[/]: {scenario.title}")
     console.print(f"source: {scenario.source}")
     console.print(
-        ("fixed behaviour: " + scenario.fix) if fixed else ("symptom: " + symptom(scenario))
+        ("fixed behaviour: " + scenario.fix) if fixed else ("symptom: " + symptom(scenario)),
+        soft_wrap=True,
     )
     if scenario.id == "k8s-84926":
         return _narrate_84926(fixed=fixed, name=name, in_place=in_place, console=console)
@@ -146,8 +158,8 @@ def _run_module(scenario: Scenario, *, fixed: bool, console: Console) -> int:
         "-p",
         "no:cacheprovider",
     ]
-    code = subprocess.run(cmd, check=False).returncode
-    failure = None if code == 0 else f"its {selector} cases failed (pytest exit {code}, above)"
+    code = subprocess.run(cmd, check=False, cwd=REPO_ROOT).returncode
+    failure = None if code == 0 else f"its {selector} cases did not pass (pytest exit {code})"
     console.print(verdict(scenario, fixed=fixed, failure=failure), markup=False, soft_wrap=True)
     return code
 

@@ -734,7 +734,7 @@ def test_every_json_output_survives_a_closed_pipe(lab_dir: Path) -> None:
     """`lab.trail --json | head -3` and every other task with --json (found from invoke's
     metadata) end quietly when the reader goes: exit 141 (SIGPIPE's), nothing on stderr."""
     tasks = _task_arguments()
-    with_json = sorted(t for t, args in tasks.items() if any(a.name == "json" for a in args))
+    with_json = sorted(t for t, args in tasks.items() if any(a.names[0] == "json" for a in args))
     assert {"lab.trail", "lab.status", "lab.traffic"} <= set(with_json)
     kubectl = ("lab.kubectl", "--name", "fd", "--")
     created = invoke(lab_dir, *kubectl, "create", "service", "loadbalancer", "piped", "--tcp=80:80")
