@@ -346,7 +346,7 @@ def _running_lab(name: str, console: Console) -> Iterator[_Target]:
     control = AwsControlClient(state.aws_endpoint, token=state.token)
     ec2 = make_client("ec2", state.aws_endpoint, state.region)
     order = control.fidelity().elb_sg_order
-    rules = ingress_rules(ec2, state.node_security_group)
+    rules = ingress_rules(ec2, str(state.node_security_group))  # checked by _lab_to_host
     core = labview.core_api(state)
     target = _Target(_RunningLab(state, console), core, state.aws_endpoint, state.region)
     try:
