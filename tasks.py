@@ -25,8 +25,9 @@ from typing import Any, TypeVar
 from invoke.collection import Collection
 from invoke.context import Context
 from invoke.exceptions import Exit
-from invoke.tasks import task
 
+from lab.frontdoor.cli import PassThroughTask
+from lab.frontdoor.cli import lab_task as task
 from lab.versions.release import DEFAULT_K8S_VERSION
 
 PY_PATHS = "."  # ruff skips .venv, .lab and git-ignored files
@@ -50,6 +51,8 @@ def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return fn(*args, **kwargs)
     except LabError as exc:
         raise Exit(f"error: {exc}", code=1) from None
+    except BrokenPipeError:
+        raise  # the reader went away: the task ends quietly (lab.frontdoor.cli)
     except KeyboardInterrupt:
         raise Exit("interrupted", code=130) from None
     except Exit:
@@ -413,8 +416,15 @@ def _after_double_dash(argv: Sequence[str]) -> list[str]:
     return list(argv[argv.index("--") + 1 :]) if "--" in argv else []
 
 
-@task(help={"name": "lab name"})
-def kubectl(c: Context, name: str = "default") -> None:
+@task(
+    klass=PassThroughTask,
+    positional=["args"],
+    help={
+        "name": "lab name",
+        "args": "kubectl's arguments, after `--` and exactly as typed (default: none)",
+    },
+)
+def kubectl(c: Context, name: str = "default", args: str | None = None) -> None:
     """kubectl against the lab: `invoke lab.kubectl -- get nodes -o wide`."""
     from lab.frontdoor.nodes import kubectl as lab_kubectl
 
@@ -579,6 +589,12 @@ def repro(
         "out": "directory for conformance.md and conformance.xml (default .lab/conformance)",
         "workers": "pytest-xdist workers (default 0: one process)",
         **CONTROLLER_HELP,
+        # the build judged: one of these two is required (ours is judged with --controller-cmd)
+        "controller_cmd": "the command of the build to judge (this or --controller is "
+        "required); the lab fills {kubeconfig} {cloud_config} {imds_endpoint} {aws_endpoint} "
+        "{metrics_addr} {metrics_port} {secure_port} {region} {log_dir}",
+        "controller": "upstream=PATH: judge this aws-cloud-controller-manager binary, run with "
+        "the lab's flags (this or --controller-cmd is required)",
     }
 )
 def report(

@@ -53,6 +53,16 @@ class ReleaseEvidence(Protocol):
 E = TypeVar("E", bound=ReleaseEvidence)
 
 
+class Narrator(Protocol):
+    """What a scenario's steps tell ``invoke lab.repro`` (tests pass ``e2e.support.quiet``):
+    ``say(text)`` before each step, ``say.result(text)`` with what the step showed. Every step
+    says its result (``tests/test_front_door.py`` checks the replays' output)."""
+
+    def __call__(self, text: str) -> None: ...
+
+    def result(self, text: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class ReleaseReplay(Generic[E]):
     """How ``invoke lab.repro`` replays a scenario whose module runs the same steps on a buggy
@@ -63,7 +73,7 @@ class ReleaseReplay(Generic[E]):
     buggy: str
     fixed: str
     #: the module's ``run_scenario(lab, say)``: the steps, narrated through ``say``
-    run_scenario: Callable[[Lab, Callable[[str], None]], E]
+    run_scenario: Callable[[Lab, Narrator], E]
     assert_reproduced: Callable[[E], None]
     assert_fixed: Callable[[E], None]
     #: the data plane's ``--feature-gates`` for the replay ("" for none)

@@ -17,6 +17,14 @@ tests) on a fresh embedded lab, verbosely.
 what it changed: the node group's rules exactly as before, no leaked security group or
 Service, AWS's group order as it was, and the controller with the flags it had.
 
+Every replay checks what it was given (the id, ``--in-place`` and the running lab) before it
+prints anything; its header's symptom is the case replayed (:data:`REPLAYED_SYMPTOM` where a
+narrated replay shows one case of several); every step prints its result (the scenario's steps
+tell an ``e2e.catalog.Narrator``); and it ends in one plain verdict line, ``REPRODUCED: symptom``
+or ``FIXED: fix`` (``NOT REPRODUCED: ...`` / ``NOT FIXED: ...`` with the first assertion that
+failed, exit 1), judged by the catalog module's own assertions or, for a module run, by its
+pytest run.
+
 This module lives under ``e2e/`` because it drives scenarios; ``tasks.py`` calls it.
 """
 
@@ -29,6 +37,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -53,6 +62,8 @@ from lab.frontdoor.controller import restart_controller
 from lab.spec import LabSpec
 from lab.state import LabError, LabState, load_state
 
+#: the checkout the catalog modules are in (their pytest runs there, wherever invoke was run)
+REPO_ROOT = Path(__file__).resolve().parents[1]
 #: the replay's retry window: long enough to see several DependencyViolation retries
 SG_RETRY = ("--sg-delete-retry", "0.5s,5s")
 #: the replay's Service names start so; nothing else is touched by a restore
@@ -69,7 +80,34 @@ def list_catalog(console: Console) -> None:
     console.print("replay one: invoke lab.repro <id> [--fixed] [--in-place]")
 
 
+#: what a narrated replay shows where it replays one case of a scenario whose catalog symptom
+#: sums up several (the header and the verdict name what this replay shows, nothing else)
+REPLAYED_SYMPTOM = {
+    "k8s-84926": "AWS lists the ELB's groups reversed on create and in creation order on "
+    "delete (the write-up's sequence): the ELB's group is let in on create, but the delete "
+    "takes the node group for the ELB's own, revokes its self rule (node-to-node traffic cut) "
+    "and then retries DeleteSecurityGroup on the ELB's group in vain (DependencyViolation)",
+}
+
+
+def symptom(scenario: Scenario) -> str:
+    """The symptom a replay of ``scenario`` shows (its header and its REPRODUCED line)."""
+    return REPLAYED_SYMPTOM.get(scenario.id, scenario.symptom)
+
+
+def verdict(scenario: Scenario, *, fixed: bool, failure: str | None) -> str:
+    """The replay's one-line verdict: ``REPRODUCED: symptom`` or ``FIXED: fix`` when what was
+    asked for holds (``failure`` None), otherwise ``NOT REPRODUCED: ...`` / ``NOT FIXED: ...``
+    with the first assertion that failed."""
+    word, what = ("FIXED", scenario.fix) if fixed else ("REPRODUCED", symptom(scenario))
+    if failure is None:
+        return f"{word}: {what}"
+    return f"NOT {word}: {' '.join(failure.split())}"
+
+
 def repro(scenario_id: str, *, fixed: bool, name: str, in_place: bool, console: Console) -> int:
+    """Replay ``scenario_id``; everything is checked (the id, --in-place, the running lab)
+    before anything is printed."""
     try:
         scenario = by_id(scenario_id)
     except KeyError:
@@ -80,16 +118,27 @@ def repro(scenario_id: str, *, fixed: bool, name: str, in_place: bool, console: 
             f"{scenario.id} replays only on a scratch lab (it needs a fresh world or the kubelet "
             "stand-in's hooks); drop --in-place"
         )
+    if in_place:
+        labview.require_daemon(_lab_to_host(name))
     console.rule(f"[bold]{scenario.id}[/]: {scenario.title}")
     console.print(f"source: {scenario.source}")
     console.print(
-        ("fixed behaviour: " + scenario.fix) if fixed else ("symptom: " + scenario.symptom)
+        ("fixed behaviour: " + scenario.fix) if fixed else ("symptom: " + symptom(scenario)),
+        soft_wrap=True,
     )
     if scenario.id == "k8s-84926":
         return _narrate_84926(fixed=fixed, name=name, in_place=in_place, console=console)
     if scenario.id in RELEASE_SCENARIOS:
         return _narrate_release(scenario, fixed=fixed, console=console)
     return _run_module(scenario, fixed=fixed, console=console)
+
+
+def _lab_to_host(name: str) -> LabState:
+    """The running lab an in-place replay uses, checked before anything is printed."""
+    state = load_state(name)
+    if state.node_security_group is None:
+        raise LabError(f"lab {name!r} records no node security group; it cannot host the replay")
+    return state
 
 
 def _run_module(scenario: Scenario, *, fixed: bool, console: Console) -> int:
@@ -109,7 +158,10 @@ def _run_module(scenario: Scenario, *, fixed: bool, console: Console) -> int:
         "-p",
         "no:cacheprovider",
     ]
-    return subprocess.run(cmd, check=False).returncode
+    code = subprocess.run(cmd, check=False, cwd=REPO_ROOT).returncode
+    failure = None if code == 0 else f"its {selector} cases did not pass (pytest exit {code})"
+    console.print(verdict(scenario, fixed=fixed, failure=failure), markup=False, soft_wrap=True)
+    return code
 
 
 # --- release scenarios (seed 004), narrated ------------------------------------------------
@@ -129,11 +181,7 @@ def _narrate_release(scenario: Scenario, *, fixed: bool, console: Console) -> in
     version = replay.fixed if fixed else replay.buggy
     gates = replay.gate
     started = time.monotonic()
-    steps = iter(range(1, 100))
-
-    def say(text: str) -> None:
-        console.print(f"[bold cyan]{next(steps)}.[/] {text}")
-
+    say = ConsoleNarrator(console)
     console.print(
         f"on a scratch embedded lab of Kubernetes {version} "
         f"({'the first fixed' if fixed else 'a buggy'} release"
@@ -157,27 +205,33 @@ def _narrate_release(scenario: Scenario, *, fixed: bool, console: Console) -> in
             objects.add_row(field.name.replace("_", " "), _shown(getattr(evidence, field.name)))
     console.print(objects)
     labview.render_traffic(evidence.traffic.to_json(), console)
-    verdicts = [
-        ("the documented symptoms", _holds(replay.assert_reproduced, evidence)),
-        ("the fixed behaviour", _holds(replay.assert_fixed, evidence)),
-    ]
-    console.print("\n[bold]verdict[/] (the catalog module's own assertions on this evidence):")
-    for text, ok in verdicts:
-        console.print(f"  {'[green]holds[/]' if ok else '[red]does not hold[/]'}  {text}")
-    console.print(f"\n({time.monotonic() - started:.1f}s)")
-    expected = verdicts[1][1] if fixed else verdicts[0][1]
-    return 0 if expected else 1
+    failure = _failure(replay.assert_fixed if fixed else replay.assert_reproduced, evidence)
+    console.print(f"({time.monotonic() - started:.1f}s; the verdict is the catalog module's own)")
+    console.print(verdict(scenario, fixed=fixed, failure=failure), markup=False, soft_wrap=True)
+    return 0 if failure is None else 1
 
 
 # --- k8s-84926, narrated ------------------------------------------------------------------
 
 
+class ConsoleNarrator:
+    """An ``e2e.catalog.Narrator`` printing numbered steps and each step's result."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.steps = 0
+
+    def __call__(self, text: str) -> None:
+        self.steps += 1
+        self.console.print(f"[bold cyan]step {self.steps}.[/] {text}")
+
+    def result(self, text: str) -> None:
+        self.console.print(f"   → {text}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _narrate_84926(*, fixed: bool, name: str, in_place: bool, console: Console) -> int:
     started = time.monotonic()
-    steps = iter(range(1, 100))
-
-    def say(text: str) -> None:
-        console.print(f"\n[bold cyan]step {next(steps)}[/] {text}")
+    say = ConsoleNarrator(console)
 
     target_cm = _running_lab(name, console) if in_place else _scratch_lab(console)
     with target_cm as target:
@@ -198,17 +252,11 @@ def _narrate_84926(*, fixed: bool, name: str, in_place: bool, console: Console) 
         )
         target.evidence = evidence
         _show_evidence(evidence, target, console)
-        say("verdict (the catalog module's own assertions)")
-        verdicts = [
-            ("the fixed behaviour (assert_fixed)", _holds(assert_fixed, evidence)),
-            ("the outage: self rule revoked (assert_wrong_on_delete)",
-             _holds(assert_wrong_on_delete, evidence)),
-        ]  # fmt: skip
-        for text, ok in verdicts:
-            console.print(f"  {'[green]holds[/]' if ok else '[red]does not hold[/]'}  {text}")
-        console.print(f"\n({time.monotonic() - started:.1f}s)")
-        expected = verdicts[0][1] if fixed else verdicts[1][1]
-        return 0 if expected else 1
+        failure = _failure(assert_fixed if fixed else assert_wrong_on_delete, evidence)
+    scenario = by_id("k8s-84926")
+    console.print(f"({time.monotonic() - started:.1f}s; the verdict is the catalog module's own)")
+    console.print(verdict(scenario, fixed=fixed, failure=failure), markup=False, soft_wrap=True)
+    return 0 if failure is None else 1
 
 
 def _shown(value: Any) -> str:
@@ -219,12 +267,13 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-def _holds(check: Callable[[Any], None], evidence: Any) -> bool:
+def _failure(check: Callable[[Any], None], evidence: Any) -> str | None:
+    """None when ``check`` holds on ``evidence``, else its assertion's first line."""
     try:
         check(evidence)
-    except AssertionError:
-        return False
-    return True
+    except AssertionError as exc:
+        return (str(exc).splitlines() or [check.__doc__ or check.__name__])[0]
+    return None
 
 
 def _show_evidence(ev: Evidence, target: _Target, console: Console) -> None:
@@ -243,7 +292,7 @@ def _show_evidence(ev: Evidence, target: _Target, console: Console) -> None:
     ]
     console.print(render_trail(calls, title="what the controller did to delete it"))
     for reason, message in zip(ev.event_reasons, ev.event_messages, strict=True):
-        console.print(f"  event {reason}: {message[:150]}")
+        console.print(f"  event {reason}: {message}", markup=False, soft_wrap=True)
 
 
 def _rules_table(
@@ -292,14 +341,12 @@ def _scratch_lab(console: Console) -> Iterator[_Target]:
 
 @contextmanager
 def _running_lab(name: str, console: Console) -> Iterator[_Target]:
-    state = load_state(name)
-    if state.node_security_group is None:
-        raise LabError(f"lab {name!r} records no node security group; it cannot host the replay")
+    state = _lab_to_host(name)
     console.print(f"on your running lab {name!r} (--in-place); what it changes is restored after")
     control = AwsControlClient(state.aws_endpoint, token=state.token)
     ec2 = make_client("ec2", state.aws_endpoint, state.region)
     order = control.fidelity().elb_sg_order
-    rules = ingress_rules(ec2, state.node_security_group)
+    rules = ingress_rules(ec2, str(state.node_security_group))  # checked by _lab_to_host
     core = labview.core_api(state)
     target = _Target(_RunningLab(state, console), core, state.aws_endpoint, state.region)
     try:

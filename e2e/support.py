@@ -11,11 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
 from lab.compose import wait_for  # also the scenarios' wait (they import it from here)
+
+if TYPE_CHECKING:
+    from lab.traffic.report import TrafficReport
 
 ANN = "service.beta.kubernetes.io/aws-load-balancer-"
 FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
@@ -34,9 +37,30 @@ def settle(lab: Any, timeout: float = 30.0) -> None:
     lab.settle(timeout=timeout)
 
 
-def quiet(_: str) -> None:
-    """The default narrator of a scenario's steps: tests say nothing (``invoke lab.repro``
-    passes one that prints each step)."""
+class _Quiet:
+    """The default narrator of a scenario's steps (an ``e2e.catalog.Narrator``): tests say
+    nothing (``invoke lab.repro`` passes one that prints each step and its result)."""
+
+    def __call__(self, text: str) -> None:
+        pass
+
+    def result(self, text: str) -> None:
+        pass
+
+
+quiet = _Quiet()
+
+
+def answered_by(report: TrafficReport) -> str:
+    """Where a traffic report's requests went, in one line (a replay step's result)."""
+    pods = ", ".join(f"{pod} {n}" for pod, n in sorted(report.answered.items()))
+    lost = report.requests - report.answered_total
+    why = "; ".join(sorted({reason for _, reason in report.dropped}))
+    return (
+        f"{report.answered_total} of {report.requests} answered"
+        + (f" ({pods})" if pods else "")
+        + (f"; {lost} lost: {why}" if lost else "")
+    )
 
 
 def lb_service(

@@ -37,8 +37,8 @@ import pytest
 from kubernetes import client
 
 from e2e import recipes
-from e2e.catalog import ReleaseReplay
-from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
+from e2e.catalog import Narrator, ReleaseReplay
+from e2e.support import answered_by, create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import (
     create_pod,
     endpoints_addresses,
@@ -71,7 +71,7 @@ class Evidence:
     traffic: TrafficReport
 
 
-def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
+def run_scenario(lab: Lab, say: Narrator = quiet) -> Evidence:
     core = client.CoreV1Api(lab.api_client())
     say(f"start the controller; a LoadBalancer Service {A}/web and two of its pods on one node")
     lab.start_controller()
@@ -90,6 +90,10 @@ def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
         timeout=30,
         what="A's pods answering through the ELB",
     )
+    say.result(
+        " and ".join(f"{n} ({pods[n].status.pod_ip})" for n in sorted(pods))
+        + f" run on {worker} and answer through the ELB"
+    )
 
     say(
         f"the kubelet rejects {victim} ({victim_ip}) at admission: OutOfmemory after a reboot "
@@ -103,6 +107,7 @@ def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
         timeout=30,
         what=f"{victim} Failed",
     )
+    say.result(f"{victim} is {failed.status.phase}, Ready={ready(pod(core, victim, A))}")
     say(
         f"another team's pod {B}/api-1 starts on the same node; host-local IPAM hands out "
         "the lowest free address"
@@ -110,7 +115,11 @@ def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     create_pod(core, "api-1", namespace=B, app="api", node=worker)
     newcomer = wait_running(lab, core, "api-1", B)
     lab.settle()  # the endpoint controllers and kube-proxy have seen all of it
+    reused = " (the Failed pod's address)" if newcomer.status.pod_ip == victim_ip else ""
+    say.result(f"{B}/api-1 runs with {newcomer.status.pod_ip}{reused}")
     say(f"send 300 requests to {A}/web through its ELB")
+    traffic = lab.traffic.send(f"{A}/web", requests=300, seed=4)
+    say.result(answered_by(traffic))
     return Evidence(
         victim_phase=failed.status.phase,
         victim_ready=ready(pod(core, victim, A)),
@@ -118,7 +127,7 @@ def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
         newcomer_ip=newcomer.status.pod_ip,
         endpoints=endpoints_addresses(core, "web", A),
         slice=slice_endpoints(lab, "web", A),
-        traffic=lab.traffic.send(f"{A}/web", requests=300, seed=4),
+        traffic=traffic,
     )
 
 

@@ -36,8 +36,8 @@ import pytest
 from kubernetes import client
 
 from e2e import recipes
-from e2e.catalog import ReleaseReplay
-from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
+from e2e.catalog import Narrator, ReleaseReplay
+from e2e.support import answered_by, create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import (
     create_pod,
     endpoints_addresses,
@@ -70,7 +70,7 @@ class Evidence:
     traffic: TrafficReport
 
 
-def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
+def run_scenario(lab: Lab, say: Narrator = quiet) -> Evidence:
     core = client.CoreV1Api(lab.api_client())
     say("start the controller; a LoadBalancer Service web with one pod on each of two nodes")
     lab.start_controller()
@@ -82,6 +82,7 @@ def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     wait_running(lab, core, "web-up", NS)
     wait_hostname(core, "web", timeout=30)
     wait_pods_answer(lab, "web", 2)
+    say.result(f"web-down ({victim_ip}) on {down} and web-up on {up} answer through the ELB")
 
     say(
         f"graceful node shutdown of {down} (shutdownGracePeriod 20 s) by the "
@@ -97,13 +98,20 @@ def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     lab.settle()  # the endpoint controllers and kube-proxy have seen all of it
     victim = pod(core, "web-down", NS)
     down_instance = lab.node(down).instance_id
+    say.result(
+        f"{down} is off; web-down is {victim.status.phase} ({victim.status.reason}), "
+        f"Ready={ready(victim)}"
+    )
     say(f"wait for the ELB's health checks to take {down} ({down_instance}) out of service")
     wait_for(
         lambda: down_instance not in lab.traffic.send("web", requests=30).instances,
         timeout=30,
         what=f"{down_instance} OutOfService",
     )
+    say.result(f"{down_instance} is OutOfService: the ELB sends it no request")
     say("send 300 requests to web through its ELB")
+    traffic = lab.traffic.send("web", requests=300, seed=5)
+    say.result(answered_by(traffic))
     return Evidence(
         victim_phase=victim.status.phase,
         victim_reason=victim.status.reason or "",
@@ -111,7 +119,7 @@ def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
         victim_ip=victim_ip,
         endpoints=endpoints_addresses(core, "web", NS),
         slice=slice_endpoints(lab, "web", NS),
-        traffic=lab.traffic.send("web", requests=300, seed=5),
+        traffic=traffic,
     )
 
 

@@ -58,9 +58,10 @@ import pytest
 from kubernetes import client
 
 from e2e import recipes
-from e2e.catalog import ReleaseReplay
+from e2e.catalog import Narrator, ReleaseReplay
 from e2e.support import (
     ANN,
+    answered_by,
     create_service,
     elb_name,
     lb_service,
@@ -116,14 +117,13 @@ def _health(lab: Lab, load_balancer: str, instance_id: str) -> tuple[str, str]:
     return (found[0]["State"], found[0]["Description"]) if found else ("absent", "")
 
 
-def run_scenario(
-    lab: Lab, say: Callable[[str], None] = quiet, *, shared_probe: bool = True
-) -> Evidence:
+def run_scenario(lab: Lab, say: Narrator = quiet, *, shared_probe: bool = True) -> Evidence:
     core = client.CoreV1Api(lab.api_client())
     mode = "Shared (HTTP:10256/healthz)" if shared_probe else "the default (TCP:<nodePort>)"
     say(f"start the controller with ClusterServiceLoadBalancerHealthProbeMode {mode}")
     config = lab.write_cloud_config(extra_global=SHARED_PROBE if shared_probe else ())
     lab.start_controller(cloud_config=config, args=FAST_LIFECYCLE)
+    say.result("the controller is ready")
     stays, goes = lab.workers[0].name, lab.workers[1].name
     say(f"a LoadBalancer Service web (eTP=Cluster) with one pod on {stays} and one on {goes}")
     load_balancer = elb_name(create_service(core, lb_service("web", annotations=HEALTH_CHECK)))
@@ -139,6 +139,7 @@ def run_scenario(
         "LoadBalancerDescriptions"
     ][0]["HealthCheck"]["Target"]
     goes_instance = lab.node(goes).instance_id
+    say.result(f"ELB {load_balancer} checks {target}; both pods answer through it")
 
     say(f"the cluster autoscaler scales {goes} down: taint {AUTOSCALER_TAINT}, evict its pod")
     node = core.read_node(goes)
@@ -157,11 +158,16 @@ def run_scenario(
         what="kube-proxy's informer to see the taint",
     )
     status, body = proxy.healthz(node=goes)
+    say.result(f"kube-proxy's /healthz on {goes} answers {status}")
 
     say(f"the drain window: {DRAIN_WINDOW_S:.0f} lab seconds of requests before the machine goes")
     lab.clock.sleep(DRAIN_WINDOW_S)
     state, description = _health(lab, load_balancer, goes_instance)
     window = lab.traffic.send("web", requests=200, seed=11)
+    say.result(
+        f"{goes_instance} is {state} on the ELB; {window.instances.get(goes_instance, 0)} of 200 "
+        "new requests reached it"
+    )
 
     say(f"the autoscaler terminates {goes_instance}; the controller deletes the Node")
     aws.client("ec2").terminate_instances(InstanceIds=[goes_instance])
@@ -172,6 +178,7 @@ def run_scenario(
         what=f"the Node {goes} deleted",
     )
     after = lab.traffic.send("web", requests=200, seed=12)
+    say.result(f"the Node {goes} is deleted; after it: {answered_by(after)}")
     return Evidence(
         health_check_target=str(target),
         healthz_status=status,

@@ -53,8 +53,8 @@ import pytest
 from kubernetes import client, watch
 
 from e2e import recipes
-from e2e.catalog import ReleaseReplay
-from e2e.support import create_service, lb_service, quiet, wait_for, wait_hostname
+from e2e.catalog import Narrator, ReleaseReplay
+from e2e.support import answered_by, create_service, lb_service, quiet, wait_for, wait_hostname
 from e2e.workloads import create_pod, slice_endpoints, wait_pods_answer, wait_running
 from lab.compose import Lab
 from lab.traffic.report import TrafficReport
@@ -83,7 +83,7 @@ class Evidence:
     traffic: TrafficReport
 
 
-def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
+def run_scenario(lab: Lab, say: Narrator = quiet) -> Evidence:
     core = client.CoreV1Api(lab.api_client())
     rolling, steady = lab.workers[0].name, lab.workers[1].name
     say(
@@ -102,6 +102,9 @@ def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     wait_running(lab, core, "steady", NS)
     wait_hostname(core, "web", timeout=30)
     wait_pods_answer(lab, "web", 3)
+    say.result(
+        f"drainer ({ips['drainer']}), quitter ({ips['quitter']}) and steady answer through the ELB"
+    )
 
     say(
         f"delete both pods on {rolling} (grace 180 s): the drainer keeps serving, the quitter "
@@ -120,12 +123,16 @@ def run_scenario(lab: Lab, say: Callable[[str], None] = quiet) -> Evidence:
     # Several probe periods (2 lab seconds each) for a fixed kubelet to report the quitter.
     lab.clock.sleep(8)
     lab.settle()  # the endpoint controllers and kube-proxy have seen all of it
+    endpoints = slice_endpoints(lab, "web", NS)
+    say.result(
+        "in the EndpointSlice: "
+        + "; ".join(f"{n} serving={endpoints.get(ip, {}).get('serving')}" for n, ip in ips.items())
+    )
     say(f"send 300 requests to web through its ELB while {rolling} is still in service")
+    traffic = lab.traffic.send("web", requests=300, seed=9)
+    say.result(answered_by(traffic))
     return Evidence(
-        quitter_ip=ips["quitter"],
-        drainer_ip=ips["drainer"],
-        slice=slice_endpoints(lab, "web", NS),
-        traffic=lab.traffic.send("web", requests=300, seed=9),
+        quitter_ip=ips["quitter"], drainer_ip=ips["drainer"], slice=endpoints, traffic=traffic
     )
 
 

@@ -38,18 +38,18 @@ else. The security-group logic is all AWS-side and identical on kind.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from e2e.catalog import conformance
+from e2e.catalog import Narrator, conformance
 from e2e.support import (
     ANN,
     FINALIZER,
     Rule,
     all_traffic_from,
+    answered_by,
     create_service,
     describe_elb,
     elb_name,
@@ -58,6 +58,7 @@ from e2e.support import (
     group_exists,
     group_id_by_name,
     ingress_rules,
+    quiet,
     reasons,
     wait_for,
     wait_gone,
@@ -97,10 +98,6 @@ class Evidence:
     nodes_after_delete: PathVerdict | None
 
 
-def _quiet(_: str) -> None:
-    """The default narrator: tests say nothing (``invoke lab.repro`` prints each step)."""
-
-
 def run_scenario(
     lab: Lab,
     core: Any,
@@ -112,7 +109,7 @@ def run_scenario(
     order_on_delete: str,
     service: str = "web",
     sg_retry: tuple[str, str] = SG_RETRY,
-    say: Callable[[str], None] = _quiet,
+    say: Narrator = quiet,
 ) -> Evidence:
     """The scenario's steps; ``say`` is told what is about to happen before each one."""
     aws = lab.aws
@@ -128,6 +125,7 @@ def run_scenario(
         + f"{sg_retry[1].split(',')[1]})"
     )
     lab.start_controller(legacy=["k8s-84926"] if legacy else [], args=sg_retry)
+    say.result("the controller is ready")
     say(
         f"AWS lists an ELB's groups in [bold]{order_on_create}[/] order; create a Service "
         "naming the node group in extra-security-groups"
@@ -169,9 +167,21 @@ def run_scenario(
     assert desc is not None
     assert set(desc["SecurityGroups"]) == {elb_group, node_group}
     rules_after_create = ingress_rules(ec2, node_group)
+    let_in = all_traffic_from(elb_group) in rules_after_create
+    say.result(
+        f"ELB {name} carries {elb_group} (its own group) and {node_group} (the node group); "
+        + ("the ELB's group is let into the node group" if let_in else
+           "the ELB's group is NOT let into the node group")
+    )  # fmt: skip
     say("send requests through the ELB once its health checks have decided")
     traffic_after_create = decided_traffic(lab, service) if judged else None
     nodes_before_delete = lab.traffic.between(worker, cp, KUBELET_PORT) if judged else None
+    say.result(
+        f"{answered_by(traffic_after_create)}; worker to control plane (kubelet port): "
+        f"{'allowed' if nodes_before_delete and nodes_before_delete.allowed else 'denied'}"
+        if traffic_after_create is not None
+        else "not sent: a replay on a running lab (--in-place) judges the rules only"
+    )
 
     say(f"AWS now lists the groups in [bold]{order_on_delete}[/] order; delete the Service")
     aws.control.set_fidelity(elb_sg_order=order_on_delete)
@@ -192,12 +202,15 @@ def run_scenario(
         finalizer_removed = FINALIZER not in (svc_now.metadata.finalizers or [])
     calls = [e for e in aws.trail.events() if e.seq > mark]
     events = events_for(core, "Service", service)
+    rules_after_delete = ingress_rules(ec2, node_group)
+    nodes_after_delete = lab.traffic.between(worker, cp, KUBELET_PORT) if judged else None
+    say.result(_delete_result(node_group, elb_group, calls, rules_after_delete, nodes_after_delete))
     return Evidence(
         node_group=node_group,
         elb_group=elb_group,
         rules_before=rules_before,
         rules_after_create=rules_after_create,
-        rules_after_delete=ingress_rules(ec2, node_group),
+        rules_after_delete=rules_after_delete,
         elb_after_delete=describe_elb(elb, name),
         elb_group_exists_after=group_exists(ec2, elb_group),
         revokes_on_node_group=[
@@ -215,7 +228,23 @@ def run_scenario(
         finalizer_removed=finalizer_removed,
         traffic_after_create=traffic_after_create,
         nodes_before_delete=nodes_before_delete,
-        nodes_after_delete=lab.traffic.between(worker, cp, KUBELET_PORT) if judged else None,
+        nodes_after_delete=nodes_after_delete,
+    )
+
+
+def _delete_result(
+    node_group: str, elb_group: str, calls: list[Any], rules: frozenset[Rule], nodes: Any
+) -> str:
+    """What deleting the Service did, in one line (the replay's last step's result)."""
+    self_revoked = all_traffic_from(node_group) not in rules
+    deletes = [e.error_code or "ok" for e in calls if e.action == "DeleteSecurityGroup"]
+    tries = f"DeleteSecurityGroup {elb_group}: " + (
+        f"{len(deletes)} tries, last {deletes[-1]}" if deletes else "not tried"
+    )
+    path = "" if nodes is None else "allowed" if nodes.allowed else "denied"
+    self_rule = "REVOKED" if self_revoked else "kept"
+    return f"the node group's self rule: {self_rule}; {tries}" + (
+        f"; worker to control plane: {path}" if path else ""
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -350,12 +351,12 @@ def test_restart_with_another_build_and_back(lab_dir: Path) -> None:
 def test_node_tasks_name_the_bad_node_and_print_one_line(lab_dir: Path) -> None:
     missing = invoke(lab_dir, "lab.nodes.exclude", "--name", "fd", "--node", "nope")
     assert_one_line_error(missing, "no node 'nope'", "ccm-lab-worker")
-    done = invoke(lab_dir, "lab.nodes.exclude", "-n", "fd", "-o", "ccm-lab-worker")
+    done = invoke(lab_dir, "lab.nodes.exclude", "-n", "fd", "--node", "ccm-lab-worker")
     assert done.code == 0, done.out
     assert done.lines == [
         "node ccm-lab-worker: node.kubernetes.io/exclude-from-external-load-balancers set"
     ]
-    back = invoke(lab_dir, "lab.nodes.include", "-n", "fd", "-o", "ccm-lab-worker")
+    back = invoke(lab_dir, "lab.nodes.include", "-n", "fd", "--node", "ccm-lab-worker")
     assert back.code == 0, back.out
 
 
@@ -625,8 +626,294 @@ def test_repro_narrates_a_release_scenario_with_its_traffic(tmp_path: Path) -> N
     result = invoke(tmp_path, "lab.repro", "k8s-109414", timeout=300)
     assert result.code == 0, result.out
     assert "Kubernetes 1.22.8" in result.out
-    assert "1. start the controller" in result.out
+    assert "step 1. start the controller" in result.out
     assert "what the cluster shows" in result.out
     assert "team-b/api-1" in result.out, "B's pod answers for A's Service"
-    assert "holds  the documented symptoms" in result.out
-    assert "does not hold  the fixed behaviour" in result.out
+    assert "(the Failed pod's address)" in result.out, "step 3's result"
+    _assert_narrated(result.out, "REPRODUCED: Service A's requests answered by namespace B's pod")
+
+
+# Part B: flags, pipes, dead labs, narrations, help --------------------------------------------
+
+
+def _task_arguments() -> dict[str, list[Any]]:
+    """Every task ``invoke --list`` shows with its arguments, from invoke's own metadata (the
+    collection ``tasks.py`` defines, loaded as invoke loads it)."""
+    from invoke import Collection
+    from invoke.loader import FilesystemLoader
+
+    module, _ = FilesystemLoader(start=str(REPO)).load("tasks")
+    collection = Collection.from_module(module)
+    return {
+        name: collection[name].get_arguments()
+        for name in collection.task_names
+        if isinstance(collection[name], type(collection["lab.up"]))
+    }
+
+
+def _numeric_flags() -> list[tuple[str, str, list[str]]]:
+    """(task, --flag, the task's positional placeholders) for every flag whose default is a
+    number, in every task."""
+    found = []
+    for task_name, arguments in sorted(_task_arguments().items()):
+        positionals = ["x" for a in arguments if a.positional]
+        for argument in arguments:
+            default = argument.default
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                found.append((task_name, f"--{argument.names[0]}", positionals))
+    return found
+
+
+def test_numeric_flags_are_found_in_every_task() -> None:
+    flags = {(task, flag) for task, flag, _ in _numeric_flags()}
+    assert {("lab.up", "--nodes"), ("lab.up", "--clock-speed")} <= flags
+    assert ("lab.traffic", "--requests") in flags
+    assert len({task for task, _ in flags}) >= 5, flags
+
+
+@pytest.mark.parametrize(
+    ("task", "flag", "positionals"), _numeric_flags(), ids=lambda v: str(v).strip("-[]")
+)
+@pytest.mark.parametrize("value", ["abc", "-3"])
+def test_every_numeric_flag_refuses_a_non_number_in_one_line(
+    tmp_path: Path, task: str, flag: str, positionals: list[str], value: str
+) -> None:
+    """`lab.up --nodes two`, `--clock-speed fast`, `lab.traffic web --requests abc`: one line
+    naming the flag and the value, before anything is started or written."""
+    result = invoke(tmp_path, task, *positionals, f"{flag}={value}")
+    assert result.code == 1, result.out
+    assert "Traceback" not in result.out, result.out
+    assert "ValueError" not in result.out, result.out
+    assert result.lines == [line for line in result.lines if line.startswith("error:")]
+    assert len(result.lines) == 1, result.out
+    assert flag in result.lines[0], result.out
+    assert value in result.lines[0], result.out
+    assert "give" in result.lines[0], "and what to give instead"
+    assert not (tmp_path / ".lab").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("lab.repro", "--list"), ("lab.trail", "--name", "nolab", "--json")],
+    ids=["repro-list", "error-path"],
+)
+def test_a_closed_pipe_ends_a_task_quietly_without_a_lab(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    code, err = _into_a_closed_pipe(tmp_path, *args)
+    if args[0] == "lab.repro":
+        assert code == 141, err
+        assert err == ""
+    else:  # the error line goes to stderr, the pipe is not written
+        assert code == 1, err
+        assert err.startswith("error: no lab named 'nolab'"), err
+
+
+def _into_a_closed_pipe(cwd: Path, *args: str) -> tuple[int, str]:
+    """Run ``invoke ARGS`` with standard output a pipe whose reader has already gone (what
+    `| head -3` leaves once head has its lines): its exit code and standard error."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [INVOKE, "--search-root", str(REPO), *args],
+            cwd=cwd,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            env={**os.environ, "COLUMNS": "200"},
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    return done.returncode, done.stderr
+
+
+def test_every_json_output_survives_a_closed_pipe(lab_dir: Path) -> None:
+    """`lab.trail --json | head -3` and every other task with --json (found from invoke's
+    metadata) end quietly when the reader goes: exit 141 (SIGPIPE's), nothing on stderr."""
+    tasks = _task_arguments()
+    with_json = sorted(t for t, args in tasks.items() if any(a.names[0] == "json" for a in args))
+    assert {"lab.trail", "lab.status", "lab.traffic"} <= set(with_json)
+    kubectl = ("lab.kubectl", "--name", "fd", "--")
+    created = invoke(lab_dir, *kubectl, "create", "service", "loadbalancer", "piped", "--tcp=80:80")
+    assert created.code == 0, created.out
+    try:
+        for task in with_json:
+            positional = ["piped"] if task == "lab.traffic" else []
+            code, err = _into_a_closed_pipe(lab_dir, task, *positional, "--name", "fd", "--json")
+            assert (code, err) == (141, ""), (task, code, err)
+        code, err = _into_a_closed_pipe(lab_dir, "lab.trail", "--name", "fd", "--last", "0")
+        assert (code, err) == (141, ""), "the table too"
+    finally:
+        invoke(lab_dir, *kubectl, "delete", "service", "piped")
+
+
+def test_a_dead_lab_is_dead_not_up(tmp_path: Path) -> None:
+    """After the daemon is killed: lab.up says the lab is dead and what to do (and changes
+    nothing), lab.kubectl says so in one line instead of kubectl's connection errors."""
+    up = invoke(tmp_path, "lab.up", "--name", "gone", "--backend", "sim", "--no-controller")
+    assert up.code == 0, up.out
+    state = state_of(tmp_path, "gone")
+    assert state.daemon is not None
+    state.daemon.process.signal(signal.SIGKILL)
+    wait_for(lambda: not state.daemon.process.alive(), timeout=10, what="the daemon gone")
+    again = invoke(tmp_path, "lab.up", "--name", "gone", "--backend", "sim")
+    assert_one_line_error(again, "lab 'gone' is dead", "invoke lab.down --name gone", "lab.log")
+    assert "already up" not in again.out
+    assert state_of(tmp_path, "gone") == state, "the dead lab's state is left for lab.down"
+    kubectl = invoke(tmp_path, "lab.kubectl", "--name", "gone", "--", "get", "nodes")
+    assert_one_line_error(kubectl, "daemon", "not running", "invoke lab.down --name gone")
+    assert "connection" not in kubectl.out.lower()
+    down = invoke(tmp_path, "lab.down", "--name", "gone")
+    assert down.code == 0, down.out
+    nothing_left(tmp_path, "gone")
+
+
+def test_repro_checks_everything_before_printing(tmp_path: Path) -> None:
+    for args, fragment in (
+        (("k8s-84926", "--in-place", "--name", "nolab"), "no lab named 'nolab'"),
+        (("k8s-00000",), "no scenario 'k8s-00000'"),
+        (("k8s-109414", "--in-place"), "drop --in-place"),
+    ):
+        result = invoke(tmp_path, "lab.repro", *args)
+        assert_one_line_error(result, fragment)
+        assert len(result.lines) == 1, f"no header before the error: {result.out}"
+
+
+def test_every_scenario_has_a_replay_and_a_one_line_verdict() -> None:
+    from e2e.catalog import CATALOG
+    from e2e.repro import RELEASE_SCENARIOS, symptom, verdict
+
+    for scenario in CATALOG:
+        assert (REPO / scenario.module).exists() or scenario.id in RELEASE_SCENARIOS
+        assert symptom(scenario).strip()
+        for fixed, word in ((False, "REPRODUCED: "), (True, "FIXED: ")):
+            good = verdict(scenario, fixed=fixed, failure=None)
+            bad = verdict(scenario, fixed=fixed, failure="assert x\n  where x = 1")
+            assert good.startswith(word), good
+            assert bad.startswith("NOT " + word), bad
+            assert "\n" not in good + bad
+            assert "not hold" not in good + bad, "no double negative"
+
+
+def _assert_narrated(out: str, verdict_word: str) -> None:
+    """Each numbered step prints a result (→) before the next step; the last line is the
+    one verdict line."""
+    lines = [line for line in out.splitlines() if line.strip()]
+    steps = [i for i, line in enumerate(lines) if line.startswith("step ")]
+    assert len(steps) >= 3, out
+    for start, end in zip(steps, [*steps[1:], len(lines)], strict=True):
+        assert any(line.startswith("   → ") for line in lines[start + 1 : end]), lines[start]
+    assert lines[-1].startswith(verdict_word), lines[-1]
+    assert sum(line.startswith(("REPRODUCED:", "FIXED:", "NOT ")) for line in lines) == 1
+
+
+def test_repro_84926_header_steps_and_verdict_agree(tmp_path: Path) -> None:
+    from e2e.repro import REPLAYED_SYMPTOM
+
+    result = invoke(tmp_path, "lab.repro", "k8s-84926", timeout=300, env={"COLUMNS": "400"})
+    assert result.code == 0, result.out
+    assert "never let in" not in result.out, "the header describes the case replayed"
+    assert f"symptom: {REPLAYED_SYMPTOM['k8s-84926']}" in result.out
+    _assert_narrated(result.out, "REPRODUCED: ")
+    assert "the ELB's group is let into the node group" in result.out
+    assert "60 of 60 answered" in result.out, "step 3's result"
+    assert "self rule: REVOKED" in result.out
+    (failed,) = [line for line in result.lines if "event SyncLoadBalancerFailed" in line]
+    assert re.search(r"Load Balancer [0-9a-f]{32}: still in use", failed), "the message whole"
+
+
+def test_repro_of_a_module_scenario_ends_in_its_verdict(tmp_path: Path) -> None:
+    result = invoke(tmp_path, "lab.repro", "imds-required", timeout=600)
+    assert result.code == 0, result.out
+    assert result.lines[-1].startswith("REPRODUCED: "), result.lines[-1]
+
+
+def test_kubectl_without_double_dash_says_how_in_one_line(tmp_path: Path) -> None:
+    result = invoke(tmp_path, "lab.kubectl", "get", "nodes")
+    assert_one_line_error(result, "lab.kubectl get", "after `--`", "lab.kubectl [--name N] -- get")
+    assert "No idea" not in result.out
+    named = invoke(tmp_path, "lab.kubectl", "--name", "x", "get", "pods", "-n", "kube-system")
+    assert_one_line_error(named, "after `--`")
+
+
+def _help_flags(text: str) -> list[str]:
+    """The option lines of ``invoke --help TASK``: each line's flag names."""
+    options = text.split("Options:", 1)[1] if "Options:" in text else ""
+    return [m.group(1) for m in re.finditer(r"^  (-\S.*?)(?:  |$)", options, re.M)]
+
+
+def test_help_shows_values_defaults_and_the_one_short_flag(tmp_path: Path) -> None:
+    for task_name, arguments in _task_arguments().items():
+        shown = invoke(tmp_path, "--help", task_name)
+        assert shown.code == 0, shown.out
+        for names in _help_flags(shown.out):
+            assert not names.startswith("--, "), names
+            shorts = [n for n in names.split(", ") if re.fullmatch(r"-\w( \S+)?", n)]
+            assert shorts in ([], ["-n STRING"]), names
+            if shorts:
+                assert "--name=STRING" in names, "-n is --name everywhere"
+        words = " ".join(shown.out.split())
+        for argument in arguments:
+            default = argument.default
+            if default not in (None, "", 0) and not isinstance(default, bool):
+                shown_as = f"{default:g}" if isinstance(default, float) else str(default)
+                assert shown_as in words, (task_name, argument.name)
+    up = " ".join(invoke(tmp_path, "--help", "lab.up").out.split())
+    for shown in ("--clock-speed=", "--nodes=INT", "(default: 2)", "(default: default)"):
+        assert shown in up
+    report = invoke(tmp_path, "--help", "lab.report").out
+    assert "ours (default)" not in report, "lab.report requires a build"
+
+
+def _readme_task_rows() -> list[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    table = text.split("| task | what it does |", 1)[1].split("\n\n", 1)[0]
+    return [line.split(" | ", 1)[0] for line in table.splitlines() if line.startswith("| `")]
+
+
+def _listed_tasks(tmp_path: Path) -> list[str]:
+    listed = invoke(tmp_path, "--list")
+    assert listed.code == 0, listed.out
+    return [m.group(1) for m in re.finditer(r"^  (\S+)", listed.out, re.M)]
+
+
+def test_readme_task_table_lists_every_task_and_flag(tmp_path: Path) -> None:
+    """Every task `invoke --list` shows has a row of the README's task table, and that row
+    names every flag its `invoke --help` shows (a positional one by its upper-case name)."""
+    rows = _readme_task_rows()
+    positional = {
+        t: {a.name for a in args if a.positional} for t, args in _task_arguments().items()
+    }
+    missing = []
+    for task_name in _listed_tasks(tmp_path):
+        parent, _, leaf = task_name.rpartition(".")
+        row = next(
+            (r for r in rows if f"`{task_name}" in r or f" {task_name}" in r
+             or (parent and f"{parent}." in r and re.search(rf"/ {re.escape(leaf)}\b", r))),
+            None,
+        )  # fmt: skip
+        if row is None:
+            missing.append(task_name)
+            continue
+        shown = invoke(tmp_path, "--help", task_name).out
+        for names in _help_flags(shown):
+            flag = next(n for n in names.split(", ") if n.startswith("--")).split("=")[0]
+            name = flag.removeprefix("--")
+            wanted = name.upper() if name in positional.get(task_name, set()) else flag
+            if wanted not in row:
+                missing.append(f"{task_name} {wanted}")
+    assert not missing, f"not in the README's task table: {missing}"
+
+
+def test_readme_says_how_to_run_invoke_and_what_is_not_used() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert ". .venv/bin/activate" in readme
+    assert "make aws-cloud-controller-manager" in readme
+    assert "go build -o aws-cloud-controller-manager" not in readme, "one build command"
+    hint = (REPO / "lab" / "controllerproc.py").read_text(encoding="utf-8")
+    assert "make aws-cloud-controller-manager" in hint
+    assert "pytest-kind" in readme
+    assert "Docker SDK" in readme

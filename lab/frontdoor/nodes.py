@@ -29,6 +29,8 @@ def kubectl(args: Sequence[str], *, name: str = "default", root: Path | None = N
     """Run the virtualenv's kubectl against the lab with ``args`` as given; its exit code."""
     validate_name(name)
     state = load_state(name, root)
+    if state.backend == Backend.SIM:
+        require_daemon(state)  # the API simulator ran in the daemon (kind's cluster outlives it)
     binary = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which(
         "kubectl"
     )

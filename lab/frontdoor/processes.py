@@ -41,8 +41,19 @@ def private_files() -> Iterator[None]:
 
 
 def refuse_if_up(directory: Path, name: str, fix: str) -> None:
-    """A lab whose state (or real-account record) is in ``directory`` is up: one line."""
-    if read_state(directory) is not None or (directory / REAL_RUN_FILE).exists():
+    """A lab whose state (or real-account record) is in ``directory`` is up: one line. A lab
+    whose daemon died is dead, not up: also refused, saying so. It is not cleaned up here: its
+    log says why it died, and ``lab.down`` stops what it left (the controller) and keeps the
+    logs if anything is left behind."""
+    state = read_state(directory)
+    if state is not None and state.daemon is not None and not state.daemon.process.alive():
+        raise LabError(
+            f"lab {name!r} is dead: its daemon (pid {state.daemon.process.pid}) is gone, and "
+            f"its servers with it (why: {state.daemon.log or directory / 'lab.log'}); "
+            f"`invoke lab.down --name {name}` cleans up what is left, then `invoke lab.up` "
+            "starts it again"
+        )
+    if state is not None or (directory / REAL_RUN_FILE).exists():
         raise LabError(f"lab {name!r} is already up; {fix}")
 
 
