@@ -209,9 +209,11 @@ def _port_errors(ports: list[Any]) -> list[FieldError]:
 class EndpointSliceStrategy(Strategy):
     def default(self, obj: Obj, old: Obj | None) -> None:
         for port in obj.get("ports") or []:
-            if isinstance(port, dict):
-                port.setdefault("name", "")
-                port.setdefault("protocol", "TCP")
+            if isinstance(port, dict):  # nil pointers (absent or null) get their defaults
+                if port.get("name") is None:
+                    port["name"] = ""
+                if port.get("protocol") is None:
+                    port["protocol"] = "TCP"
 
     def validate(self, obj: Obj, old: Obj | None) -> list[FieldError]:
         errs: list[FieldError] = []

@@ -180,6 +180,10 @@ def test_ports_defaulted_and_address_type_immutable(discovery: client.DiscoveryV
         "default", _slice("IPv4", "10.0.0.1", ports=[{"port": 80}])
     )
     assert (created.ports[0].name, created.ports[0].protocol) == ("", "TCP")
+    nulls = _slice("IPv4", "10.0.0.1", ports=[{"port": 80, "name": None, "protocol": None}])
+    nulls["metadata"]["name"] = "s3"
+    stored = discovery.create_namespaced_endpoint_slice("default", nulls)
+    assert (stored.ports[0].name, stored.ports[0].protocol) == ("", "TCP")
     body = _slice("IPv6", "fd00::1")
     body["metadata"]["resourceVersion"] = created.metadata.resource_version
     with pytest.raises(ApiException) as err:
