@@ -6,7 +6,7 @@ owns sockets, TLS and HTTP framing, ``wire.py`` body decoding and query options.
 OpenAPI and Table printing are delegated to ``discovery.py``, ``openapi.py`` and ``tables.py``;
 ``/_lab`` requests to ``control.py``, fault rules to ``faults.py``. Every
 :class:`ApiError` becomes its ``Status`` here and nowhere else; any other exception is recorded
-(tests fail on it) and answered as 500 InternalError.
+(tests fail on it) and answered as Go's panic recovery answers (a plain-text 500).
 
 Authentication comes first, as kube-apiserver's filter chain has it: with a lab token, a
 request without valid credentials is ``401 Unauthorized`` on every path (``/version`` and the
