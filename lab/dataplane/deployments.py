@@ -50,6 +50,8 @@ from lab.dataplane.informers import Informers
 from lab.dataplane.replicasets import controller_ref
 from lab.kube.objects import Obj
 from lab.kubeclient import Conflict, NotFound
+from lab.versions.dataplane import DeploymentBehaviour, deployment_behaviour
+from lab.versions.release import DEFAULT_K8S_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +109,17 @@ def _st(rs: Obj, field: str) -> int:
 class DeploymentController(Controller):
     name = "deployment-controller"
 
-    def __init__(self, api: Api, informers: Informers, clock: LabClock) -> None:
+    def __init__(
+        self,
+        api: Api,
+        informers: Informers,
+        clock: LabClock,
+        *,
+        behaviour: DeploymentBehaviour | None = None,
+    ) -> None:
         super().__init__(clock)
         self.api = api
+        self.behaviour = behaviour or deployment_behaviour(DEFAULT_K8S_VERSION)
         self.deployments = informers(DEPLOYMENTS)
         self.sets = informers(REPLICA_SETS)
         self.deployments.add_handler(self._on_deployment)
@@ -243,9 +253,17 @@ class DeploymentController(Controller):
         current = meta(rs).get("annotations") or {}
         if _replicas(rs) == replicas and all(current.get(k) == v for k, v in annotations.items()):
             return
+        # upstream Updates the copy its lister holds: a stale copy is a Conflict (the sync is
+        # retried on fresh data) and records no event, so one scale-up is one event
         self.api.patch(
             path(REPLICA_SETS, meta(rs).get("namespace", ""), meta(rs).get("name", "")),
-            {"metadata": {"annotations": annotations}, "spec": {"replicas": replicas}},
+            {
+                "metadata": {
+                    "annotations": annotations,
+                    "resourceVersion": meta(rs).get("resourceVersion"),
+                },
+                "spec": {"replicas": replicas},
+            },
             content_type=MERGE_PATCH,
         )
         if replicas != _replicas(rs):
@@ -255,8 +273,9 @@ class DeploymentController(Controller):
                 self.clock,
                 involved(dep, kind="Deployment", api_version="apps/v1"),
                 reason="ScalingReplicaSet",
-                message=f"Scaled {direction} replica set {meta(rs).get('name')} to {replicas} "
-                f"from {_replicas(rs)}",
+                message=self.behaviour.scaling_message(
+                    direction, str(meta(rs).get("name")), _replicas(rs), replicas
+                ),
                 component="deployment-controller",
             )
 

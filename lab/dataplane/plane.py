@@ -44,6 +44,7 @@ from lab.dataplane.replicasets import ReplicaSetController
 from lab.dataplane.scheduler import Scheduler
 from lab.settle import ApiHeads, Reporter
 from lab.versions.dataplane import (
+    deployment_behaviour,
     endpoints_behaviour,
     kube_proxy_behaviour,
     kubelet_behaviour,
@@ -95,7 +96,9 @@ class SimDataPlane:
         lifecycle = node_lifecycle_behaviour(self.version)
         endpoints = endpoints_behaviour(self.version)
         self.replica_sets = ReplicaSetController(self.api, self.informers, self.clock)
-        self.deployments = DeploymentController(self.api, self.informers, self.clock)
+        self.deployments = DeploymentController(
+            self.api, self.informers, self.clock, behaviour=deployment_behaviour(self.version)
+        )
         self.node_ipam = NodeIpamController(
             self.api, self.informers, self.clock, cluster_cidr=cluster_cidr
         )

@@ -87,6 +87,13 @@ def not_supported(field: str, value: object, allowed: list[str]) -> FieldError:
     )
 
 
+def too_many(field: str, actual: int, limit: int) -> FieldError:
+    items = "item" if limit == 1 else "items"
+    return FieldError(
+        "FieldValueTooMany", field, f"Too many: {actual}: must have at most {limit} {items}"
+    )
+
+
 def too_long(field: str, limit: int) -> FieldError:
     return FieldError("FieldValueTooLong", field, f"Too long: must have at most {limit} bytes")
 

@@ -6,7 +6,7 @@ owns sockets, TLS and HTTP framing, ``wire.py`` body decoding and query options.
 OpenAPI and Table printing are delegated to ``discovery.py``, ``openapi.py`` and ``tables.py``;
 ``/_lab`` requests to ``control.py``, fault rules to ``faults.py``. Every
 :class:`ApiError` becomes its ``Status`` here and nowhere else; any other exception is recorded
-(tests fail on it) and answered as 500 InternalError.
+(tests fail on it) and answered as Go's panic recovery answers (a plain-text 500).
 
 Authentication comes first, as kube-apiserver's filter chain has it: with a lab token, a
 request without valid credentials is ``401 Unauthorized`` on every path (``/version`` and the
@@ -119,6 +119,16 @@ def _method_not_allowed() -> Response:
     )
 
 
+def _panic() -> Response:  # WithPanicRecovery's answer; details: log, take_internal_errors
+    return Response(
+        500,
+        b"This request caused apiserver to panic. Look in the logs for details.\n",
+        content_type="text/plain; charset=utf-8",
+        headers={"X-Content-Type-Options": "nosniff"},
+        raw=True,
+    )
+
+
 class Api:
     """The simulated API server's request dispatcher."""
 
@@ -155,7 +165,7 @@ class Api:
             resp = error_response(err)
         except Exception as exc:  # a simulator bug: record it so the test that caused it fails
             self.record_error(req, exc)
-            resp = error_response(E.internal(f"{type(exc).__name__}: {exc}"))
+            resp = _panic()
         if (
             resp.stream is None
             and not resp.raw

@@ -39,6 +39,7 @@ from functools import cache
 from typing import Any, Final
 
 from lab.kube.discovery import parse_accept
+from lab.kube.openapi_params import hoist, operation_parameters, path_parameters
 from lab.kube.resources import ResourceType, groups, in_group_version
 from lab.versions.release import DEFAULT_K8S_VERSION, git_version
 
@@ -59,37 +60,8 @@ def _gv_key(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
 
 
-def _query_param(name: str, description: str, *, v2: bool) -> JSONDict:
-    param: JSONDict = {"name": name, "in": "query", "description": description}
-    if v2:
-        param["type"] = "string"
-        param["uniqueItems"] = True
-    else:
-        param["schema"] = {"type": "string", "uniqueItems": True}
-    return param
-
-
-def _write_params(*, v2: bool, apply: bool = False) -> list[JSONDict]:
-    params = [
-        _query_param("dryRun", "When present, do not persist the change (All).", v2=v2),
-        _query_param("fieldManager", "Name of the actor making the change.", v2=v2),
-        _query_param(
-            "fieldValidation",
-            "How to treat unknown or duplicate fields: Ignore, Warn or Strict.",
-            v2=v2,
-        ),
-    ]
-    if apply:
-        params.append(_query_param("force", "Force a server-side apply over conflicts.", v2=v2))
-    return params
-
-
-def _operation(rt: ResourceType, action: str, op_id: str, *, v2: bool) -> JSONDict:
-    params: list[JSONDict] = []
-    if action in ("post", "put"):
-        params = _write_params(v2=v2)
-    elif action == "patch":
-        params = _write_params(v2=v2, apply=True)
+def _operation(rt: ResourceType, action: str, op_id: str, *, v2: bool, sub: str = "") -> JSONDict:
+    params = operation_parameters(action, sub, v2=v2)
     op: JSONDict = {
         "operationId": op_id,
         "tags": [rt.group_version.replace("/", "_").replace(".", "_")],
@@ -127,7 +99,8 @@ def _paths_for(rt: ResourceType, *, v2: bool) -> JSONDict:
     collection = f"{prefix}{scope}/{rt.plural}"
     item = f"{collection}/{{name}}"
     if rt.verbs == ("create",):  # the review kinds: POST only
-        return {collection: {"post": _operation(rt, "post", f"create{tag}", v2=v2)}}
+        only = {"post": _operation(rt, "post", f"create{tag}", v2=v2)}
+        return {collection: hoist(only, path_parameters(namespaced=False, item_kind=None, v2=v2))}
     paths: JSONDict = {
         collection: {
             "get": _operation(rt, "list", f"list{tag}", v2=v2),
@@ -143,9 +116,9 @@ def _paths_for(rt: ResourceType, *, v2: bool) -> JSONDict:
     for sub in rt.subresources:
         sub_tag = f"{tag}{sub.capitalize()}"
         operations = {
-            "get": _operation(rt, "get", f"read{sub_tag}", v2=v2),
-            "put": _operation(rt, "put", f"replace{sub_tag}", v2=v2),
-            "patch": _operation(rt, "patch", f"patch{sub_tag}", v2=v2),
+            "get": _operation(rt, "get", f"read{sub_tag}", v2=v2, sub=sub),
+            "put": _operation(rt, "put", f"replace{sub_tag}", v2=v2, sub=sub),
+            "patch": _operation(rt, "patch", f"patch{sub_tag}", v2=v2, sub=sub),
         }
         # namespaces/finalize is update-only on a real server; binding and token create-only
         if sub == "finalize":
@@ -155,12 +128,16 @@ def _paths_for(rt: ResourceType, *, v2: bool) -> JSONDict:
         elif sub in ("exec", "attach", "portforward"):
             paths[f"{item}/{sub}"] = {
                 "get": operations["get"],
-                "post": _operation(rt, "post", f"connect{sub_tag}", v2=v2),
+                "post": _operation(rt, "post", f"connect{sub_tag}", v2=v2, sub=sub),
             }
         elif sub in ("binding", "token"):
             paths[f"{item}/{sub}"] = {"post": _operation(rt, "post", f"create{sub_tag}", v2=v2)}
         else:
             paths[f"{item}/{sub}"] = operations
+    for path, path_item in paths.items():
+        item_kind = rt.kind if path != collection else None
+        shared = path_parameters(namespaced=rt.namespaced, item_kind=item_kind, v2=v2)
+        paths[path] = hoist(path_item, shared)
     return paths
 
 
@@ -245,7 +222,7 @@ def _refs(node: Any) -> list[str]:
 
 
 # Bump when the schema conversion changes: it is part of every document's hash.
-SCHEMA_REVISION: Final = "2"
+SCHEMA_REVISION: Final = "3"
 
 
 def _served_group_versions() -> dict[str, tuple[str, str]]:

@@ -88,9 +88,35 @@ def strategies_for(kind: str, *, apply: bool = False) -> dict[str, str]:
     return out
 
 
+#: what kube-apiserver answers for any failed operation of a JSON patch: apimachinery's
+#: NewGenericServerResponse(422, ...) without the library's error text (``details`` empty)
+REJECTED = "the server rejected our request due to an error in our request"
+
+
+def _rejected() -> ApiError:
+    return ApiError(422, "Invalid", REJECTED, details={})
+
+
+def _go_json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else "null"
+
+
 def apply_json_patch(obj: dict[str, Any], body: Any) -> dict[str, Any]:
     if not isinstance(body, list):
-        raise bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+        what = _go_json_type(body)
+        raise bad_request(f"json: cannot unmarshal {what} into Go value of type jsonpatch.Patch")
+    for op in body:  # DecodePatch: each operation is a JSON object (or null)
+        if op is not None and not isinstance(op, dict):
+            what = _go_json_type(op)
+            raise bad_request(
+                f"json: cannot unmarshal {what} into Go value of type jsonpatch.Operation"
+            )
     if len(body) > 10000:
         raise ApiError(
             413,
@@ -99,17 +125,12 @@ def apply_json_patch(obj: dict[str, Any], body: Any) -> dict[str, Any]:
             f"10000, but found {len(body)}",
         )
     try:
-        result = jsonpatch.apply_patch(obj, body, in_place=False)
-    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError) as exc:
-        raise ApiError(
-            422,
-            "Invalid",
-            f"the server rejected our request due to an error in our request: {exc}",
-        ) from None
+        result = jsonpatch.apply_patch(obj, [op or {} for op in body], in_place=False)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError):
+        # the library's text (Python reprs) stays here, as evanphx/json-patch's stays in Go
+        raise _rejected() from None
     if not isinstance(result, dict):
-        raise ApiError(
-            422, "Invalid", "the server rejected our request due to an error in our request"
-        )
+        raise _rejected()
     return result
 
 

@@ -16,7 +16,7 @@ so every import in between runs one way (store <- deletion <- writes <- seed <- 
 
 from __future__ import annotations
 
-from lab.kube import apiserver_endpoints
+from lab.kube import apiserver_endpoints, authentication_trust
 from lab.kube.deletion import Deleter
 from lab.kube.objects import Obj, rt_key
 from lab.kube.resources import RESOURCES, ResourceType
@@ -69,6 +69,19 @@ class Registry(Store):
             with self.lock:
                 seed_defaults(self.writer)
 
+    def publish_ca(self) -> None:
+        """The server's CA is known (``ca_pem`` set at start): kube-controller-manager's root
+        CA publisher rewrites every ``kube-root-ca.crt`` that differs, and the cluster
+        authentication trust controller its ConfigMap."""
+        with self.lock:
+            cm = self.by_key[("", "configmaps")]
+            for (ns, name), entry in list(self._t.objects[("", "configmaps")].items()):
+                data = entry.obj.get("data") or {}
+                if name == "kube-root-ca.crt" and data.get("ca.crt") != self.ca_pem:
+                    new = {**entry.obj, "data": {**data, "ca.crt": self.ca_pem}}
+                    self.writer.update(cm, ns, name, new, manager="kube-controller-manager")
+            authentication_trust.reconcile(self.writer)
+
     def _namespace_created(self, ns: str) -> None:
         namespace_companions(self.writer, ns)
 
@@ -82,6 +95,12 @@ class Registry(Store):
             # kube-apiserver's system-namespaces controller (once a minute upstream) creates
             # them again; here at once, so a lab's node leases always have their namespace
             self.writer.create(rt, "", {"metadata": {"name": key[1]}}, manager="kube-apiserver")
+        if authentication_trust.concerns(rt_key(rt), key) and not self._reconciling:
+            self._reconciling = True
+            try:
+                authentication_trust.reconcile(self.writer)
+            finally:
+                self._reconciling = False
         if apiserver_endpoints.concerns(rt_key(rt), key) and not self._reconciling:
             self._reconciling = True
             try:

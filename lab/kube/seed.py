@@ -17,7 +17,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from lab.kube import apiserver_endpoints
+from lab.kube import apiserver_endpoints, authentication_trust
 from lab.kube.store import Store
 from lab.kube.writes import Writer
 
@@ -86,6 +86,8 @@ def seed_defaults(writer: Writer) -> None:
     seed_rbac(writer)
     # the first run of the kubernetes service controller (ports reconciled too)
     apiserver_endpoints.reconcile(writer, reconcile_ports=True)
+    # the start-cluster-authentication-info-controller post-start hook's first sync
+    authentication_trust.reconcile(writer)
 
 
 # kube-apiserver's apiVersionPriorities (cmd/kube-apiserver/app/aggregator.go), for the group

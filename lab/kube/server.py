@@ -337,6 +337,7 @@ class KubeServer(ServerComponent):
                 server.server_close()
                 raise
             self.store.ca_pem = self._certs.ca_pem.decode()
+        self.store.publish_ca()
         return server
 
     @property

@@ -10,7 +10,7 @@ above them here rather than in ``strategies.py`` (which would close an import ci
 
 from __future__ import annotations
 
-from lab.kube import kinds, services
+from lab.kube import endpointslices, kinds, services
 from lab.kube import strategies as S
 from lab.kube.objects import RTKey
 from lab.kube.resources import ResourceType
@@ -27,6 +27,7 @@ SPECIAL: dict[RTKey, type[S.Strategy]] = {
     ("apps", "deployments"): S.DeploymentStrategy,
     ("apps", "replicasets"): S.ReplicaSetStrategy,
     ("coordination.k8s.io", "leases"): S.LeaseStrategy,
+    ("discovery.k8s.io", "endpointslices"): endpointslices.EndpointSliceStrategy,
     **kinds.SPECIAL,
 }
 

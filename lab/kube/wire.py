@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from lab.kube import exceptions as E
+from lab.kube import gojson
 from lab.kube.deletion import DeleteOptions
 from lab.kube.objects import rt_key
 from lab.kube.protobuf import PROTOBUF, ProtobufError, decode_object
@@ -241,7 +242,14 @@ def parse(raw: bytes, *, yaml_ok: bool, duplicates: list[str] | None = None) -> 
     try:
         text = raw.decode() if raw else ""
     except UnicodeDecodeError as exc:
-        raise Undecodable(f"invalid UTF-8 in request body: {exc.reason}") from None
+        if yaml_ok:
+            raise Undecodable(f"invalid UTF-8 in request body: {exc.reason}") from None
+        # Go's decoder reads bytes: invalid UTF-8 in a string becomes U+FFFD, elsewhere it is
+        # an invalid character
+        error = gojson.syntax_error(raw)
+        if error:
+            raise Undecodable(error) from None
+        text = raw.decode(errors="replace")
     try:
         if yaml_ok:
             if _nesting(text)[0] > SIM_MAX_DEPTH:  # flow style: refuse before the slow parser
@@ -249,18 +257,26 @@ def parse(raw: bytes, *, yaml_ok: bool, duplicates: list[str] | None = None) -> 
             _yaml_guard(text or "{}")
             value = yaml.safe_load(text or "{}")
         elif duplicates is None:
-            value = json.loads(text or "{}")
+            value = json.loads(text or "{}", parse_constant=_no_constant)
         else:
             value = _json_noting_duplicates(text or "{}", duplicates)
     except RecursionError:
         raise _too_deep(text) from None
-    except (ValueError, yaml.YAMLError) as exc:
-        raise Undecodable(str(exc)) from None
+    except yaml.YAMLError as exc:
+        raise Undecodable(gojson.yaml_error(exc)) from None
+    except ValueError as exc:  # Python's wording is not Go's: say what Go's scanner says
+        if yaml_ok:
+            raise Undecodable(str(exc)) from None
+        raise Undecodable(gojson.syntax_error(text) or "unexpected end of JSON input") from None
     if not _depth_ok(value):
         raise _too_deep(text)
     if _SURROGATE_ESCAPE.search(text):
         value = _without_lone_surrogates(value)
     return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Go's decoder knows no NaN or Infinity
 
 
 class _Repeats(dict[str, Any]):
@@ -289,7 +305,7 @@ def _json_noting_duplicates(text: str, duplicates: list[str]) -> Any:
             seen.add(k)
         return repeats
 
-    value = json.loads(text, object_pairs_hook=pairs)
+    value = json.loads(text, object_pairs_hook=pairs, parse_constant=_no_constant)
     if not found:
         return value
     stack: list[tuple[Any, str]] = [(value, "")]

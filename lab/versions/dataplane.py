@@ -205,6 +205,17 @@ CHANGES: tuple[Change, ...] = (
         note="the body of /healthz on 1.28/1.29 with the gate off was not checked; modelled "
         "without nodeEligible",
     ),
+    # --- deployment controller ---------------------------------------------------------------
+    Change(
+        "deployment-scaling-from-to",
+        "deployment",
+        "ScalingReplicaSet events read 'Scaled up replica set R from 1 to 3' (were '... R to 3 "
+        "from 1', the order #101142 introduced)",
+        (1, 32),
+        ("k/k#125118",),
+        note="CHANGELOG-1.32 (v1.32.0-alpha.2); before #101142 the message had no 'from' at "
+        "all, not modelled",
+    ),
     # --- node lifecycle -----------------------------------------------------------------------
     Change(
         "node-monitor-grace-50s",
@@ -364,6 +375,18 @@ class KubeProxyBehaviour:
 
 
 @dataclasses.dataclass(frozen=True)
+class DeploymentBehaviour:
+    version: KubeVersion
+    #: "Scaled up replica set R from 1 to 3" (else "... R to 3 from 1")
+    scaling_from_to: bool
+
+    def scaling_message(self, direction: str, name: str, old: int, new: int) -> str:
+        if self.scaling_from_to:
+            return f"Scaled {direction} replica set {name} from {old} to {new}"
+        return f"Scaled {direction} replica set {name} to {new} from {old}"
+
+
+@dataclasses.dataclass(frozen=True)
 class NodeLifecycleBehaviour:
     version: KubeVersion
     node_monitor_grace_period: float
@@ -385,6 +408,11 @@ def kubelet_behaviour(version: KubeVersion | str) -> KubeletBehaviour:
         disruption_target=_has(v, "pod-disruption-conditions"),
         ready_to_start_condition=_has(v, "kubelet-ready-to-start-containers"),
     )
+
+
+def deployment_behaviour(version: KubeVersion | str) -> DeploymentBehaviour:
+    v = KubeVersion.parse(version)
+    return DeploymentBehaviour(version=v, scaling_from_to=_has(v, "deployment-scaling-from-to"))
 
 
 def endpoints_behaviour(version: KubeVersion | str) -> EndpointsBehaviour:

@@ -263,7 +263,8 @@ def test_endpoint_slices_by_service_name(api: Any) -> None:
     assert [s.name for s in web_slices] == ["web-a", "web-b"]
     # conditions is a struct value: written (empty) though the slice was created without it
     assert web_slices[0].raw["endpoints"][0]["conditions"] == {}
-    assert "name" not in web_slices[0].raw["ports"][0]  # a *string left nil
+    # a nil *string port name is defaulted to "" (discovery/v1 SetDefaults_EndpointPort)
+    assert web_slices[0].raw["ports"][0]["name"] == ""
 
 
 def raw_call(

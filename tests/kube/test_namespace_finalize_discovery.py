@@ -22,5 +22,5 @@ def test_openapi_offers_only_put_on_namespaces_finalize() -> None:
     assert found is not None
     _status, _ctype, raw = found
     doc = json.loads(raw) if isinstance(raw, bytes) else raw
-    assert set(doc["paths"]["/api/v1/namespaces/{name}/finalize"]) == {"put"}
+    assert set(doc["paths"]["/api/v1/namespaces/{name}/finalize"]) == {"put", "parameters"}
     assert {"get", "put", "patch"} <= set(doc["paths"]["/api/v1/namespaces/{name}/status"])
