@@ -264,7 +264,7 @@ def test_repro_list_and_help(lab_dir: Path) -> None:
             ("--controller-ready-log 'started'", "--controller-cmd"),
         ),
         (
-            ("--controller-cmd", "acm {kubeconfig}", "--legacy-behavior", "k8s-84926"),
+            ("--controller-cmd", "sh {kubeconfig}", "--legacy-behavior", "k8s-84926"),
             ("--legacy-behavior 'k8s-84926'", "write every flag into --controller-cmd"),
         ),
     ],
