@@ -371,6 +371,76 @@ def trail(
 
 
 @task(
+    name="add",
+    help={
+        "name": "lab name",
+        "api": "aws (default: the AWS endpoint) | kube (the API simulator of a sim lab)",
+        "action": "aws: the action to fault (any case, e.g. DescribeInstances) or '*' for every "
+        "call",
+        "service": "aws: only calls to ec2 | elb | elbv2 | sts",
+        "code": "aws: the AWS error code to answer, e.g. Throttling (HTTP 400; others 500)",
+        "status": "the HTTP status of the error, 400..599",
+        "message": "the error's message",
+        "count": "fire for the next N matching calls only (default: until cleared)",
+        "probability": "fire for each matching call with this probability, 0..1",
+        "latency": "delay each matching call by this many ms (alone: a delay, no error)",
+        "seed": "random seed of --probability (same seed, same calls)",
+        "verb": "kube: get | list | watch | create | update | patch | delete | "
+        "deletecollection (default: any)",
+        "resource": "kube: plural resource, e.g. services (default: any)",
+        "subresource": "kube: e.g. status; '' for the main resource only (default: any)",
+        "reason": "kube: the Status reason (default: the one for --status; 500 InternalError)",
+    },
+)
+def fault_add(
+    c: Context,
+    name: str = "default",
+    api: str = "aws",
+    action: str = "",
+    service: str = "",
+    code: str = "",
+    status: str = "",
+    message: str = "",
+    count: str = "",
+    probability: str = "",
+    latency: str = "",
+    seed: str = "",
+    verb: str = "",
+    resource: str = "",
+    subresource: str | None = None,
+    reason: str = "",
+) -> None:
+    """Make chosen AWS (or sim Kubernetes API) calls fail or slow down until cleared."""
+    given = {k: v for k, v in locals().items() if k not in ("c", "name")}
+    from lab.frontdoor.faults import FaultFlags, add_fault
+
+    _run(add_fault, FaultFlags(**given), name=name)
+
+
+@task(name="list", default=True, help={"name": "lab name", "json": "the rules as JSON"})
+def fault_list(c: Context, name: str = "default", json_: bool = False) -> None:
+    """The lab's fault rules, AWS and Kubernetes, with how often each fired."""
+    from lab.frontdoor.faults import list_faults
+
+    _run(list_faults, name=name, as_json=json_)
+
+
+@task(
+    name="clear",
+    help={
+        "name": "lab name",
+        "api": "aws | kube (default: both)",
+        "id": "only the rule with this id (as lab.fault.list shows it; with --api, default aws)",
+    },
+)
+def fault_clear(c: Context, name: str = "default", api: str = "", id_: str = "") -> None:
+    """Remove the lab's fault rules (or one)."""
+    from lab.frontdoor.faults import clear_faults
+
+    _run(clear_faults, name=name, api=api, rule_id=id_)
+
+
+@task(
     positional=["service"],
     help={
         "service": "the LoadBalancer Service: NAME or NAMESPACE/NAME",
@@ -673,6 +743,7 @@ ns.add_task(fmt)
 lab_ns = Collection(
     "lab", up, down, status, logs, trail, traffic, kubectl, env, debug, repro, report
 )
+lab_ns.add_collection(Collection("fault", fault_list, fault_add, fault_clear))
 lab_ns.add_collection(
     Collection("controller", controller_restart, controller_deploy, controller_undeploy)
 )

@@ -22,6 +22,7 @@ import functools
 import os
 import re
 import shlex
+import shutil
 import socket
 import ssl
 import string
@@ -51,12 +52,14 @@ def aws_env(credentials: tuple[str, str] | None) -> dict[str, str]:
     return {"AWS_ACCESS_KEY_ID": credentials[0], "AWS_SECRET_ACCESS_KEY": credentials[1]}
 
 
-#: What a ``--controller-cmd`` template may name; the lab fills each in (``kubeconfig``,
+#: What a ``--controller-cmd`` template may name; the lab fills each in (``python``: the lab's
+#: own interpreter, whose virtualenv has our controller's dependencies; ``kubeconfig``,
 #: ``cloud_config``: files; ``imds_endpoint``, ``aws_endpoint``: URLs (empty when absent);
 #: ``metrics_addr``: a free ``127.0.0.1:PORT`` for the controller's health and metrics server,
 #: ``metrics_port`` its port; ``secure_port``: another free port, for controllers that serve
 #: health on a secure port; ``region``; ``log_dir``: the lab's directory for the controller)
 PLACEHOLDERS = (
+    "python",
     "kubeconfig",
     "cloud_config",
     "imds_endpoint",
@@ -71,6 +74,22 @@ PLACEHOLDERS = (
 
 class ControllerCommandError(ValueError):
     """A ``--controller-cmd`` the lab cannot run; the message names the value and the fix."""
+
+
+def program_search_path(path: str | None = None) -> str:
+    """Where a command's program is looked up, as a shell in the lab's activated virtualenv
+    would: the directory of the lab's interpreter first, then ``path`` (default ``$PATH``)."""
+    first = str(Path(sys.executable).parent)  # not resolved: a venv's python is a symlink
+    given = os.environ.get("PATH", os.defpath) if path is None else path
+    rest = [p for p in given.split(os.pathsep) if p and p != first]
+    return os.pathsep.join([first, *rest])
+
+
+def find_program(word: str, path: str | None = None) -> str | None:
+    """The executable ``word`` names, as a shell finds it: a word with a ``/`` is a path (from
+    the current directory), any other is looked up on :func:`program_search_path`; None when
+    there is no such executable file."""
+    return shutil.which(word, path=program_search_path(path))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +145,26 @@ class ControllerCommand:
 
     def render(self, values: Mapping[str, str]) -> list[str]:
         return [part.format(**values) for part in self.template]
+
+    def check_program(self, text: str) -> None:
+        """The program (the first word) exists, found as :func:`find_program` finds it, unless
+        it names a placeholder only a start fills; ``text``: the flag's value, for the error."""
+        word = self.template[0]
+        fields = {f for _, f, _, _ in string.Formatter().parse(word) if f is not None}
+        if fields - {"python"}:
+            return
+        program = word.format(python=sys.executable)
+        if find_program(program) is not None:
+            return
+        where = (
+            "no executable file there"
+            if "/" in program
+            else f"not in the lab's virtualenv ({Path(sys.executable).parent}) nor on PATH"
+        )
+        raise ControllerCommandError(
+            f"--controller-cmd {text!r}: no program {program!r} ({where}); give its path, or "
+            "{python} for the lab's own interpreter (e.g. {python} -m controller ...)"
+        )
 
 
 def upstream_preset(binary: str) -> ControllerCommand:
@@ -187,6 +226,7 @@ def choose_command(
         command = ControllerCommand.parse(
             controller_cmd, ready_log=ready_log or None, ready_url=ready_url or None
         )
+        command.check_program(controller_cmd)
     elif controller and controller != "ours":
         kind, _, path = controller.partition("=")
         if kind != "upstream" or not path:
@@ -248,6 +288,7 @@ class ControllerSpec:
     def placeholders(self, *, metrics_port: int, secure_port: int) -> dict[str, str]:
         """The values a :class:`ControllerCommand` template is filled with."""
         return {
+            "python": sys.executable,
             "kubeconfig": str(self.kubeconfig),
             "cloud_config": str(self.cloud_config),
             "imds_endpoint": self.imds_endpoint or "",
@@ -296,6 +337,8 @@ class ControllerSpec:
                 env[f"AWS_ENDPOINT_URL_{service}"] = self.aws_endpoint
             env["AWS_REGION"] = self.region
         env.update(self.env)
+        if self.command is not None:  # what a shell in the lab's virtualenv finds first
+            env["PATH"] = program_search_path(env.get("PATH", os.defpath))
         return env
 
 
@@ -356,9 +399,13 @@ class ControllerProcess(ChildProcess):
 
     @property
     def command(self) -> list[str]:
-        """``python -m controller ...``, or the rendered ``--controller-cmd``."""
+        """``python -m controller ...``, or the rendered ``--controller-cmd`` with its program
+        found as a shell finds it (:func:`find_program`; left as given when there is none, and
+        the start says the program could not be run)."""
         if self.spec.command is not None:
-            return self.spec.command.render(self._values)
+            argv = self.spec.command.render(self._values)
+            found = find_program(argv[0], (self.env or {}).get("PATH"))
+            return [found or argv[0], *argv[1:]]
         return super().command
 
     def start(self, *, wait_ready: bool = True) -> Self:

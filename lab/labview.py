@@ -23,6 +23,7 @@ from rich.table import Table
 from lab.component import tail
 from lab.controllerproc import aws_env, health_ok
 from lab.daemon_client import DaemonClient, TrafficRequest
+from lab.faultview import active_rules, render_rules
 from lab.kubeclient import new_api_client
 from lab.spec import Backend, read_spec, validate_name
 from lab.state import LabError, LabState, load_state
@@ -133,11 +134,26 @@ def status(*, name: str = "default", root: Path | None = None) -> dict[str, Any]
             live["nodes"], live["services"], live["pods"] = _cluster_view(state)
         except Exception as exc:
             problems.append(f"the Kubernetes API does not answer ({_short(exc)})")
+    problems += [
+        f"Service {s['name']} is pending: {s['last_warning']}"
+        for s in live["services"]
+        if not s["hostname"] and s["last_warning"]
+    ]
     if daemon_ok:
         _add_instance_health(state, live["services"])
+        live["faults"] = _fault_rules(state)
     spec = read_spec(Path(state.directory))
     shown = {"spec": spec.to_json()} if spec is not None else {}
     return {**state.to_json(), **shown, "live": live, "problems": problems}
+
+
+def _fault_rules(state: LabState) -> list[dict[str, Any]]:
+    """The lab's fault rules (``lab.faultview``); none when a control plane does not answer
+    (that endpoint is a problem of its own)."""
+    try:
+        return active_rules(state)
+    except Exception:
+        return []
 
 
 def _add_instance_health(state: LabState, services: View) -> None:
@@ -279,6 +295,7 @@ def render_status(doc: dict[str, Any], console: Console | None = None) -> None:
     _render_nodes(out, live["nodes"])
     _render_services(out, live["services"])
     _render_pods(out, live.get("pods") or [])
+    _render_faults(out, doc["name"], live.get("faults") or [])
     eps = Table(title="endpoints", title_justify="left")
     for col in ("what", "url", "up"):
         eps.add_column(col)
@@ -330,6 +347,15 @@ def _controller_line(doc: dict[str, Any]) -> str:
     if ctl and ctl.get("command"):
         controller += f" · build {ctl.get('command_name') or 'custom'}: {ctl['command'][0]}"
     return controller
+
+
+def _render_faults(out: Console, name: str, rules: View) -> None:
+    if not rules:
+        return
+    active = sum(r.get("count") is None or r.get("fired", 0) < r["count"] for r in rules)
+    render_rules(out, rules, title=f"fault rules ({active} active)")
+    flag = "" if name == "default" else f" --name {name}"
+    out.print(f"[yellow]calls fail or slow down on purpose:[/] `invoke lab.fault.clear{flag}`")
 
 
 def _render_nodes(out: Console, nodes: View) -> None:

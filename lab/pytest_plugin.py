@@ -244,7 +244,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"--expect {expect}: judges another controller build; give it with --controller-cmd "
             "TEMPLATE or --controller upstream=PATH (our own: --controller-cmd "
-            "'python -m controller --kubeconfig {kubeconfig} --cloud-config {cloud_config} "
+            "'{python} -m controller --kubeconfig {kubeconfig} --cloud-config {cloud_config} "
             "--metrics-addr {metrics_addr}' plus the flags it should run with)"
         )
     plugin = ConformancePlugin(

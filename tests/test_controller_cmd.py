@@ -151,6 +151,32 @@ def test_choose_command_from_the_front_door_flags(tmp_path: Path) -> None:
             choose_command(**bad)
 
 
+def test_a_command_runs_its_program_as_a_shell_in_the_labs_virtualenv_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bare name is looked up in the lab's virtualenv first, then on PATH; ``{python}`` is
+    the lab's interpreter; a program that is not there is refused before anything runs."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # the virtualenv is not on it
+    venv_python = str(Path(sys.executable).parent / "python")
+    for template, program in (("python -m controller", venv_python), ("{python}", sys.executable)):
+        command = choose_command(controller_cmd=template)
+        assert command is not None
+        assert ControllerProcess(_spec(tmp_path, command)).command[0] == program
+        assert command.template[0] == template.split()[0], "kept as typed"
+    env = _spec(tmp_path, ControllerCommand.parse("ccm")).environ()
+    assert env["PATH"].split(os.pathsep)[:3] == [
+        str(Path(sys.executable).parent),
+        "/usr/bin",
+        "/bin",
+    ]
+    with pytest.raises(ControllerCommandError, match=r"no program 'no-such-ccm' \(not in the lab"):
+        choose_command(controller_cmd="no-such-ccm --kubeconfig {kubeconfig}")
+    with pytest.raises(ControllerCommandError, match="no executable file there"):
+        choose_command(controller_cmd=f"{tmp_path}/ccm --kubeconfig {{kubeconfig}}")
+    # a program named by a placeholder filled at start is looked for then
+    assert choose_command(controller_cmd="{log_dir}/ccm") is not None
+
+
 PLUGIN_TESTS = """
 def test_runs_the_build(lab):
     proc = lab.start_controller()

@@ -265,7 +265,7 @@ def test_repro_list_and_help(lab_dir: Path) -> None:
             ("--controller-ready-log 'started'", "--controller-cmd"),
         ),
         (
-            ("--controller-cmd", "acm {kubeconfig}", "--legacy-behavior", "k8s-84926"),
+            ("--controller-cmd", "sh {kubeconfig}", "--legacy-behavior", "k8s-84926"),
             ("--legacy-behavior 'k8s-84926'", "write every flag into --controller-cmd"),
         ),
     ],
@@ -917,3 +917,259 @@ def test_readme_says_how_to_run_invoke_and_what_is_not_used() -> None:
     assert "make aws-cloud-controller-manager" in hint
     assert "pytest-kind" in readme
     assert "Docker SDK" in readme
+
+
+# Part A: controller commands, faults, status ------------------------------------------------
+
+
+OURS_AS_A_BUILD = (
+    "-m controller --kubeconfig {kubeconfig} --cloud-config {cloud_config} "
+    "--metrics-addr {metrics_addr}"
+)
+
+
+@pytest.mark.parametrize("program", ["python", "{python}"])
+def test_a_controller_command_finds_its_program_as_a_shell_would(
+    lab_dir: Path, program: str
+) -> None:
+    """The README's template with a bare ``python`` runs the lab's interpreter (its virtualenv
+    comes first on the search path, whatever the caller's PATH), and ``{python}`` names it."""
+    bare_path = {"PATH": "/usr/bin:/bin"}  # the lab's virtualenv is not on it
+    result = invoke(
+        lab_dir,
+        "lab.controller.restart",
+        "--name",
+        "fd",
+        "--controller-cmd",
+        f"{program} {OURS_AS_A_BUILD}",
+        env=bare_path,
+    )
+    try:
+        assert result.code == 0, result.out
+        ctl = state_of(lab_dir, "fd").controller
+        assert ctl is not None
+        assert ctl.command[0] == program, "the template is kept as typed"
+        assert ctl.process.alive()
+        status = invoke(lab_dir, "lab.status", "--name", "fd", "--json")
+        assert json.loads(status.out)["live"]["controller_healthy"] is True
+    finally:
+        back = invoke(lab_dir, "lab.controller.restart", "--name", "fd")
+        assert back.code == 0, back.out
+
+
+def test_a_failed_controller_command_says_its_status_and_output_and_keeps_its_log(
+    tmp_path: Path,
+) -> None:
+    result = invoke(
+        tmp_path, "lab.up", "--name", "x", "--controller-cmd", "sh -c 'echo hi >&2; exit 3'"
+    )
+    assert_one_line_error(result, "the controller did not start", "exited with status 3", "hi")
+    (error,) = [line for line in result.lines if line.startswith("error:")]
+    log = Path(error.split("(log: ", 1)[1].split(")", 1)[0])
+    assert log.exists(), f"the log the error names, {log}, is kept"
+    assert log.read_text().strip() == "hi"
+    assert log.parent == tmp_path / ".lab" / "x.last-failed-start"
+    nothing_left(tmp_path, "x")
+
+
+def test_a_failed_restart_command_says_its_status_and_output(lab_dir: Path) -> None:
+    before = state_of(lab_dir, "fd").controller
+    assert before is not None
+    result = invoke(
+        lab_dir, "lab.controller.restart", "--name", "fd", "--controller-cmd",
+        "sh -c 'echo oops >&2; exit 4'",
+    )  # fmt: skip
+    assert_one_line_error(result, "exited with status 4", "oops", "the previous controller")
+    (error,) = [line for line in result.lines if line.startswith("error:")]
+    assert Path(error.split("(log: ", 1)[1].split(")", 1)[0]).read_text().strip() == "oops"
+    after = state_of(lab_dir, "fd").controller
+    assert after is not None
+    assert after.process.alive()
+    assert after.command == before.command
+
+
+def test_a_missing_controller_program_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    result = invoke(
+        tmp_path,
+        "lab.up",
+        "--name",
+        "x",
+        "--controller-cmd",
+        "no-such-ccm --kubeconfig {kubeconfig}",
+    )
+    assert_one_line_error(result, "--controller-cmd", "no program 'no-such-ccm'", "{python}")
+    assert "servers up" not in result.out, "nothing was started"
+    assert not (tmp_path / ".lab").exists()
+    nothing_left(tmp_path, "x")
+    relative = invoke(tmp_path, "lab.up", "--name", "x", "--controller-cmd", "./ccm {kubeconfig}")
+    assert_one_line_error(relative, "no program './ccm'", "no executable file there")
+    assert not (tmp_path / ".lab").exists()
+
+
+def _ec2(state: LabState) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "ec2",
+        endpoint_url=state.aws_endpoint,
+        region_name=state.region,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"total_max_attempts": 1}),  # see each answer, not a retry's
+    )
+
+
+def test_lab_fault_add_list_clear_is_what_an_sdk_sees(lab_dir: Path) -> None:
+    from botocore.exceptions import ClientError
+
+    ec2 = _ec2(state_of(lab_dir, "fd"))
+    assert ec2.describe_vpcs()["Vpcs"]
+    try:
+        added = invoke(
+            lab_dir, "lab.fault.add", "--name", "fd", "--action", "describevpcs", "--code",
+            "RequestLimitExceeded", "--message", "slow down", "--count", "2",
+        )  # fmt: skip
+        assert added.code == 0, added.out
+        assert "DescribeVpcs" in added.out, "the action as botocore spells it"
+        for _ in range(2):
+            with pytest.raises(ClientError) as refused:
+                ec2.describe_vpcs()
+            assert refused.value.response["Error"]["Code"] == "RequestLimitExceeded"
+            assert refused.value.response["Error"]["Message"] == "slow down"
+        assert ec2.describe_vpcs()["Vpcs"], "count 2: the third call goes through"
+        listed = invoke(lab_dir, "lab.fault.list", "--name", "fd", "--json")
+        assert listed.code == 0, listed.out
+        (rule,) = json.loads(listed.out)
+        assert (rule["api"], rule["action"], rule["fired"], rule["count"]) == (
+            "aws", "DescribeVpcs", 2, 2
+        )  # fmt: skip
+        forever = invoke(
+            lab_dir, "lab.fault.add", "--name", "fd", "--action", "DescribeVpcs", "--code",
+            "InternalError", "--service", "ec2",
+        )  # fmt: skip
+        assert forever.code == 0, forever.out
+        with pytest.raises(ClientError):
+            ec2.describe_vpcs()
+        status = invoke(lab_dir, "lab.status", "--name", "fd")
+        assert "fault rules (1 active)" in status.out, status.out
+        assert "InternalError" in status.out
+        doc = json.loads(invoke(lab_dir, "lab.status", "--name", "fd", "--json").out)
+        assert [r["code"] for r in doc["live"]["faults"]] == [
+            "RequestLimitExceeded",
+            "InternalError",
+        ]
+        cleared = invoke(lab_dir, "lab.fault.clear", "--name", "fd")
+        assert cleared.code == 0, cleared.out
+        assert ec2.describe_vpcs()["Vpcs"]
+        assert json.loads(invoke(lab_dir, "lab.fault.list", "--name", "fd", "--json").out) == []
+        assert "fault rules" not in invoke(lab_dir, "lab.status", "--name", "fd").out
+    finally:
+        invoke(lab_dir, "lab.fault.clear", "--name", "fd")
+
+
+def test_lab_fault_on_the_simulated_kubernetes_api(lab_dir: Path) -> None:
+    try:
+        added = invoke(
+            lab_dir, "lab.fault.add", "--name", "fd", "--api", "kube", "--verb", "get",
+            "--resource", "configmaps", "--status", "429", "--message", "busy",
+        )  # fmt: skip
+        assert added.code == 0, added.out
+        got = invoke(lab_dir, "lab.kubectl", "--name", "fd", "--", "get", "configmap", "anything")
+        assert got.code != 0
+        assert "busy" in got.out, got.out
+        listed = json.loads(invoke(lab_dir, "lab.fault.list", "--name", "fd", "--json").out)
+        assert [(r["api"], r["verb"], r["reason"]) for r in listed] == [
+            ("kube", "get", "TooManyRequests")
+        ]
+        one = invoke(lab_dir, "lab.fault.clear", "--name", "fd", "--api", "kube", "--id", "f1")
+        assert one.code == 0, one.out
+        again = invoke(lab_dir, "lab.kubectl", "--name", "fd", "--", "get", "configmap", "anything")
+        assert "busy" not in again.out
+        assert "NotFound" in again.out or "not found" in again.out
+    finally:
+        invoke(lab_dir, "lab.fault.clear", "--name", "fd")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (("--action", "DescribeInstance", "--code", "X"), ("--action", "DescribeInstances")),
+        (("--code", "Throttling"), ("--action", "'*'")),
+        (("--action", "DescribeVpcs"), ("--code", "--latency")),
+        (("--action", "*", "--code", "X", "--count", "0"), ("--count '0'",)),
+        (("--action", "*", "--code", "X", "--count", "two"), ("--count 'two'", "integer")),
+        (("--action", "*", "--code", "X", "--probability", "1.5"), ("--probability '1.5'",)),
+        (("--action", "*", "--latency", "-5"), ("--latency '-5'",)),
+        (("--action", "*", "--code", "X", "--status", "200"), ("--status '200'", "400")),
+        (("--action", "*", "--code", "X", "--service", "s3"), ("--service 's3'", "ec2")),
+        (("--action", "*", "--code", "X", "--verb", "get"), ("--verb", "--api aws")),
+        (("--api", "kube", "--verb", "fetch"), ("--verb 'fetch'", "watch")),
+        (("--api", "gcp"), ("--api 'gcp'", "aws", "kube")),
+    ],
+    ids=[
+        "unknown-action", "no-action", "no-code", "count-0", "count-text", "probability",
+        "latency", "status", "service", "kube-flag-on-aws", "kube-verb", "api",
+    ],
+)  # fmt: skip
+def test_bad_fault_flags_add_nothing(
+    lab_dir: Path, args: tuple[str, ...], fragments: tuple[str, ...]
+) -> None:
+    result = invoke(lab_dir, "lab.fault.add", "--name", "fd", *args)
+    assert_one_line_error(result, *fragments)
+    assert json.loads(invoke(lab_dir, "lab.fault.list", "--name", "fd", "--json").out) == []
+
+
+def test_the_aws_control_plane_reads_json_whatever_the_content_type(lab_dir: Path) -> None:
+    """``curl -d '{...}'`` sends ``application/x-www-form-urlencoded`` (and so does urllib
+    without a header); a ``text/plain`` body is JSON too: each rule is added."""
+    state = state_of(lab_dir, "fd")
+    try:
+        for content_type in ("application/x-www-form-urlencoded", "text/plain"):
+            body = json.dumps({"action": "DescribeVpcs", "code": "Throttling"}).encode()
+            request = urllib.request.Request(
+                f"{state.aws_endpoint}/_lab/faults",
+                data=body,
+                method="POST",
+                headers={"Authorization": f"Bearer {state.token}", "Content-Type": content_type},
+            )
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                assert (content_type, answer.status) == (content_type, 201)
+                assert json.loads(answer.read())["action"] == "DescribeVpcs"
+        listed = json.loads(invoke(lab_dir, "lab.fault.list", "--name", "fd", "--json").out)
+        assert [r["code"] for r in listed] == ["Throttling", "Throttling"]
+    finally:
+        invoke(lab_dir, "lab.fault.clear", "--name", "fd")
+
+
+def test_status_exits_1_while_a_service_is_pending_with_a_warning(lab_dir: Path) -> None:
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "stuck",
+            "annotations": {
+                "service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval": "often"
+            },
+        },
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+    }
+    manifest = lab_dir / "stuck.json"
+    manifest.write_text(json.dumps(svc))
+    created = invoke(lab_dir, "lab.kubectl", "--name", "fd", "--", "apply", "-f", str(manifest))
+    assert created.code == 0, created.out
+    try:
+
+        def warned() -> Result | None:
+            status = invoke(lab_dir, "lab.status", "--name", "fd")
+            return status if "SyncLoadBalancerFailed" in status.out else None
+
+        status = wait_for(warned, timeout=30, what="the Warning in lab.status")
+        assert status.code == 1, status.out
+        assert "Service default/stuck is pending: SyncLoadBalancerFailed" in status.lines[-1]
+        as_json = invoke(lab_dir, "lab.status", "--name", "fd", "--json")
+        assert as_json.code == 1
+        doc = json.JSONDecoder().raw_decode(as_json.out)[0]  # then the one-line reason
+        assert any("default/stuck" in p for p in doc["problems"])
+    finally:
+        invoke(lab_dir, "lab.kubectl", "--name", "fd", "--", "delete", "-f", str(manifest))

@@ -59,10 +59,13 @@ def _json(data: Any, status: int = 200) -> Response:
 
 
 def _body(request: Request) -> dict[str, Any]:
-    if not request.data:
+    """The JSON object the request carries, whatever its ``Content-Type`` says (``curl -d``
+    sends ``application/x-www-form-urlencoded``, which ``request.data`` would leave empty)."""
+    raw = request.get_data(cache=True, parse_form_data=False)
+    if not raw.strip():
         return {}
     try:
-        data = json.loads(request.data)
+        data = json.loads(raw)
     except ValueError as exc:
         raise AwsControlError(f"request body is not JSON: {exc}") from exc
     if not isinstance(data, dict):

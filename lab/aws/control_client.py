@@ -142,8 +142,11 @@ class AwsControlClient:
         return self._add(effect="latency", action=action, latency_ms=latency_ms, **where)
 
     def _add(self, **given: Any) -> AwsFaultRule:
-        body = {k: v for k, v in given.items() if v is not None}
-        return AwsFaultRule.from_dict(self._call("POST", "faults", body))
+        return self.add_rule({k: v for k, v in given.items() if v is not None})
+
+    def add_rule(self, rule: dict[str, Any]) -> AwsFaultRule:
+        """Add a rule given as its JSON (the fields of :mod:`lab.aws.faults`); returns it."""
+        return AwsFaultRule.from_dict(self._call("POST", "faults", rule))
 
     def faults(self) -> list[AwsFaultRule]:
         return [AwsFaultRule.from_dict(r) for r in self._call("GET", "faults")["faults"]]

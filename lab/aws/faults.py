@@ -15,6 +15,8 @@ the error into bytes; configured through :mod:`lab.aws.control`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +30,33 @@ THROTTLING_CODES = frozenset(
     {"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException"}
 )
 DEFAULT_MESSAGE = "Injected by ccm-lab"
+#: the services of the lab's moto endpoint (what a rule's ``service`` may name there)
+SERVICES = ("ec2", "elb", "elbv2", "sts")
+
+
+@functools.cache
+def service_actions(service: str) -> frozenset[str]:
+    """The actions of ``service`` (one of :data:`SERVICES`) in botocore's model of it."""
+    import botocore.session
+
+    return frozenset(botocore.session.get_session().get_service_model(service).operation_names)
+
+
+def known_action(action: str, service: str | None = None) -> str:
+    """``action`` as botocore's models spell it (``*`` stays), looked up in ``service``'s model
+    or, without one, in those of every :data:`SERVICES`; any case is accepted, since a rule
+    for an action no call names would never fire. Raises :class:`InvalidFaultRule` naming
+    the closest actions otherwise."""
+    if action == "*":
+        return action
+    names = sorted(set().union(*(service_actions(s) for s in ([service] if service else SERVICES))))
+    by_lower = {n.lower(): n for n in names}
+    if action.lower() in by_lower:
+        return by_lower[action.lower()]
+    close = difflib.get_close_matches(action, names, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    where = service or "/".join(SERVICES)
+    raise InvalidFaultRule("action", action, f"no such {where} action in botocore's models{hint}")
 
 
 class AwsMatch(Frequency, total=False):

@@ -13,7 +13,8 @@ One module per concern, each importing only those before it:
 * ``realaccount``: ``lab.up --aws real`` and its ``lab.down``;
 * ``down``: ``lab.down``;
 * ``debug``: ``lab.debug``;
-* ``nodes``: ``lab.kubectl`` and ``lab.nodes.*``.
+* ``nodes``: ``lab.kubectl`` and ``lab.nodes.*``;
+* ``faults``: ``lab.fault.*`` (the rules it reads and ``lab.status`` shows: ``lab.faultview``).
 
 Judging options is not here: the rule table is ``lab.spec``, the machine's checks
 ``lab.preflight``; the read-only views (status, trail, env, traffic) are ``lab.labview``, one

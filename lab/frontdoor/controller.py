@@ -21,12 +21,41 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from lab.component import ComponentNotReady
+from lab.component import ComponentNotReady, tail
 from lab.controllerproc import ControllerCommand, ControllerProcess, ControllerSpec
 from lab.frontdoor.processes import private_files
-from lab.labview import last_error, require_daemon, status_console
+from lab.labview import require_daemon, status_console
 from lab.spec import LabSpec, validate_name
 from lab.state import ControllerState, LabError, LabState, load_state, write_state
+
+#: how many of a failed controller's last output lines its error quotes
+LAST_LINES = 3
+
+
+class ControllerStartError(LabError):
+    """The controller did not become ready: why (its exit status, when it ended), its last
+    lines of output, and the log holding the rest (``lab.up`` keeps it when it takes the lab
+    down again: :meth:`naming` the kept copy)."""
+
+    def __init__(self, reason: str, last_lines: str, log_path: Path) -> None:
+        self.reason = reason
+        self.last_lines = last_lines
+        self.log_path = log_path
+        super().__init__(self.naming(log_path))
+
+    def naming(self, log_path: Path | None) -> str:
+        """The one-line error, naming the log at ``log_path`` (None: the log is lost)."""
+        where = f"log: {log_path}" if log_path is not None else "its log could not be kept"
+        return (
+            f"the controller did not start: {self.reason}; its last output: {self.last_lines} "
+            f"({where})"
+        )
+
+    @classmethod
+    def of(cls, exc: ComponentNotReady, log_path: Path) -> ControllerStartError:
+        lines = [ln.strip() for ln in tail(log_path, 200).splitlines() if ln.strip()]
+        quoted = [ln if len(ln) <= 300 else ln[:297] + "..." for ln in lines[-LAST_LINES:]]
+        return cls(exc.reason, " | ".join(quoted) or "(none)", log_path)
 
 
 def restart_controller(
@@ -199,11 +228,9 @@ def replace_controller(
     with console.status("starting the controller"), private_files():
         try:
             proc.start()
-        except ComponentNotReady:
+        except ComponentNotReady as exc:
             proc.stop()
-            raise LabError(
-                f"the controller did not start: {last_error(spec.log_path)} (log: {spec.log_path})"
-            ) from None
+            raise ControllerStartError.of(exc, spec.log_path) from None
     ref = proc.ref
     state = state.replace(
         controller=ControllerState(

@@ -26,7 +26,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from lab.frontdoor.controller import deploy_image, replace_controller
+from lab.frontdoor.controller import ControllerStartError, deploy_image, replace_controller
 from lab.frontdoor.processes import refuse_if_up, start_daemon, take_down
 from lab.labview import core_api, status_console
 from lab.preflight import (
@@ -73,12 +73,38 @@ def up(
                 f"[green]✓[/] nodes initialized ({time.monotonic() - started:.1f}s since start)"
             )
     except BaseException as exc:
+        kept = (
+            keep_start_log(exc.log_path, directory)
+            if isinstance(exc, ControllerStartError)
+            else None
+        )
         take_down(directory)
+        if isinstance(exc, ControllerStartError):
+            raise LabError(
+                f"{exc.naming(kept)}; the lab was taken down again (nothing is left but that log)"
+            ) from None
         if isinstance(exc, LabError):
             raise LabError(f"{exc}; the lab was taken down again (nothing is left)") from None
         raise
     out.print(usage_text(state))
     return state
+
+
+def failed_start_dir(directory: Path) -> Path:
+    """Where ``lab.up`` keeps the log of a controller that did not start (the lab directory
+    goes with the rest of the lab): ``.lab/<name>.last-failed-start/``, replaced each time."""
+    return directory.with_name(f"{directory.name}.last-failed-start")
+
+
+def keep_start_log(log_path: Path, directory: Path) -> Path | None:
+    """A copy of ``log_path`` in :func:`failed_start_dir` (None if it could not be copied)."""
+    keep = failed_start_dir(directory)
+    shutil.rmtree(keep, ignore_errors=True)
+    try:
+        make_private_dir(keep)
+        return Path(shutil.copy2(log_path, keep / log_path.name))
+    except OSError:
+        return None
 
 
 def preflight(spec: LabSpec, directory: Path, out: Console) -> LabSpec:

@@ -31,14 +31,17 @@ class KubeControlClient:
         *,
         token: str | None = None,
         ca_file: str | None = None,
+        ca_data: str | None = None,
         timeout: float = 10.0,
     ) -> None:
+        """``ca_file`` or ``ca_data`` (PEM text, as a kubeconfig's decoded
+        ``certificate-authority-data``): the CA an ``https`` simulator's certificate is from."""
         self.base_url = base_url.rstrip("/")
         self._token = token
         self._timeout = timeout
         self._ctx: ssl.SSLContext | None = None
         if base_url.startswith("https"):
-            self._ctx = ssl.create_default_context(cafile=ca_file)
+            self._ctx = ssl.create_default_context(cafile=ca_file, cadata=ca_data)
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
@@ -88,8 +91,11 @@ class KubeControlClient:
         return self._add(effect="latency", latency_ms=latency_ms, **where)
 
     def _add(self, **given: Any) -> KubeFaultRule:
-        body = {k: v for k, v in given.items() if v is not None}
-        return KubeFaultRule.from_dict(self._call("POST", "/_lab/faults", body))
+        return self.add_rule({k: v for k, v in given.items() if v is not None})
+
+    def add_rule(self, rule: dict[str, Any]) -> KubeFaultRule:
+        """Add a rule given as its JSON (the fields of :mod:`lab.kube.faults`); returns it."""
+        return KubeFaultRule.from_dict(self._call("POST", "/_lab/faults", rule))
 
     def faults(self) -> list[KubeFaultRule]:
         return [KubeFaultRule.from_dict(r) for r in self._call("GET", "/_lab/faults")["items"]]
