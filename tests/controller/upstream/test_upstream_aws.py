@@ -25,6 +25,7 @@ from controller.aws.annotations import (
     source_ranges,
 )
 from controller.aws.config import zone_to_region
+from controller.aws.instances import InstanceCache
 from controller.aws.nlbspec import parse_nlb_service
 from controller.aws.providerid import InvalidProviderID, parse_provider_id
 from controller.cloud import InvalidServiceConfig, Node, Service, ServicePort
@@ -355,3 +356,23 @@ def test_ensure_load_balancer_health_check_refused(timeout: str) -> None:
     )
     with pytest.raises(InvalidServiceConfig):
         build_health_check(service, build_listeners(service))
+
+
+@pytest.mark.parametrize(("provider_id", "instance_id"), MAP_TO_AWS_INSTANCE_IDS)
+def test_map_to_aws_instance_ids_tolerant(
+    provider_id: str, instance_id: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TestMapToAWSInstanceIDs, its ``mapToAWSInstanceIDsTolerant`` half: one node, and the
+    ids asked for are its one instance id, or none when its providerID does not parse. Ours
+    does this inside ``InstanceCache.for_nodes`` (upstream's ``findInstancesForELB`` calls the
+    tolerant form); its strict list form ``mapToAWSInstanceIDs`` has no counterpart here."""
+    asked: list[str] = []
+
+    def get(_self: InstanceCache, ids: list[str]) -> list[Any]:
+        asked.extend(ids)
+        return []
+
+    monkeypatch.setattr(InstanceCache, "get", get)
+    cache = InstanceCache.__new__(InstanceCache)  # for_nodes reads nothing but ``get``
+    cache.for_nodes([Node(name="node", provider_id=provider_id)])
+    assert asked == ([] if instance_id is None else [instance_id])
