@@ -28,7 +28,7 @@ from controller.aws.config import zone_to_region
 from controller.aws.instances import InstanceCache
 from controller.aws.nlbspec import parse_nlb_service
 from controller.aws.providerid import InvalidProviderID, parse_provider_id
-from controller.cloud import InvalidServiceConfig, Node, Service, ServicePort
+from controller.cloud import CloudError, InvalidServiceConfig, Node, Service, ServicePort
 from lab.aws import AwsServer
 from tests.controller.aws.conftest import MakeCloud
 from tests.controller.aws.topology import Topology
@@ -376,3 +376,34 @@ def test_map_to_aws_instance_ids_tolerant(
     cache = InstanceCache.__new__(InstanceCache)  # for_nodes reads nothing but ``get``
     cache.for_nodes([Node(name="node", provider_id=provider_id)])
     assert asked == ([] if instance_id is None else [instance_id])
+
+
+def test_ensure_load_balancer_health_check_update_fails(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """TestEnsureLoadBalancerHealthCheck "returns error when updating the health check
+    fails": ConfigureHealthCheck is asked with the default check and its error is the
+    ensure's (upstream: ``require.Error`` and the mock's expected call)."""
+    aws.control.add_fault(action="ConfigureHealthCheck", code="InternalFailure", status=500)
+    lb = make_cloud().load_balancer()
+    with pytest.raises(CloudError):
+        lb.ensure_load_balancer("kubernetes", _lb_service({}), _lb_nodes(topo))
+    calls = aws.trail.calls("ConfigureHealthCheck")
+    assert calls
+    assert {c.raw_params.get("HealthCheck.Target") for c in calls} == {"TCP:30080"}
+
+
+def test_ensure_load_balancer_health_check_unchanged_makes_no_call(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """TestEnsureLoadBalancerHealthCheck "does not make an API call if the current health
+    check is the same": the default check, then the timeout override, each ensured twice;
+    the second ensure of each asks no ConfigureHealthCheck."""
+    lb = make_cloud().load_balancer()
+    for given in ({}, {PREFIX + "healthcheck-timeout": "3"}):
+        first = len(aws.trail.calls("ConfigureHealthCheck"))
+        lb.ensure_load_balancer("kubernetes", _lb_service(given), _lb_nodes(topo))
+        before = len(aws.trail.calls("ConfigureHealthCheck"))
+        assert before == first + 1  # the check changed: one call
+        lb.ensure_load_balancer("kubernetes", _lb_service(given), _lb_nodes(topo))
+        assert len(aws.trail.calls("ConfigureHealthCheck")) == before
