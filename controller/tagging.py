@@ -274,10 +274,10 @@ class TaggingController:
         item = WorkItem(node.name, node.provider_id, action)
         if self.options.rate_limited:
             self.queue.add_rate_limited(item)
-            log.info("added %s to the workqueue (rate-limited)", item)
+            log.info("Added %s to the workqueue (rate-limited)", item)
         else:
             self.queue.add(item)
-            log.info("added %s to the workqueue (without any rate-limit)", item)
+            log.info("Added %s to the workqueue (without any rate-limit)", item)
 
     def tagging_required(self, node: Node) -> bool:
         return node.labels.get(TAGGING_LABEL) != self.checksum
@@ -319,7 +319,11 @@ class TaggingController:
             log.error("error in getting instanceID for node %s, error: %s", item.name, exc)
             return
         if instance_id is None:
-            log.info("skip processing the node %s: it has no instance to tag", item.name)
+            # upstream names the providerID's instance segment and its variant
+            log.info(
+                "Skip processing the node %s since it is a fargate node",
+                item.provider_id.rsplit("/", 1)[-1],
+            )
             return
         try:
             if item.action == ADD:
@@ -329,10 +333,15 @@ class TaggingController:
         except Exception as exc:
             retries = self.queue.num_requeues(item)
             if retries < MAX_REQUEUES:
+                # upstream's lines for a failed attempt that is requeued
+                log.error(
+                    "error processing work item '%s': %s, requeuing count %d", item, exc, retries
+                )
+                log.error("Error occurred while processing %s", item)
                 raise
             log.error("error processing work item %s: %s, requeuing count exceeded", item, exc)
             raise PermanentError(f"{item}: {exc} (gave up after {retries} requeues)") from exc
-        log.info("finished processing %s", item)
+        log.info("Finished processing %s", item)
 
     def _tag(self, item: WorkItem, instance_id: InstanceID) -> None:
         obj = self.nodes.get(item.name)
@@ -340,7 +349,7 @@ class TaggingController:
             return  # deleted since: nothing to tag
         node = Node.from_api(obj)
         if not self.tagging_required(node):
-            log.info("skip tagging node %s since it was already tagged earlier", node.name)
+            log.info("Skip tagging node %s since it was already tagged earlier.", node.name)
             return
         try:
             self.cloud_tags.tag_instance(instance_id, self.tags, batched=self.options.batching)
@@ -351,18 +360,31 @@ class TaggingController:
                     "is within eventual consistency grace period"
                 ) from None
             log.info(
-                "skip tagging: EC2 instance %s for node %s does not exist", instance_id, node.name
-            )
-            return
-        except InvalidInstanceID:
-            log.info(
-                "skip tagging: EC2 instance %s for node %s has an invalid instance ID",
+                "Skip tagging since EC2 instance %s for node %s does not exist",
                 instance_id,
                 node.name,
             )
             return
+        except InvalidInstanceID:
+            log.info(
+                "Skip tagging since EC2 instance %s for node %s has an invalid instance ID",
+                instance_id,
+                node.name,
+            )
+            return
+        except Exception as exc:
+            log.error(
+                "Error in tagging EC2 instance %s for node %s, error: %s",
+                instance_id,
+                node.name,
+                exc,
+            )
+            raise
         log.info(
-            "successfully tagged %s with %s; labelling node %s", instance_id, self.tags, node.name
+            "Successfully tagged %s with %s. "
+            "Labeling the nodes with tagging controller labels now.",
+            instance_id,
+            self.tags,
         )
 
         def label(o: Obj) -> bool:
@@ -374,18 +396,27 @@ class TaggingController:
             return True
 
         update_node(self.kube, node.name, label)
+        log.info("Successfully labeled node %s with %s.", node.name, {TAGGING_LABEL: self.checksum})
 
     def _untag(self, item: WorkItem, instance_id: InstanceID) -> None:
         try:
             self.cloud_tags.untag_instance(instance_id, self.tags, batched=self.options.batching)
         except InvalidInstanceID:
             log.info(
-                "skip untagging: EC2 instance %s for node %s has an invalid instance ID",
+                "Skip untagging since EC2 instance %s for node %s has an invalid instance ID",
                 instance_id,
                 item.name,
             )
             return
-        log.info("successfully untagged %s with %s", instance_id, self.tags)
+        except Exception as exc:
+            log.error(
+                "Error in untagging EC2 instance %s for node %s, error: %s",
+                instance_id,
+                item.name,
+                exc,
+            )
+            raise
+        log.info("Successfully untagged %s with %s", instance_id, self.tags)
 
     def _within_grace(self, node: Node) -> bool:
         created = _created(node)

@@ -14,6 +14,7 @@ express repeated keys or ``[Section "name"]`` subsections, so a small line parse
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -405,12 +406,14 @@ def _check_global(values: dict[str, Any], source: str) -> None:
         )
     nlb_mode = str(values.get("nlb_security_group_mode", ""))
     if nlb_mode not in ("", NLB_SECURITY_GROUP_MODE_MANAGED):
-        # Upstream refuses the value only when an NLB is ensured ("invalid NLB security group
-        # mode: %q. Expected: %q"); refusing it at start-up is ours (DEVIATIONS.md).
+        # Upstream refuses the value only when an NLB is ensured, with this text; refusing it
+        # at start-up is ours (DEVIATIONS.md).
         raise CloudConfigError(
             "NLBSecurityGroupMode",
             nlb_mode,
-            f"must be empty or {NLB_SECURITY_GROUP_MODE_MANAGED!r} (exact case)",
+            # upstream's text (Go's %q: a double-quoted string with Go's escapes)
+            f"invalid NLB security group mode: {json.dumps(nlb_mode, ensure_ascii=False)}. "
+            f"Expected: {json.dumps(NLB_SECURITY_GROUP_MODE_MANAGED)}",
             source=source,
         )
     for key in ("vpc", "subnet_id", "elb_security_group"):

@@ -41,45 +41,60 @@ MANAGED = "<managed>"
 
 #: ``TestEnsureNLBSecurityGroup``: (case, annotations, managed mode, the existing NLB's groups
 #: or None for no NLB, the managed group exists beforehand, fault on CreateSecurityGroup,
-#: expected groups, expected error substring or ""). Upstream's Service is
-#: test-namespace/test-service; its fake group ids are kept where they are inputs.
+#: expected groups, expected error substring or "" (upstream's; the one case ours words
+#: otherwise is in ``ERROR_TEXT_DEVIATIONS``), the EC2 calls upstream's mocks expect:
+#: "describe" (the managed group looked up by name), "create" (CreateSecurityGroup of that
+#: name), "" for none: upstream's mock fails any call it was not told to expect).
+#: Upstream's Service is test-namespace/test-service; its fake group ids are kept where they
+#: are inputs.
 ENSURE_NLB_SECURITY_GROUP: list[
-    tuple[str, dict[str, str], bool, list[str] | None, bool, bool, list[str], str]
+    tuple[str, dict[str, str], bool, list[str] | None, bool, bool, list[str], str, str]
 ] = [
     ("existing NLB with security groups - returns existing SGs", {}, True, [MANAGED], True,
-     False, [MANAGED], ""),
-    ("new NLB with managed mode - creates new SG", {}, True, None, False, False, [MANAGED], ""),
-    ("new NLB with managed mode disabled - returns empty", {}, False, None, False, False, [], ""),
-    ("existing NLB without security groups - returns empty", {}, True, [], False, False, [], ""),
-    ("existing NLB without security groups + managed mode disabled - returns empty", {}, False,
-     [], False, False, [], ""),
-    ("existing NLB without SGs + managed mode disabled - returns empty", {}, False, [], False,
-     False, [], ""),
-    ("existing NLB without SGs + managed mode enabled - returns empty (no retrofit)", {}, True,
-     [], False, False, [], ""),
-    ("new NLB + managed mode disabled - returns empty", {}, False, None, False, False, [], ""),
-    ("existing NLB with security groups + managed mode disabled - preserves existing SGs", {},
-     False, ["sg-123456789"], False, False, ["sg-123456789"], ""),
-    ("existing NLB with zero SGs + managed mode - returns empty", {}, True, [], False, False, [],
+     False, [MANAGED], "", "describe"),
+    ("new NLB with managed mode - creates new SG", {}, True, None, False, False, [MANAGED], "",
+     "describe+create"),
+    ("new NLB with managed mode disabled - returns empty", {}, False, None, False, False, [], "",
      ""),
+    ("existing NLB without security groups - returns empty", {}, True, [], False, False, [], "",
+     ""),
+    ("existing NLB without security groups + managed mode disabled - returns empty", {}, False,
+     [], False, False, [], "", ""),
+    ("existing NLB without SGs + managed mode disabled - returns empty", {}, False, [], False,
+     False, [], "", ""),
+    ("existing NLB without SGs + managed mode enabled - returns empty (no retrofit)", {}, True,
+     [], False, False, [], "", ""),
+    ("new NLB + managed mode disabled - returns empty", {}, False, None, False, False, [], "",
+     ""),
+    ("existing NLB with security groups + managed mode disabled - preserves existing SGs", {},
+     False, ["sg-123456789"], False, False, ["sg-123456789"], "", ""),
+    ("existing NLB with zero SGs + managed mode - returns empty", {}, True, [], False, False, [],
+     "", ""),
     ("CreateSecurityGroup error - returns error", {}, True, None, False, True, [],
-     "CreateSecurityGroup"),
+     "unable to create security group for NLB", "describe+create"),
     ("BYO SG with managed mode enabled - returns BYO SGs",
      {"service.beta.kubernetes.io/aws-load-balancer-security-groups": "sg-byosample"}, True,
-     None, False, False, ["sg-byosample"], ""),
+     None, False, False, ["sg-byosample"], "", ""),
     ("BYO SG with managed mode disabled - returns empty (ignored)",
      {"service.beta.kubernetes.io/aws-load-balancer-security-groups": "sg-byosample"}, False,
-     None, False, False, [], ""),
+     None, False, False, [], "", ""),
     ("BYO multiple SGs with managed mode enabled - returns all BYO SGs",
      {"service.beta.kubernetes.io/aws-load-balancer-security-groups": "sg-byosample,sg-another"},
-     True, None, False, False, ["sg-byosample", "sg-another"], ""),
+     True, None, False, False, ["sg-byosample", "sg-another"], "", ""),
     ("BYO SG with whitespace - returns trimmed SGs",
      {"service.beta.kubernetes.io/aws-load-balancer-security-groups":
       " sg-byosample , sg-another "},
-     True, None, False, False, ["sg-byosample", "sg-another"], ""),
+     True, None, False, False, ["sg-byosample", "sg-another"], "", ""),
     ("existing NLB with BYO SG (annotation removed) - creates managed SG", {}, True,
-     ["sg-byo-unowned"], False, False, [MANAGED], ""),
+     ["sg-byo-unowned"], False, False, [MANAGED], "", "describe+create"),
 ]  # fmt: skip
+
+#: Cases whose error ours words otherwise (``controller/DEVIATIONS.md``): case -> the text
+#: ours carries instead
+ERROR_TEXT_DEVIATIONS: dict[str, str] = {
+    # ours reports AWS's error as it is (it names the operation); upstream wraps it
+    "CreateSecurityGroup error - returns error": "CreateSecurityGroup",
+}
 
 #: ``TestEnsureLoadBalancer``, its NLB rows: (case, managed mode, groups on the NLB after
 #: ``EnsureLoadBalancer``). The Classic row ("ensure CLB defaults") is the Classic tests'.

@@ -18,15 +18,20 @@ from controller.aws.annotations import (
     PREFIX,
     build_health_check,
     build_listeners,
+    id_list,
     key_value_list,
     load_balancer_kind,
     parse_service,
     source_ranges,
 )
 from controller.aws.config import zone_to_region
+from controller.aws.instances import InstanceCache
 from controller.aws.nlbspec import parse_nlb_service
 from controller.aws.providerid import InvalidProviderID, parse_provider_id
-from controller.cloud import InvalidServiceConfig, Service, ServicePort
+from controller.cloud import CloudError, InvalidServiceConfig, Node, Service, ServicePort
+from lab.aws import AwsServer
+from tests.controller.aws.conftest import MakeCloud
+from tests.controller.aws.topology import Topology
 from tests.controller.upstream.aws_tables import (
     AZ_TO_REGION,
     BUILD_LISTENER,
@@ -40,6 +45,24 @@ from tests.controller.upstream.aws_tables import (
     SUBNETS_ANNOTATION,
     VALIDATE_SERVICE_ANNOTATIONS,
 )
+
+#: the Classic ELB name of ``_lb_service`` (its uid without dashes, upstream's rule)
+_LB_NAME = "a1f2e3d4c5b6a7988a7b6c5d4e3f2a1b"
+
+
+def _lb_service(annotations: dict[str, str]) -> Service:
+    return Service(
+        namespace="default",
+        name="myservice",
+        uid="1f2e3d4c-5b6a-7988-a7b6-c5d4e3f2a1b0",
+        annotations=annotations,
+        ports=(ServicePort(port=80, node_port=30080),),
+    )
+
+
+def _lb_nodes(topo: Topology) -> list[Node]:
+    return [Node(name=n, provider_id=topo.provider_id(n)) for n in topo.instances]
+
 
 EMPTY_KEY_DEVIATION = "K=V K1=V2,Key1========, =====, ======Val, =Val, , 234,"
 
@@ -224,7 +247,11 @@ def test_load_balancer_type(value: str | None, kind: str) -> None:
     ids=[r[0] for r in SUBNETS_ANNOTATION],
 )
 def test_subnets_annotation(value: str | None, items: list[str] | None) -> None:
-    """Test_parseStringSliceAnnotation / Test_getLoadBalancerSubnets (no EC2 lookups)."""
+    """Test_parseStringSliceAnnotation / Test_getLoadBalancerSubnets (no EC2 lookups).
+    Upstream's ``wantExist`` is whether the annotation is there (None here) and ``want`` the
+    items; the items are compared on their own first, then what the Classic validation makes
+    of them (an annotation present with no items is upstream's getLoadBalancerSubnets error)."""
+    assert list(id_list(A_SUBNETS, value or "")) == (items or [])
     service = _svc({} if value is None else {A_SUBNETS: value})
     if items is None:
         with pytest.raises(InvalidServiceConfig, match="unable to resolve empty subnet slice"):
@@ -260,3 +287,123 @@ def test_source_ranges_ok(value: str, count: int, where: str) -> None:
 def test_source_ranges_default_allows_all(annotations: dict[str, str]) -> None:
     """TestGetLoadBalancerSourceRanges: no field and an empty annotation mean allow-all."""
     assert source_ranges(_svc(annotations)) == ("0.0.0.0/0",)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value", "groups"),
+    [row[1:] for row in SECURITY_GROUP_ANNOTATIONS],
+    ids=[row[0] for row in SECURITY_GROUP_ANNOTATIONS],
+)
+def test_security_group_annotations_on_the_elb(
+    aws: AwsServer,
+    topo: Topology,
+    make_cloud: MakeCloud,
+    annotation: str,
+    value: str | None,
+    groups: list[str],
+) -> None:
+    """TestLBExtraSecurityGroupsAnnotation / TestLBSecurityGroupsAnnotation, every field
+    upstream compares of ``buildELBSecurityGroupList``: the list (extra: the groups after the
+    controller's own ``k8s-elb-…`` group, as a set; security-groups: the whole list, as a
+    set) and ``setupSg`` (true for extra, false for security-groups), read here as the ELB's
+    groups and whether the controller created and opened its own group. Upstream's fake ids
+    ``sg-000001`` / ``sg-000002`` are real groups of the lab's VPC."""
+    ec2 = aws.client("ec2")
+    real = {
+        fake: ec2.create_security_group(
+            GroupName="user-" + fake[3:], Description="u", VpcId=topo.vpc
+        )["GroupId"]
+        for fake in ("sg-000001", "sg-000002")
+    }
+    raw = value
+    for fake, gid in real.items():
+        raw = None if raw is None else raw.replace(fake, gid)
+    svc = _lb_service({} if raw is None else {PREFIX + annotation: raw})
+    make_cloud().load_balancer().ensure_load_balancer("kubernetes", svc, _lb_nodes(topo))
+    described = aws.client("elb").describe_load_balancers(LoadBalancerNames=[_LB_NAME])
+    elb_groups = list(described["LoadBalancerDescriptions"][0]["SecurityGroups"])
+    own = ec2.describe_security_groups(
+        Filters=[{"Name": "group-name", "Values": [f"k8s-elb-{_LB_NAME}"]}]
+    )["SecurityGroups"]
+    setup_sg = bool(own) and bool(own[0]["IpPermissions"])
+    want = {real[g] for g in groups}
+    if annotation.startswith("extra"):
+        assert setup_sg
+        assert elb_groups[0] == own[0]["GroupId"]
+        assert set(elb_groups[1:]) == want
+    else:
+        assert not setup_sg
+        assert not own
+        assert set(elb_groups) == want
+
+
+@pytest.mark.parametrize(
+    "timeout",
+    [
+        pytest.param("1", id="validates resulting expected health check before making an API call"),
+        pytest.param("3.3", id="handles invalid override values"),
+    ],
+)
+def test_ensure_load_balancer_health_check_refused(timeout: str) -> None:
+    """TestEnsureLoadBalancerHealthCheck's error subtests (upstream checks only that there is
+    an error, and that no ConfigureHealthCheck is made: ours refuses while building it)."""
+    service = Service(
+        namespace="default",
+        name="svc",
+        uid="u1",
+        annotations={PREFIX + "healthcheck-timeout": timeout},
+        ports=(ServicePort(port=80, node_port=8080),),
+    )
+    with pytest.raises(InvalidServiceConfig):
+        build_health_check(service, build_listeners(service))
+
+
+@pytest.mark.parametrize(("provider_id", "instance_id"), MAP_TO_AWS_INSTANCE_IDS)
+def test_map_to_aws_instance_ids_tolerant(
+    provider_id: str, instance_id: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TestMapToAWSInstanceIDs, its ``mapToAWSInstanceIDsTolerant`` half: one node, and the
+    ids asked for are its one instance id, or none when its providerID does not parse. Ours
+    does this inside ``InstanceCache.for_nodes`` (upstream's ``findInstancesForELB`` calls the
+    tolerant form); its strict list form ``mapToAWSInstanceIDs`` has no counterpart here."""
+    asked: list[str] = []
+
+    def get(_self: InstanceCache, ids: list[str]) -> list[Any]:
+        asked.extend(ids)
+        return []
+
+    monkeypatch.setattr(InstanceCache, "get", get)
+    cache = InstanceCache.__new__(InstanceCache)  # for_nodes reads nothing but ``get``
+    cache.for_nodes([Node(name="node", provider_id=provider_id)])
+    assert asked == ([] if instance_id is None else [instance_id])
+
+
+def test_ensure_load_balancer_health_check_update_fails(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """TestEnsureLoadBalancerHealthCheck "returns error when updating the health check
+    fails": ConfigureHealthCheck is asked with the default check and its error is the
+    ensure's (upstream: ``require.Error`` and the mock's expected call)."""
+    aws.control.add_fault(action="ConfigureHealthCheck", code="InternalFailure", status=500)
+    lb = make_cloud().load_balancer()
+    with pytest.raises(CloudError):
+        lb.ensure_load_balancer("kubernetes", _lb_service({}), _lb_nodes(topo))
+    calls = aws.trail.calls("ConfigureHealthCheck")
+    assert calls
+    assert {c.raw_params.get("HealthCheck.Target") for c in calls} == {"TCP:30080"}
+
+
+def test_ensure_load_balancer_health_check_unchanged_makes_no_call(
+    aws: AwsServer, topo: Topology, make_cloud: MakeCloud
+) -> None:
+    """TestEnsureLoadBalancerHealthCheck "does not make an API call if the current health
+    check is the same": the default check, then the timeout override, each ensured twice;
+    the second ensure of each asks no ConfigureHealthCheck."""
+    lb = make_cloud().load_balancer()
+    for given in ({}, {PREFIX + "healthcheck-timeout": "3"}):
+        first = len(aws.trail.calls("ConfigureHealthCheck"))
+        lb.ensure_load_balancer("kubernetes", _lb_service(given), _lb_nodes(topo))
+        before = len(aws.trail.calls("ConfigureHealthCheck"))
+        assert before == first + 1  # the check changed: one call
+        lb.ensure_load_balancer("kubernetes", _lb_service(given), _lb_nodes(topo))
+        assert len(aws.trail.calls("ConfigureHealthCheck")) == before

@@ -283,9 +283,11 @@ def test_get_load_balancer_subnets_through_ec2(
         with pytest.raises(InvalidServiceConfig) as err:
             resolver.for_load_balancer(internal=False, annotated=spec.subnets)
         assert err.value.field == A_SUBNETS
-        assert error in err.value.reason
+        assert err.value.reason == error  # upstream's assert.EqualError
         return
     got = resolver.for_load_balancer(internal=False, annotated=spec.subnets)
+    # upstream's assert.Equal sees the order its fake DescribeSubnets answers in (the
+    # annotation's); both return the subnets in EC2's answer order, which is EC2's to pick
     assert sorted(got) == sorted(ids[n] for n in want)
 
 

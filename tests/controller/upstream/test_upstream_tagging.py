@@ -4,6 +4,7 @@ upstream's fake does."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -22,6 +23,7 @@ from controller.tagging import (
 )
 from tests.controller.builders import created_at, labelled, make_node, provider_id
 from tests.controller.upstream.tagging_tables import (
+    ATTEMPTS_BEFORE_GIVING_UP,
     CHECKSUM_BOTH,
     CHECKSUM_KEY1,
     MULTIPLE_ENQUEUES,
@@ -49,8 +51,9 @@ class UpstreamFakeEC2:
             self.calls.append((op, list(resources), {t["Key"]: t["Value"] for t in tags}))
             for rid in resources:
                 self._counts[op + rid] = count = self._counts.get(op + rid, 0) + 1
-                if rid == "i-error":
-                    raise _error("InternalError", "Unable to tag", op)
+                if rid == "i-error":  # upstream's fake: CreateTags and DeleteTags differ
+                    text = "Unable to tag" if op == "CreateTags" else "Unable to remove tag"
+                    raise _error("InternalError", text, op)
                 if rid == "i-not-found" or (
                     op == "CreateTags"
                     and rid.startswith("i-not-found-count-")
@@ -126,7 +129,13 @@ def test_checksums_match_upstream() -> None:
 
 @pytest.mark.parametrize("batching", [True, False], ids=["batching", "no-batching"])
 @pytest.mark.parametrize("case", NODES_JOINING_AND_LEAVING, ids=lambda c: c.name)
-def test_nodes_joining_and_leaving(case: JoinLeaveCase, batching: bool) -> None:
+def test_nodes_joining_and_leaving(
+    case: JoinLeaveCase, batching: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Test_NodesJoiningAndLeaving: upstream's expected log lines (``strings.Contains`` on
+    the log), its requeue checks when the fake's "Unable to tag" / "Unable to untag" shows,
+    and what those lines mean: the calls made and the Node's label."""
+    caplog.set_level(logging.INFO)
     h = Harness(rate_limited=case.rate_limited, batching=batching)
     created = h.clock.now().isoformat() if case.created == NOW else case.created
     tweaks: list[Any] = [provider_id(case.provider_id), created_at(created)]
@@ -144,6 +153,14 @@ def test_nodes_joining_and_leaving(case: JoinLeaveCase, batching: bool) -> None:
     assert all(c[2] == TAGS for c in h.ec2.calls)  # every call names all tags with values
     labels = h.kube.get("nodes", case.node)["metadata"].get("labels") or {}
     assert labels.get(TAGGING_LABEL) == case.final_label
+
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    for message in case.upstream_messages:
+        assert message in logged, logged
+        if "Unable to tag" in logged or "Unable to untag" in logged:
+            assert ", requeuing count " in logged, logged
+            assert "requeuing count exceeded" in logged, logged
+            assert processed == ATTEMPTS_BEFORE_GIVING_UP
 
 
 def test_multiple_enqueues() -> None:
