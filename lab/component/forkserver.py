@@ -18,7 +18,8 @@ environment is replaced before ``<module>`` runs, which is what reads it); every
 the server's string-hash seed (``PYTHONHASHSEED``), so set iteration orders repeat between runs;
 interpreter options (``-X``, ``-W``, ``PYTHON*`` variables that act at start-up) are the
 server's. The child leads its own session, its stdin is ``/dev/null``, stdout and stderr append
-to the request's log file, ``random`` is re-seeded (CPython does that after every fork).
+to the request's log file, its umask is the caller's, ``random`` is re-seeded (CPython does that
+after every fork).
 
 The server is single-threaded (forking a threaded process is unsafe): one ``selectors`` loop
 accepts requests on a Unix socket in a private directory (0700), forks, answers
@@ -81,6 +82,7 @@ def _child(request: Mapping[str, Any], started: int, inherited: Sequence[Any]) -
         os.dup2(out, 2)
         os.close(null)
         os.close(out)
+        os.umask(request.get("umask", 0o022))
         os.environ.clear()
         os.environ.update(request["env"])
         if request.get("cwd"):
@@ -294,6 +296,13 @@ class ForkedProcess:
         return self.returncode
 
 
+def _current_umask() -> int:
+    """This process's umask (which an exec'd child would inherit)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 class ForkServer:
     """One fork server process, started on first use (see the module docstring)."""
 
@@ -385,6 +394,7 @@ class ForkServer:
                 "env": dict(env),
                 "log_path": str(log_path),
                 "cwd": str(cwd) if cwd else "",
+                "umask": _current_umask(),
             }
             conn.sendall(json.dumps(request).encode() + b"\n")
             buffer = b""

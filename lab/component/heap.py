@@ -9,6 +9,8 @@ it is needed any more. Here:
 
 * :func:`collector_paused`: no collection inside the block (the previous setting restored
   after); nothing is freed later than it would be by reference counting, only cycles wait;
+  with ``keep``, what is alive afterwards stays out of the collector's sight until
+  :func:`thaw` (a lab's start: its objects live until its stop);
 * :func:`settle_heap`: one collection, then what survived is kept out of the collector's sight
   (``gc.freeze``; what a long-lived server does once its start is over) and collection resumes;
 * :func:`exit_now`: end the process once its work is done and its threads are joined, running
@@ -33,15 +35,26 @@ from typing import NoReturn
 
 
 @contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside the block; afterwards the collector is as before."""
+def collector_paused(*, keep: bool = False) -> Iterator[None]:
+    """No cyclic garbage collection inside the block; afterwards the collector is as before.
+
+    ``keep``: when the block ends without an error, every object alive is moved out of the
+    collector's sight (``gc.freeze``) instead of being walked, all at once, by the next
+    collection; :func:`thaw` gives them back (what a lab's ``stop()`` does)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
+        if keep:
+            gc.freeze()
     finally:
         if was_enabled:
             gc.enable()
+
+
+def thaw() -> None:
+    """What :func:`collector_paused` kept (or :func:`settle_heap` froze) is collected again."""
+    gc.unfreeze()
 
 
 def settle_heap() -> None:
@@ -53,13 +66,15 @@ def settle_heap() -> None:
 
 
 def exit_now(code: int) -> NoReturn:
-    """End this process with ``code``: other non-daemon threads are joined, ``atexit``
-    handlers run and logging and the standard streams are flushed, as at a normal exit; the
-    heap is not torn down."""
+    """End this process with ``code`` (call it from the main thread): what a normal exit does
+    first is done (executors told to finish, non-daemon threads joined, ``atexit`` handlers
+    run, logging and the standard streams flushed); the heap is not torn down."""
     try:
-        for thread in threading.enumerate():
-            if thread is not threading.current_thread() and not thread.daemon:
-                thread.join()
+        # the interpreter's own first step at exit (thread-pool workers told to end, then
+        # every non-daemon thread joined); private, but what Py_Finalize calls
+        shutdown = getattr(threading, "_shutdown", None)
+        if shutdown is not None:
+            shutdown()
         atexit._run_exitfuncs()
         logging.shutdown()
         with contextlib.suppress(Exception):

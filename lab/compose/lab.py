@@ -34,7 +34,7 @@ from lab.clock import LabClock, ScaledClock
 from lab.cluster.base import Capabilities, ClusterProvider
 from lab.cluster.sim import SimProvider
 from lab.cluster.steps import ProgressReporter, StepRun
-from lab.component.heap import collector_paused
+from lab.component.heap import collector_paused, thaw
 from lab.compose.aws_side import Endpoint
 from lab.compose.base import LabNotReady
 from lab.compose.controller import ControllerPart, ControllerSite
@@ -100,7 +100,7 @@ class Lab:
         """Bring every part up in order (the collector paused: ``lab.component.heap``); on
         failure undo what was done and raise ``ProvisionError`` naming the step.
         ``warm_controller``: our controller's fork server starts (imports) meanwhile."""
-        with collector_paused():
+        with collector_paused(keep=True):  # thawed by stop()
             if warm_controller:
                 self.controllers.warm(self.config.controller_command, self.config.controller_launch)
             if self.config.state_dir is None:
@@ -131,6 +131,7 @@ class Lab:
             for name, err in errors:
                 log.warning("stopping the lab: %s failed: %s", name, err)
         self._cleanup_tmp()
+        thaw()
 
     def _cleanup_tmp(self) -> None:
         if self._tmp is not None:

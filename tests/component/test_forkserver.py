@@ -52,6 +52,18 @@ def test_a_child_runs_the_module_as_main_with_the_requests_argv_env_and_cwd(
     assert (log.stat().st_mode & 0o777) == 0o600
 
 
+def test_a_child_creates_files_with_the_callers_umask(server: ForkServer, tmp_path: Path) -> None:
+    server.spawn(PROGRAM, ["exit", "0"], env={}, log_path=tmp_path / "first.log").wait(10)
+    for mask in (0o077, 0o022):
+        old = os.umask(mask)  # the caller's now, not the server's when it started
+        try:
+            log = tmp_path / f"m{mask:o}.log"
+            assert server.spawn(PROGRAM, ["exit", "0"], env={}, log_path=log).wait(10) == 0
+        finally:
+            os.umask(old)
+        assert facts(log)["umask"] == mask
+
+
 def test_exit_codes_follow_popen(server: ForkServer, tmp_path: Path) -> None:
     raised = server.spawn(PROGRAM, ["raise"], env={}, log_path=tmp_path / "raise.log")
     assert raised.wait(10) == 1

@@ -36,6 +36,9 @@ def work():
     print("thread finished")
 
 threading.Thread(target=work).start()
+import concurrent.futures
+pool = concurrent.futures.ThreadPoolExecutor(2)  # never shut down: its idle workers must end
+pool.submit(print, "pool ran").result()
 print("buffered, unflushed", end=" ")
 logging.getLogger("t").warning("logged")
 threading.Timer(0.1, done.set).start()
@@ -44,10 +47,11 @@ exit_now(3)
 
 
 def test_exit_now_ends_the_process_as_a_normal_exit_would() -> None:
+    # bounded only so that a hang (a worker never told to end) fails instead of hanging
     done = subprocess.run(
-        [sys.executable, "-c", EXITING], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", EXITING], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 3
     # the non-daemon thread was joined, then atexit ran, then stdout was flushed
-    assert done.stdout == "buffered, unflushed thread finished\natexit ran\n"
+    assert done.stdout == "pool ran\nbuffered, unflushed thread finished\natexit ran\n"
     assert done.stderr == "logged\n"
