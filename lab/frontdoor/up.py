@@ -68,10 +68,11 @@ def up(
     shutil.rmtree(directory, ignore_errors=True)  # leftovers of a lab that is not up
     make_private_dir(directory)
     started = time.monotonic()
-    launcher = _controller_launcher(spec)
-    if spec.controller or spec.controller_image is not None:
-        _import_ahead("kubernetes.config", "kubernetes.client.api.core_v1_api")  # for the wait
+    launcher: ForkServer | None = None
     try:
+        launcher = _controller_launcher(spec)
+        if spec.controller or spec.controller_image is not None:
+            _import_ahead("kubernetes.config", "kubernetes.client.api.core_v1_api")  # the wait's
         write_spec(directory, _for_the_daemon(spec, directory))
         state = start_daemon(name=spec.name, directory=directory, console=out, timeout=timeout)
         out.print(f"[green]✓[/] servers up in {time.monotonic() - started:.1f}s")
