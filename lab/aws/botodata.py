@@ -1,15 +1,16 @@
 """botocore's data files read once per process: every session shares one loader.
 
 Role: each botocore ``Session`` (and each ``boto3.Session``, which wraps one) builds its own
-data loader, whose cache lives and dies with that session, and reads botocore's JSON files
-(the endpoint data, a service's whole model) again. moto creates fresh sessions by the dozen as
-its modules load (``get_available_regions`` per service and partition, three times over in
+data loader, whose cache lives and dies with that session, and reads botocore's JSON files (the
+endpoint data, a service's whole model) again. moto creates fresh sessions by the dozen as its
+modules load (``get_available_regions`` per service and partition, three times over in
 ``moto.ec2``'s region table), each parsing the service's model just to read its endpoint prefix:
 EC2's model three times and the endpoint data six, about a third of the AWS endpoint's start.
 :func:`share_loader` makes every session of the process, created after it, use one loader per
-data path (``AWS_DATA_PATH``), so each file is parsed once; what a session reads is what its
-own loader would have read (the loader's cached documents, which botocore never changes once
-loaded, are what two clients of one session already share).
+data path (``AWS_DATA_PATH``), so each file is parsed once (and :func:`share_with_moto` has
+moto's own model lookups, a fresh loader per model, use the default paths' one); what a session
+reads is what its own loader would have read (the loader's cached documents, which botocore
+never changes once loaded, are what two clients of one session already share).
 
 Design: botocore's ``Session._register_data_loader`` is replaced (marked, so a second call
 changes nothing); the shared loader's search path ignores a directory already on it, since
@@ -66,3 +67,19 @@ def share_loader() -> None:
 
     register_data_loader.ccm_lab_shared = True  # type: ignore[attr-defined]
     Session._register_data_loader = register_data_loader
+
+
+def share_with_moto() -> None:
+    """moto's own model lookups (``moto.core.utils``: a fresh ``create_loader()`` per service
+    model and paginator model) read through the shared loader of botocore's default paths."""
+    import moto.core.utils
+
+    moto_utils: Any = moto.core.utils
+    if getattr(moto_utils.create_loader, "ccm_lab_shared", False):
+        return
+
+    def create_loader(search_path_string: str | None = None) -> Any:
+        return shared_loader(search_path_string)
+
+    create_loader.ccm_lab_shared = True  # type: ignore[attr-defined]
+    moto_utils.create_loader = create_loader

@@ -44,6 +44,7 @@ def moto_dispatcher() -> Any:
     with _DISPATCHER_LOCK:
         if not _DISPATCHER:
             motopatches.apply()
+            botodata.share_with_moto()
             _DISPATCHER.append(DomainDispatcherApplication(create_backend_app))
         return _DISPATCHER[0]
 

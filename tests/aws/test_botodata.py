@@ -50,3 +50,13 @@ def test_each_data_path_has_its_own_loader(monkeypatch: pytest.MonkeyPatch, tmp_
     here = botocore.session.Session().get_component("data_loader")
     assert elsewhere is not here
     assert str(tmp_path) in elsewhere.search_paths
+
+
+def test_moto_reads_its_service_models_through_the_shared_loader() -> None:
+    import moto.core.utils as moto_utils
+
+    moto_dispatcher()
+    shared = botodata.shared_loader(None)
+    assert moto_utils.create_loader() is shared
+    model = moto_utils._load_service_model("elb", "service-2")
+    assert shared.load_service_model("elb", "service-2") is model
