@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import gc
 import json
 import logging
 import os
@@ -29,14 +30,14 @@ import threading
 from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from lab.cluster.steps import LoggingProgress
 from lab.component import ProcessRef
 from lab.component.bearer import CHALLENGE, bearer_ok, refusal
+from lab.component.heap import collector_paused, exit_now, settle_heap
 from lab.component.transport import DEFAULT_DEADLINES, Deadlines, GuardedHandler
-from lab.compose import Lab
 from lab.daemon_client import (
     HEALTHZ,
     RESUME_HEARTBEAT,
@@ -54,6 +55,9 @@ from lab.daemon_client import (
 )
 from lab.spec import SPEC_FILE, LabSpec, read_spec
 from lab.state import STATE_FILE, DaemonState, LabError, write_state
+
+if TYPE_CHECKING:
+    from lab.compose import Lab
 
 log = logging.getLogger("lab.daemon")
 
@@ -212,9 +216,12 @@ def serve(config: LabSpec) -> int:
     # While starting, a signal interrupts the steps so that what was done is undone.
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGINT, interrupt)
-    lab = Lab(config)
     try:
-        lab.start(progress=LoggingProgress())
+        with collector_paused():  # the lab's imports too (lab.compose imports everything)
+            from lab.compose import Lab
+
+            lab = Lab(config)
+            lab.start(progress=LoggingProgress(), warm_controller=False)
     except (Exception, _Interrupted) as exc:  # every step done so far was undone
         log.debug("lab start failed", exc_info=True)
         print(f"ccm-lab lab {config.name!r} failed to start: {exc}", file=sys.stderr, flush=True)
@@ -226,7 +233,10 @@ def serve(config: LabSpec) -> int:
         lab.stop()
         return 1
     control = control_server(lab)
-    threading.Thread(target=control.serve_forever, name="lab-control", daemon=True).start()
+    threading.Thread(  # shutdown() waits for the loop's next look: 50 ms at most
+        target=control.serve_forever, kwargs={"poll_interval": 0.05}, name="lab-control",
+        daemon=True,
+    ).start()  # fmt: skip
     try:
         me = ProcessRef.of(os.getpid()) or ProcessRef(os.getpid(), 0)
         state = lab.state(state_dir).replace(
@@ -238,6 +248,7 @@ def serve(config: LabSpec) -> int:
         )
         write_state(state)
         print(f"ccm-lab lab {config.name!r} ready; state in {state_dir / STATE_FILE}", flush=True)
+        settle_heap()  # after the state: the front door goes on meanwhile
         stop.wait()
     finally:
         control.shutdown()
@@ -274,4 +285,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # as a process: no collection while the lab's modules are imported and it starts (serve()
+    # settles the heap once the lab is up), and no heap teardown once it is stopped
+    gc.disable()
+    exit_now(main())

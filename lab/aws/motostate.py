@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lab.aws import motopatches
+from lab.aws import botodata, motopatches
 from lab.aws.protocol import WireResponse
 
 _DISPATCHER_LOCK = threading.Lock()
@@ -36,12 +36,15 @@ def moto_dispatcher() -> Any:
 
     moto's state is process-global anyway; sharing the dispatcher also shares its per-service
     Flask apps, which take a second or so to build, so a second endpoint starts fast.
+    botocore's data is read once per process (:mod:`lab.aws.botodata`), before moto loads.
     """
+    botodata.share_loader()
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     with _DISPATCHER_LOCK:
         if not _DISPATCHER:
             motopatches.apply()
+            botodata.share_with_moto()
             _DISPATCHER.append(DomainDispatcherApplication(create_backend_app))
         return _DISPATCHER[0]
 

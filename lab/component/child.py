@@ -10,7 +10,8 @@ SIGTERM, then SIGKILL after a timeout, returns the exit code and is idempotent. 
 another readiness signal (the controller's address file, debugpy's ready file) override
 :meth:`ChildProcess._await_ready` and send stdout to the log too; such a program may also be
 forked from a :class:`~lab.component.forkserver.ForkServer` that has imported it already
-(``launcher=``) instead of exec'd, which saves its import time on every start.
+(``launcher=``) instead of exec'd, which saves its import time on every start (detached too:
+it leads its own session there, and outlives the server).
 
 Neighbours: :mod:`lab.component.server` (``serve_until_signal`` prints the ready line);
 subclasses ``AwsProcess``, ``ImdsProcess``, ``KubeProcess``, ``ControllerProcess``,
@@ -74,10 +75,10 @@ class ChildProcess:
     ) -> None:
         if detach and cwd is not None:
             raise ValueError("cwd: a detached process starts in the caller's directory")
-        if launcher is not None and (detach or self.reads_ready_line or python_options):
+        if launcher is not None and (self.reads_ready_line or python_options):
             raise ValueError(
-                "launcher: only a child that signals readiness otherwise than on stdout, is "
-                "not detached and takes no interpreter options can be forked from a server"
+                "launcher: only a child that signals readiness otherwise than on stdout and "
+                "takes no interpreter options can be forked from a server"
             )
         self.args = list(args)
         self.log_path = log_path
@@ -145,16 +146,20 @@ class ChildProcess:
 
     def _spawn(self, log_path: Path, stdout: int | None) -> None:
         env = self.environ()
+        if self.launcher is not None:
+            # the caller's directory now, as an exec'd child would start in (not the server's)
+            forked = self.launcher.spawn(
+                self.module, self.args, env=env, log_path=log_path, cwd=self.cwd or Path.cwd()
+            )
+            self._ref = ProcessRef.of(forked.pid) or ProcessRef(forked.pid, 0)
+            self._proc = forked
+            if self.detach:  # in its own session already; known by its ref from now on
+                forked.release()
+                self._proc = None
+            return
         if self.detach:
             self._proc = None
             self._ref = spawn_detached(self.command, log_path=log_path, env=env, stdout=stdout)
-            return
-        if self.launcher is not None:
-            # the caller's directory now, as an exec'd child would start in (not the server's)
-            self._proc = self.launcher.spawn(
-                self.module, self.args, env=env, log_path=log_path, cwd=self.cwd or Path.cwd()
-            )
-            self._ref = ProcessRef.of(self._proc.pid) or ProcessRef(self._proc.pid, 0)
             return
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:

@@ -12,13 +12,14 @@ methods :class:`~lab.component.child.ChildProcess` uses (``pid``, ``poll``, ``wa
 
 What differs from a fresh ``exec`` (how a caller notices; lab/README.md lists it): the child's
 parent is the server, not the caller (the caller learns the exit code from the server over the
-request's socket); modules imported before the fork saw the server's environment at import
-time, not the request's (the environment is replaced before ``<module>`` runs, which is what
-reads it); every child shares the server's string-hash seed (``PYTHONHASHSEED``), so set
-iteration orders repeat between runs; interpreter options (``-X``, ``-W``, ``PYTHON*``
-variables that act at start-up) are the server's. The child leads its own session, its stdin
-is ``/dev/null``, stdout and stderr append to the request's log file, ``random`` is re-seeded
-(CPython does that after every fork).
+request's socket); its command line (``ps``, ``/proc/<pid>/cmdline``) is the server's; modules
+imported before the fork saw the server's environment at import time, not the request's (the
+environment is replaced before ``<module>`` runs, which is what reads it); every child shares
+the server's string-hash seed (``PYTHONHASHSEED``), so set iteration orders repeat between runs;
+interpreter options (``-X``, ``-W``, ``PYTHON*`` variables that act at start-up) are the
+server's. The child leads its own session, its stdin is ``/dev/null``, stdout and stderr append
+to the request's log file, its umask is the caller's, ``random`` is re-seeded (CPython does that
+after every fork).
 
 The server is single-threaded (forking a threaded process is unsafe): one ``selectors`` loop
 accepts requests on a Unix socket in a private directory (0700), forks, answers
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import importlib
 import json
 import os
@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.component.base import tail
+from lab.component.heap import collector_paused, settle_heap
 from lab.component.processes import pid_alive, with_repo_on_path
 
 READY_PREFIX = "ccm-lab forkserver ready at "
@@ -81,6 +82,7 @@ def _child(request: Mapping[str, Any], started: int, inherited: Sequence[Any]) -
         os.dup2(out, 2)
         os.close(null)
         os.close(out)
+        os.umask(request.get("umask", 0o022))
         os.environ.clear()
         os.environ.update(request["env"])
         if request.get("cwd"):
@@ -114,12 +116,12 @@ def _send(conn: socket.socket, message: Mapping[str, Any]) -> None:
 
 def serve(socket_path: str, preload: Sequence[str]) -> int:
     """Import ``preload``, print the ready line, serve until told to stop."""
-    for name in preload:
-        importlib.import_module(name)
+    with collector_paused():  # the heap only grows meanwhile: nothing to collect
+        for name in preload:
+            importlib.import_module(name)
     # What the preload made lives as long as every child: out of the collector's sight, a
     # child's first full collection does not walk (and copy, page by page) the whole heap.
-    gc.collect()
-    gc.freeze()
+    settle_heap()
     parent = os.getppid()
     stop = False
 
@@ -274,6 +276,12 @@ class ForkedProcess:
         self.returncode = int(message["exit"])
         self._conn.close()
 
+    def release(self) -> None:
+        """Let go of the child: its exit code is nobody's to learn (a detached process,
+        watched by its pid and start time from now on)."""
+        self._server_gone = True
+        self._conn.close()
+
     def poll(self) -> int | None:
         self._read(0.0)
         return self.returncode
@@ -288,6 +296,13 @@ class ForkedProcess:
         return self.returncode
 
 
+def _current_umask() -> int:
+    """This process's umask (which an exec'd child would inherit)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 class ForkServer:
     """One fork server process, started on first use (see the module docstring)."""
 
@@ -297,31 +312,46 @@ class ForkServer:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
-        self._socket = ""
+        self._socket = ""  # set once the server said it is ready
+        self._pending = ""  # the socket of the server launched last
         self._log: Path | None = None
 
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def launch(self) -> None:
+        """Start the server now without waiting for it (its imports overlap what the caller
+        does meanwhile); the first :meth:`spawn` waits for its ready line. Idempotent."""
+        with self._lock:
+            self._launch()
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        self._close()
+        self._dir = tempfile.TemporaryDirectory(prefix="ccm-lab-forkserver-")
+        path = str(Path(self._dir.name) / "sock")
+        env = with_repo_on_path(os.environ)
+        cmd = [sys.executable, "-m", "lab.component.forkserver", "--socket", path]
+        for name in self.preload:
+            cmd += ["--preload", name]
+        self._log = Path(self._dir.name) / "server.log"
+        with open(self._log, "ab") as errors:
+            self._proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, env=env
+            )
+        self._socket = ""
+        self._pending = path
+        return self._proc
+
     def _ensure(self) -> str:
         with self._lock:
-            if self.running:
+            proc = self._launch()
+            if self._socket:
                 return self._socket
-            self._close()
-            self._dir = tempfile.TemporaryDirectory(prefix="ccm-lab-forkserver-")
-            path = str(Path(self._dir.name) / "sock")
-            env = with_repo_on_path(os.environ)
-            cmd = [sys.executable, "-m", "lab.component.forkserver", "--socket", path]
-            for name in self.preload:
-                cmd += ["--preload", name]
-            self._log = Path(self._dir.name) / "server.log"
-            with open(self._log, "ab") as errors:
-                proc = subprocess.Popen(
-                    cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, env=env
-                )
-            self._proc = proc
             assert proc.stdout is not None
+            assert self._log is not None
             with selectors.DefaultSelector() as sel:
                 sel.register(proc.stdout, selectors.EVENT_READ)
                 if not sel.select(timeout=self.ready_timeout):
@@ -340,8 +370,8 @@ class ForkServer:
                     f"{', '.join(self.preload)}; its log:\n{errors_text}"
                 )
             proc.stdout.close()
-            self._socket = path
-            return path
+            self._socket = self._pending
+            return self._socket
 
     def spawn(
         self,
@@ -364,6 +394,7 @@ class ForkServer:
                 "env": dict(env),
                 "log_path": str(log_path),
                 "cwd": str(cwd) if cwd else "",
+                "umask": _current_umask(),
             }
             conn.sendall(json.dumps(request).encode() + b"\n")
             buffer = b""

@@ -110,7 +110,7 @@ class ServerComponent(abc.ABC):
             self._server = server
             self._thread = threading.Thread(
                 target=server.serve_forever,
-                kwargs={"poll_interval": 0.1},
+                kwargs={"poll_interval": 0.05},  # what shutdown() waits for at most
                 name=f"{self.what}-{server.server_port}",
                 daemon=True,
             )

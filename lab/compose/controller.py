@@ -115,6 +115,13 @@ class ControllerPart:
             legacy, args = (), ()  # the build under test stands in for them
         return legacy, args, under_test
 
+    def warm(self, under_test: ControllerCommand | None, launch: str) -> None:
+        """Start the fork server our controller is forked from (not waiting for it) when a
+        start forks ours (``launch``: the spec's ``controller_launch``): its imports overlap
+        whatever this process does meanwhile."""
+        if under_test is None and launch == "fork":
+            controller_launcher().launch()
+
     def start(
         self,
         site: Callable[[], ControllerSite],

@@ -34,6 +34,7 @@ from lab.clock import LabClock, ScaledClock
 from lab.cluster.base import Capabilities, ClusterProvider
 from lab.cluster.sim import SimProvider
 from lab.cluster.steps import ProgressReporter, StepRun
+from lab.component.heap import collector_paused, thaw
 from lab.compose.aws_side import Endpoint
 from lab.compose.base import LabNotReady
 from lab.compose.controller import ControllerPart, ControllerSite
@@ -93,29 +94,31 @@ class Lab:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def start(self, *, progress: ProgressReporter | None = None) -> Self:
-        """Bring every part up in order; on failure undo what was done and raise
-        ``lab.cluster.steps.ProvisionError`` naming the step."""
-        if self.config.state_dir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix=f"ccm-lab-{self.config.name}-")
-            self.state_dir = Path(self._tmp.name)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.config = with_free_vpc(self.config)
-        self._parts = make_parts(
-            self.config,
-            version=self.version,
-            state_dir=self.state_dir,
-            clock=self.clock,
-            token=self.token,
-            node_address=self.node_address,
-        )
-        self._run = StepRun(start_steps(), progress=progress)
-        try:
-            self._run.run(self._parts)
-        except BaseException:
-            self._run = None
-            self._cleanup_tmp()
-            raise
+    def start(
+        self, *, progress: ProgressReporter | None = None, warm_controller: bool = True
+    ) -> Self:
+        """Bring every part up in order (the collector paused: ``lab.component.heap``); on
+        failure undo what was done and raise ``ProvisionError`` naming the step.
+        ``warm_controller``: our controller's fork server starts (imports) meanwhile."""
+        with collector_paused(keep=True):  # thawed by stop()
+            if warm_controller:
+                self.controllers.warm(self.config.controller_command, self.config.controller_launch)
+            if self.config.state_dir is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix=f"ccm-lab-{self.config.name}-")
+                self.state_dir = Path(self._tmp.name)
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            self.config = with_free_vpc(self.config)
+            self._parts = make_parts(
+                self.config, version=self.version, state_dir=self.state_dir, clock=self.clock,
+                token=self.token, node_address=self.node_address,
+            )  # fmt: skip
+            self._run = StepRun(start_steps(), progress=progress)
+            try:
+                self._run.run(self._parts)
+            except BaseException:
+                self._run = None
+                self._cleanup_tmp()
+                raise
         self.fresh = True
         return self
 
@@ -128,6 +131,7 @@ class Lab:
             for name, err in errors:
                 log.warning("stopping the lab: %s failed: %s", name, err)
         self._cleanup_tmp()
+        thaw()
 
     def _cleanup_tmp(self) -> None:
         if self._tmp is not None:

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from lab.component import ComponentNotReady, tail
+from lab.component.forkserver import ForkServer
 from lab.controllerproc import ControllerCommand, ControllerProcess, ControllerSpec
 from lab.frontdoor.processes import private_files
 from lab.labview import require_daemon, status_console
@@ -214,8 +215,10 @@ def replace_controller(
     args: Sequence[str],
     console: Console,
     command: ControllerCommand | None = None,
+    launcher: ForkServer | None = None,
 ) -> LabState:
-    """Stop the lab's controller (if any) and start one with these flags."""
+    """Stop the lab's controller (if any) and start one with these flags (ours forked from
+    ``launcher``, when given: ``lab.up``'s, which imported it while the lab started)."""
     if state.controller is not None:
         state.controller.process.terminate()
         state = state.replace(controller=None)
@@ -224,7 +227,8 @@ def replace_controller(
     spec = controller_spec(
         state, legacy=legacy, args=args, log_name=f"controller-{runs}.log", command=command
     )
-    proc = ControllerProcess(spec, detach=True, ready_timeout=30)
+    fork = launcher if command is None else None
+    proc = ControllerProcess(spec, detach=True, ready_timeout=30, launcher=fork)
     with console.status("starting the controller"), private_files():
         try:
             proc.start()

@@ -19,13 +19,18 @@ Neighbours: ``lab.frontdoor.processes`` (the daemon), ``.controller`` (the contr
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import shutil
+import threading
 import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
+from lab.component.forkserver import ForkServer
+from lab.controllerproc import CONTROLLER_PRELOAD
 from lab.frontdoor.controller import ControllerStartError, deploy_image, replace_controller
 from lab.frontdoor.processes import refuse_if_up, start_daemon, take_down
 from lab.labview import core_api, status_console
@@ -63,11 +68,16 @@ def up(
     shutil.rmtree(directory, ignore_errors=True)  # leftovers of a lab that is not up
     make_private_dir(directory)
     started = time.monotonic()
+    launcher: ForkServer | None = None
     try:
+        launcher = _controller_launcher(spec)
+        if spec.controller or spec.controller_image is not None:
+            _import_ahead("kubernetes.config", "kubernetes.client.api.core_v1_api")  # the wait's
         write_spec(directory, _for_the_daemon(spec, directory))
         state = start_daemon(name=spec.name, directory=directory, console=out, timeout=timeout)
         out.print(f"[green]✓[/] servers up in {time.monotonic() - started:.1f}s")
-        state = _start_controller(spec, state, root=root, console=out, timeout=timeout)
+        state = _start_controller(spec, state, root=root, console=out, timeout=timeout,
+                                  launcher=launcher)  # fmt: skip
         if spec.controller or spec.controller_image is not None:
             out.print(
                 f"[green]✓[/] nodes initialized ({time.monotonic() - started:.1f}s since start)"
@@ -86,6 +96,9 @@ def up(
         if isinstance(exc, LabError):
             raise LabError(f"{exc}; the lab was taken down again (nothing is left)") from None
         raise
+    finally:
+        if launcher is not None:
+            launcher.stop()  # the controller it forked runs on
     out.print(usage_text(state))
     return state
 
@@ -147,8 +160,36 @@ def _for_the_daemon(spec: LabSpec, directory: Path) -> LabSpec:
     return spec.replace(state_dir=directory, kubeconfig=kubeconfig)
 
 
+def _import_ahead(*modules: str) -> None:
+    """Import ``modules`` in a background thread while this process waits for the daemon (a
+    failure is met again, and reported, where the module is used)."""
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            for module in modules:
+                importlib.import_module(module)
+
+    threading.Thread(target=load, name="import-ahead", daemon=True).start()
+
+
+def _controller_launcher(spec: LabSpec) -> ForkServer | None:
+    """For our controller: a fork server importing it now, while the daemon starts the lab
+    (``lab.component.forkserver``; the controller is forked from it once the lab is up)."""
+    if not spec.controller or spec.controller_command or spec.controller_image is not None:
+        return None
+    launcher = ForkServer(CONTROLLER_PRELOAD)
+    launcher.launch()
+    return launcher
+
+
 def _start_controller(
-    spec: LabSpec, state: LabState, *, root: Path | None, console: Console, timeout: float
+    spec: LabSpec,
+    state: LabState,
+    *,
+    root: Path | None,
+    console: Console,
+    timeout: float,
+    launcher: ForkServer | None,
 ) -> LabState:
     """The controller the spec names (a build's image in-cluster, ours or another build as a
     local process, or none), then every node initialized by it."""
@@ -162,6 +203,7 @@ def _start_controller(
             args=spec.extra_args,
             command=spec.controller_command,
             console=console,
+            launcher=launcher,
         )
         what = "the controller"
     else:

@@ -1,7 +1,7 @@
 """``python -m tests.component.forked_program MODE [ARG]``: what the forkserver tests run.
 
 It prints one JSON line describing the process it runs in (argv, environment, working
-directory, session, and which process imported the preload module), then:
+directory, session, umask, and which process imported the preload module), then:
 ``exit N`` exits with N; ``raise`` raises; ``sysexit TEXT`` calls ``sys.exit(TEXT)``;
 ``random`` prints 64 random bits; ``wait`` prints ``waiting`` and sleeps until signalled.
 """
@@ -15,6 +15,8 @@ import sys
 import time
 
 preload = sys.modules.get("tests.component.forked_preload")
+UMASK = os.umask(0o077)
+os.umask(UMASK)
 print(
     json.dumps(
         {
@@ -27,6 +29,7 @@ print(
             "session_leader": os.getsid(0) == os.getpid(),
             "preloaded_by": getattr(preload, "IMPORTED_BY", None),
             "name": __name__,
+            "umask": UMASK,
         }
     )
 )

@@ -52,6 +52,18 @@ def test_a_child_runs_the_module_as_main_with_the_requests_argv_env_and_cwd(
     assert (log.stat().st_mode & 0o777) == 0o600
 
 
+def test_a_child_creates_files_with_the_callers_umask(server: ForkServer, tmp_path: Path) -> None:
+    server.spawn(PROGRAM, ["exit", "0"], env={}, log_path=tmp_path / "first.log").wait(10)
+    for mask in (0o077, 0o022):
+        old = os.umask(mask)  # the caller's now, not the server's when it started
+        try:
+            log = tmp_path / f"m{mask:o}.log"
+            assert server.spawn(PROGRAM, ["exit", "0"], env={}, log_path=log).wait(10) == 0
+        finally:
+            os.umask(old)
+        assert facts(log)["umask"] == mask
+
+
 def test_exit_codes_follow_popen(server: ForkServer, tmp_path: Path) -> None:
     raised = server.spawn(PROGRAM, ["raise"], env={}, log_path=tmp_path / "raise.log")
     assert raised.wait(10) == 1
@@ -120,9 +132,35 @@ def test_launcher_refuses_what_a_fork_cannot_do(server: ForkServer, tmp_path: Pa
     with pytest.raises(ValueError, match="launcher"):
         ReadyLine([], launcher=server)
     with pytest.raises(ValueError, match="launcher"):
-        WaitingProgram([], launcher=server, detach=True)
-    with pytest.raises(ValueError, match="launcher"):
         WaitingProgram([], launcher=server, python_options=["-X", "dev"])
+
+
+def test_a_detached_child_is_forked_and_outlives_the_server(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    # what ``invoke lab.up`` does with our controller: forked, then known by its ref alone
+    proc = WaitingProgram(["wait"], log_path=tmp_path / "d.log", launcher=server, detach=True,
+                          env={})  # fmt: skip
+    proc.start()
+    assert facts(tmp_path / "d.log")["session_leader"] is True
+    server.stop()
+    assert proc.running  # the server is gone, the detached child is not
+    assert proc.ref.alive()
+    proc.stop(timeout=5)
+    assert not proc.ref.alive()
+
+
+def test_launch_starts_the_server_ahead_and_a_spawn_waits_for_it(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    server.launch()
+    assert server.running
+    first = server._proc
+    server.launch()  # idempotent: the same server
+    assert server._proc is first
+    child = server.spawn(PROGRAM, ["exit", "5"], env={}, log_path=tmp_path / "l.log")
+    assert child.wait(10) == 5
+    assert server._proc is first
 
 
 def test_children_outlive_the_server_which_restarts_on_demand(
