@@ -130,7 +130,8 @@ class _Handler(GuardedHandler):
             self.server.track(self.connection, open_=False)
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), redact_query(format % args))
+        if log.isEnabledFor(logging.DEBUG):  # the line is built only when it is written
+            log.debug("%s %s", self.address_string(), redact_query(format % args))
 
     def _serve(self) -> None:
         body = self._read_body()
