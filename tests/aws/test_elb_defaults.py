@@ -156,6 +156,13 @@ def test_a_listener_sent_again_with_another_instance_protocol_is_a_duplicate(
     elb.create_load_balancer(
         LoadBalancerName="dup", Listeners=[_listener("TCP", "TCP")], Subnets=[subnet]
     )
+    try:
+        _duplicate_listener_refused(aws, elb)
+    finally:  # moto's state is process-wide: leave no Classic ELB to a later test's second moto
+        elb.delete_load_balancer(LoadBalancerName="dup")
+
+
+def _duplicate_listener_refused(aws: AwsServer, elb: Any) -> None:
     elb.create_load_balancer_listeners(LoadBalancerName="dup", Listeners=[_listener("TCP", "TCP")])
     with pytest.raises(ClientError) as caught:
         elb.create_load_balancer_listeners(
