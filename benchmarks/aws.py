@@ -22,13 +22,20 @@ Measures, in one run:
 4. sustained calls/second for ``DescribeSecurityGroups`` (one group by id) among 500 groups on
    ``lab-full`` (10,000 calls; ``--quick``: 1,000).
 
-Usage: ``.venv/bin/python benchmarks/aws.py [--quick] [--latency-only]``. Prints a table;
-asserts nothing.
+Between processes (the endpoint and the proxy each a child process, as a lab runs them) the
+proxy's CPU per call is printed too; ``--compare REF`` adds the proxy of commit ``REF`` (a
+temporary git worktree, ``benchmarks.e2e.worktree``) in front of the same endpoint in the same
+interleaved rounds, so before and after share the machine's load (issue 28).
+
+Usage: ``.venv/bin/python -m benchmarks.aws [--quick] [--latency-only] [--compare REF]``.
+Prints a table; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import sys
 import threading
@@ -39,11 +46,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.e2e import worktree
 from lab.aws import AwsServer
 from lab.aws.clients import make_client
 from lab.aws.fidelity_config import FidelityConfig
 from lab.aws.process import AwsProcess
 from lab.aws.proxy import AwsProxyProcess, AwsProxyServer
+
+ENDPOINT_PROCESS = "endpoint (process)"
+PROXY_PROCESSES = "proxy>endpoint (processes)"
 
 
 class RawMoto:
@@ -206,13 +217,35 @@ def bench_latency(rounds: int) -> dict[str, list[float]]:
     return samples
 
 
-def bench_proxy_processes(rounds: int) -> dict[str, list[float]]:
+def bench_proxy_processes(
+    rounds: int, compare: str | None = None
+) -> tuple[dict[str, list[float]], dict[str, float]]:
     """The call mix against an endpoint in a child process, directly and through the proxy in
-    a child process of its own (as a lab would run them): no GIL shared between the hops."""
-    upstream = AwsProcess(fidelity=False).start()
-    proxy = AwsProxyProcess(upstream.url, credentials=("testing", "testing")).start()
-    try:
-        targets = {"endpoint (process)": upstream.url, "proxy>endpoint (processes)": proxy.url}
+    a child process of its own (as a lab would run them): no GIL shared between the hops.
+
+    ``compare``: also through the proxy of git commit ``compare`` (a temporary worktree, the
+    same virtualenv), in front of the same endpoint, rounds interleaved with the others. Also
+    returns each proxy's CPU seconds per call (its process's user+system time over the
+    measured rounds, in ms), less exposed to machine load than latency."""
+    with contextlib.ExitStack() as stack:
+        upstream = AwsProcess(fidelity=False).start()
+        stack.callback(upstream.stop)
+        proxies = {
+            PROXY_PROCESSES: AwsProxyProcess(upstream.url, credentials=("testing", "testing"))
+        }
+        if compare is not None:
+            tree = stack.enter_context(worktree(compare))
+            old = AwsProxyProcess(
+                upstream.url,
+                credentials=("testing", "testing"),
+                env={**os.environ, "PYTHONPATH": str(tree)},
+            )
+            old.cwd = tree  # ``python -m`` imports from its working directory first
+            proxies[f"proxy@{compare}>endpoint (processes)"] = old
+        targets = {ENDPOINT_PROCESS: upstream.url}
+        for name, proxy in proxies.items():
+            stack.callback(proxy.start().stop)
+            targets[name] = proxy.url
         mixes: dict[str, list[Callable[[], Any]]] = {}
         for index, (name, url) in enumerate(targets.items()):
             clients = _clients(url)
@@ -221,16 +254,27 @@ def bench_proxy_processes(rounds: int) -> dict[str, list[float]]:
             for call in mixes[name]:
                 call()
         samples: dict[str, list[float]] = {name: [] for name in targets}
+        cpu_before = {name: _cpu_seconds(proxy.pid) for name, proxy in proxies.items()}
         for _ in range(rounds):
             for name, mix in mixes.items():
                 for call in mix:
                     started = time.perf_counter()
                     call()
                     samples[name].append((time.perf_counter() - started) * 1000.0)
-        return samples
-    finally:
-        proxy.stop()
-        upstream.stop()
+        cpu = {
+            name: (_cpu_seconds(proxy.pid) - cpu_before[name]) / len(samples[name]) * 1000.0
+            for name, proxy in proxies.items()
+        }
+        return samples, cpu
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far (Linux ``/proc``; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def bench_wsgi(rounds: int, per_round: int) -> dict[str, float]:
@@ -368,11 +412,8 @@ def _print_latency(console: Any, samples: dict[str, list[float]], rounds: int) -
         f"request validation (lab-full vs lab-noval, HTTP mix): {validation * 100:+.1f}% "
         "(target <= +10%)"
     )
-    pairs = (
-        ("proxy-moto", "moto"),
-        ("proxy-lab", "lab-full"),
-        ("proxy>endpoint (processes)", "endpoint (process)"),
-    )
+    pairs = [("proxy-moto", "moto"), ("proxy-lab", "lab-full")]
+    pairs += [(name, ENDPOINT_PROCESS) for name in samples if name.endswith("(processes)")]
     for name, base_name in pairs:
         if name not in samples:
             continue
@@ -387,11 +428,25 @@ def _print_latency(console: Any, samples: dict[str, list[float]], rounds: int) -
         )
 
 
+def _print_proxy_cpu(console: Any, cpu: dict[str, float]) -> None:
+    for name, ms in cpu.items():
+        console.print(f"recording proxy CPU per call, {name}: {ms:.3f} ms")
+    if len(cpu) == 2:
+        new, old = cpu.values()
+        console.print(f"  this tree vs the compared commit: {(new / old - 1) * 100:+.1f}% CPU")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="smaller run (~15 s)")
     parser.add_argument(
         "--latency-only", action="store_true", help="only the call-mix latency (and ratios)"
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="REF",
+        help="also measure the recording proxy of git commit REF (a temporary worktree) "
+        "between processes, in the same rounds",
     )
     args = parser.parse_args()
     rounds = 15 if args.quick else 60
@@ -401,11 +456,13 @@ def main() -> int:
     from rich.table import Table
 
     console = Console()
+    processes, cpu = bench_proxy_processes(rounds, args.compare)
     if args.latency_only:
-        _print_latency(console, bench_latency(rounds) | bench_proxy_processes(rounds), rounds)
+        _print_latency(console, bench_latency(rounds) | processes, rounds)
+        _print_proxy_cpu(console, cpu)
         return 0
     startup = bench_startup(3 if args.quick else 5)
-    samples = bench_latency(rounds) | bench_proxy_processes(rounds)
+    samples = bench_latency(rounds) | processes
     wsgi = bench_wsgi(5 if args.quick else 15, 100)
     rate, elapsed = bench_throughput(calls, 500)
 
@@ -426,6 +483,7 @@ def main() -> int:
     console.print(table)
 
     _print_latency(console, samples, rounds)
+    _print_proxy_cpu(console, cpu)
     wsgi_table = Table(title="in-process cost per call, no sockets/boto3 (us, median of rounds)")
     for column in ("app", "us per call", "vs moto"):
         wsgi_table.add_column(column, justify="right")

@@ -59,7 +59,10 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     instance ids that do not exist; AWS answers ``InvalidTarget`` (stopped instances are
     already refused by moto). A TCP/UDP/TLS target group lacks the ``proxy_protocol_v2.enabled``
     (``false``) and ``preserve_client_ip.enabled`` (``true`` for instance targets) attributes,
-    so the target-group-attributes annotation has nothing to compare with. ``SetSecurityGroups``
+    so the target-group-attributes annotation has nothing to compare with; it also lacks the
+    other attributes the model lists for Network Load Balancers and has an Application Load
+    Balancer's (a client syncing attributes by key sees them come and go), and an HTTP check
+    on it has no path (AWS: ``/``). ``SetSecurityGroups``
     on a network load balancer created without security groups succeeds in moto; AWS refuses
     it (``InvalidConfigurationRequest``, "You cannot set security groups on a Network Load
     Balancer which was created without any security groups.": the ``SetSecurityGroups`` API
@@ -71,7 +74,11 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     SSL to SSL, so a controller comparing listeners, as upstream's ``syncElbListeners`` does,
     replaces that listener on every sync). The layer keeps what ``CreateLoadBalancer`` and
     ``CreateLoadBalancerListeners`` sent (``elb_fixes``); one sent without it stays the
-    listener's ``Protocol``, moto's choice, not checked against AWS.
+    listener's ``Protocol``, moto's choice, not checked against AWS. A listener sent again to
+    ``CreateLoadBalancerListeners`` with only another ``InstanceProtocol`` is accepted by moto
+    and changes nothing; AWS answers ``DuplicateListener`` (the model's
+    ``CreateLoadBalancerListeners``: "the properties of the new listener must match the
+    properties of the existing listener"); the layer refuses it so (``elb_fixes``).
 15. moto never health-checks ELBv2 targets: ``DescribeTargetHealth`` says ``healthy`` for
     every registered running instance. :mod:`lab.aws.health.network` (owned by ``AwsLab``, called
     by ``AwsApp``) runs each NLB instance target group's checks on the lab clock through the
@@ -273,6 +280,9 @@ class FidelityLayer:
             and cfg.elb_fixes
         ):
             return self._check_register(request), context
+        elif request.service == "elb" and request.action == "CreateLoadBalancerListeners":
+            if cfg.elb_fixes:
+                return self._check_duplicate_listener(request), context
         elif request.service == "elbv2" and request.action == "RegisterTargets" and cfg.elbv2_fixes:
             return self._check_register_targets(request), context
         elif (
@@ -317,6 +327,26 @@ class FidelityLayer:
             f"The specified EC2 instance(s) do not exist or are terminated: {', '.join(unknown)}",
             source="fidelity:elb_register",
         )
+
+    def _check_duplicate_listener(self, request: AwsRequest) -> AwsError | None:
+        """A listener sent again on a port that has one, with another ``InstanceProtocol``:
+        ``DuplicateListener`` (moto compares the other properties, not that one: gap 16)."""
+        name = request.params.get("LoadBalancerName", "")
+        lb = self._views(request.region).elb.load_balancers.get(name)
+        if lb is None:
+            return None
+        existing = {str(li.load_balancer_port): li for li in lb.listeners}
+        for port, sent in fidelity_fixes.sent_instance_protocols(request.params).items():
+            listener = existing.get(port)
+            if listener is not None and str(listener.instance_protocol).upper() != sent:
+                return AwsError(
+                    f"A listener already exists for {name} with LoadBalancerPort {port}, but "
+                    "with a different InstancePort, Protocol, or SSLCertificateId",
+                    code="DuplicateListener",
+                    status=400,
+                    source="fidelity:elb_duplicate_listener",
+                )
+        return None
 
     def _lb_groups(self, request: AwsRequest) -> frozenset[str]:
         view = self._views(request.region)

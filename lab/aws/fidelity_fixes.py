@@ -49,11 +49,17 @@ def elbv2_fixes(elbv2: Any, request: AwsRequest, response: WireResponse) -> Wire
                     )
     elif request.action == "CreateTargetGroup":
         for tg in list(elbv2.target_groups.values()):
-            if tg.name == request.params.get("Name") and tg.protocol in _NLB_PROTOCOLS:
-                tg.attributes.setdefault("proxy_protocol_v2.enabled", "false")
-                preserve = tg.target_type == "instance" or tg.protocol in ("UDP", "TCP_UDP")
-                tg.attributes.setdefault(
-                    "preserve_client_ip.enabled", "true" if preserve else "false"
+            if tg.name != request.params.get("Name") or tg.protocol not in _NLB_PROTOCOLS:
+                continue
+            if _network_target_group(tg, request.params) and b"<HealthCheckPath>" not in (
+                response.body
+            ):
+                return response.with_body(
+                    response.body.replace(
+                        b"</HealthCheckPort>",
+                        b"</HealthCheckPort><HealthCheckPath>/</HealthCheckPath>",
+                        1,
+                    )
                 )
     elif request.action in ("CreateListener", "ModifyListener"):
         for lb in list(elbv2.load_balancers.values()):
@@ -64,6 +70,54 @@ def elbv2_fixes(elbv2: Any, request: AwsRequest, response: WireResponse) -> Wire
         if proto is not None and proto.group(1) not in (b"HTTPS", b"TLS"):
             return response.with_body(_SSL_POLICY.sub(b"", response.body))
     return response
+
+
+def _network_target_group(tg: Any, params: Mapping[str, str]) -> bool:
+    """A new TCP/UDP/TCP_UDP/TLS target group's attributes and health check as AWS gives them
+    (``TargetGroupAttribute.Key`` and ``CreateTargetGroup`` in botocore's ELBv2 model; the
+    keys are checked against the model's text in ``tests/aws/test_elb_defaults.py``); True
+    when its health check got the default path ``/``."""
+    attrs = tg.attributes
+    for alb_only in _ALB_ONLY_ATTRIBUTES:
+        attrs.pop(alb_only, None)
+    udp = tg.protocol in ("UDP", "TCP_UDP")
+    preserve = tg.target_type == "instance" or udp
+    defaults = {
+        **_NLB_ATTRIBUTE_DEFAULTS,
+        "preserve_client_ip.enabled": "true" if preserve else "false",
+        "deregistration_delay.connection_termination.enabled": "true" if udp else "false",
+        "target_health_state.unhealthy.connection_termination.enabled": "false" if udp else "true",
+    }
+    for key, value in defaults.items():
+        attrs.setdefault(key, value)
+    if tg.health_check_protocol in ("HTTP", "HTTPS") and not params.get("HealthCheckPath"):
+        tg.health_check_path = "/"
+        return True
+    return False
+
+
+#: moto gives every target group these; they are an Application Load Balancer's (the model's
+#: "supported only if the load balancer is an Application Load Balancer"; ``waf.fail_open`` is
+#: an ALB's load balancer attribute)
+_ALB_ONLY_ATTRIBUTES = (
+    "load_balancing.algorithm.type",
+    "slow_start.duration_seconds",
+    "waf.fail_open.enabled",
+)
+#: a network target group's attributes whose default does not depend on its protocol or
+#: target type ("The default is ..." in the model's ``TargetGroupAttribute.Key``)
+_NLB_ATTRIBUTE_DEFAULTS = {
+    "deregistration_delay.timeout_seconds": "300",
+    "stickiness.enabled": "false",
+    "stickiness.type": "source_ip",
+    "load_balancing.cross_zone.enabled": "use_load_balancer_configuration",
+    "proxy_protocol_v2.enabled": "false",
+    "target_health_state.unhealthy.draining_interval_seconds": "0",
+    "target_group_health.dns_failover.minimum_healthy_targets.count": "1",
+    "target_group_health.dns_failover.minimum_healthy_targets.percentage": "off",
+    "target_group_health.unhealthy_state_routing.minimum_healthy_targets.count": "1",
+    "target_group_health.unhealthy_state_routing.minimum_healthy_targets.percentage": "off",
+}
 
 
 def reorder_groups(response: WireResponse, order: str, shuffle: random.Random) -> WireResponse:
@@ -115,8 +169,9 @@ def elb_fixes(elb: Any, request: AwsRequest, response: WireResponse) -> WireResp
     return response
 
 
-def _keep_instance_protocols(lb: Any, params: Mapping[str, str]) -> None:
-    """Give each listener the call created the ``InstanceProtocol`` it was sent with."""
+def sent_instance_protocols(params: Mapping[str, str]) -> dict[str, str]:
+    """The ``InstanceProtocol`` (upper-cased) each listener of a call was sent with, by its
+    ``LoadBalancerPort``."""
     sent: dict[str, str] = {}
     for key, value in params.items():
         match = _LISTENER_INSTANCE_PROTOCOL.fullmatch(key)
@@ -124,6 +179,12 @@ def _keep_instance_protocols(lb: Any, params: Mapping[str, str]) -> None:
             port = params.get(f"Listeners.member.{match.group(1)}.LoadBalancerPort")
             if port is not None:
                 sent[str(port)] = value.upper()
+    return sent
+
+
+def _keep_instance_protocols(lb: Any, params: Mapping[str, str]) -> None:
+    """Give each listener the call created the ``InstanceProtocol`` it was sent with."""
+    sent = sent_instance_protocols(params)
     mine = _elb_listener_class()
     for listener in lb.listeners:
         if type(listener) is mine:

@@ -29,6 +29,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from http.server import ThreadingHTTPServer
 from typing import Any
@@ -113,6 +114,8 @@ class _Handler(GuardedHandler):
     #: buffer the answer: status, headers and body leave in one write (flushed after each
     #: request), so no small segment waits on the client's delayed ACK
     wbufsize = 64 * 1024
+    #: the last ``Date`` value written, with its second (shared by every connection)
+    _date: tuple[int, str] = (-1, "")
 
     def setup(self) -> None:
         self.max_body = self.server.max_body
@@ -127,7 +130,8 @@ class _Handler(GuardedHandler):
             self.server.track(self.connection, open_=False)
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), redact_query(format % args))
+        if log.isEnabledFor(logging.DEBUG):  # the line is built only when it is written
+            log.debug("%s %s", self.address_string(), redact_query(format % args))
 
     def _serve(self) -> None:
         body = self._read_body()
@@ -195,11 +199,24 @@ class _Handler(GuardedHandler):
             "wsgi.multiprocess": False,
             "wsgi.run_once": False,
         }
-        for name in set(self.headers.keys()):
+        values: dict[str, list[str]] = {}  # one pass: every value of a name, in order
+        for name, value in self.headers.items():
+            values.setdefault(name.lower(), []).append(value)
+        for name, found in values.items():
             key = "HTTP_" + name.upper().replace("-", "_")
             if key not in ("HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"):
-                environ[key] = ",".join(self.headers.get_all(name) or [])
+                environ[key] = ",".join(found)
         return environ
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The ``Date`` header's value; the current second's is formatted once."""
+        if timestamp is not None:
+            return super().date_time_string(timestamp)
+        second = int(time.time())
+        cached = _Handler._date
+        if cached[0] != second:
+            cached = _Handler._date = (second, super().date_time_string(second))
+        return cached[1]
 
     def _run_app(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
         """The server's WSGI app's answer to ``environ``: status line, headers, whole body."""

@@ -564,14 +564,15 @@ def test_classic_listener_keeps_its_instance_protocol(aws: AwsServer, enabled: b
         443: ("SSL", "TCP" if enabled else "SSL"),
         8080: ("HTTP", "HTTP"),  # sent without one: its Protocol (moto's choice, kept)
     }
-    if enabled:  # an equal listener sent again leaves the existing one as it is
-        elb.create_load_balancer_listeners(
-            LoadBalancerName="lb",
-            Listeners=[
-                {"Protocol": "TCP", "LoadBalancerPort": 80, "InstanceProtocol": "SSL",
-                 "InstancePort": 30080},
-            ],
-        )  # fmt: skip
+    if enabled:  # one sent again with another InstanceProtocol is refused, changing nothing
+        with pytest.raises(ClientError, match="DuplicateListener"):
+            elb.create_load_balancer_listeners(
+                LoadBalancerName="lb",
+                Listeners=[
+                    {"Protocol": "TCP", "LoadBalancerPort": 80, "InstanceProtocol": "SSL",
+                     "InstancePort": 30080},
+                ],
+            )  # fmt: skip
         described = elb.describe_load_balancers()["LoadBalancerDescriptions"][0]
         assert {
             d["Listener"]["LoadBalancerPort"]: d["Listener"]["InstanceProtocol"]

@@ -111,13 +111,14 @@ class UpstreamDispatch:
 
     def __call__(self, call: Call, proceed: Proceed) -> None:
         environ, request = call.environ, call.request
+        headers = _headers(environ)
         try:
             response = self.upstream.forward(
                 str(environ.get("REQUEST_METHOD", "GET")),
                 _target(environ),
-                _headers(environ),
+                headers,
                 call.body,
-                scope=_scope(environ, request),
+                scope=_scope(environ, request, headers),
             )
         except UpstreamUnavailable as exc:
             log.warning("%s %s: %s", request.service, request.action, exc.message)
@@ -129,10 +130,17 @@ class UpstreamDispatch:
         call.answer(response, by=by)
 
 
-def _scope(environ: dict[str, Any], request: AwsRequest) -> Scope | None:
-    """The scope the caller signed the call for (None: no SigV4 scope)."""
-    lowered = {k.lower(): v for k, v in _headers(environ)}
-    query = dict(parse_qsl(str(environ.get("QUERY_STRING", "")), keep_blank_values=True))
+def _scope(
+    environ: dict[str, Any], request: AwsRequest, headers: list[tuple[str, str]] | None = None
+) -> Scope | None:
+    """The scope the caller signed the call for (None: no SigV4 scope); ``headers``: the
+    request's (:func:`_headers`), when the caller has them already."""
+    lowered = {k.lower(): v for k, v in (_headers(environ) if headers is None else headers)}
+    authorization = lowered.get("authorization", "")
+    query: dict[str, str] = {}
+    if not (authorization.startswith("AWS4-") and "Credential=" in authorization):
+        # only a call without a SigV4 header is read for a presigned scope in its query
+        query = dict(parse_qsl(str(environ.get("QUERY_STRING", "")), keep_blank_values=True))
     return caller_scope(lowered, query, service=request.service, region=request.region)
 
 

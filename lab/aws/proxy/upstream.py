@@ -3,8 +3,9 @@
 Role: the recording proxy (:mod:`lab.aws.proxy.app`) hands each AWS call here once the fault
 rules let it through. The call is rebuilt for the upstream (its base URL and path, hop-by-hop
 headers dropped, ``Host`` the upstream's) and, when the proxy has credentials, signed again
-with SigV4 by botocore's own signer (``botocore.auth.SigV4Auth``) for the upstream's host, in
-the region and under the signing name the caller's own signature was scoped to:
+with SigV4 by botocore's own signer (``botocore.auth.SigV4Auth``, as
+:class:`lab.aws.proxy.signer.ProxySigner`: the same signature for less work) for the
+upstream's host, in the region and under the signing name the caller's own signature was scoped to:
 
 * a caller signs for the proxy's host (``127.0.0.1:PORT``), which ``Host`` is part of, so an
   upstream that checks signatures (real AWS) refuses the call unless it is signed again;
@@ -25,7 +26,7 @@ Design: one small pool of ``http.client`` connections per upstream host, reused 
 is enough, so no HTTP client dependency is added. Errors reaching the upstream raise
 :class:`UpstreamUnavailable`, which the proxy answers as an AWS error (503/502).
 
-Neighbours: used by :mod:`lab.aws.proxy.app`; the signer is botocore's.
+Neighbours: used by :mod:`lab.aws.proxy.app`; the signer is botocore's (:mod:`.signer`).
 """
 
 from __future__ import annotations
@@ -40,11 +41,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from lab.aws.protocol import WireResponse
+from lab.aws.proxy.signer import ProxySigner, SigningRequest
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,8 @@ def caller_scope(
 def _strip(text: str, names: Iterable[str]) -> tuple[str, bool]:
     """A query string or form body without the parameters ``names`` (and whether any were)."""
     drop = frozenset(names)
+    if "%" not in text and not any(name in text for name in drop):
+        return text, False  # no parameter can be one of them: not worth parsing
     pairs = parse_qsl(text, keep_blank_values=True)
     kept = [(k, v) for k, v in pairs if k not in drop]
     if len(kept) == len(pairs):
@@ -164,6 +166,8 @@ class Upstream:
         self.max_idle = max_idle
         self._context = ssl.create_default_context(cafile=ca_file)
         self._lock = threading.Lock()
+        #: one signer per scope (botocore's signer keeps nothing of a call between calls)
+        self._signers: dict[Scope, ProxySigner] = {}
         self._idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = {}
         if self.url != "aws":
             parts = urlsplit(self.url)
@@ -225,15 +229,18 @@ class Upstream:
                 body = text.encode()
         kept = [(k, v) for k, v in headers if k.lower() not in CALLER_AUTH_HEADERS]
         url = f"{base.scheme}://{base.netloc}{base.path.rstrip('/')}{path}"
-        request = AWSRequest(
-            method=method,
-            url=url + (f"?{query}" if query else ""),
-            data=body,
-            headers={**dict(kept), "Host": _host(base)},
+        request = SigningRequest(
+            method, url + (f"?{query}" if query else ""), {**dict(kept), "Host": _host(base)}, body
         )
-        SigV4Auth(key, scope.service, scope.region).add_auth(request)
+        self._signer(scope, key).add_auth(request)  # type: ignore[arg-type]  # duck-typed
         signed = [(k, v) for k, v in request.headers.items() if k.lower() != "host"]
         return query, body, signed
+
+    def _signer(self, scope: Scope, key: Credentials) -> ProxySigner:
+        signer = self._signers.get(scope)
+        if signer is None or signer.credentials is not key:
+            signer = self._signers[scope] = ProxySigner(key, scope.service, scope.region)
+        return signer
 
     # --- connections ------------------------------------------------------------------------
 
