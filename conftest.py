@@ -1,7 +1,8 @@
 """Repository-wide pytest configuration.
 
 Registers the lab's pytest plugin once it exists, forbids real AWS and restores the root
-logger after each test (below); test discovery
+logger after each test (below); sorts the cases into the two tiers (``slow`` or not, slow
+first) and runs ``-n N`` as ``--dist loadgroup`` (``tests/tiers.py``); test discovery
 and markers are configured in ``pyproject.toml``.
 """
 
@@ -24,6 +25,23 @@ pytest_plugins = [
     for name in ("lab.pytest_plugin", "tests.rehearsal.plugin")
     if importlib.util.find_spec(name) is not None
 ]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """``-n N`` without ``--dist``: ``loadgroup`` (``tests/tiers.py``), not xdist's ``load``."""
+    option = config.option
+    if getattr(option, "numprocesses", None) and getattr(option, "dist", "no") == "no":
+        option.dist = "loadgroup"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The rule's slow cases marked ``slow`` (before ``-m`` deselects), slow cases first."""
+    from tests import tiers
+
+    tiers.classify(items, groups=getattr(config.option, "dist", "no") == "loadgroup")
+    tiers.slow_first(items)
 
 
 @pytest.fixture(autouse=True)
