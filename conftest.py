@@ -39,18 +39,21 @@ pytest_plugins = [
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """``-n N`` without ``--dist``: ``loadgroup`` (``tests/tiers.py``), not xdist's ``load``."""
+    """``-n N`` without ``--dist``: ``loadgroup``, which hands out every case as a unit of its
+    own to whichever worker is free, in collection order (slow cases first), where xdist's
+    ``load`` sends a quarter of the run up front, alternating between the workers, without
+    regard to how long each case takes."""
     option = config.option
     if getattr(option, "numprocesses", None) and getattr(option, "dist", "no") == "no":
         option.dist = "loadgroup"
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The rule's slow cases marked ``slow`` (before ``-m`` deselects), slow cases first."""
     from tests import tiers
 
-    tiers.classify(items, groups=getattr(config.option, "dist", "no") == "loadgroup")
+    tiers.classify(items)
     tiers.slow_first(items)
 
 

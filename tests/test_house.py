@@ -126,7 +126,7 @@ def test_the_tier_rule_marks_what_starts_a_lab_and_what_is_listed() -> None:
         "session lab only": _Case("e2e/test_x.py::test_b", ("lab",)),
         "plain": _Case("tests/test_x.py::test_c", ("tmp_path",)),
     }
-    tiers.classify(cases.values(), groups=False)  # type: ignore[arg-type]
+    tiers.classify(cases.values())  # type: ignore[arg-type]
     slow = {name for name, case in cases.items() if case.get_closest_marker("slow")}
     assert slow == {"release lab", "listed, a parameter"}
     order = list(cases.values())

@@ -12,11 +12,12 @@ A case is ``slow`` (deselected by ``-m "not slow"``; the gate, ``.ci/run``, runs
   second and matches no rule: add it there (or mark it).
 
 Root ``conftest.py`` applies the rule at collection (``classify``), puts slow cases first so the
-longest work starts first on every xdist worker (``slow_first``), and runs ``-n N`` with
-``--dist loadgroup``, where the cases sharing a module-scoped fixture of :data:`SLOW_FIXTURES`
-(the front door's running lab) form one group: one worker sets it up once instead of every
-worker once. ``tests/test_house.py`` checks that the rule is what marked the session's cases
-and that every name in the list is a test that exists. No timing is asserted anywhere.
+longest work starts first (``slow_first``), and runs ``-n N`` as ``--dist loadgroup``: every
+case a unit of its own, handed to whichever worker is free, in that order. (Grouping cases by
+``xdist_group`` does not work with pytest 9.2 and pytest-xdist 3.8: the worker's ``@group``
+suffix goes to ``Item._nodeid``, which pytest 9 no longer reads.) ``tests/test_house.py``
+checks that the rule is what marked the session's cases and that every name in the list is a
+test that exists. No timing is asserted anywhere.
 """
 
 from __future__ import annotations
@@ -58,28 +59,12 @@ def slow_reason(item: pytest.Item, names: frozenset[str]) -> str | None:
     return None
 
 
-def _shared_slow_fixture(item: pytest.Item) -> str | None:
-    """The module- or wider-scoped fixture of :data:`SLOW_FIXTURES` ``item`` uses, if any."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return None
-    for name in SLOW_FIXTURES:
-        defs = info.name2fixturedefs.get(name) or ()
-        if defs and defs[-1].scope != "function":
-            return f"{item.path.name}::{name}"
-    return None
-
-
-def classify(items: list[pytest.Item], *, groups: bool) -> None:
-    """Mark the rule's slow cases ``slow``; with ``groups`` (``--dist loadgroup``), put the users
-    of one shared slow fixture in one xdist group."""
+def classify(items: list[pytest.Item]) -> None:
+    """Mark the rule's slow cases ``slow``."""
     names = listed()
     for item in items:
         if slow_reason(item, names) is not None and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
-        group = _shared_slow_fixture(item) if groups else None
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def slow_first(items: list[pytest.Item]) -> None:
