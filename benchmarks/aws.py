@@ -46,7 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.e2e import worktree
+from benchmarks.worktree import worktree
 from lab.aws import AwsServer
 from lab.aws.clients import make_client
 from lab.aws.fidelity_config import FidelityConfig

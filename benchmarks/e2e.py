@@ -26,9 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.worktree import env_for, worktree
-
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.worktree import ROOT, environ, worktree
 
 
 @dataclass
@@ -53,8 +51,7 @@ def run(extra: list[str], *, cwd: Path = ROOT) -> CatalogRun:
             f"--junitxml={junit}",
             *extra,
         ]
-        # the worktree's code for pytest and every process it starts (controllers, servers)
-        env = env_for(cwd) if cwd != ROOT else None
+        env = environ(cwd)  # the worktree's code for pytest and every process it starts
         t0 = time.monotonic()
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=cwd, env=env)
         wall = time.monotonic() - t0

@@ -1,13 +1,13 @@
 """Another commit of this repository, checked out for the length of a benchmark run.
 
-``--compare REF`` in ``benchmarks.e2e`` and ``benchmarks.lab`` measures the same figures at git
-``REF`` in the same run, so "before" and "after" share the machine and its load. The checkout
-is a temporary, detached ``git worktree``; its code runs with this virtualenv, through
-``PYTHONPATH`` (:func:`env_for`): ahead of the editable install's path, so every process a
-measurement starts (``invoke``, pytest, the lab daemon, servers, controllers: the lab puts the
-repository it was imported from on their ``PYTHONPATH`` too) imports the worktree's code. That
-is honest as long as ``REF`` pins the same dependencies (``deploy/constraints.txt``); the
-scripts say which commit each figure is from.
+``--compare REF`` in ``benchmarks.e2e``, ``benchmarks.lab``, ``benchmarks.aws`` and
+``benchmarks.suite`` measures the same figures at git ``REF`` in the same run, so "before" and
+"after" share the machine and its load. The checkout is a temporary, detached ``git worktree``;
+its code runs with this virtualenv, through ``PYTHONPATH`` (:func:`env_for`): ahead of the
+editable install's path, so every process a measurement starts (``invoke``, pytest, the lab
+daemon, servers, controllers: the lab puts the repository it was imported from on their
+``PYTHONPATH`` too) imports the worktree's code. That is honest as long as ``REF`` pins the same
+dependencies (``deploy/constraints.txt``); the scripts say which commit each figure is from.
 """
 
 from __future__ import annotations
@@ -54,3 +54,9 @@ def constraints_differ(tree: Path) -> bool:
     not only its code's)."""
     pins = Path("deploy/constraints.txt")
     return (tree / pins).read_bytes() != (ROOT / pins).read_bytes()
+
+
+def environ(tree: Path) -> dict[str, str] | None:
+    """The environment that makes pytest and every process it starts import ``tree``'s code
+    (None: this checkout's own, unchanged)."""
+    return None if tree == ROOT else env_for(tree)

@@ -80,3 +80,72 @@ def test_up_task_is_thin() -> None:
     assert body[-1].end_lineno is not None
     lines = body[-1].end_lineno - body[0].lineno + 1
     assert lines <= TASK_BODY_LIMIT, f"tasks.py up: {lines} lines of body"
+
+
+# --- the suite's tiers (tests/tiers.py): which cases `pytest -m "not slow"` leaves out ---------
+
+
+def test_every_case_named_slow_exists() -> None:
+    """``tests/slow_tests.txt`` names test functions that exist: a case renamed or moved would
+    otherwise leave the list without a word and run in the fast tier."""
+    from tests import tiers
+
+    missing = []
+    for name in sorted(tiers.listed()):
+        path, *qualified = name.split("::")
+        file = ROOT / path
+        defined = {fn.name for fn in _functions(file)} if file.is_file() else set()
+        if not qualified or qualified[-1] not in defined:
+            missing.append(name)
+    assert not missing, f"{tiers.LISTED.name} names no such test: {missing}"
+
+
+class _Case:
+    """What the tier rule reads of a collected case."""
+
+    def __init__(self, nodeid: str, fixtures: tuple[str, ...] = ()) -> None:
+        self.nodeid = nodeid
+        self.fixturenames = list(fixtures)
+        self.path = ROOT / nodeid.split("::", 1)[0]
+        self.markers: list[pytest.Mark] = []
+
+    def get_closest_marker(self, name: str) -> pytest.Mark | None:
+        return next((m for m in self.markers if m.name == name), None)
+
+    def add_marker(self, marker: pytest.MarkDecorator) -> None:
+        self.markers.append(marker.mark)
+
+
+def test_the_tier_rule_marks_what_starts_a_lab_and_what_is_listed() -> None:
+    from tests import tiers
+
+    listed = sorted(tiers.listed())[0]
+    cases = {
+        "release lab": _Case("e2e/test_x.py::test_a", ("lab", "lab_at")),
+        "listed, a parameter": _Case(f"{listed}[one]", ("tmp_path",)),
+        "session lab only": _Case("e2e/test_x.py::test_b", ("lab",)),
+        "plain": _Case("tests/test_x.py::test_c", ("tmp_path",)),
+    }
+    tiers.classify(cases.values())  # type: ignore[arg-type]
+    slow = {name for name, case in cases.items() if case.get_closest_marker("slow")}
+    assert slow == {"release lab", "listed, a parameter"}
+    order = list(cases.values())
+    tiers.slow_first(order)  # type: ignore[arg-type]
+    assert [c.nodeid for c in order[:2]] == [cases["release lab"].nodeid, f"{listed}[one]"]
+
+
+def test_this_sessions_cases_carry_the_tier_rules_marker(request: pytest.FixtureRequest) -> None:
+    """Every case collected in this run that the rule calls slow is marked ``slow`` (so root
+    ``conftest.py`` applied it before ``-m`` chose), and the slow ones come first."""
+    from tests import tiers
+
+    names = tiers.listed()
+    items = request.session.items
+    unmarked = [
+        item.nodeid
+        for item in items
+        if tiers.slow_reason(item, names) is not None and item.get_closest_marker("slow") is None
+    ]
+    assert not unmarked, unmarked
+    fast = [item.get_closest_marker("slow") is None for item in items]
+    assert fast == sorted(fast), "slow cases first"
