@@ -8,7 +8,6 @@ sets of rules, event tuples) so assertions read as the catalog's sentences.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -371,34 +370,49 @@ def instance_groups(ec2: Any, instance_id: str) -> list[str]:
     return [g["GroupId"] for g in inst.get("SecurityGroups", [])]
 
 
-def wait_calls_settled(trail: Any, since: int, *, quiet_for: float = 1.0) -> None:
-    """Wait until the trail has a call after ``since`` and then none for ``quiet_for`` seconds
-    (the controller finished the sync it started)."""
-    last = [trail.last_seq, time.monotonic()]
-
-    def idle() -> bool:
-        seq = trail.last_seq
-        if seq != last[0]:
-            last[:] = [seq, time.monotonic()]
-        return bool(seq > since and time.monotonic() - last[1] >= quiet_for)
-
-    wait_for(idle, timeout=30, what="the controller's sync to finish")
+#: the Events that end a service controller's sync of one Service, upstream's and ours alike
+#: (``EnsuredLoadBalancer`` after an ensure; after a node sync's update ``UpdatedLoadBalancer``,
+#: or ``UnAvailableLoadBalancer`` when no node is left); a failure ends one too
+ENSURE_OUTCOMES = ("EnsuredLoadBalancer", "SyncLoadBalancerFailed")
+NODE_SYNC_OUTCOMES = ("UpdatedLoadBalancer", "UnAvailableLoadBalancer", "UpdateLoadBalancerFailed")
 
 
-def node_leaves_and_joins(lab: Any, name: str) -> int:
+def sync_count(
+    core: client.CoreV1Api, service: str, outcomes: Iterable[str], namespace: str = "default"
+) -> int:
+    """How many Events of ``outcomes`` the Service has had (the recorder's counts summed)."""
+    wanted = set(outcomes)
+    return sum(
+        e.count for e in events_for(core, "Service", service, namespace) if e.reason in wanted
+    )
+
+
+def wait_synced(
+    core: client.CoreV1Api,
+    service: str,
+    outcomes: Iterable[str],
+    before: int,
+    namespace: str = "default",
+) -> None:
+    """Wait for the evidence that the controller finished the sync it started: one more Event
+    of ``outcomes`` on the Service than ``before`` (:func:`sync_count`)."""
+    wait_for(
+        lambda: sync_count(core, service, outcomes, namespace) > before,
+        timeout=30,
+        what=f"the controller's {' / '.join(outcomes)} event on Service {namespace}/{service}",
+    )
+
+
+def node_leaves_and_joins(lab: Any, name: str, service: str = "web") -> int:
     """Node ``name`` leaves the cluster, the NLB's targets follow, and it registers again; a
-    sync for each. Returns the trail's last sequence number before the node left."""
+    node sync for each, each waited for by its outcome's Event on ``service``
+    (:data:`NODE_SYNC_OUTCOMES`). Returns the trail's last sequence number before the node
+    left."""
     trail = lab.aws.trail
+    core = client.CoreV1Api(lab.api_client())
     mark = trail.last_seq
-
-    def called(action: str, since: int) -> bool:
-        return any(e.action == action for e in trail.events() if e.seq > since)
-
-    lab.sim.remove_node(name)
-    wait_for(lambda: called("DeregisterTargets", mark), timeout=30, what=f"{name} deregistered")
-    wait_calls_settled(trail, mark)
-    back = trail.last_seq
-    lab.sim.reregister(name)
-    wait_for(lambda: called("RegisterTargets", back), timeout=30, what=f"{name} registered again")
-    wait_calls_settled(trail, back)
+    for change in (lab.sim.remove_node, lab.sim.reregister):
+        synced = sync_count(core, service, NODE_SYNC_OUTCOMES)
+        change(name)
+        wait_synced(core, service, NODE_SYNC_OUTCOMES, synced)
     return int(mark)

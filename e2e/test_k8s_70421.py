@@ -40,6 +40,7 @@ import pytest
 
 from e2e.catalog import conformance
 from e2e.support import (
+    ENSURE_OUTCOMES,
     NLB_RULE,
     OUTSIDE_CLIENT,
     DescribedRule,
@@ -51,9 +52,10 @@ from e2e.support import (
     node_leaves_and_joins,
     node_port_of,
     quiet,
-    wait_calls_settled,
+    sync_count,
     wait_for,
     wait_hostname,
+    wait_synced,
 )
 from lab.compose import Lab
 from lab.traffic.report import Gate
@@ -121,6 +123,7 @@ def run_port_change(
     new = old + 1 if old < 32767 else old - 1
     say(f"move the Service from port 80 / node port {old} to 8080 / {new}")
     mark = lab.aws.trail.last_seq
+    ensured = sync_count(core, "web", ENSURE_OUTCOMES)
     svc = get_service(core, "web")
     svc.spec.ports[0].port = 8080
     svc.spec.ports[0].node_port = new
@@ -132,7 +135,7 @@ def run_port_change(
         timeout=30,
         what="the new port's client rule",
     )
-    wait_calls_settled(lab.aws.trail, mark)
+    wait_synced(core, "web", ENSURE_OUTCOMES, ensured)
     return Evidence(
         old_port=old,
         new_port=new,
