@@ -22,7 +22,8 @@ Without credentials the proxy forwards every call as the caller signed it (enoug
 and LocalStack, which do not check signatures).
 
 Design: one small pool of ``http.client`` connections per upstream host, reused across calls
-(an idle connection the upstream closed is retried once on a fresh one); the standard library
+(an idle connection the upstream closed is retried once on a fresh one), ``TCP_NODELAY`` on,
+each request's header block and body in one write (:class:`_OneWrite`); the standard library
 is enough, so no HTTP client dependency is added. Errors reaching the upstream raise
 :class:`UpstreamUnavailable`, which the proxy answers as an AWS error (503/502).
 
