@@ -160,3 +160,21 @@ def test_signed_header_map_keeps_every_value_in_order() -> None:
         ["1", "2"],
         True,
     )
+
+
+def test_the_kept_signing_key_follows_the_day_and_the_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the signer derives its key once per day and secret key: a new day or a rotated secret
+    # (refreshed credentials) must sign as botocore does, never with the key kept before
+    base_url, target, headers, body, scope, _ = CASES["ec2 form call"]
+    key = Credentials("AKIDPROXYEXAMPLE", "first-secret")
+    upstream = Upstream(base_url, credentials=key)
+    path, _, query = target.partition("?")
+    base = urlsplit(upstream.url)
+    for day, secret in ((29, "first-secret"), (30, "first-secret"), (30, "rotated-secret")):
+        instant = datetime.datetime(2026, 11, day, 16, 15, 7)
+        monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda at=instant: at)
+        key.secret_key = secret
+        got = upstream._resign("POST", base, path, query, body, headers, scope=scope, key=key)
+        assert got == _reference(upstream.url, target, headers, body, scope, key), (day, secret)

@@ -8,8 +8,9 @@ botocore's :class:`~botocore.auth.SigV4Auth` builds the set of headers to sign a
 signing one call cost the proxy (``benchmarks/aws.py``, issue 28). :class:`ProxySigner` is
 botocore's signer with those steps done on plain Python values (:class:`SignedHeaderMap`,
 :class:`SigningRequest`, which keep the same order and case rules); every other step
-(timestamp, date and token headers, canonical request, string to sign, key derivation, the
-``Authorization`` header) is botocore's own code, so the headers sent are the same bytes
+(timestamp, date and token headers, canonical request, string to sign, the ``Authorization``
+header) is botocore's own code, and the signing key (SigV4's HMAC chain, which botocore derives
+on every call) is derived once per day and secret key, so the headers sent are the same bytes
 (``tests/aws/test_proxy_signer.py`` compares the two on calls with repeated headers, odd
 whitespace, a ``Date`` header, a session token, queries and bodies).
 
@@ -19,6 +20,7 @@ Neighbours: used by :mod:`lab.aws.proxy.upstream`; the caller-side check
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Callable, Iterable, Iterator
 from hashlib import sha256
 from typing import Any
@@ -64,6 +66,26 @@ class ProxySigner(SigV4Auth):
         if "host" not in header_map:
             header_map["host"] = _host_from_url(request.url)
         return header_map
+
+    def __init__(self, credentials: Any, service_name: str, region_name: str) -> None:
+        super().__init__(credentials, service_name, region_name)
+        self._scope_parts = (region_name, service_name, "aws4_request")
+        #: the last signing key derived: (secret key, date stamp, key); one signer serves one
+        #: region and service, so the key changes only with the day or the credentials
+        self._signing_key: tuple[str, str, bytes] = ("", "", b"")
+
+    def signature(self, string_to_sign: str, request: Any) -> str:
+        """botocore's signature, its signing key (SigV4's four HMACs: date, region, service,
+        ``aws4_request``) derived once per day and secret key instead of on every call."""
+        secret = str(self.credentials.secret_key)
+        day = str(request.context["timestamp"][0:8])
+        cached = self._signing_key
+        if cached[0] != secret or cached[1] != day:
+            key = hmac.new(f"AWS4{secret}".encode(), day.encode(), sha256).digest()
+            for part in self._scope_parts:
+                key = hmac.new(key, part.encode(), sha256).digest()
+            cached = self._signing_key = (secret, day, key)
+        return hmac.new(cached[2], string_to_sign.encode(), sha256).hexdigest()
 
     def payload(self, request: Any) -> str:
         data = request.data

@@ -22,7 +22,8 @@ Without credentials the proxy forwards every call as the caller signed it (enoug
 and LocalStack, which do not check signatures).
 
 Design: one small pool of ``http.client`` connections per upstream host, reused across calls
-(an idle connection the upstream closed is retried once on a fresh one); the standard library
+(an idle connection the upstream closed is retried once on a fresh one), ``TCP_NODELAY`` on,
+each request's header block and body in one write (:class:`_OneWrite`); the standard library
 is enough, so no HTTP client dependency is added. Errors reaching the upstream raise
 :class:`UpstreamUnavailable`, which the proxy answers as an AWS error (503/502).
 
@@ -251,10 +252,10 @@ class Upstream:
                 return idle.pop(), True
         if scheme == "https":
             return (
-                http.client.HTTPSConnection(netloc, timeout=self.timeout, context=self._context),
+                _OneWriteHTTPSConnection(netloc, timeout=self.timeout, context=self._context),
                 False,
             )
-        return http.client.HTTPConnection(netloc, timeout=self.timeout), False
+        return _OneWriteHTTPConnection(netloc, timeout=self.timeout), False
 
     def _give_back(self, scheme: str, netloc: str, connection: http.client.HTTPConnection) -> None:
         with self._lock:
@@ -367,12 +368,39 @@ def _write_request(
     method, url_path, headers, body = request
     if connect:
         connection.connect()
-        # http.client writes the headers and the body separately; on a kept-alive
-        # connection Nagle's algorithm would hold the body until the upstream's
-        # delayed ACK of the headers (up to 40 ms)
+        # each request leaves in one write (_OneWrite), but a kept-alive connection's
+        # small writes must not wait on the upstream's delayed ACK (Nagle, up to 40 ms)
         opened: socket.socket = connection.sock
         opened.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     connection.putrequest(method, url_path, skip_host=True, skip_accept_encoding=True)
     for name, value in headers:
         connection.putheader(name, value)
-    connection.endheaders(body or None)
+    if isinstance(connection, _OneWrite):
+        connection.body_to_follow = body
+        connection.endheaders()
+    else:  # pragma: no cover - the pool makes only one-write connections
+        connection.endheaders(body or None)
+
+
+class _OneWrite:
+    """An ``http.client`` connection that sends a request's header block and its body in one
+    write: ``endheaders`` hands the block to :meth:`send`, which adds ``body_to_follow``.
+    ``http.client`` sends the two apart (two syscalls, two segments): the upstream wakes up
+    for the headers, then again for the body, one more wake-up per call on a loaded machine
+    (issue 28; with Nagle on, the body even waited for the delayed ACK of the headers)."""
+
+    body_to_follow: bytes = b""
+
+    def send(self, data: Any) -> None:
+        body, self.body_to_follow = self.body_to_follow, b""
+        if body and isinstance(data, bytes):
+            data += body
+        super().send(data)  # type: ignore[misc]
+
+
+class _OneWriteHTTPConnection(_OneWrite, http.client.HTTPConnection):
+    pass
+
+
+class _OneWriteHTTPSConnection(_OneWrite, http.client.HTTPSConnection):
+    pass
