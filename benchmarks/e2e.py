@@ -17,7 +17,6 @@ verdict differs. ``--faster-clock N`` runs it once more at N lab seconds per rea
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import subprocess
 import sys
@@ -25,9 +24,10 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmarks.gitref import worktree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,28 +72,6 @@ def run(extra: list[str], *, cwd: Path = ROOT) -> CatalogRun:
                         outcome = {"failure": "failed"}.get(tag, tag)
                 verdicts[f"{module}::{case.get('name')}"] = outcome
         return CatalogRun(wall, dict(per), verdicts, summary)
-
-
-@contextlib.contextmanager
-def worktree(ref: str) -> Iterator[Path]:
-    """A detached git worktree of ``ref`` for the length of the block."""
-    with tempfile.TemporaryDirectory(prefix="ccm-lab-e2e-") as tmp:
-        path = Path(tmp) / "tree"
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(path), ref],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-        )
-        try:
-            yield path
-        finally:
-            subprocess.run(
-                ["git", "worktree", "remove", "--force", str(path)],
-                cwd=ROOT,
-                check=False,
-                capture_output=True,
-            )
 
 
 def differences(before: dict[str, str], after: dict[str, str]) -> list[str]:

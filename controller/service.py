@@ -58,6 +58,7 @@ from controller.runtime.workqueue import (
     process_next,
     run_worker,
 )
+from controller.waves import QueueWaves, node_sync_wave
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +216,7 @@ class ServiceController:
         self.node_queue: RateLimitingQueue[str] = RateLimitingQueue(
             "service-node-sync", clock=self.clock, metrics=metrics
         )
+        self._queue_waves = QueueWaves(balancer, lambda: len(self.queue))
         self._cache: dict[str, Service] = {}
         self._last_synced_nodes: dict[str, frozenset[tuple[str, str]]] = {}
         self._lock = threading.Lock()
@@ -303,6 +305,10 @@ class ServiceController:
         )
 
     def sync_service(self, key: str) -> None:
+        with self._queue_waves.sync():  # syncs taken back to back share reads (controller.waves)
+            self._sync_service(key)
+
+    def _sync_service(self, key: str) -> None:
         obj = self.services.get(key)
         if obj is None:
             log.debug("service %s is gone; forgetting it", key)
@@ -400,11 +406,12 @@ class ServiceController:
                 for key, svc in self._cache.items()
                 if self._last_synced_nodes.get(key) != current
             ]
-        for svc in todo:
-            if self._update_hosts(svc, nodes):
-                with self._lock:
-                    if svc.key in self._cache:
-                        self._last_synced_nodes[svc.key] = current
+        with node_sync_wave(self.balancer, len(todo)):  # one wave: reads shared
+            for svc in todo:
+                if self._update_hosts(svc, nodes):
+                    with self._lock:
+                        if svc.key in self._cache:
+                            self._last_synced_nodes[svc.key] = current
 
     def _update_hosts(self, svc: Service, nodes: list[Node]) -> bool:
         ref = service_ref(svc)

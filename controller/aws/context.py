@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from controller.aws.clients import Clients
 from controller.aws.config import CloudConfig
 from controller.aws.tags import ClusterTags
+from controller.aws.wave import WaveCache
 from controller.legacy import LegacyFlags
 
 
@@ -30,6 +31,8 @@ class AWSContext:
     sg_delete_timeout: float = 600.0
     sleep: Callable[[float], None] = field(default=time.sleep)
     clock: Callable[[], float] = field(default=time.monotonic)
+    #: reads shared by one sync wave (inactive, so a pass-through, outside a wave)
+    wave: WaveCache = field(default_factory=WaveCache)
 
     @property
     def region(self) -> str:
