@@ -25,9 +25,18 @@ B. **Shared ``ElbSecurityGroup``** (the configuration a cluster with hundreds of
 * the controller's RSS (``/proc/<pid>/status`` VmRSS) idle, at the baseline and at full size;
 * the mean latency of the unfiltered ``DescribeSecurityGroups`` sent on every ensure.
 
+``--nlb`` runs B once more with NLB Services (``aws-load-balancer-type: nlb``; no shared group,
+the node rules are CIDR rules): create, joins, steady state, restart, beside upstream's
+``UpdateLoadBalancer`` model for an NLB (a describe and the whole ensure, 12 calls per NLB).
+``--compare REF`` runs every lab once more with the controller of git ``REF`` (a temporary
+worktree, :mod:`benchmarks.gitref`; same interpreter and virtualenv, ``PYTHONPATH`` at the
+worktree) and prints each B / NLB / A figure as "this checkout vs REF (ratio)", so before and
+after share the run and the machine's load. ``--skip-a`` leaves A out.
+
 Every figure with a baseline carries a ratio against it (same run). Nothing is asserted.
 
     .venv/bin/python -m benchmarks.controller [--quick] [--services N] [--nodes N] [--probe N]
+        [--nlb] [--compare REF] [--skip-a]
 """
 
 from __future__ import annotations
