@@ -704,7 +704,11 @@ class NetworkLoadBalancers:
 
     def _vpc_cidr(self) -> str:
         """The VPC's CIDR (old upstream's ``getVpcCidrBlock``: its health rules' source)."""
-        vpcs = self.ctx.clients.ec2.describe_vpcs(VpcIds=[self.ctx.vpc_id]).get("Vpcs", [])
+        vpcs = self.ctx.wave.read(  # once per sync wave
+            "ec2",
+            ("DescribeVpcs", self.ctx.vpc_id),
+            lambda: self.ctx.clients.ec2.describe_vpcs(VpcIds=[self.ctx.vpc_id]).get("Vpcs", []),
+        )
         if len(vpcs) != 1:
             raise CloudError(f"error querying VPC for ELB, got {len(vpcs)} for {self.ctx.vpc_id}")
         return vpcs[0].get("CidrBlock", "")
