@@ -883,9 +883,9 @@ def main() -> None:
     parser.add_argument("--nlb", action="store_true", help="also run B with NLB Services")
     parser.add_argument("--skip-a", action="store_true", help="leave out A (per-ELB groups)")
     args = parser.parse_args()
-    services = args.services or (50 if args.quick else 500)
-    nodes = args.nodes or (10 if args.quick else 50)
-    quiet = args.quiet or (10.0 if args.quick else 30.0)
+    services = args.services if args.services is not None else (50 if args.quick else 500)
+    nodes = args.nodes if args.nodes is not None else (10 if args.quick else 50)
+    quiet = args.quiet if args.quiet is not None else (10.0 if args.quick else 30.0)
     probe = args.probe if args.probe is not None else (0 if args.quick else 70)
     base_n = min(args.baseline, services)
     for flag, value in (("--services", services), ("--nodes", nodes), ("--baseline", base_n)):
