@@ -63,7 +63,7 @@ class WaveCache:
         self._tick = 0
         self._domain_tick: dict[str, int] = {}
         self._key_tick: dict[tuple[str, Hashable], int] = {}
-        self._listed: set[Hashable] = set()
+        self._listed: dict[Hashable, float] = {}
 
     # -- waves ------------------------------------------------------------------------------
     def begin(self, size: int) -> None:
@@ -139,12 +139,17 @@ class WaveCache:
         return value
 
     def first_listing(self, listing: Hashable) -> bool:
-        """True once per batched wave for each ``listing`` (e.g. every Classic ELB): the
-        caller fetches it then; afterwards a name the listing lacks is asked for directly."""
+        """True once per batched wave for each ``listing`` (e.g. every Classic ELB), and again
+        once the last one is ``max_age`` old (what it answered has expired): the caller
+        fetches it then; otherwise a name the listing lacks is asked for directly."""
         with self._lock:
-            if self._depth == 0 or self._batched == 0 or listing in self._listed:
+            if self._depth == 0 or self._batched == 0:
                 return False
-            self._listed.add(listing)
+            now = self._clock()
+            at = self._listed.get(listing)
+            if at is not None and now - at <= self.max_age:
+                return False
+            self._listed[listing] = now
             return True
 
     # -- invalidation -----------------------------------------------------------------------

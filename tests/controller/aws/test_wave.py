@@ -145,13 +145,16 @@ def test_a_read_in_flight_during_a_mutation_is_not_kept() -> None:
     assert cache.get("ec2", "k") is MISS, "the wave's end drops everything"
 
 
-def test_answers_expire_inside_a_long_wave() -> None:
+def test_answers_expire_inside_a_long_wave_and_a_listing_is_asked_again() -> None:
     now = [0.0]
     cache = WaveCache(max_age=60.0, clock=lambda: now[0])
-    cache.begin(1)
+    cache.begin(2)
     cache.read("ec2", "k", lambda: 1)
+    assert cache.first_listing("elb")
+    assert not cache.first_listing("elb"), "once while it is fresh"
     now[0] = 61.0
     assert cache.get("ec2", "k") is MISS
+    assert cache.first_listing("elb"), "an expired listing is fetched again, not every name"
 
 
 def test_groups_are_selected_as_ec2_filters_them(aws: AwsServer, topo: Topology) -> None:
