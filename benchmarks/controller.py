@@ -25,14 +25,24 @@ B. **Shared ``ElbSecurityGroup``** (the configuration a cluster with hundreds of
 * the controller's RSS (``/proc/<pid>/status`` VmRSS) idle, at the baseline and at full size;
 * the mean latency of the unfiltered ``DescribeSecurityGroups`` sent on every ensure.
 
+``--nlb`` runs B once more with NLB Services (``aws-load-balancer-type: nlb``; no shared group,
+the node rules are CIDR rules): create, joins, steady state, restart, beside upstream's
+``UpdateLoadBalancer`` model for an NLB (a describe and the whole ensure, 12 calls per NLB).
+``--compare REF`` runs every lab once more with the controller of git ``REF`` (a temporary
+worktree, :mod:`benchmarks.worktree`; same interpreter and virtualenv, ``PYTHONPATH`` at the
+worktree) and prints each B / NLB / A figure as "this checkout vs REF (ratio)", so before and
+after share the run and the machine's load. ``--skip-a`` leaves A out.
+
 Every figure with a baseline carries a ratio against it (same run). Nothing is asserted.
 
     .venv/bin/python -m benchmarks.controller [--quick] [--services N] [--nodes N] [--probe N]
+        [--nlb] [--compare REF] [--skip-a]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import json
 import signal
@@ -46,16 +56,19 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
+from benchmarks.worktree import resolve, worktree
 from lab.aws.topology import cluster_tag_key
 from lab.aws.trail import TrailEvent
 from lab.cluster.base import Role
 from lab.cluster.kubelet import NodeRegistration
 from lab.compose import Lab
+from lab.controllerproc import ControllerCommand
 from lab.spec import LabSpec
 
 CONTROLLER_UA = "ccm-lab-controller"  # controller/aws/clients.py: user_agent_extra
 UNINIT = "node.cloudprovider.kubernetes.io/uninitialized"
 EXCLUDE_LB = "node.kubernetes.io/exclude-from-external-load-balancers"
+NLB_TYPE = "service.beta.kubernetes.io/aws-load-balancer-type"
 BENCH_LABEL = "ccm-lab-bench"
 READ_PREFIXES = ("Describe", "Get", "List")
 
@@ -99,6 +112,13 @@ UPSTREAM_JOIN_PER_LB: tuple[tuple[str, int], ...] = (
     ("DescribeSecurityGroups (ip-permission.group-id)", 1),
 )
 UPSTREAM_JOIN_FIXED = 1  # DescribeInstances
+# Upstream UpdateLoadBalancer per NLB (one TCP port, TCP health check) when a node joins:
+# DescribeLoadBalancers, then the whole EnsureLoadBalancer (§3.5, §3.8; the call list in
+# controller/aws/README.md): DescribeSubnets, DescribeRouteTables, DescribeLoadBalancers,
+# DescribeListeners, DescribeTargetGroups, DescribeTargetHealth, RegisterTargets,
+# DescribeLoadBalancers (after an existing listener), DescribeLoadBalancerAttributes,
+# DescribeSubnets (the subnets' CIDRs), DescribeSecurityGroups (every group).
+UPSTREAM_NLB_JOIN_PER_LB = 12
 
 
 _T = TypeVar("_T")
@@ -153,14 +173,17 @@ def wait(pred: Callable[[], Any], *, timeout: float, what: str, interval: float 
 class Bench:
     """One lab, one controller, and the measurements taken against them."""
 
-    def __init__(self, lab: Lab) -> None:
+    def __init__(self, lab: Lab, *, nlb: bool = False) -> None:
         self.lab = lab
+        self.nlb = nlb
+        self.register = "RegisterTargets" if nlb else "RegisterInstancesWithLoadBalancer"
         self.aws = need(lab.aws, "AWS endpoint")
         self.topology = need(lab.topology, "topology")
         self.kubelet = need(lab.sim.kubelet, "kubelet stand-in")
         # Any: the kubernetes models type every field Optional; these objects are all set.
         self.core: Any = client.CoreV1Api(lab.api_client())
         self.elb = self.aws.client("elb", max_attempts=3)
+        self.elbv2 = self.aws.client("elbv2", max_attempts=3)
         self.ec2 = self.aws.client("ec2", max_attempts=3)
         self.created = 0
         self.joined = 0
@@ -226,7 +249,11 @@ class Bench:
                 {
                     "apiVersion": "v1",
                     "kind": "Service",
-                    "metadata": {"name": name, "labels": {BENCH_LABEL: "1"}},
+                    "metadata": {
+                        "name": name,
+                        "labels": {BENCH_LABEL: "1"},
+                        "annotations": {NLB_TYPE: "nlb"} if self.nlb else {},
+                    },
                     "spec": {
                         "type": "LoadBalancer",
                         "selector": {"app": name},
@@ -249,12 +276,33 @@ class Bench:
         return out
 
     def elb_instances(self) -> dict[str, frozenset[str]]:
+        if self.nlb:
+            return self.nlb_instances()
         out = {}
         for page in self.elb.get_paginator("describe_load_balancers").paginate():
             for lb in page["LoadBalancerDescriptions"]:
                 out[lb["LoadBalancerName"]] = frozenset(
                     i["InstanceId"] for i in lb.get("Instances", [])
                 )
+        return out
+
+    def nlb_instances(self) -> dict[str, frozenset[str]]:
+        """NLB name -> the instances its target groups hold (any state but draining)."""
+        names = {}
+        for page in self.elbv2.get_paginator("describe_load_balancers").paginate():
+            for lb in page["LoadBalancers"]:
+                names[lb["LoadBalancerArn"]] = lb["LoadBalancerName"]
+        out: dict[str, frozenset[str]] = {}
+        for page in self.elbv2.get_paginator("describe_target_groups").paginate():
+            for tg in page["TargetGroups"]:
+                health = self.elbv2.describe_target_health(TargetGroupArn=tg["TargetGroupArn"])
+                ids = frozenset(
+                    d["Target"]["Id"]
+                    for d in health["TargetHealthDescriptions"]
+                    if d.get("TargetHealth", {}).get("State") != "draining"
+                )
+                for arn in tg.get("LoadBalancerArns", []):
+                    out[names.get(arn, arn)] = out.get(names.get(arn, arn), frozenset()) | ids
         return out
 
     def converged(self, eligible: frozenset[str]) -> bool:
@@ -272,11 +320,9 @@ class Bench:
         t0 = time.monotonic()
         eligible = self.eligible_instances()
         wait(
-            lambda: (
-                self.aws.trail.count("RegisterInstancesWithLoadBalancer", since_seq=since) >= batch
-            ),
+            lambda: self.aws.trail.count(self.register, since_seq=since) >= batch,
             timeout=timeout,
-            what=f"{batch} ELB registrations",
+            what=f"{batch} load balancer registrations",
         )
         wait(
             lambda: self.converged(eligible),
@@ -343,7 +389,9 @@ class Bench:
         wait(
             lambda: (
                 self.aws.trail.count(
-                    "RegisterInstancesWithLoadBalancer", since_seq=before, params={"Instances": iid}
+                    self.register,
+                    since_seq=before,
+                    params={"Targets" if self.nlb else "Instances": iid},
                 )
                 >= self.created
             ),
@@ -364,6 +412,7 @@ class ScaleRun:
     mode: str
     services: int
     base_n: int
+    build: str = "this checkout"
     rss_idle: int = 0
     eligible: int = 0
     base_t: float = 0.0
@@ -383,7 +432,42 @@ class ScaleRun:
     rss_restart: int = 0
 
 
-def start_lab(nodes: int, *, shared_sg: bool, workers: int) -> tuple[Lab, Bench, str]:
+@dataclass(frozen=True)
+class Build:
+    """Which controller runs: this checkout's (``tree`` None) or another commit's code."""
+
+    label: str
+    tree: Path | None = None
+
+    def start(self, lab: Lab, workers: int) -> None:
+        args = ["--concurrent-service-syncs", str(workers)]
+        if self.tree is None:
+            lab.start_controller(args=args)
+            return
+        # The same interpreter and virtualenv; -P keeps the working directory (this
+        # checkout) off sys.path so PYTHONPATH's worktree supplies ``controller``.
+        command = ControllerCommand(
+            (
+                "env",
+                f"PYTHONPATH={self.tree}",
+                sys.executable,
+                "-P",
+                "-m",
+                "controller",
+                "--kubeconfig={kubeconfig}",
+                "--cloud-config={cloud_config}",
+                "--metrics-addr={metrics_addr}",
+                *args,
+            ),
+            ready_url="http://{metrics_addr}/readyz",
+            name=self.label,
+        )
+        lab.start_controller(command=command)
+
+
+def start_lab(
+    nodes: int, *, shared_sg: bool, workers: int, build: Build, nlb: bool = False
+) -> tuple[Lab, Bench, str]:
     """A lab and its controller; with ``shared_sg`` the cloud config names one
     ``ElbSecurityGroup`` (created here in the cluster VPC) for every ELB."""
     lab = Lab(LabSpec(name="bench-controller", nodes=nodes, zones=("us-east-1a", "us-east-1b")))
@@ -391,7 +475,7 @@ def start_lab(nodes: int, *, shared_sg: bool, workers: int) -> tuple[Lab, Bench,
     try:
         # moto's state is process-wide and outlives a stopped lab: start from a wiped world.
         lab.reset()
-        bench = Bench(lab)
+        bench = Bench(lab, nlb=nlb)
         sg = ""
         if shared_sg:
             sg = bench.ec2.create_security_group(
@@ -400,7 +484,7 @@ def start_lab(nodes: int, *, shared_sg: bool, workers: int) -> tuple[Lab, Bench,
                 VpcId=bench.topology.vpc_id,
             )["GroupId"]
             lab.write_cloud_config(extra_global=[("ElbSecurityGroup", sg)])
-        lab.start_controller(args=["--concurrent-service-syncs", str(workers)])
+        build.start(lab, workers)
         wait(bench.nodes_initialized, timeout=120, what="nodes initialized")
         bench.wait_quiet(1.0, timeout=60)
     except BaseException:
@@ -418,12 +502,15 @@ def scale_run(
     workers: int,
     timeout: float,
     say: Callable[[str], None],
+    build: Build,
+    nlb: bool = False,
 ) -> ScaleRun:
-    """Shared ``ElbSecurityGroup``: baseline batch, join, rest of the Services, join, steady
-    state, restart."""
-    out = ScaleRun(mode="ElbSecurityGroup", services=services, base_n=base_n, quiet=quiet)
+    """Shared ``ElbSecurityGroup`` (or NLBs, ``nlb``): baseline batch, join, rest of the
+    Services, join, steady state, restart."""
+    mode = "NLB" if nlb else "ElbSecurityGroup"
+    out = ScaleRun(mode=mode, services=services, base_n=base_n, quiet=quiet, build=build.label)
     t0 = time.monotonic()
-    lab, bench, _ = start_lab(nodes, shared_sg=True, workers=workers)
+    lab, bench, _ = start_lab(nodes, shared_sg=not nlb, workers=workers, build=build, nlb=nlb)
     try:
         say(f"lab ({nodes} nodes) and controller up in {time.monotonic() - t0:.1f} s")
         out.rss_idle = bench.rss_kib()
@@ -461,7 +548,7 @@ def scale_run(
 
         mark = bench.mark
         t_restart = time.monotonic()
-        lab.start_controller(args=["--concurrent-service-syncs", str(workers)])
+        build.start(lab, workers)
         wait(
             lambda: (
                 bench.aws.trail.count("DescribeLoadBalancerAttributes", since_seq=mark) >= services
@@ -506,9 +593,10 @@ def managed_run(
     workers: int,
     timeout: float,
     say: Callable[[str], None],
+    build: Build,
 ) -> ManagedRun:
     out = ManagedRun(base_n=base_n, probe=probe, window=window)
-    lab, bench, _ = start_lab(nodes, shared_sg=False, workers=workers)
+    lab, bench, _ = start_lab(nodes, shared_sg=False, workers=workers, build=build)
     try:
         mark = bench.mark
         t_batch = time.monotonic()
@@ -713,6 +801,68 @@ def report(m: ManagedRun, r: ScaleRun, nodes: int) -> None:
         print(f"  {star} {step:<4} {action} x{n}")
 
 
+def compare_rows(
+    label: str, now: ScaleRun, before: ScaleRun | None, up_join_per_lb: int
+) -> list[tuple[str, str]]:
+    """One mode's figures for this checkout beside the other build's (same run) and
+    upstream's model: each with a ratio."""
+    rest = max(now.services - now.base_n, 1)
+
+    def pair(a: float, b: float | None, fmt: str = "{:.0f}") -> str:
+        if b is None:
+            return fmt.format(a)
+        return f"{fmt.format(a)} vs {fmt.format(b)} ({ratio(a, b)})"
+
+    def up(calls: int, n: int) -> str:
+        model = UPSTREAM_JOIN_FIXED + n * up_join_per_lb
+        return f"; upstream model {model}: {ratio(calls, model)}"
+
+    b = before
+    return [
+        (f"{label} [{now.build}" + (f" vs {b.build}]" if b else "]"), ""),
+        (
+            f"  calls per Service on create (to {now.services})",
+            pair(now.full.total / rest, b and b.full.total / rest, "{:.2f}"),
+        ),
+        (
+            f"  node join at {now.base_n} Services, calls",
+            pair(now.base_join.total, b and b.base_join.total)
+            + up(now.base_join.total, now.base_n),
+        ),
+        (
+            f"  node join at {now.services} Services, calls",
+            pair(now.join.total, b and b.join.total) + up(now.join.total, now.services),
+        ),
+        (
+            f"  node join at {now.services} Services, seconds",
+            pair(now.join_t, b and b.join_t, "{:.1f}"),
+        ),
+        (
+            f"  steady state {now.quiet:.0f} s, calls",
+            pair(now.steady.total, b and b.steady.total),
+        ),
+        (
+            f"  restart re-ensuring {now.services}, calls",
+            pair(now.restart.total, b and b.restart.total)
+            + f"; mutating {now.restart.writes}"
+            + (f" vs {b.restart.writes}" if b else ""),
+        ),
+        (
+            f"  restart re-ensuring {now.services}, seconds",
+            pair(now.restart_t, b and b.restart_t, "{:.1f}"),
+        ),
+        (f"  join at {now.services} by action", fmt_counter(now.join.by_action())),
+        ("  restart by action", fmt_counter(now.restart.by_action())),
+    ]
+
+
+def print_rows(rows: Sequence[tuple[str, str]]) -> None:
+    width = max(len(k) for k, _ in rows)
+    print()
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="50 Services x 10 nodes, 10 s quiet")
@@ -725,41 +875,106 @@ def main() -> None:
     )
     parser.add_argument("--workers", type=int, default=1, help="--concurrent-service-syncs")
     parser.add_argument("--timeout", type=float, default=900.0, help="per phase, s")
+    parser.add_argument(
+        "--compare",
+        metavar="REF",
+        help="also measure the controller of git REF (a temporary worktree) in the same run",
+    )
+    parser.add_argument("--nlb", action="store_true", help="also run B with NLB Services")
+    parser.add_argument("--skip-a", action="store_true", help="leave out A (per-ELB groups)")
     args = parser.parse_args()
-    services = args.services or (50 if args.quick else 500)
-    nodes = args.nodes or (10 if args.quick else 50)
-    quiet = args.quiet or (10.0 if args.quick else 30.0)
+    services = args.services if args.services is not None else (50 if args.quick else 500)
+    nodes = args.nodes if args.nodes is not None else (10 if args.quick else 50)
+    quiet = args.quiet if args.quiet is not None else (10.0 if args.quick else 30.0)
     probe = args.probe if args.probe is not None else (0 if args.quick else 70)
     base_n = min(args.baseline, services)
+    for flag, value in (("--services", services), ("--nodes", nodes), ("--baseline", base_n)):
+        if value < 1:
+            parser.error(f"{flag} {value}: give a positive number")
+    if args.compare:
+        try:
+            resolve(args.compare)
+        except ValueError as exc:
+            parser.error(str(exc))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the labs stop on kill
+    with contextlib.ExitStack() as stack:
+        builds = [Build("this checkout")]
+        if args.compare:
+            builds.append(Build(args.compare, stack.enter_context(worktree(args.compare))))
+        run_all(
+            args, builds, services=services, nodes=nodes, quiet=quiet, probe=probe, base_n=base_n
+        )
 
+
+def run_all(
+    args: argparse.Namespace,
+    builds: Sequence[Build],
+    *,
+    services: int,
+    nodes: int,
+    quiet: float,
+    probe: int,
+    base_n: int,
+) -> None:
     def say(msg: str) -> None:
         print(f"  .. {msg}", flush=True)
 
     t0 = time.monotonic()
-    print(
-        f"A: per-ELB groups (default), {base_n} Services x {nodes} nodes"
-        + (f", then {probe} Services" if probe > base_n else ""),
-        flush=True,
-    )
-    m = managed_run(
-        nodes,
-        base_n,
-        probe=probe,
-        window=quiet,
-        workers=args.workers,
-        timeout=args.timeout,
-        say=say,
-    )
-    print(
-        f"B: shared ElbSecurityGroup, {services} Services x {nodes} nodes "
-        f"(baseline batch {base_n}; --concurrent-service-syncs {args.workers})",
-        flush=True,
-    )
-    r = scale_run(
-        nodes, services, base_n, quiet=quiet, workers=args.workers, timeout=args.timeout, say=say
-    )
-    report(m, r, nodes)
+    managed: dict[str, ManagedRun] = {}
+    shared: dict[str, ScaleRun] = {}
+    nlbs: dict[str, ScaleRun] = {}
+    if not args.skip_a:
+        for build in builds:
+            print(
+                f"A [{build.label}]: per-ELB groups (default), {base_n} Services x {nodes} nodes"
+                + (f", then {probe} Services" if probe > base_n else ""),
+                flush=True,
+            )
+            managed[build.label] = managed_run(
+                nodes, base_n, probe=probe, window=quiet, workers=args.workers,
+                timeout=args.timeout, say=say, build=build,
+            )  # fmt: skip
+    for nlb, out in ((False, shared), (True, nlbs)):
+        if nlb and not args.nlb:
+            continue
+        for build in builds:
+            print(
+                f"{'NLB' if nlb else 'B'} [{build.label}]: "
+                f"{'NLB Services' if nlb else 'shared ElbSecurityGroup'}, {services} Services x "
+                f"{nodes} nodes (baseline batch {base_n}; --concurrent-service-syncs "
+                f"{args.workers})",
+                flush=True,
+            )
+            out[build.label] = scale_run(
+                nodes, services, base_n, quiet=quiet, workers=args.workers,
+                timeout=args.timeout, say=say, build=build, nlb=nlb,
+            )  # fmt: skip
+    here = builds[0].label
+    if here in managed:
+        report(managed[here], shared[here], nodes)
+    other = builds[1].label if len(builds) > 1 else None
+    per_lb = sum(n for _, n in UPSTREAM_JOIN_PER_LB)
+    rows = compare_rows("B. shared ElbSecurityGroup", shared[here], shared.get(other or ""), per_lb)
+    if nlbs:
+        rows += compare_rows(
+            "NLB Services", nlbs[here], nlbs.get(other or ""), UPSTREAM_NLB_JOIN_PER_LB
+        )
+    if other and here in managed and other in managed:
+        a, b = managed[here], managed[other]
+        rows += [
+            (f"A. per-ELB groups [{here} vs {other}]", ""),
+            (
+                f"  calls per Service on create, {a.base_n}",
+                f"{a.base.total / a.base_n:.2f} vs {b.base.total / b.base_n:.2f} "
+                f"({ratio(a.base.total, b.base.total)})",
+            ),
+            (
+                f"  node join at {a.base_n}, calls",
+                f"{a.base_join.total} vs {b.base_join.total} "
+                f"({ratio(a.base_join.total, b.base_join.total)})",
+            ),
+        ]
+    print_rows(rows)
     print(f"wall time {time.monotonic() - t0:.0f} s")
 
 

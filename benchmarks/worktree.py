@@ -1,13 +1,14 @@
 """Another commit of this repository, checked out for the length of a benchmark run.
 
-``--compare REF`` in ``benchmarks.e2e``, ``benchmarks.lab``, ``benchmarks.aws`` and
-``benchmarks.suite`` measures the same figures at git ``REF`` in the same run, so "before" and
-"after" share the machine and its load. The checkout is a temporary, detached ``git worktree``;
-its code runs with this virtualenv, through ``PYTHONPATH`` (:func:`env_for`): ahead of the
-editable install's path, so every process a measurement starts (``invoke``, pytest, the lab
-daemon, servers, controllers: the lab puts the repository it was imported from on their
-``PYTHONPATH`` too) imports the worktree's code. That is honest as long as ``REF`` pins the same
-dependencies (``deploy/constraints.txt``); the scripts say which commit each figure is from.
+``--compare REF`` in ``benchmarks.e2e``, ``benchmarks.lab``, ``benchmarks.aws``,
+``benchmarks.suite`` and ``benchmarks.controller`` measures the same figures at git ``REF`` in the
+same run, so "before" and "after" share the machine and its load. The checkout is a temporary,
+detached ``git worktree``; its code runs with this virtualenv, through ``PYTHONPATH``
+(:func:`env_for`): ahead of the editable install's path, so every process a measurement starts
+(``invoke``, pytest, the lab daemon, servers, controllers: the lab puts the repository it was
+imported from on their ``PYTHONPATH`` too) imports the worktree's code. That is honest as long as
+``REF`` pins the same dependencies (``deploy/constraints.txt``); the scripts say which commit each
+figure is from.
 """
 
 from __future__ import annotations
@@ -20,6 +21,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def resolve(ref: str) -> str:
+    """The commit ``ref`` names; ValueError (naming it) when git knows no such commit."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ValueError(f"--compare {ref!r}: not a commit of this repository (try a sha or tag)")
+    return done.stdout.strip()
 
 
 @contextlib.contextmanager

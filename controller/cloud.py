@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NewType, Protocol
+from typing import Any, NewType, Protocol, runtime_checkable
 
 # The retry vocabulary belongs to the runtime's work queue; re-exported for implementations.
 from controller.runtime.retry import RetryAfter as RetryAfter  # noqa: PLC0414 (explicit re-export)
@@ -269,6 +269,19 @@ class LoadBalancer(Protocol):
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
         """Delete the load balancer and what it owns. Idempotent; absent is success."""
         ...
+
+
+@runtime_checkable
+class SyncWaves(Protocol):
+    """Optional for a :class:`LoadBalancer`: told when a burst of syncs (a *wave*) starts and
+    ends, so it may share reads across them (``controller.aws.wave``). ``size``: the syncs
+    the wave is known to hold; a wave may grow while it runs."""
+
+    def begin_wave(self, size: int) -> None: ...
+
+    def grow_wave(self, was: int, now: int) -> None: ...
+
+    def end_wave(self, size: int) -> None: ...
 
 
 class InstancesV2(Protocol):

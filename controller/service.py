@@ -63,6 +63,7 @@ from controller.runtime.workqueue import (
     process_next,
     run_worker,
 )
+from controller.waves import QueueWaves, node_sync_wave
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +221,7 @@ class ServiceController:
         self.node_queue: RateLimitingQueue[str] = RateLimitingQueue(
             "service-node-sync", clock=self.clock, metrics=metrics
         )
+        self._queue_waves = QueueWaves(balancer, lambda: len(self.queue))
         self._cache: dict[str, Service] = {}
         self._last_synced_nodes: dict[str, frozenset[tuple[str, str]]] = {}
         # Services whose load balancer is being deleted: out of the node sync, still deleted
@@ -322,6 +324,10 @@ class ServiceController:
         )
 
     def sync_service(self, key: str) -> None:
+        with self._queue_waves.sync():  # syncs taken back to back share reads (controller.waves)
+            self._sync_service(key)
+
+    def _sync_service(self, key: str) -> None:
         obj = self.services.get(key)
         if obj is None:
             self._process_deletion(key)
@@ -472,8 +478,9 @@ class ServiceController:
             # is retried through the service queue (a full ensure), not by the next node sync.
             for svc in todo:
                 self._last_synced_nodes[svc.key] = current
-        for svc in todo:
-            self._update_hosts(svc, nodes)
+        with node_sync_wave(self.balancer, len(todo)):  # one wave: reads shared
+            for svc in todo:
+                self._update_hosts(svc, nodes)
 
     def _update_hosts(self, svc: Service, nodes: list[Node]) -> None:
         ref = service_ref(svc)

@@ -69,6 +69,17 @@ class LoadBalancers:
     def __init__(self, classic: ClassicLoadBalancers, nlb: NetworkLoadBalancers) -> None:
         self.classic = classic
         self.nlb = nlb
+        self._wave = classic.ctx.wave
+
+    # -- sync waves (``controller.cloud.SyncWaves``; see ``controller.aws.wave``) ----------
+    def begin_wave(self, size: int) -> None:
+        self._wave.begin(size)
+
+    def grow_wave(self, was: int, now: int) -> None:
+        self._wave.grow(was, now)
+
+    def end_wave(self, size: int) -> None:
+        self._wave.end(size)
 
     def _for(
         self, service: Service, *, strict: bool
@@ -114,6 +125,10 @@ class AWSCloud:
     def __init__(self, ctx: AWSContext, *, self_instance_id: str) -> None:
         self.context = ctx
         self.self_instance_id = self_instance_id
+        for domain, client in (("ec2", ctx.clients.ec2), ("elb", ctx.clients.elb)):
+            ctx.wave.watch(domain, client)
+        if ctx.clients.elbv2 is not None:
+            ctx.wave.watch("elbv2", ctx.clients.elbv2)
         groups = SecurityGroups(ctx)
         self._instances = AWSInstances(ctx)
         self._tags = AWSInstanceTags(ctx.clients.ec2)

@@ -16,6 +16,7 @@ from functools import cached_property
 from controller.aws.clients import Clients
 from controller.aws.config import CloudConfig
 from controller.aws.tags import ClusterTags
+from controller.aws.wave import WaveCache
 from controller.aws.zones import ZoneCache
 from controller.legacy import LegacyFlags
 
@@ -32,6 +33,8 @@ class AWSContext:
     sg_delete_timeout: float = 600.0
     sleep: Callable[[float], None] = field(default=time.sleep)
     clock: Callable[[], float] = field(default=time.monotonic)
+    #: reads shared by one sync wave (inactive, so a pass-through, outside a wave)
+    wave: WaveCache = field(default_factory=WaveCache)
 
     @property
     def region(self) -> str:

@@ -18,7 +18,7 @@ differs, not on every ensure.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
@@ -38,6 +38,7 @@ from controller.aws.instances import InstanceCache
 from controller.aws.securitygroups import SecurityGroups, choose_lb_group
 from controller.aws.subnets import Subnets
 from controller.aws.tags import SERVICE_NAME_TAG, tag_list, tag_map
+from controller.aws.wave import MISS
 from controller.cloud import (
     CloudError,
     LoadBalancerIngress,
@@ -170,6 +171,30 @@ class ClassicLoadBalancers:
         return parse_service(service, shared_probe=self.ctx.config.shared_probe, ensuring=ensuring)
 
     def describe(self, name: str) -> LoadBalancerDescriptionTypeDef | None:
+        """The ELB named ``name``, or ``None``. In a sync wave the answer is kept until a
+        call changes that ELB; in a batched wave one listing of every ELB answers first
+        (:mod:`controller.aws.wave`)."""
+        wave = self.ctx.wave
+        if wave.active:
+            found: Any = wave.get("elb", name)
+            if found is MISS and wave.first_listing("elb"):
+                since = wave.mark()
+                listed: dict[Hashable, Any] = {}
+                for page in self.elb.get_paginator("describe_load_balancers").paginate(
+                    PaginationConfig={"PageSize": 400}
+                ):
+                    for each in page.get("LoadBalancerDescriptions", []):
+                        listed[each.get("LoadBalancerName", "")] = each
+                wave.put_many("elb", listed, since=since)
+                found = listed.get(name, MISS)
+            if found is not MISS:
+                return cast("LoadBalancerDescriptionTypeDef | None", found)
+        since = wave.mark()
+        lb = self._describe_one(name)
+        wave.put("elb", name, lb, since=since)
+        return lb
+
+    def _describe_one(self, name: str) -> LoadBalancerDescriptionTypeDef | None:
         try:
             resp = self.elb.describe_load_balancers(LoadBalancerNames=[name])
         except ClientError as exc:

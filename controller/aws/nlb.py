@@ -58,6 +58,7 @@ from controller.aws.nlbspec import (
 from controller.aws.securitygroups import SecurityGroups, find_group_for_instance
 from controller.aws.subnets import Subnets
 from controller.aws.tags import SERVICE_NAME_TAG, tag_list, tag_map
+from controller.aws.wave import MISS
 from controller.cloud import (
     CloudError,
     InvalidServiceConfig,
@@ -129,17 +130,60 @@ class NetworkLoadBalancers:
         )
 
     def describe(self, name: str) -> LoadBalancerTypeDef | None:
-        """Upstream ``describeLoadBalancerv2``: the network load balancer named ``name``."""
+        """Upstream ``describeLoadBalancerv2``: the network load balancer named ``name``.
+        In a sync wave the answer is kept until an ELBv2 call changes it; in a batched wave
+        one listing of every load balancer answers first (:mod:`controller.aws.wave`)."""
+        wave = self.ctx.wave
+        found: Any = wave.get("elbv2", ("lb", name))
+        if found is MISS and wave.first_listing("elbv2-lb"):
+            since = wave.mark()
+            listed: dict[Any, Any] = {}
+            for page in self.elbv2.get_paginator("describe_load_balancers").paginate():
+                for lb in page.get("LoadBalancers", []):
+                    listed[("lb", lb.get("LoadBalancerName", ""))] = [lb]
+            wave.put_many("elbv2", listed, since=since)
+            found = listed.get(("lb", name), MISS)
+        if found is MISS:
+            since = wave.mark()
+            found = self._describe_named(name)
+            wave.put("elbv2", ("lb", name), found, since=since)
+        for lb in found:
+            if lb.get("Type") == "network":
+                return cast("LoadBalancerTypeDef", lb)
+        if not found:
+            return None
+        raise CloudError(f"NLB '{name}' could not be found (another type has the name)")
+
+    def _describe_named(self, name: str) -> list[LoadBalancerTypeDef]:
         try:
             resp = self.elbv2.describe_load_balancers(Names=[name])
         except ClientError as exc:
             if error_code(exc) == "LoadBalancerNotFound":
-                return None
+                return []
             raise
-        for lb in resp.get("LoadBalancers", []):
-            if lb.get("Type") == "network":
-                return lb
-        raise CloudError(f"NLB '{name}' could not be found (another type has the name)")
+        return list(resp.get("LoadBalancers", []))
+
+    def _target_groups(self, lb_arn: str) -> list[TargetGroupTypeDef]:
+        """``DescribeTargetGroups(LoadBalancerArn=...)``; in a batched wave one listing of
+        every target group answers for each load balancer it names."""
+        wave = self.ctx.wave
+        found: Any = wave.get("elbv2", ("tg", lb_arn))
+        if found is MISS and wave.first_listing("elbv2-tg"):
+            since = wave.mark()
+            listed: dict[Any, list[Any]] = {}
+            for page in self.elbv2.get_paginator("describe_target_groups").paginate():
+                for tg in page.get("TargetGroups", []):
+                    for arn in tg.get("LoadBalancerArns", []):
+                        listed.setdefault(("tg", arn), []).append(tg)
+            wave.put_many("elbv2", listed, since=since)
+            found = listed.get(("tg", lb_arn), MISS)
+        if found is MISS:
+            since = wave.mark()
+            found = self.elbv2.describe_target_groups(LoadBalancerArn=lb_arn).get(
+                "TargetGroups", []
+            )
+            wave.put("elbv2", ("tg", lb_arn), found, since=since)
+        return list(found)
 
     def _tags(self, service: Service, spec: NLBSpec) -> dict[str, str]:
         return self.ctx.tags.owned_tags([*spec.additional_tags, (SERVICE_NAME_TAG, service.key)])
@@ -408,7 +452,7 @@ class NetworkLoadBalancers:
         actual: dict[tuple[int, str], ListenerTypeDef] = {
             (int(x.get("Port", 0)), str(x.get("Protocol", ""))): x for x in listeners
         }
-        groups = self.elbv2.describe_target_groups(LoadBalancerArn=arn).get("TargetGroups", [])
+        groups = self._target_groups(arn)
         by_node_port = {int(g.get("Port", 0)): g for g in groups}
         for mapping in spec.mappings:
             listener = actual.get((mapping.frontend_port, mapping.frontend_protocol))
@@ -644,8 +688,7 @@ class NetworkLoadBalancers:
     def _reconcile_target_group_attributes(self, lb_arn: str, spec: NLBSpec) -> None:
         """Current upstream ``reconcileTargetGroupsAttributes``: annotated values that differ
         from what AWS reports; attributes AWS does not report are skipped."""
-        groups = self.elbv2.describe_target_groups(LoadBalancerArn=lb_arn).get("TargetGroups", [])
-        for tg in groups:
+        for tg in self._target_groups(lb_arn):
             arn = tg["TargetGroupArn"]
             resp = self.elbv2.describe_target_group_attributes(TargetGroupArn=arn)
             current = {a.get("Key", ""): a.get("Value", "") for a in resp.get("Attributes", [])}
@@ -661,15 +704,21 @@ class NetworkLoadBalancers:
 
     def _vpc_cidr(self) -> str:
         """The VPC's CIDR (old upstream's ``getVpcCidrBlock``: its health rules' source)."""
-        vpcs = self.ctx.clients.ec2.describe_vpcs(VpcIds=[self.ctx.vpc_id]).get("Vpcs", [])
+        vpcs = self.ctx.wave.read(  # once per sync wave
+            "ec2",
+            ("DescribeVpcs", self.ctx.vpc_id),
+            lambda: self.ctx.clients.ec2.describe_vpcs(VpcIds=[self.ctx.vpc_id]).get("Vpcs", []),
+        )
         if len(vpcs) != 1:
             raise CloudError(f"error querying VPC for ELB, got {len(vpcs)} for {self.ctx.vpc_id}")
         return vpcs[0].get("CidrBlock", "")
 
     def _subnet_cidrs(self, subnet_ids: Sequence[str]) -> list[str]:
         """Upstream ``getSubnetCidrs``: the CIDRs the health checks come from."""
-        resp = self.ctx.clients.ec2.describe_subnets(SubnetIds=list(subnet_ids))
-        subnets = resp.get("Subnets", [])
+        subnets = self.subnets.known(subnet_ids)
+        if subnets is None:
+            resp = self.ctx.clients.ec2.describe_subnets(SubnetIds=list(subnet_ids))
+            subnets = list(resp.get("Subnets", []))
         if len(subnets) != len(subnet_ids):
             raise CloudError(f"error querying Subnet for ELB, got {len(subnets)} for {subnet_ids}")
         return sorted(s.get("CidrBlock", "") for s in subnets)

@@ -134,6 +134,46 @@ def find_group_for_instance(instance: InstanceTypeDef, tagged: Mapping[str, Any]
     )
 
 
+def _matches(group: SecurityGroupTypeDef, name: str, values: Sequence[str]) -> bool:
+    if name == "group-id":
+        return group.get("GroupId", "") in values
+    if name == "group-name":
+        return group.get("GroupName", "") in values
+    if name == "vpc-id":
+        return group.get("VpcId", "") in values
+    # ip-permission.group-id: a group referenced in an inbound rule
+    return any(
+        pair.get("GroupId", "") in values
+        for perm in group.get("IpPermissions", [])
+        for pair in perm.get("UserIdGroupPairs", [])
+    )
+
+
+_LOCAL_FILTERS = frozenset({"group-id", "group-name", "vpc-id", "ip-permission.group-id"})
+
+
+def select_groups(
+    every: Sequence[SecurityGroupTypeDef],
+    group_ids: Sequence[str],
+    filters: Sequence[FilterTypeDef],
+) -> list[SecurityGroupTypeDef] | None:
+    """What ``DescribeSecurityGroups(GroupIds=group_ids, Filters=filters)`` answers, read
+    from the unfiltered answer ``every``: each filter's values OR'ed, filters AND'ed, as EC2
+    does. ``None`` when that cannot be decided here (a filter not handled, a wildcard in a
+    value, or an id ``every`` lacks, which EC2 answers with ``InvalidGroup.NotFound``)."""
+    by_id = {g.get("GroupId", ""): g for g in every}
+    if any(i not in by_id for i in group_ids):
+        return None
+    wanted: list[tuple[str, list[str]]] = []
+    for f in filters:
+        name, values = f.get("Name", ""), [str(v) for v in f.get("Values", [])]
+        if name not in _LOCAL_FILTERS or any(c in v for v in values for c in "*?\\"):
+            return None
+        wanted.append((name, values))
+    chosen = [by_id[i] for i in dict.fromkeys(group_ids)] if group_ids else list(every)
+    return [g for g in chosen if all(_matches(g, n, v) for n, v in wanted)]
+
+
 class SecurityGroups:
     """EC2 security-group operations, in upstream call order."""
 
@@ -144,6 +184,22 @@ class SecurityGroups:
     # -- reading -------------------------------------------------------------------------
 
     def describe(
+        self, *, group_ids: Sequence[str] = (), filters: Sequence[FilterTypeDef] = ()
+    ) -> list[SecurityGroupTypeDef]:
+        """``DescribeSecurityGroups``: in a sync wave the unfiltered answer is asked once; in
+        a batched wave every question :func:`select_groups` can answer is answered from it."""
+        wave = self.ctx.wave
+        if not group_ids and not filters:
+            return wave.read("ec2", "DescribeSecurityGroups", self._describe)
+        if wave.batched:
+            found = select_groups(
+                wave.read("ec2", "DescribeSecurityGroups", self._describe), group_ids, filters
+            )
+            if found is not None:
+                return found
+        return self._describe(group_ids=group_ids, filters=filters)
+
+    def _describe(
         self, *, group_ids: Sequence[str] = (), filters: Sequence[FilterTypeDef] = ()
     ) -> list[SecurityGroupTypeDef]:
         out: list[SecurityGroupTypeDef] = []

@@ -132,6 +132,44 @@ class Subnets:
             out.extend(page.get("Subnets", []))
         return out
 
+    def _vpc_filter(self) -> list[FilterTypeDef]:
+        return [{"Name": "vpc-id", "Values": [self.ctx.vpc_id]}]
+
+    def vpc_subnets(self) -> list[SubnetTypeDef]:
+        """Every subnet of the VPC (asked once per sync wave)."""
+        return self.ctx.wave.read(
+            "ec2",
+            ("DescribeSubnets", self.ctx.vpc_id),
+            lambda: self._describe(Filters=self._vpc_filter()),
+        )
+
+    def route_tables(self) -> list[RouteTableTypeDef]:
+        """Every route table of the VPC (asked once per sync wave)."""
+
+        def fetch() -> list[RouteTableTypeDef]:
+            out: list[RouteTableTypeDef] = []
+            pages = self.ec2.get_paginator("describe_route_tables").paginate(
+                Filters=self._vpc_filter()
+            )
+            for page in pages:
+                out.extend(page.get("RouteTables", []))
+            return out
+
+        return self.ctx.wave.read("ec2", ("DescribeRouteTables", self.ctx.vpc_id), fetch)
+
+    def known(self, subnet_ids: Sequence[str]) -> list[SubnetTypeDef] | None:
+        """In a batched wave whose VPC listing holds every one of ``subnet_ids``: those
+        subnets (as ``DescribeSubnets(SubnetIds=...)`` answers); else ``None``."""
+        if not self.ctx.wave.batched:
+            return None
+        listed = self.ctx.wave.get("ec2", ("DescribeSubnets", self.ctx.vpc_id))
+        if not isinstance(listed, list):
+            return None
+        by_id = {s.get("SubnetId", ""): s for s in listed}
+        if not all(i in by_id for i in subnet_ids):
+            return None
+        return [by_id[i] for i in dict.fromkeys(subnet_ids)]
+
     def zone_types(self, subnets: Sequence[SubnetTypeDef]) -> dict[str, str]:
         """Zone name -> ZoneType of the subnets' zones, through the run's zone cache (upstream
         ``getZoneDetailsByNames``: described again when a zone is not known yet)."""
@@ -175,16 +213,13 @@ class Subnets:
     def for_load_balancer(self, *, internal: bool, annotated: Sequence[str]) -> list[str]:
         if annotated:
             return self.resolve_annotation(annotated)
-        vpc_filter: list[FilterTypeDef] = [{"Name": "vpc-id", "Values": [self.ctx.vpc_id]}]
-        subnets = cluster_subnets(self._describe(Filters=vpc_filter), self.ctx.tags)
+        subnets = cluster_subnets(self.vpc_subnets(), self.ctx.tags)
         if not subnets and self.ctx.self_subnet_id:
             log.warning("No tagged subnets found; will fall-back to the current subnet only")
             subnets = self._describe(
                 Filters=[{"Name": "subnet-id", "Values": [self.ctx.self_subnet_id]}]
             )
-        route_tables: list[RouteTableTypeDef] = []
-        for page in self.ec2.get_paginator("describe_route_tables").paginate(Filters=vpc_filter):
-            route_tables.extend(page.get("RouteTables", []))
+        route_tables = self.route_tables()
         chosen = choose_subnets(
             subnets, route_tables, self.zone_types(subnets), internal=internal, tags=self.ctx.tags
         )
