@@ -251,9 +251,9 @@ def test_lab_report_checks_its_flags_and_builds_the_pytest_run(tmp_path: Path) -
     for args, words in (
         (["--expect", "bad"], "--expect 'bad': choose fixed or reproduce"),
         (["--expect", "fixed"], "give --controller-cmd TEMPLATE or --controller upstream=PATH"),
-        (["--expect", "fixed", "--controller-cmd", "x", "--scenarios", "k8s-84926,nope"],
+        (["--expect", "fixed", "--controller-cmd", "sh", "--scenarios", "k8s-84926,nope"],
          "--scenarios 'k8s-84926,nope': no scenario 'nope'"),
-        (["--expect", "fixed", "--controller-cmd", "x", "--scenarios", "debug-attach"],
+        (["--expect", "fixed", "--controller-cmd", "sh", "--scenarios", "debug-attach"],
          "--scenarios debug-attach: no controller-agnostic case"),
     ):  # fmt: skip
         done = subprocess.run(
