@@ -100,7 +100,7 @@ def up(
         raise
     finally:
         if launcher is not None:
-            launcher.stop()  # the controller it forked runs on
+            launcher.stop()  # the controller it forked runs on (waits for a stop under way)
     out.print(usage_text(state))
     return state
 
@@ -207,6 +207,8 @@ def _start_controller(
             console=console,
             launcher=launcher,
         )
+        if launcher is not None:  # forked from: it exits while the nodes are initialized
+            threading.Thread(target=launcher.stop, name="launcher-stop", daemon=True).start()
         what = "the controller"
     else:
         return state
