@@ -24,6 +24,7 @@ from lab.kubeclient import (
     Invalid,
     KubeError,
     NotFound,
+    WireApi,
     error_from,
     translate,
     typed_api,
@@ -115,3 +116,78 @@ def test_the_data_plane_api_raises_typed_errors(kube: KubeServer) -> None:
     assert missing.value.reason == "NotFound"
     with pytest.raises(Invalid):
         api.create("/api/v1/namespaces/default/configmaps", {"metadata": {"name": "Bad_Name"}})
+
+
+class _Sent(Exception):
+    """Raised by a stubbed ``call_api``: what the client would have sent."""
+
+
+def _sent(api_client: Any, call: Any) -> tuple[Any, ...]:
+    """The request (method, URL, headers, body, form) ``call`` makes through ``api_client``."""
+    original = api_client.call_api
+
+    def capture(*request: Any, **_: Any) -> Any:
+        raise _Sent(request)
+
+    api_client.call_api = capture
+    try:
+        with pytest.raises(_Sent) as sent:
+            call()
+    finally:
+        api_client.call_api = original
+    return tuple(sent.value.args[0])
+
+
+def test_wire_api_sends_what_the_generated_methods_send() -> None:
+    """Each request the kubelet stand-in makes, built both ways (TLS and a token, as the lab
+    serves): the same method, URL, headers and body."""
+    with KubeServer(tls=True, token="wire-token") as kube:
+        api_client = kube.api_client()
+        _compare_wire_and_generated(api_client)
+
+
+def _compare_wire_and_generated(api_client: Any) -> None:
+    core, coordination = client.CoreV1Api(api_client), client.CoordinationV1Api(api_client)
+    wire = WireApi(api_client)
+    smp = "application/strategic-merge-patch+json"
+    lease = client.V1Lease.from_dict(
+        {
+            "metadata": {"name": "n 1", "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": "n"},
+        }
+    )
+    node = client.V1Node.from_dict({"metadata": {"name": "n1", "labels": {"a": "b"}}})
+    patch = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    leases = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    pairs = [
+        (lambda: core.create_node(node, _preload_content=False),
+         lambda: wire.call("POST", "/api/v1/nodes", node)),
+        (lambda: core.read_node("n/1", _preload_content=False),
+         lambda: wire.call("GET", "/api/v1/nodes/{name}", name="n/1")),
+        (lambda: core.delete_node("n1", _preload_content=False),
+         lambda: wire.call("DELETE", "/api/v1/nodes/{name}", name="n1")),
+        (lambda: core.patch_node_status("n1", patch, _content_type=smp, _preload_content=False),
+         lambda: wire.call("PATCH", "/api/v1/nodes/{name}/status", patch, content_type=smp,
+                           name="n1")),
+        (lambda: coordination.replace_namespaced_lease(
+            "n 1", "kube-node-lease", lease, _preload_content=False),
+         lambda: wire.call("PUT", leases + "/{name}", lease, namespace="kube-node-lease",
+                           name="n 1")),
+        (lambda: coordination.create_namespaced_lease(
+            "kube-node-lease", lease, _preload_content=False),
+         lambda: wire.call("POST", leases, lease, namespace="kube-node-lease")),
+    ]  # fmt: skip
+    for generated, ours in pairs:
+        assert _sent(api_client, ours) == _sent(api_client, generated)
+
+
+def test_wire_api_answers_json_and_raises_typed_errors(kube: KubeServer) -> None:
+    wire = WireApi(kube.api_client())
+    with pytest.raises(NotFound) as missing:
+        wire.call("GET", "/api/v1/nodes/{name}", name="wire-absent")
+    assert isinstance(missing.value.__cause__, ApiException)
+    created = wire.call("POST", "/api/v1/nodes", {"metadata": {"name": "wire-n1"}})
+    assert created["metadata"]["name"] == "wire-n1"
+    with pytest.raises(AlreadyExists):
+        wire.call("POST", "/api/v1/nodes", {"metadata": {"name": "wire-n1"}})
+    assert wire.call("GET", "/api/v1/nodes/{name}", name="wire-n1")["kind"] == "Node"

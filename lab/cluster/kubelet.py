@@ -1,8 +1,9 @@
 """Kubelet stand-in: registers Nodes and keeps them alive the way real kubelets would.
 
 The ``sim`` backend has no kubelets, so :class:`KubeletStandIn` does their API-visible work
-against any API server (the simulator or a real one) through the official client
-(``CoreV1Api``/``CoordinationV1Api`` on an ``ApiClient`` passed in):
+against any API server (the simulator or a real one) through the official client: the requests
+``CoreV1Api``/``CoordinationV1Api`` send, made by the ``ApiClient`` passed in
+(``lab.kubeclient.WireApi``, which spares the daemon importing those classes):
 
 * **register**: create the Node a ``--cloud-provider=external`` kubelet of the chosen version
   creates (``lab.cluster.node_shapes.node_manifest``: uninitialized taint, provided-node-ip,
@@ -57,7 +58,7 @@ from kubernetes import client
 
 from lab.clock import LabClock, ScaledClock
 from lab.cluster.base import Role
-from lab.cluster.kubeapi import SMP, raw
+from lab.cluster.kubeapi import SMP
 from lab.cluster.node_shapes import (
     NODE_LEASE_NAMESPACE,
     NodeIPFlag,
@@ -66,7 +67,7 @@ from lab.cluster.node_shapes import (
     micro_time,
     node_manifest,
 )
-from lab.kubeclient import AlreadyExists, Conflict, NotFound, typed_api
+from lab.kubeclient import AlreadyExists, Conflict, NotFound, WireApi
 from lab.settle import Progress
 from lab.versions.release import KubeVersion
 
@@ -75,6 +76,8 @@ log = logging.getLogger(__name__)
 _HEALTHY, _NOT_READY, _STALE = "healthy", "not-ready", "stale"
 #: what the status loop compares between the API's copy and the kubelet's (the heartbeat aside)
 _COMPARED = ("status", "reason", "message", "lastTransitionTime")
+_LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+_LEASE = _LEASES + "/{name}"
 NOT_READY_REASON = "KubeletNotReady"
 DEFAULT_NOT_READY_MESSAGE = (
     "container runtime network not ready: NetworkReady=false "
@@ -150,8 +153,7 @@ class KubeletStandIn:
         ):
             if value <= 0:
                 raise ValueError(f"{field} must be > 0, got {value!r}")
-        self.core = typed_api(client.CoreV1Api(api_client))
-        self.coordination = typed_api(client.CoordinationV1Api(api_client))
+        self.api = WireApi(api_client)
         self.lease_renew_interval = lease_renew_interval
         self.status_report_interval = status_report_interval
         self.status_update_interval = status_update_interval
@@ -236,7 +238,7 @@ class KubeletStandIn:
         posted = _HEALTHY
         try:
             body = _model(client.V1Node, manifest)
-            node = raw(self.core.create_node(body=body, _preload_content=False))
+            node = self.api.call("POST", "/api/v1/nodes", body)
         except AlreadyExists:  # a restarting kubelet finds its Node
             node = self._reconcile_existing(reg.name, manifest["metadata"])
             posted = _STALE  # post fresh conditions (and clear lifecycle taints) on the next tick
@@ -261,24 +263,20 @@ class KubeletStandIn:
         if not delete:
             return
         with contextlib.suppress(NotFound):
-            self.core.delete_node(name, _preload_content=False)
+            self.api.call("DELETE", "/api/v1/nodes/{name}", name=name)
         with contextlib.suppress(NotFound):
-            self.coordination.delete_namespaced_lease(
-                name, NODE_LEASE_NAMESPACE, _preload_content=False
-            )
+            self.api.call("DELETE", _LEASE, namespace=NODE_LEASE_NAMESPACE, name=name)
 
     def _reconcile_existing(self, name: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
         labels = {k: metadata["labels"][k] for k in KUBELET_OWNED_LABELS}
         patch = {"metadata": {"labels": labels, "annotations": metadata["annotations"]}}
-        return raw(self.core.patch_node(name, patch, _content_type=SMP, _preload_content=False))
+        return self.api.call("PATCH", "/api/v1/nodes/{name}", patch, content_type=SMP, name=name)
 
     def _ensure_lease(self, name: str, uid: str) -> str | None:
         body = lease_manifest(name=name, node_uid=uid, now=self.clock.wall())
         try:
-            lease = raw(
-                self.coordination.create_namespaced_lease(
-                    NODE_LEASE_NAMESPACE, _model(client.V1Lease, body), _preload_content=False
-                )
+            lease = self.api.call(
+                "POST", _LEASES, _model(client.V1Lease, body), namespace=NODE_LEASE_NAMESPACE
             )
         except AlreadyExists:
             return self._renew_lease(name, uid, None)
@@ -424,7 +422,7 @@ class KubeletStandIn:
 
     def _api_conditions(self, name: str) -> dict[str, Mapping[str, Any]]:
         """The Node's conditions by type, as the API has them."""
-        node = raw(self.core.read_node(name, _preload_content=False))
+        node = self.api.call("GET", "/api/v1/nodes/{name}", name=name)
         conditions = (node.get("status") or {}).get("conditions") or []
         return {str(c.get("type")): c for c in conditions if isinstance(c, Mapping)}
 
@@ -452,32 +450,28 @@ class KubeletStandIn:
             if resource_version:
                 body["metadata"] = {**body["metadata"], "resourceVersion": resource_version}
             try:
-                lease = raw(
-                    self.coordination.replace_namespaced_lease(
-                        name,
-                        NODE_LEASE_NAMESPACE,
-                        _model(client.V1Lease, body),
-                        _preload_content=False,
-                    )
+                lease = self.api.call(
+                    "PUT",
+                    _LEASE,
+                    _model(client.V1Lease, body),
+                    namespace=NODE_LEASE_NAMESPACE,
+                    name=name,
                 )
                 return str(lease["metadata"].get("resourceVersion") or "") or None
             except NotFound:  # deleted under us: kubelet's ensureLease recreates it
                 return self._ensure_lease(name, uid)
             except Conflict:
-                current = raw(
-                    self.coordination.read_namespaced_lease(
-                        name, NODE_LEASE_NAMESPACE, _preload_content=False
-                    )
-                )
+                current = self.api.call("GET", _LEASE, namespace=NODE_LEASE_NAMESPACE, name=name)
                 resource_version = str(current["metadata"].get("resourceVersion") or "") or None
         raise RuntimeError(f"lease {NODE_LEASE_NAMESPACE}/{name}: conflicts on every retry")
 
     def _post_conditions(self, name: str, conditions: list[dict[str, str]]) -> None:
-        self.core.patch_node_status(
-            name,
+        self.api.call(
+            "PATCH",
+            "/api/v1/nodes/{name}/status",
             {"status": {"conditions": conditions}},
-            _content_type=SMP,
-            _preload_content=False,
+            content_type=SMP,
+            name=name,
         )
 
 

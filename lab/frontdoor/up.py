@@ -25,6 +25,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -33,7 +34,8 @@ from lab.component.forkserver import ForkServer
 from lab.controllerproc import CONTROLLER_PRELOAD
 from lab.frontdoor.controller import ControllerStartError, deploy_image, replace_controller
 from lab.frontdoor.processes import refuse_if_up, start_daemon, take_down
-from lab.labview import core_api, status_console
+from lab.kubeclient import WireApi, new_api_client
+from lab.labview import status_console
 from lab.preflight import (
     check_kubeconfig_file,
     check_localstack_reachable,
@@ -72,7 +74,7 @@ def up(
     try:
         launcher = _controller_launcher(spec)
         if spec.controller or spec.controller_image is not None:
-            _import_ahead("kubernetes.config", "kubernetes.client.api.core_v1_api")  # the wait's
+            _import_ahead("kubernetes.config", "kubernetes.client.api_client")  # the wait's
         write_spec(directory, _for_the_daemon(spec, directory))
         state = start_daemon(name=spec.name, directory=directory, console=out, timeout=timeout)
         out.print(f"[green]✓[/] servers up in {time.monotonic() - started:.1f}s")
@@ -98,7 +100,7 @@ def up(
         raise
     finally:
         if launcher is not None:
-            launcher.stop()  # the controller it forked runs on
+            launcher.stop()  # the controller it forked runs on (waits for a stop under way)
     out.print(usage_text(state))
     return state
 
@@ -205,6 +207,8 @@ def _start_controller(
             console=console,
             launcher=launcher,
         )
+        if launcher is not None:  # forked from: it exits while the nodes are initialized
+            threading.Thread(target=launcher.stop, name="launcher-stop", daemon=True).start()
         what = "the controller"
     else:
         return state
@@ -232,20 +236,26 @@ def usage_text(state: LabState) -> str:
 
 
 def wait_nodes_initialized(state: LabState, *, timeout: float) -> None:
-    core = core_api(state)
+    """Until no Node carries the uninitialized taint (the wire JSON of ``list_node``:
+    ``WireApi`` spares this process the client's generated API classes and models)."""
+    api_client = new_api_client(state.kubeconfig)
+    wire = WireApi(api_client)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            nodes = core.list_node().items
-            if nodes and all(
-                not any(t.key == UNINITIALIZED for t in (n.spec.taints or [])) for n in nodes
-            ):
+            nodes = wire.call("GET", "/api/v1/nodes").get("items") or []
+            if nodes and not any(map(_uninitialized, nodes)):
                 return
             time.sleep(0.1)
     finally:
-        core.api_client.close()
+        api_client.close()
     log = state.controller.log if state.controller else "(no controller)"
     raise LabError(
         f"nodes still carry the uninitialized taint after {timeout:.0f}s; "
         f"see the controller log {log}"
     )
+
+
+def _uninitialized(node: dict[str, Any]) -> bool:
+    taints = (node.get("spec") or {}).get("taints") or []
+    return any(taint.get("key") == UNINITIALIZED for taint in taints)
