@@ -18,6 +18,7 @@ import jsonpatch
 
 from lab.kube.exceptions import ApiError, bad_request
 from lab.kube.objects import clone
+from lab.kube.schema import json_kind
 
 JSONPatch = "application/json-patch+json"
 MERGE = "application/merge-patch+json"
@@ -97,23 +98,13 @@ def _rejected() -> ApiError:
     return ApiError(422, "Invalid", REJECTED, details={})
 
 
-def _go_json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else "null"
-
-
 def apply_json_patch(obj: dict[str, Any], body: Any) -> dict[str, Any]:
     if not isinstance(body, list):
-        what = _go_json_type(body)
+        what = json_kind(body)
         raise bad_request(f"json: cannot unmarshal {what} into Go value of type jsonpatch.Patch")
     for op in body:  # DecodePatch: each operation is a JSON object (or null)
         if op is not None and not isinstance(op, dict):
-            what = _go_json_type(op)
+            what = json_kind(op)
             raise bad_request(
                 f"json: cannot unmarshal {what} into Go value of type jsonpatch.Operation"
             )
