@@ -46,7 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.worktree import worktree
+from benchmarks.worktree import env_for, worktree
 from lab.aws import AwsServer
 from lab.aws.clients import make_client
 from lab.aws.fidelity_config import FidelityConfig
@@ -238,7 +238,7 @@ def bench_proxy_processes(
             old = AwsProxyProcess(
                 upstream.url,
                 credentials=("testing", "testing"),
-                env={**os.environ, "PYTHONPATH": str(tree)},
+                env=env_for(tree),
             )
             old.cwd = tree  # ``python -m`` imports from its working directory first
             proxies[f"proxy@{compare}>endpoint (processes)"] = old
