@@ -30,7 +30,7 @@ from botocore.exceptions import ClientError
 from lab.aws import AwsControlClient, AwsControlError
 from lab.aws.clients import make_client
 from lab.aws.proxy import AwsProxyProcess, AwsProxyServer, Upstream, UpstreamUnavailable
-from lab.aws.proxy.upstream import Scope, _write_request, caller_scope
+from lab.aws.proxy.upstream import Scope, caller_scope
 from tests.aws.upstreams import HangUpServer, SigV4Upstream, closed_port, stock_moto
 
 PROXY_KEY = Credentials("AKIDPROXYEXAMPLE", "proxy-secret", "PROXY-SESSION-TOKEN")
@@ -455,28 +455,3 @@ def test_the_callers_session_token_never_reaches_the_upstream() -> None:
     assert received.verdict == "ok"
     assert "x-amz-security-token" not in received.headers
     assert CALLER_TOKEN not in json.dumps(received.headers)
-
-
-class _Sent:
-    """A socket that only records what is written to it."""
-
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-
-    def sendall(self, data: bytes) -> None:
-        self.writes.append(bytes(data))
-
-
-@pytest.mark.parametrize("body", [b"Action=DescribeVpcs&Version=2016-11-15", b""])
-def test_a_forwarded_request_leaves_in_one_write(body: bytes) -> None:
-    # headers and body written apart cost the upstream one more wake-up per call (issue 28)
-    upstream = Upstream("http://127.0.0.1:9")
-    connection, _ = upstream._connection("http", "127.0.0.1:9")  # a new one, not connected
-    sock = _Sent()
-    connection.sock = sock  # type: ignore[assignment]
-    headers = [("Host", "127.0.0.1:9"), ("Content-Length", str(len(body)))]
-    _write_request(connection, ("POST", "/", headers, body), connect=False)
-    head = b"POST / HTTP/1.1\r\nHost: 127.0.0.1:9\r\nContent-Length: %d\r\n\r\n" % len(body)
-    assert sock.writes == [head + body]
-    # nothing of this body is left for the next request on the kept connection
-    assert getattr(connection, "body_to_follow", b"") == b""

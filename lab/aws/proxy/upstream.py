@@ -3,9 +3,9 @@
 Role: the recording proxy (:mod:`lab.aws.proxy.app`) hands each AWS call here once the fault
 rules let it through. The call is rebuilt for the upstream (its base URL and path, hop-by-hop
 headers dropped, ``Host`` the upstream's) and, when the proxy has credentials, signed again
-with SigV4 by botocore's own signer (``botocore.auth.SigV4Auth``, as
-:class:`lab.aws.proxy.signer.ProxySigner`: the same signature for less work) for the
-upstream's host, in the region and under the signing name the caller's own signature was scoped to:
+with SigV4 (:class:`lab.aws.proxy.signer.ProxySigner`: the headers botocore's ``SigV4Auth``
+gives, for less work) for the upstream's host, in the region and under the signing name the
+caller's own signature was scoped to:
 
 * a caller signs for the proxy's host (``127.0.0.1:PORT``), which ``Host`` is part of, so an
   upstream that checks signatures (real AWS) refuses the call unless it is signed again;
@@ -21,20 +21,18 @@ upstream's host, in the region and under the signing name the caller's own signa
 Without credentials the proxy forwards every call as the caller signed it (enough for moto
 and LocalStack, which do not check signatures).
 
-Design: one small pool of ``http.client`` connections per upstream host, reused across calls
-(an idle connection the upstream closed is retried once on a fresh one), ``TCP_NODELAY`` on,
-each request's header block and body in one write (:class:`_OneWrite`); the standard library
-is enough, so no HTTP client dependency is added. Errors reaching the upstream raise
+Design: one small pool of connections per upstream host (:mod:`.wire`: one write per request,
+answers read with ``httptools``), reused across calls (an idle connection the upstream closed
+is retried once on a fresh one). Errors reaching the upstream raise
 :class:`UpstreamUnavailable`, which the proxy answers as an AWS error (503/502).
 
-Neighbours: used by :mod:`lab.aws.proxy.app`; the signer is botocore's (:mod:`.signer`).
+Neighbours: used by :mod:`lab.aws.proxy.app`; the signer is :mod:`.signer` (SigV4 as
+botocore's), the connections :mod:`.wire`.
 """
 
 from __future__ import annotations
 
-import http.client
 import logging
-import socket
 import ssl
 import threading
 from collections.abc import Iterable, Mapping
@@ -45,7 +43,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from botocore.credentials import Credentials
 
 from lab.aws.protocol import WireResponse
-from lab.aws.proxy.signer import ProxySigner, SigningRequest
+from lab.aws.proxy.signer import ProxySigner
+from lab.aws.proxy.wire import Answer, ClosedEarly, NotHttp, UpstreamConnection, request_bytes
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +91,7 @@ SIGV2_PARAMS = frozenset(
         "Timestamp",
     }
 )
+_QUERY_SIGNATURE_PARAMS = PRESIGN_PARAMS | SIGV2_PARAMS
 #: Signing names of services whose lab name differs (both load balancer APIs sign alike).
 SIGNING_NAMES = {"elb": "elasticloadbalancing", "elbv2": "elasticloadbalancing"}
 #: ``--upstream aws``: each call goes to AWS's regional endpoint of its signing name.
@@ -138,7 +138,9 @@ def caller_scope(
 
 def _strip(text: str, names: Iterable[str]) -> tuple[str, bool]:
     """A query string or form body without the parameters ``names`` (and whether any were)."""
-    drop = frozenset(names)
+    if not text:
+        return text, False
+    drop = names if isinstance(names, frozenset) else frozenset(names)
     if "%" not in text and not any(name in text for name in drop):
         return text, False  # no parameter can be one of them: not worth parsing
     pairs = parse_qsl(text, keep_blank_values=True)
@@ -169,7 +171,7 @@ class Upstream:
         self._lock = threading.Lock()
         #: one signer per scope (botocore's signer keeps nothing of a call between calls)
         self._signers: dict[Scope, ProxySigner] = {}
-        self._idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = {}
+        self._idle: dict[tuple[str, str], list[UpstreamConnection]] = {}
         if self.url != "aws":
             parts = urlsplit(self.url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -222,20 +224,25 @@ class Upstream:
         scope: Scope,
         key: Credentials,
     ) -> tuple[str, bytes, list[tuple[str, str]]]:
-        query, _ = _strip(query, PRESIGN_PARAMS | SIGV2_PARAMS)
-        content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
+        query, _ = _strip(query, _QUERY_SIGNATURE_PARAMS)
+        content_type = ""
+        kept: list[tuple[str, str]] = []
+        for name, value in headers:
+            lowered = name.lower()
+            if lowered in CALLER_AUTH_HEADERS:
+                continue
+            if lowered == "content-type" and not content_type:
+                content_type = value
+            kept.append((name, value))
         if body and content_type.startswith("application/x-www-form-urlencoded"):
             text, changed = _strip(body.decode("utf-8", errors="replace"), SIGV2_PARAMS)
             if changed:
                 body = text.encode()
-        kept = [(k, v) for k, v in headers if k.lower() not in CALLER_AUTH_HEADERS]
         url = f"{base.scheme}://{base.netloc}{base.path.rstrip('/')}{path}"
-        request = SigningRequest(
-            method, url + (f"?{query}" if query else ""), {**dict(kept), "Host": _host(base)}, body
+        signed = self._signer(scope, key).sign(
+            method, url + (f"?{query}" if query else ""), [*kept, ("Host", _host(base))], body
         )
-        self._signer(scope, key).add_auth(request)  # type: ignore[arg-type]  # duck-typed
-        signed = [(k, v) for k, v in request.headers.items() if k.lower() != "host"]
-        return query, body, signed
+        return query, body, [(k, v) for k, v in signed if k.lower() != "host"]
 
     def _signer(self, scope: Scope, key: Credentials) -> ProxySigner:
         signer = self._signers.get(scope)
@@ -245,19 +252,18 @@ class Upstream:
 
     # --- connections ------------------------------------------------------------------------
 
-    def _connection(self, scheme: str, netloc: str) -> tuple[http.client.HTTPConnection, bool]:
+    def _connection(self, scheme: str, netloc: str) -> tuple[UpstreamConnection, bool]:
         with self._lock:
             idle = self._idle.get((scheme, netloc))
             if idle:
                 return idle.pop(), True
-        if scheme == "https":
-            return (
-                _OneWriteHTTPSConnection(netloc, timeout=self.timeout, context=self._context),
-                False,
-            )
-        return _OneWriteHTTPConnection(netloc, timeout=self.timeout), False
+        parts = urlsplit(f"{scheme}://{netloc}")
+        port = parts.port or (443 if scheme == "https" else 80)
+        context = self._context if scheme == "https" else None
+        host = str(parts.hostname)
+        return UpstreamConnection(host, port, timeout=self.timeout, context=context), False
 
-    def _give_back(self, scheme: str, netloc: str, connection: http.client.HTTPConnection) -> None:
+    def _give_back(self, scheme: str, netloc: str, connection: UpstreamConnection) -> None:
         with self._lock:
             idle = self._idle.setdefault((scheme, netloc), [])
             if len(idle) < self.max_idle:
@@ -275,44 +281,46 @@ class Upstream:
         body: bytes,
     ) -> WireResponse:
         where = f"{scheme}://{netloc}"
+        request = request_bytes(method, url_path, headers, body)
         for _attempt in range(2):
             connection, reused = self._connection(scheme, netloc)
             answered = self._exchange(
-                connection, reused=reused, where=where, request=(method, url_path, headers, body)
+                connection, reused=reused, where=where, request=request, head=method == "HEAD"
             )
             if answered is None:  # the upstream closed an idle connection: once more on a new one
                 continue
-            reply, data = answered
-            kept = [(k, v) for k, v in reply.getheaders() if k.lower() not in HOP_BY_HOP]
+            answer, keep = answered
+            kept = [(k, v) for k, v in answer.headers if k.lower() not in HOP_BY_HOP]
+            data = b"".join(answer.parts)
             kept.append(("Content-Length", str(len(data))))
-            if reply.will_close:
-                connection.close()
-            else:
+            if keep:
                 self._give_back(scheme, netloc, connection)
-            return WireResponse(reply.status, kept, data)
+            else:
+                connection.close()
+            return WireResponse(answer.status, kept, data)
         raise UpstreamUnavailable(  # pragma: no cover - both attempts hit closed connections
             f"upstream {where} closed the connection twice", reached=True
         )
 
     def _exchange(
         self,
-        connection: http.client.HTTPConnection,
+        connection: UpstreamConnection,
         *,
         reused: bool,
         where: str,
-        request: tuple[str, str, list[tuple[str, str]], bytes],
-    ) -> tuple[http.client.HTTPResponse, bytes] | None:
-        """Send ``request`` (method, path, headers, body) on ``connection`` and read the
-        answer; None when a ``reused`` connection turns out closed by the upstream (worth
-        another try); any other failure is :class:`UpstreamUnavailable` saying whether the
-        request reached the upstream."""
-        sent = False
+        request: bytes,
+        head: bool,
+    ) -> tuple[Answer, bool] | None:
+        """Send ``request`` on ``connection`` and read the answer; None when a ``reused``
+        connection turns out closed by the upstream (worth another try); any other failure
+        is :class:`UpstreamUnavailable` saying whether the request reached the upstream."""
+        sent = connection.connected
         try:
-            _write_request(connection, request, connect=not reused)
-            sent = True
-            reply = connection.getresponse()
-            return reply, reply.read()
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+            if not sent:
+                connection.connect()
+                sent = True
+            return connection.exchange(request, head=head)
+        except (ClosedEarly, BrokenPipeError, ConnectionResetError) as exc:
             connection.close()
             if reused:
                 return None
@@ -326,11 +334,10 @@ class Upstream:
             raise UpstreamUnavailable(
                 f"upstream {where} {what} {self.timeout:g}s", reached=sent
             ) from exc
-        except http.client.HTTPException as exc:
+        except NotHttp as exc:
             connection.close()
             raise UpstreamUnavailable(
-                f"upstream {where} did not answer with HTTP: {type(exc).__name__}: {exc}",
-                reached=True,
+                f"upstream {where} did not answer with HTTP: {exc}", reached=True
             ) from exc
         except OSError as exc:
             connection.close()
@@ -355,52 +362,3 @@ def _host(base: Any) -> str:
     port = base.port
     default = 443 if base.scheme == "https" else 80
     return host if port is None or port == default else f"{host}:{port}"
-
-
-def _write_request(
-    connection: http.client.HTTPConnection,
-    request: tuple[str, str, list[tuple[str, str]], bytes],
-    *,
-    connect: bool,
-) -> None:
-    """Write ``request`` (method, path, headers, body) on ``connection``, opened first when
-    ``connect``; the headers are the caller's exactly (no Host, no Accept-Encoding added)."""
-    method, url_path, headers, body = request
-    if connect:
-        connection.connect()
-        # each request leaves in one write (_OneWrite), but a kept-alive connection's
-        # small writes must not wait on the upstream's delayed ACK (Nagle, up to 40 ms)
-        opened: socket.socket = connection.sock
-        opened.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    connection.putrequest(method, url_path, skip_host=True, skip_accept_encoding=True)
-    for name, value in headers:
-        connection.putheader(name, value)
-    if isinstance(connection, _OneWrite):
-        connection.body_to_follow = body
-        connection.endheaders()
-    else:  # pragma: no cover - the pool makes only one-write connections
-        connection.endheaders(body or None)
-
-
-class _OneWrite:
-    """An ``http.client`` connection that sends a request's header block and its body in one
-    write: ``endheaders`` hands the block to :meth:`send`, which adds ``body_to_follow``.
-    ``http.client`` sends the two apart (two syscalls, two segments): the upstream wakes up
-    for the headers, then again for the body, one more wake-up per call on a loaded machine
-    (issue 28; with Nagle on, the body even waited for the delayed ACK of the headers)."""
-
-    body_to_follow: bytes = b""
-
-    def send(self, data: Any) -> None:
-        body, self.body_to_follow = self.body_to_follow, b""
-        if body and isinstance(data, bytes):
-            data += body
-        super().send(data)  # type: ignore[misc]
-
-
-class _OneWriteHTTPConnection(_OneWrite, http.client.HTTPConnection):
-    pass
-
-
-class _OneWriteHTTPSConnection(_OneWrite, http.client.HTTPSConnection):
-    pass
