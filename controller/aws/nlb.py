@@ -233,6 +233,7 @@ class NetworkLoadBalancers:
         instance_ids = sorted({i.get("InstanceId", "") for i in instances})
         for tg, mapping in matched:
             self._refresh_targets(tg, mapping, instance_ids)
+        self.subnets.vpc_subnets()  # once per wave: the NLB's subnet CIDRs come from it
         self._sync_node_rules(name, lb, instances, spec)
 
     def _unchanged_target_groups(

@@ -107,6 +107,7 @@ def test_a_node_sync_wave_registers_on_every_nlb_without_listeners_or_attributes
     assert seen["DescribeListeners"] == 0
     assert seen["DescribeLoadBalancerAttributes"] == 0
     assert (seen["DescribeLoadBalancers"], seen["DescribeTargetGroups"]) == (1, 1)
+    assert (seen["DescribeSubnets"], seen["DescribeSecurityGroups"]) == (1, 1)
     assert seen["DescribeTargetHealth"] == 3
     assert seen["RegisterTargets"] == 3, "still one per load balancer"
     for svc in services():
