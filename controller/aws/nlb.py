@@ -14,7 +14,9 @@ in ``controller/DEVIATIONS.md``: all input is validated before the first call; a
 target group's health check is compared field by field (upstream compares the path with its own
 empty request and so modifies an HTTP-checked group on every sync); a sync that changed nothing
 does not describe the load balancer again; deletion revokes the node rules first and also when
-the load balancer is already gone (upstream returns early and leaks them, kubernetes#81610).
+the load balancer is already gone (upstream returns early and leaks them, kubernetes#81610); a
+node sync over several Services gives an NLB whose target groups are in step only its targets
+and node rules, not the whole ensure (``update_load_balancer``).
 
 Managed security-group mode (``NLBSecurityGroupMode = Managed``; current upstream,
 kubernetes/cloud-provider-aws 63ec440c, PRs #1158 and #1379: ``aws.go``
