@@ -14,7 +14,9 @@ in ``controller/DEVIATIONS.md``: all input is validated before the first call; a
 target group's health check is compared field by field (upstream compares the path with its own
 empty request and so modifies an HTTP-checked group on every sync); a sync that changed nothing
 does not describe the load balancer again; deletion revokes the node rules first and also when
-the load balancer is already gone (upstream returns early and leaks them, kubernetes#81610).
+the load balancer is already gone (upstream returns early and leaks them, kubernetes#81610); a
+node sync over several Services gives an NLB whose target groups are in step only its targets
+and node rules, not the whole ensure (``update_load_balancer``).
 
 Managed security-group mode (``NLBSecurityGroupMode = Managed``; current upstream,
 kubernetes/cloud-provider-aws 63ec440c, PRs #1158 and #1379: ``aws.go``
@@ -213,13 +215,65 @@ class NetworkLoadBalancers:
     def update_load_balancer(
         self, cluster_name: str, service: Service, nodes: Sequence[Node]
     ) -> None:
-        """Upstream: describe, then the whole ``EnsureLoadBalancer``."""
+        """Upstream: describe, then the whole ``EnsureLoadBalancer``. In a node sync over
+        several Services (a batched wave) an NLB whose target groups are exactly what the
+        ensure would keep gets only what the node set decides, as upstream's Classic
+        ``UpdateLoadBalancer`` does: its targets and the node rules (``DEVIATIONS.md``,
+        "Node sync of an NLB in a wave"); anything else, the whole ensure."""
         spec = self._spec(service)
         name = load_balancer_name(service)
         lb = self.describe(name)
         if lb is None:
             raise LoadBalancerNotFound(f"Load balancer not found: {name} ({service.key})")
-        self._ensure(cluster_name, service, spec, nodes, described=lb)
+        matched = (
+            self._unchanged_target_groups(lb, service, spec) if self.ctx.wave.batched else None
+        )
+        if matched is None:
+            self._ensure(cluster_name, service, spec, nodes, described=lb)
+            return
+        instances = self.instances.for_nodes(nodes, target_labels=spec.target_node_labels)
+        instance_ids = sorted({i.get("InstanceId", "") for i in instances})
+        for tg, mapping in matched:
+            self._refresh_targets(tg, mapping, instance_ids)
+        self.subnets.vpc_subnets()  # once per wave: the NLB's subnet CIDRs come from it
+        self._sync_node_rules(name, lb, instances, spec)
+
+    def _unchanged_target_groups(
+        self, lb: LoadBalancerTypeDef, service: Service, spec: NLBSpec
+    ) -> list[tuple[TargetGroupTypeDef, PortMapping]] | None:
+        """Each port mapping with the NLB's one target group the whole ensure would keep for
+        it as it is (its name, node port, settings; the ensure's own tests), or ``None`` when
+        the ensure might change anything besides targets and node rules: a target group
+        missing, extra or changed, or a spec whose other parts (managed security groups,
+        target-group attributes, EIP allocations) only the ensure judges."""
+        if (
+            not spec.mappings
+            or spec.target_group_attributes
+            or spec.eip_allocations
+            or self.ctx.config.nlb_security_group_managed
+        ):
+            return None
+        groups = self._target_groups(lb["LoadBalancerArn"])
+        if len(groups) != len(spec.mappings):
+            return None
+        by_name = {str(g.get("TargetGroupName", "")): g for g in groups}
+        matched: list[tuple[TargetGroupTypeDef, PortMapping]] = []
+        for mapping in spec.mappings:
+            tg = by_name.pop(
+                target_group_name(
+                    self.ctx.tags.cluster_id, service.namespace, service.name, mapping
+                ),
+                None,
+            )
+            if (
+                tg is None
+                or int(tg.get("Port", 0)) != mapping.traffic_port
+                or needs_new_target_group(tg, mapping)
+                or health_check_changes(tg, mapping)
+            ):
+                return None
+            matched.append((tg, mapping))
+        return matched
 
     @aws_errors
     def ensure_load_balancer_deleted(self, cluster_name: str, service: Service) -> None:
@@ -330,6 +384,17 @@ class NetworkLoadBalancers:
         detached = sorted(set(existing_groups) - set(security_groups))
         if detached:
             self._remove_detached_groups(name, detached, service)
+        self._sync_node_rules(name, lb, instances, spec)
+        return status_of(lb)
+
+    def _sync_node_rules(
+        self,
+        name: str,
+        lb: LoadBalancerTypeDef,
+        instances: Sequence[InstanceTypeDef],
+        spec: NLBSpec,
+    ) -> None:
+        """The node rules for the NLB's subnets (the health checks' sources) and ``spec``."""
         ensured = [z.get("SubnetId", "") for z in lb.get("AvailabilityZones", [])]
         if not ensured:
             raise CloudError(f"did not find ensured subnets on LB {name}")
@@ -341,7 +406,6 @@ class NetworkLoadBalancers:
             client_cidrs=list(spec.source_ranges),
             mappings=spec.mappings,
         )
-        return status_of(lb)
 
     def _create(
         self,
@@ -607,14 +671,8 @@ class NetworkLoadBalancers:
             )
         elif mapping.frontend_protocol == "TCP":
             modify = bool(listener.get("SslPolicy")) or bool(certs)
-        hc = mapping.health_check
         tg = by_node_port.get(mapping.traffic_port)
-        recreate = (
-            tg is None
-            or tg.get("Protocol") != mapping.traffic_protocol
-            or str(tg.get("HealthCheckProtocol", "")).upper() != hc.protocol.upper()
-            or tg.get("HealthCheckIntervalSeconds") != hc.interval
-        )
+        recreate = tg is None or needs_new_target_group(tg, mapping)
         if recreate or tg is None:
             tg = self._create_target_group(lb["VpcId"], mapping, service, tags, instance_ids)
             modify = True
@@ -637,6 +695,16 @@ class NetworkLoadBalancers:
     def _reconcile_target_group(
         self, tg: TargetGroupTypeDef, mapping: PortMapping, instance_ids: Sequence[str]
     ) -> None:
+        self._refresh_targets(tg, mapping, instance_ids)
+        change = health_check_changes(tg, mapping)
+        if change:
+            self.elbv2.modify_target_group(TargetGroupArn=tg["TargetGroupArn"], **change)
+
+    def _refresh_targets(
+        self, tg: TargetGroupTypeDef, mapping: PortMapping, instance_ids: Sequence[str]
+    ) -> None:
+        """``DescribeTargetHealth``, then register / deregister what differs (targets being
+        deregistered count as gone)."""
         arn = tg["TargetGroupArn"]
         health = self.elbv2.describe_target_health(TargetGroupArn=arn)
         actual = [
@@ -645,20 +713,6 @@ class NetworkLoadBalancers:
             if d.get("TargetHealth", {}).get("Reason") != "Target.DeregistrationInProgress"
         ]
         self._sync_targets(arn, mapping.traffic_port, instance_ids, actual=actual)
-        hc = mapping.health_check
-        change: dict[str, Any] = {}
-        if tg.get("HealthCheckPort") != hc.port:
-            change["HealthCheckPort"] = hc.port
-        if (
-            tg.get("HealthyThresholdCount") != hc.healthy_threshold
-            or tg.get("UnhealthyThresholdCount") != hc.unhealthy_threshold
-        ):
-            change["HealthyThresholdCount"] = hc.healthy_threshold
-            change["UnhealthyThresholdCount"] = hc.unhealthy_threshold
-        if hc.protocol != "TCP" and tg.get("HealthCheckPath") != hc.path:
-            change["HealthCheckPath"] = hc.path
-        if change:
-            self.elbv2.modify_target_group(TargetGroupArn=arn, **change)
 
     def _sync_targets(
         self, arn: str, port: int, instance_ids: Sequence[str], *, actual: Sequence[Any]
@@ -819,6 +873,35 @@ class NetworkLoadBalancers:
                     "list[IpPermissionUnionTypeDef]", nlbrules.to_permissions(plan.grant)
                 ),
             )
+
+
+def needs_new_target_group(tg: TargetGroupTypeDef, mapping: PortMapping) -> bool:
+    """Upstream ``ensureTargetGroup``'s test: what an existing target group cannot change (its
+    target protocol, health-check protocol and interval) differs from ``mapping``."""
+    hc = mapping.health_check
+    return (
+        tg.get("Protocol") != mapping.traffic_protocol
+        or str(tg.get("HealthCheckProtocol", "")).upper() != hc.protocol.upper()
+        or tg.get("HealthCheckIntervalSeconds") != hc.interval
+    )
+
+
+def health_check_changes(tg: TargetGroupTypeDef, mapping: PortMapping) -> dict[str, Any]:
+    """The ``ModifyTargetGroup`` fields that differ from ``mapping``'s health check (none: in
+    step): port, thresholds, and the path of a non-TCP check."""
+    hc = mapping.health_check
+    change: dict[str, Any] = {}
+    if tg.get("HealthCheckPort") != hc.port:
+        change["HealthCheckPort"] = hc.port
+    if (
+        tg.get("HealthyThresholdCount") != hc.healthy_threshold
+        or tg.get("UnhealthyThresholdCount") != hc.unhealthy_threshold
+    ):
+        change["HealthyThresholdCount"] = hc.healthy_threshold
+        change["UnhealthyThresholdCount"] = hc.unhealthy_threshold
+    if hc.protocol != "TCP" and tg.get("HealthCheckPath") != hc.path:
+        change["HealthCheckPath"] = hc.path
+    return change
 
 
 def _tls_fields(mapping: PortMapping) -> dict[str, Any]:
