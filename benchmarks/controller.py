@@ -31,12 +31,13 @@ the node rules are CIDR rules): create, joins, steady state, restart, beside ups
 ``--compare REF`` runs every lab once more with the controller of git ``REF`` (a temporary
 worktree, :mod:`benchmarks.worktree`; same interpreter and virtualenv, ``PYTHONPATH`` at the
 worktree) and prints each B / NLB / A figure as "this checkout vs REF (ratio)", so before and
-after share the run and the machine's load. ``--skip-a`` leaves A out.
+after share the run and the machine's load. ``--skip-a`` leaves A out, ``--skip-b`` B's
+Classic ELBs (with ``--nlb``: the NLB run alone).
 
 Every figure with a baseline carries a ratio against it (same run). Nothing is asserted.
 
     .venv/bin/python -m benchmarks.controller [--quick] [--services N] [--nodes N] [--probe N]
-        [--nlb] [--compare REF] [--skip-a]
+        [--nlb] [--compare REF] [--skip-a] [--skip-b]
 """
 
 from __future__ import annotations
@@ -882,6 +883,9 @@ def main() -> None:
     )
     parser.add_argument("--nlb", action="store_true", help="also run B with NLB Services")
     parser.add_argument("--skip-a", action="store_true", help="leave out A (per-ELB groups)")
+    parser.add_argument(
+        "--skip-b", action="store_true", help="leave out B's Classic ELBs (with --nlb: NLB only)"
+    )
     args = parser.parse_args()
     services = args.services if args.services is not None else (50 if args.quick else 500)
     nodes = args.nodes if args.nodes is not None else (10 if args.quick else 50)
@@ -935,7 +939,7 @@ def run_all(
                 timeout=args.timeout, say=say, build=build,
             )  # fmt: skip
     for nlb, out in ((False, shared), (True, nlbs)):
-        if nlb and not args.nlb:
+        if (nlb and not args.nlb) or (not nlb and args.skip_b):
             continue
         for build in builds:
             print(
@@ -950,11 +954,15 @@ def run_all(
                 timeout=args.timeout, say=say, build=build, nlb=nlb,
             )  # fmt: skip
     here = builds[0].label
-    if here in managed:
+    if here in managed and here in shared:
         report(managed[here], shared[here], nodes)
     other = builds[1].label if len(builds) > 1 else None
     per_lb = sum(n for _, n in UPSTREAM_JOIN_PER_LB)
-    rows = compare_rows("B. shared ElbSecurityGroup", shared[here], shared.get(other or ""), per_lb)
+    rows: list[tuple[str, str]] = []
+    if here in shared:
+        rows += compare_rows(
+            "B. shared ElbSecurityGroup", shared[here], shared.get(other or ""), per_lb
+        )
     if nlbs:
         rows += compare_rows(
             "NLB Services", nlbs[here], nlbs.get(other or ""), UPSTREAM_NLB_JOIN_PER_LB
