@@ -54,6 +54,10 @@ DEADLINES = Deadlines(header=32.0, body=60.0, idle=IDLE_TIMEOUT)
 #: bound (README: "Where this differs from AWS"): far above any call the lab's clients make
 #: (16 KB of user data, thousands of filter values), far below what costs the lab seconds.
 MAX_BODY_BYTES = 1 << 20
+#: the WSGI environ key (a server extension, PEP 3333) of the request's header lines as read:
+#: (name as spelled, value) pairs, a repeated name once per line, for an app that forwards
+#: them (the recording proxy) rather than read them through the ``HTTP_*`` keys
+RAW_HEADERS = "lab.raw_headers"
 _TOO_LARGE = "The request failed because the payload for the body of the request is too large."
 _SERVICE = re.compile(r"Credential=[^/,]*/[^/,]*/[^/,]*/([^/,]+)/")
 
@@ -198,6 +202,7 @@ class _Handler(GuardedHandler):
             "wsgi.multithread": True,
             "wsgi.multiprocess": False,
             "wsgi.run_once": False,
+            RAW_HEADERS: self.headers.items(),
         }
         values: dict[str, list[str]] = {}  # one pass: every value of a name, in order
         for name, value in self.headers.items():

@@ -265,6 +265,40 @@ def test_calls_are_resigned_for_the_upstream_host(sigv4_upstream: SigV4Upstream)
     ]
 
 
+def test_a_repeated_header_is_forwarded_and_signed_with_every_value(
+    sigv4_upstream: SigV4Upstream,
+) -> None:
+    # each line goes on as sent (names as spelled); the signature covers the values in order
+    body = b"Action=DescribeVpcs&Version=2016-11-15"
+    with AwsProxyServer(sigv4_upstream.url, credentials=PROXY_KEY) as proxy:
+        connection = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=30)
+        connection.putrequest("POST", "/", skip_accept_encoding=True)
+        for name, value in (
+            ("Content-Type", "application/x-www-form-urlencoded; charset=utf-8"),
+            ("x-lab-repeat", "  one   two "),
+            ("X-Lab-Repeat", "three"),
+            (
+                "Authorization",
+                f"AWS4-HMAC-SHA256 Credential={CALLER_KEY}/20261129/"
+                "us-east-1/ec2/aws4_request, SignedHeaders=host, Signature=00",
+            ),
+            ("Content-Length", str(len(body))),
+        ):
+            connection.putheader(name, value)
+        connection.endheaders(body)
+        reply = connection.getresponse()
+        reply.read()
+        connection.close()
+    assert reply.status == 200
+    (received,) = sigv4_upstream.received
+    assert received.verdict == "ok"
+    assert [(k, v) for k, v in received.lines if k.lower() == "x-lab-repeat"] == [
+        ("x-lab-repeat", "one   two "),  # leading whitespace is not the value's (RFC 9110)
+        ("X-Lab-Repeat", "three"),
+    ]
+    assert "x-lab-repeat" in received.headers["authorization"].split("SignedHeaders=")[1]
+
+
 def test_without_resigning_a_checking_upstream_refuses_and_its_code_passes_through(
     sigv4_upstream: SigV4Upstream,
 ) -> None:

@@ -50,6 +50,8 @@ class Received:
     body: bytes
     verdict: str
     """``ok`` or why the signature was refused."""
+    lines: list[tuple[str, str]] = field(default_factory=list)
+    """Every header line as received (a repeated name once per line)."""
 
 
 @dataclass
@@ -69,8 +71,10 @@ class SigV4Upstream:
     def url(self) -> str:
         return f"http://{self.host}"
 
-    def verify(self, method: str, path: str, headers: dict[str, str], body: bytes) -> str:
-        """``ok``, or why AWS would refuse this request's signature."""
+    def verify(self, method: str, path: str, lines: list[tuple[str, str]], body: bytes) -> str:
+        """``ok``, or why AWS would refuse this request's signature (``lines``: the header
+        lines as received; a repeated name's values are signed in order, comma-joined)."""
+        headers = {k.lower(): v for k, v in lines}
         auth = headers.get("authorization", "")
         if not auth.startswith("AWS4-HMAC-SHA256 "):
             return f"no SigV4 Authorization header: {auth!r}"
@@ -83,12 +87,10 @@ class SigV4Upstream:
         signed = fields["SignedHeaders"].split(";")
         if "host" not in signed:
             return "Host is not signed"
-        request = AWSRequest(
-            method=method,
-            url=f"http://{headers['host']}{path}",
-            data=body,
-            headers={name: headers[name] for name in signed},
-        )
+        request = AWSRequest(method=method, url=f"http://{headers['host']}{path}", data=body)
+        for name, value in lines:
+            if name.lower() in signed:
+                request.headers[name] = value  # botocore's headers keep every value
         request.context["timestamp"] = headers["x-amz-date"]
         if not headers["x-amz-date"].startswith(date) or terminator != "aws4_request":
             return "credential scope does not match X-Amz-Date"
@@ -110,9 +112,12 @@ class SigV4Upstream:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                verdict = upstream.verify(self.command, self.path, headers, body)
-                upstream.received.append(Received(self.command, self.path, headers, body, verdict))
+                lines = list(self.headers.items())
+                headers = {k.lower(): v for k, v in lines}
+                verdict = upstream.verify(self.command, self.path, lines, body)
+                upstream.received.append(
+                    Received(self.command, self.path, headers, body, verdict, lines)
+                )
                 json_call = "x-amz-target" in headers
                 if verdict != "ok":
                     status = 403

@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote
 
 from lab.aws.exceptions import AwsError, InternalFailure, ServiceUnavailable, not_allowed
+from lab.aws.keepalive import RAW_HEADERS
 from lab.aws.pipeline import Call, Proceed
 from lab.aws.protocol import AwsRequest
 from lab.aws.proxy.callerauth import CallerAuth, SignedCall
@@ -161,7 +162,17 @@ def _same_scope(request: AwsRequest, scope: Scope | None) -> None:
 
 
 def _headers(environ: dict[str, Any]) -> list[tuple[str, str]]:
-    """The request's headers as the caller sent them (names in their usual spelling)."""
+    """The request's headers as the caller sent them: names as spelled, a repeated name's
+    every value (the keep-alive server's ``lab.raw_headers``); from any other WSGI server,
+    rebuilt from the ``HTTP_*`` keys (names in their usual spelling, repeats joined)."""
+    raw = environ.get(RAW_HEADERS)
+    if raw is not None:
+        return list(raw)
+    return _joined_headers(environ)
+
+
+def _joined_headers(environ: dict[str, Any]) -> list[tuple[str, str]]:
+    """The request's headers from the ``HTTP_*`` keys (a repeated name's values joined)."""
     out: list[tuple[str, str]] = []
     for key, value in environ.items():
         if key.startswith("HTTP_"):
@@ -175,7 +186,7 @@ def _headers(environ: dict[str, Any]) -> list[tuple[str, str]]:
 def _signable_headers(environ: dict[str, Any]) -> dict[str, str]:
     """Every header a caller may have signed, names lower-cased (``Content-Length`` too, which
     WSGI keeps apart from the ``HTTP_`` ones)."""
-    found = {k.lower(): v for k, v in _headers(environ)}
+    found = {k.lower(): v for k, v in _joined_headers(environ)}
     if environ.get("CONTENT_LENGTH"):
         found["content-length"] = str(environ["CONTENT_LENGTH"])
     return found
