@@ -143,24 +143,28 @@ class CallRecorder:
         }
         if len(request.params) > MAX_ITEMS:
             raw["…"] = f"{len(request.params) - MAX_ITEMS} more parameters not kept"
-        self.trail.record(
-            TrailEvent(
-                seq=0,
+        params = {k: capped(v) for k, v in summarize_params(request.params).items()}
+        ids = response_ids(request.action, response.body) if response.ok else {}
+        request_id = response.header("x-amzn-RequestId") or ""
+        latency_ms = round((time.perf_counter() - started) * 1000.0, 3)
+        self.trail.append(
+            lambda seq: TrailEvent(
+                seq=seq,
                 time=started_wall,
                 service=request.service,
                 action=request.action,
                 region=request.region,
-                params={k: capped(v) for k, v in summarize_params(request.params).items()},
+                params=params,
                 status=response.status,
                 error_code=code,
                 error_message=None if message is None else cap_text(message),
-                latency_ms=round((time.perf_counter() - started) * 1000.0, 3),
+                latency_ms=latency_ms,
                 user_agent=request.user_agent,
                 source=request.source,
-                request_id=response.header("x-amzn-RequestId") or "",
+                request_id=request_id,
                 injected=injected,
                 answered_by=answered_by,
-                response=response_ids(request.action, response.body) if response.ok else {},
+                response=ids,
                 raw_params=raw,
             )
         )

@@ -59,6 +59,8 @@ MAX_BODY_BYTES = 1 << 20
 #: them (the recording proxy) rather than read them through the ``HTTP_*`` keys
 RAW_HEADERS = "lab.raw_headers"
 _TOO_LARGE = "The request failed because the payload for the body of the request is too large."
+#: an app's headers the server writes itself (the length of what it buffered; no chunking)
+_FRAMING = frozenset({"content-length", "connection", "transfer-encoding"})
 _SERVICE = re.compile(r"Credential=[^/,]*/[^/,]*/[^/,]*/([^/,]+)/")
 
 
@@ -143,12 +145,19 @@ class _Handler(GuardedHandler):
             return
         status, headers, data = self._run_app(self._environ(body))
         code, _, reason = str(status).partition(" ")
-        self.send_response(int(code), reason or None)
+        number = int(code)
+        self.log_request(number)
+        # what send_response, send_header and end_headers would buffer, built in one go
+        lines = [
+            f"{self.protocol_version} {number} "
+            f"{reason or self.responses.get(number, ('',))[0]}\r\n"
+            f"Server: {self.version_string()}\r\nDate: {self.date_time_string()}\r\n"
+        ]
         for name, value in headers:
-            if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
+            if name.lower() not in _FRAMING:
+                lines.append(f"{name}: {value}\r\n")
+        lines.append(f"Content-Length: {len(data)}\r\n\r\n")
+        self.wfile.write("".join(lines).encode("latin-1", "strict"))
         if self.command != "HEAD":
             self.wfile.write(data)
 
@@ -182,6 +191,10 @@ class _Handler(GuardedHandler):
         """The WSGI environ of this request (PEP 3333), its headers as ``HTTP_*``."""
         path, _, query = self.path.partition("?")
         host, port = self.server.server_address[:2]
+        pairs = self.headers.items()
+        values: dict[str, list[str]] = {}  # one pass: every value of a name, in order
+        for name, value in pairs:
+            values.setdefault(name.lower(), []).append(value)
         environ: dict[str, Any] = {
             "REQUEST_METHOD": self.command,
             "SCRIPT_NAME": "",
@@ -193,7 +206,7 @@ class _Handler(GuardedHandler):
             "SERVER_PROTOCOL": self.request_version,
             "REMOTE_ADDR": self.client_address[0],
             "REMOTE_PORT": str(self.client_address[1]),
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_TYPE": values.get("content-type", [""])[0],
             "CONTENT_LENGTH": str(len(body)),
             "wsgi.version": (1, 0),
             "wsgi.url_scheme": "http",
@@ -202,11 +215,8 @@ class _Handler(GuardedHandler):
             "wsgi.multithread": True,
             "wsgi.multiprocess": False,
             "wsgi.run_once": False,
-            RAW_HEADERS: self.headers.items(),
+            RAW_HEADERS: pairs,
         }
-        values: dict[str, list[str]] = {}  # one pass: every value of a name, in order
-        for name, value in self.headers.items():
-            values.setdefault(name.lower(), []).append(value)
         for name, found in values.items():
             key = "HTTP_" + name.upper().replace("-", "_")
             if key not in ("HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"):

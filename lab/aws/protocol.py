@@ -130,7 +130,8 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
     presigned (query-string) ``X-Amz-Credential``, else from the ``Version`` (SigV2 or
     unsigned calls); ELB and ELBv2 share a signing name and differ by ``Version``.
     """
-    pairs = parse_qsl(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
+    query = str(environ.get("QUERY_STRING", ""))
+    pairs, malformed = _read_query(query)
     content_type = str(environ.get("CONTENT_TYPE", ""))
     target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
     protocol = "query"
@@ -138,10 +139,10 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
         protocol = "json"
         pairs += [("Action", target.rpartition(".")[2])]
         pairs += flatten_json(body)
-    elif body and content_type.startswith(FORM_TYPE):
-        pairs += parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True)
-    form = body if protocol == "query" and content_type.startswith(FORM_TYPE) else b""
-    malformed = _unreadable(str(environ.get("QUERY_STRING", "")), form)
+    elif content_type.startswith(FORM_TYPE):
+        form, problem = _read_form(body)
+        pairs += form
+        malformed = malformed or problem
     params = dict(pairs)
     action = params.pop("Action", "")
     version = params.pop("Version", "")
@@ -172,15 +173,39 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
 FORM_TYPE = "application/x-www-form-urlencoded"
 
 
-def _unreadable(query: str, form: bytes) -> str:
-    """Why a query string (WSGI: its bytes as latin-1) or form body is not UTF-8 text, raw or
-    once percent-decoded (empty when both are)."""
-    for where, raw in (("query string", query.encode("latin-1", "replace")), ("body", form)):
-        try:
-            parse_qsl(raw.decode("utf-8"), keep_blank_values=True, errors="strict")
-        except UnicodeDecodeError:
-            return f"The {where} is not valid UTF-8"
-    return ""
+def _read_query(query: str) -> tuple[list[tuple[str, str]], str]:
+    """A query string's pairs (WSGI: its bytes as latin-1, percent-decoded as UTF-8 with
+    U+FFFD for what is not), and why it is not UTF-8 text, raw or percent-decoded (empty when
+    it is)."""
+    if not query:
+        return [], ""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if query.isascii() and "%" not in query:
+        return pairs, ""  # nothing in it can be anything but UTF-8
+    return pairs, "The query string is not valid UTF-8" if _not_utf8(
+        query.encode("latin-1", "replace")
+    ) else ""
+
+
+def _read_form(body: bytes) -> tuple[list[tuple[str, str]], str]:
+    """A form body's pairs (U+FFFD for what is not UTF-8, raw or percent-decoded), and why
+    it is not UTF-8 text (empty when it is); one parse when it is."""
+    if not body:
+        return [], ""
+    try:
+        return parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict"), ""
+    except UnicodeDecodeError:
+        pairs = parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True)
+        return pairs, "The body is not valid UTF-8"
+
+
+def _not_utf8(raw: bytes) -> bool:
+    """Whether ``raw`` is not UTF-8 text, raw or once percent-decoded."""
+    try:
+        parse_qsl(raw.decode("utf-8"), keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def flatten_json(body: bytes) -> list[tuple[str, str]]:

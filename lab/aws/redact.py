@@ -14,6 +14,7 @@ layer after it sees a secret); :mod:`lab.aws.server` redacts the request line it
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from urllib.parse import unquote
@@ -40,6 +41,7 @@ _SECRET_SUFFIXES = ("secretaccesskey", "sessiontoken", "password", "securitytoke
 _QUERY_PAIR = re.compile(r"(?P<key>[^&?=\s]+)=(?P<value>[^&\s]*)")
 
 
+@functools.lru_cache(maxsize=4096)  # a few hundred distinct names in practice
 def is_secret(name: str) -> bool:
     """Whether parameter ``name`` (a flat query key such as ``Foo.1.Password``) holds a secret."""
     last = name.rsplit(".", 1)[-1].lower()

@@ -23,13 +23,11 @@ import json
 import re
 import threading
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
-
-from lab.aws.protocol import indexed
 
 TrailValue = str | list[str]
 
@@ -113,6 +111,7 @@ _LIST_KEYS = {
     "LoadBalancerArns": ("LoadBalancerArns.member",),
     "ResourceIds": ("ResourceId",),
 }
+_LISTED_PREFIXES = frozenset(p for prefixes in _LIST_KEYS.values() for p in prefixes)
 _PERM_RE = re.compile(r"^(IpPermissions)\.(\d+)\.(.+)\Z")
 _MEMBER_RE = re.compile(r"^(\w+)\.member\.(\d+)\.(\w+)\Z")
 _FILTER_RE = re.compile(r"^Filter\.(\d+)\.(Name|Value\.\d+)\Z")
@@ -148,12 +147,17 @@ def summarize_params(params: Mapping[str, str]) -> dict[str, TrailValue]:
     for key in _SCALAR_KEYS:
         if key in params:
             out[key] = params[key]
-    for name, prefixes in _LIST_KEYS.items():
-        values: list[str] = []
-        for prefix in prefixes:
-            values += indexed(params, prefix)
-        if values:
-            out[name] = values
+    # the lists: a key ``<prefix>.<digits>`` (what ``indexed`` reads), in one pass
+    listed: dict[str, list[tuple[int, str]]] = {}
+    for key, value in params.items():
+        prefix, _, rest = key.rpartition(".")
+        if prefix in _LISTED_PREFIXES and rest.isdigit():
+            listed.setdefault(prefix, []).append((int(rest), value))
+    if listed:
+        for name, prefixes in _LIST_KEYS.items():
+            values = [v for p in prefixes for _, v in sorted(listed.get(p, ()))]
+            if values:
+                out[name] = values
     # ELB structured members: Instances.member.1.InstanceId, Listeners.member.1.InstancePort
     members: dict[str, dict[int, dict[str, str]]] = {}
     filters: dict[int, dict[str, str]] = {}
@@ -241,9 +245,14 @@ class Trail:
         Sequence numbers follow completion order, which for AWS calls is the order in which
         they reached moto (calls enter moto one at a time).
         """
+        return self.append(lambda seq: replace(event, seq=seq))
+
+    def append(self, build: Callable[[int], TrailEvent]) -> TrailEvent:
+        """Append the event ``build`` makes for the next sequence number (called under the
+        trail's lock, so numbers follow the order of appends); the event."""
         with self._lock:
             self._seq += 1
-            event = replace(event, seq=self._seq)
+            event = build(self._seq)
             self._events.append(event)
             if self._sink is not None:
                 self._sink.write(event.to_json() + "\n")

@@ -163,3 +163,6 @@ def test_a_line_break_inside_a_header_is_refused() -> None:
         request_bytes("POST", "/", [("X-A", "1\r\nX-Injected: 2")], b"")
     with pytest.raises(ValueError, match="line break"):
         request_bytes("POST", "/ HTTP/1.1\r\nX: y", [], b"")
+    # an obsolete folded value goes on as it came, as http.client sends it
+    folded = request_bytes("POST", "/", [("X-A", "one\r\n two")], b"")
+    assert folded == b"POST / HTTP/1.1\r\nX-A: one\r\n two\r\n\r\n"

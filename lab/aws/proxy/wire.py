@@ -23,6 +23,7 @@ Neighbours: used only by :mod:`lab.aws.proxy.upstream`.
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 
@@ -143,10 +144,21 @@ class UpstreamConnection:
             sock.close()
 
 
+#: what ``http.client`` refuses in a header value: a line break not followed by a space or a
+#: tab (an obsolete folded line, RFC 9112 §5.2, passes as it came)
+_ILLEGAL_VALUE = re.compile(r"\n(?![ \t])|\r(?![ \t\n])")
+
+
 def request_bytes(method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> bytes:
     """The request as it goes on the wire: its line, ``headers`` exactly, then ``body``.
-    A line break inside a name or value (which would split the message) is refused."""
+    A line break that would split the message (in the request line, a name, or a value other
+    than a folded line's) is refused, as ``http.client`` refuses it."""
     text = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers)
-    if text.count("\n") != len(headers) + 1 or "\r" in text.replace("\r\n", ""):
-        raise ValueError("a request line or header holds a line break")
+    if text.count("\n") != len(headers) + 1 or text.count("\r") != len(headers) + 1:
+        line = f"{method} {target}"
+        if "\r" in line or "\n" in line:
+            raise ValueError(f"request line {line!r}: holds a line break")
+        for name, value in headers:
+            if "\r" in name or "\n" in name or _ILLEGAL_VALUE.search(value):
+                raise ValueError(f"header {name!r}: {value!r} holds a line break")
     return (text + "\r\n").encode("latin-1") + body
