@@ -191,7 +191,7 @@ class _Handler(GuardedHandler):
         """The WSGI environ of this request (PEP 3333), its headers as ``HTTP_*``."""
         path, _, query = self.path.partition("?")
         host, port = self.server.server_address[:2]
-        pairs = self.headers.items()
+        pairs = self.header_pairs if self.header_pairs is not None else self.headers.items()
         values: dict[str, list[str]] = {}  # one pass: every value of a name, in order
         for name, value in pairs:
             values.setdefault(name.lower(), []).append(value)

@@ -115,23 +115,41 @@ _MAX_HEADER_LINE = 65536
 _MAX_HEADER_LINES = 100
 #: a header line ``email`` reads as exactly ``name: value``: a name of the characters its
 #: header pattern takes, a colon, and text with no character ``str.splitlines`` breaks at
-_PLAIN_HEADER = re.compile(r"([\x21-\x39\x3b-\x7e]+):([\x20-\x7e\t]*)\r?\n")
+#: (the value without its leading spaces and tabs, which ``email`` drops)
+_PLAIN_HEADER = re.compile(r"([\x21-\x39\x3b-\x7e]+):[ \t]*([\x20-\x7e\t]*)\r?\n")
+#: a block of nothing but such lines
+_PLAIN_BLOCK = re.compile(r"(?:[\x21-\x39\x3b-\x7e]+:[\x20-\x7e\t]*\r?\n)*")
+_BLANK_LINES = (b"\r\n", b"\n", b"")
+
+
+def plain_header_pairs(lines: list[bytes]) -> list[tuple[str, str]] | None:
+    """The (name, value) pairs of ``lines`` (a header block as read, up to its first blank
+    line) as ``http.client.parse_headers`` reads them (``email``'s ``compat32``: each value
+    after the colon, leading spaces and tabs dropped) when every line is plain; None when one
+    is not (a continuation, a line without a colon, a control or non-ASCII character): those
+    are left to ``email``."""
+    end = len(lines)
+    for terminator in _BLANK_LINES:
+        with contextlib.suppress(ValueError):
+            end = min(end, lines.index(terminator))
+    text = b"".join(lines[:end]).decode("iso-8859-1")
+    if _PLAIN_BLOCK.fullmatch(text) is None:
+        return None
+    pairs: list[tuple[str, str]] = _PLAIN_HEADER.findall(text)
+    return pairs
 
 
 def plain_headers(lines: list[bytes], message_class: Any) -> Any:
-    """``lines`` (a header block as read, its blank line last) as the stdlib's
-    ``http.client.parse_headers`` gives it (``email``'s ``compat32`` reading: each value
-    after the colon, leading spaces and tabs dropped) when every line is plain; None when
-    one is not (a continuation, a line without a colon, a control or non-ASCII character):
-    those are left to ``email``."""
+    """:func:`plain_header_pairs` as the message ``http.client.parse_headers`` gives (None
+    when a line is not plain)."""
+    pairs = plain_header_pairs(lines)
+    return None if pairs is None else _message(pairs, message_class)
+
+
+def _message(pairs: list[tuple[str, str]], message_class: Any) -> Any:
     message = message_class()
-    for raw in lines:
-        if raw in (b"\r\n", b"\n", b""):
-            break
-        found = _PLAIN_HEADER.fullmatch(raw.decode("iso-8859-1"))
-        if found is None:
-            return None
-        message.set_raw(found.group(1), found.group(2).lstrip(" \t"))
+    for name, value in pairs:
+        message.set_raw(name, value)
     return message
 
 
@@ -157,6 +175,9 @@ class GuardedHandler(BaseHTTPRequestHandler):
 
     max_body: int | None = None
     chunked_ok: bool = True
+    #: the request's header lines as read, (name, value) as ``headers.items()`` gives them,
+    #: when they were all plain lines (:func:`plain_header_pairs`); None otherwise
+    header_pairs: list[tuple[str, str]] | None = None
 
     def setup(self) -> None:
         self._requests = 0
@@ -217,6 +238,7 @@ class GuardedHandler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def parse_request(self) -> bool:
+        self.header_pairs = None
         line = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
         problem = request_line_problem(line)
         if problem is not None:
@@ -272,8 +294,11 @@ class GuardedHandler(BaseHTTPRequestHandler):
                 return False
             if raw in (b"\r\n", b"\n", b""):
                 break
-        headers = plain_headers(lines, self.MessageClass)
-        if headers is None:
+        pairs = plain_header_pairs(lines)
+        if pairs is not None:
+            headers = _message(pairs, self.MessageClass)
+            self.header_pairs = pairs
+        else:
             text = b"".join(lines).decode("iso-8859-1")
             headers = email.parser.Parser(_class=self.MessageClass).parsestr(text)
         self.headers = headers
