@@ -27,7 +27,8 @@ proxy's CPU per call is printed too; ``--compare REF`` adds the proxy of commit 
 temporary git worktree, ``benchmarks.e2e.worktree``) in front of the same endpoint in the same
 interleaved rounds, so before and after share the machine's load (issue 28).
 
-Usage: ``.venv/bin/python -m benchmarks.aws [--quick] [--latency-only] [--compare REF]``.
+Usage: ``.venv/bin/python -m benchmarks.aws [--quick] [--latency-only] [--compare REF]
+[--rounds N]`` (more rounds: a steadier CPU figure, read from ``/proc`` in 10 ms ticks).
 Prints a table; asserts nothing.
 """
 
@@ -448,8 +449,13 @@ def main() -> int:
         help="also measure the recording proxy of git commit REF (a temporary worktree) "
         "between processes, in the same rounds",
     )
+    parser.add_argument(
+        "--rounds", type=int, help="rounds of the call mix per endpoint (default 60; quick 15)"
+    )
     args = parser.parse_args()
-    rounds = 15 if args.quick else 60
+    rounds = args.rounds if args.rounds is not None else (15 if args.quick else 60)
+    if rounds < 1:
+        parser.error(f"--rounds {rounds}: give a positive number of rounds")
     calls = 1_000 if args.quick else 10_000
 
     from rich.console import Console

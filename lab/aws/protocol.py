@@ -33,6 +33,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
@@ -171,6 +172,8 @@ def parse_request(environ: Mapping[str, Any], body: bytes, *, default_region: st
 
 
 FORM_TYPE = "application/x-www-form-urlencoded"
+#: each HTTP status's reason phrase (the standard library's)
+_PHRASES = {status.value: status.phrase for status in HTTPStatus}
 
 
 def _read_query(query: str) -> tuple[list[tuple[str, str]], str]:
@@ -264,13 +267,7 @@ class WireResponse:
 
     @property
     def status_line(self) -> str:
-        from http import HTTPStatus
-
-        try:
-            phrase = HTTPStatus(self.status).phrase
-        except ValueError:
-            phrase = "Unknown"
-        return f"{self.status} {phrase}"
+        return f"{self.status} {_PHRASES.get(self.status, 'Unknown')}"
 
     def header(self, name: str) -> str | None:
         lowered = name.lower()
