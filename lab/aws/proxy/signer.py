@@ -102,12 +102,12 @@ class ProxySigner:
         to_sign = "\n".join(
             ("AWS4-HMAC-SHA256", stamp, scope, sha256(canonical.encode()).hexdigest())
         )
-        signature = hmac.new(self._key(frozen.secret_key, day), to_sign.encode(), sha256)
+        signature = hmac.digest(self._key(frozen.secret_key, day), to_sign.encode(), "sha256")
         headers.append(
             (
                 "Authorization",
                 f"AWS4-HMAC-SHA256 Credential={frozen.access_key}/{scope}, "
-                f"SignedHeaders={signed_names}, Signature={signature.hexdigest()}",
+                f"SignedHeaders={signed_names}, Signature={signature.hex()}",
             )
         )
         return headers

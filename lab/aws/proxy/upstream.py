@@ -32,7 +32,9 @@ botocore's), the connections :mod:`.wire`.
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 import ssl
 import threading
 from collections.abc import Iterable, Mapping
@@ -141,13 +143,20 @@ def _strip(text: str, names: Iterable[str]) -> tuple[str, bool]:
     if not text:
         return text, False
     drop = names if isinstance(names, frozenset) else frozenset(names)
-    if "%" not in text and not any(name in text for name in drop):
+    if _mentions(drop).search(text) is None:
         return text, False  # no parameter can be one of them: not worth parsing
     pairs = parse_qsl(text, keep_blank_values=True)
     kept = [(k, v) for k, v in pairs if k not in drop]
     if len(kept) == len(pairs):
         return text, False
     return urlencode(kept), True
+
+
+@functools.lru_cache(maxsize=8)
+def _mentions(names: frozenset[str]) -> re.Pattern[str]:
+    """A pattern found in any text holding one of ``names``, or a parameter name with a
+    percent-encoded character (which may decode to one)."""
+    return re.compile("|".join(re.escape(n) for n in sorted(names)) + r"|(?:^|&)[^=&]*%")
 
 
 class Upstream:
