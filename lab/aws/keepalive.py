@@ -157,9 +157,8 @@ class _Handler(GuardedHandler):
             if name.lower() not in _FRAMING:
                 lines.append(f"{name}: {value}\r\n")
         lines.append(f"Content-Length: {len(data)}\r\n\r\n")
-        self.wfile.write("".join(lines).encode("latin-1", "strict"))
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        head = "".join(lines).encode("latin-1", "strict")
+        self.wfile.write(head if self.command == "HEAD" else head + data)
 
     def _read_body(self) -> bytes | None:
         """The request's body (``Content-Length`` bytes, checked at the door by

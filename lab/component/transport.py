@@ -178,6 +178,8 @@ class GuardedHandler(BaseHTTPRequestHandler):
     #: the request's header lines as read, (name, value) as ``headers.items()`` gives them,
     #: when they were all plain lines (:func:`plain_header_pairs`); None otherwise
     header_pairs: list[tuple[str, str]] | None = None
+    #: the request's ``Content-Length`` as :meth:`_framing_ok` read it (0 without one)
+    _length: int = 0
 
     def setup(self) -> None:
         self._requests = 0
@@ -325,15 +327,30 @@ class GuardedHandler(BaseHTTPRequestHandler):
             return bool(self.handle_expect_100())
         return True
 
+    def _framing_values(self) -> tuple[list[str], list[str]]:
+        """The request's ``Content-Length`` values (stripped) and ``Transfer-Encoding``
+        values, from the plain header lines in one pass when the request had them."""
+        if self.header_pairs is None:
+            lengths = [v.strip() for v in self.headers.get_all("Content-Length") or []]
+            return lengths, list(self.headers.get_all("Transfer-Encoding") or [])
+        lengths, codings = [], []
+        for name, value in self.header_pairs:
+            lowered = name.lower()
+            if lowered == "content-length":
+                lengths.append(value.strip())
+            elif lowered == "transfer-encoding":
+                codings.append(value)
+        return lengths, codings
+
     def _framing_ok(self) -> bool:
         """Go's ``fixLength`` and ``parseTransferEncoding`` on the request's headers."""
-        lengths = [v.strip() for v in self.headers.get_all("Content-Length") or []]
+        lengths, codings = self._framing_values()
+        self._length = int(lengths[0]) if lengths and _DIGITS.fullmatch(lengths[0]) else 0
         if lengths and (
             len(set(lengths)) > 1 or not _DIGITS.fullmatch(lengths[0]) or int(lengths[0]) >= 2**63
         ):
             self.refuse(400)
             return False
-        codings = self.headers.get_all("Transfer-Encoding") or []
         if codings and self.request_version != "HTTP/1.0":
             if len(codings) != 1 or codings[0].strip().lower() != "chunked":
                 self.refuse(501)
@@ -348,8 +365,7 @@ class GuardedHandler(BaseHTTPRequestHandler):
 
     def content_length(self) -> int:
         """The request's ``Content-Length`` (0 without one; :meth:`_framing_ok` checked it)."""
-        value = self.headers.get("Content-Length")
-        return int(value) if value else 0
+        return self._length
 
     def unknown_method(self) -> None:
         """A method this server has no ``do_`` for (a valid token): 405 by default."""
