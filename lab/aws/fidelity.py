@@ -91,6 +91,16 @@ Gaps found in moto 5.2.5 and fixed here (each has a test in ``tests/aws/test_fid
     one change; the layer snapshots the region's rules before such a call and restores them
     when moto refuses it (:mod:`lab.aws.sgatomic`; with ``enabled``).
 
+18. A target group's ``LoadBalancerArns`` (and so ``DescribeTargetGroups(LoadBalancerArn=...)``
+    and the target health model's "not in use") is a list moto appends to on
+    ``CreateListener``/``CreateRule`` and never updates: after ``ModifyListener`` or
+    ``ModifyRule`` forwards to another group, the new group lists no load balancer and the old
+    one still does; a deleted listener, rule or load balancer stays listed; two listeners
+    forwarding to one group list its load balancer twice. On AWS a group is associated with a
+    load balancer through the listeners and rules that forward to it. The layer derives every
+    group's list from moto's listeners and rules after each call that changes them
+    (``elbv2_fixes``; :func:`lab.aws.fidelity_fixes.link_target_groups`).
+
 Checked and already right in moto 5.2.5 (no layer needed): ELB ``DNSName`` ends with
 ``.elb.amazonaws.com``; ``ApplySecurityGroupsToLoadBalancer`` replaces the set in the given
 order; ``DescribeLoadBalancerAttributes``; ``ConfigureHealthCheck``; ``DescribeSecurityGroups``
@@ -441,7 +451,8 @@ class FidelityLayer:
             self._released.append(
                 (self._clock() + cfg.elb_sg_release_s, request.region, name, context["groups"])
             )
-            return response
+            if request.service != "elbv2":
+                return response  # an ELBv2 one goes on: its groups' links to it go (gap 18)
         if request.service == "elbv2":
             if cfg.elbv2_fixes:
                 return fidelity_fixes.elbv2_fixes(

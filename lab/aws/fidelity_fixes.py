@@ -4,7 +4,8 @@ Role: after moto answered a call, the layer (:meth:`lab.aws.fidelity.FidelityLay
 hands the answer here with the moto backend it concerns: :func:`elb_fixes` (a new Classic
 ELB's default health check and draining timeout, one ``AdditionalAttributes`` entry,
 register/deregister results, the listeners' ``InstanceProtocol``), :func:`elbv2_fixes` (NLB
-attributes and ``DNSName``, target-group attributes, no ``SslPolicy`` on TCP/UDP listeners)
+attributes and ``DNSName``, target-group attributes, no ``SslPolicy`` on TCP/UDP listeners,
+each target group's ``LoadBalancerArns`` from the listeners and rules forwarding to it)
 and :func:`reorder_groups` (a Classic ELB's ``SecurityGroups`` order). The gap numbers are
 those of :mod:`lab.aws.fidelity`'s docstring.
 
@@ -33,7 +34,7 @@ _MEMBER = re.compile(rb"<member>(.*?)</member>", re.DOTALL)
 
 def elbv2_fixes(elbv2: Any, request: AwsRequest, response: WireResponse) -> WireResponse:
     """Backend state as AWS keeps it (the answers of later calls follow from it), and the
-    answer of the fixed call itself (gap 13; ``elbv2`` is moto's ELBv2 backend)."""
+    answer of the fixed call itself (gaps 13 and 18; ``elbv2`` is moto's ELBv2 backend)."""
     if request.action == "CreateLoadBalancer":
         for lb in list(elbv2.load_balancers.values()):
             if lb.name == request.params.get("Name") and lb.type == "network":
@@ -61,7 +62,9 @@ def elbv2_fixes(elbv2: Any, request: AwsRequest, response: WireResponse) -> Wire
                         1,
                     )
                 )
-    elif request.action in ("CreateListener", "ModifyListener"):
+    if request.action in _FORWARDING_ACTIONS:
+        link_target_groups(elbv2)
+    if request.action in ("CreateListener", "ModifyListener"):
         for lb in list(elbv2.load_balancers.values()):
             for listener in list(lb.listeners.values()):
                 if listener.protocol not in ("HTTPS", "TLS"):
@@ -70,6 +73,42 @@ def elbv2_fixes(elbv2: Any, request: AwsRequest, response: WireResponse) -> Wire
         if proto is not None and proto.group(1) not in (b"HTTPS", b"TLS"):
             return response.with_body(_SSL_POLICY.sub(b"", response.body))
     return response
+
+
+#: the calls that change which target groups a load balancer's listeners and rules forward to
+_FORWARDING_ACTIONS = frozenset(
+    {
+        "CreateListener",
+        "ModifyListener",
+        "DeleteListener",
+        "CreateRule",
+        "ModifyRule",
+        "DeleteRule",
+        "DeleteLoadBalancer",
+    }
+)
+
+
+def link_target_groups(elbv2: Any) -> None:
+    """Each target group's ``LoadBalancerArns`` as AWS has them: the load balancers (in
+    creation order, each once) with a listener whose default actions or one of whose rules
+    forward to the group, read from moto's listeners and rules (gap 18). moto keeps the list
+    on the group apart from them: it appends on ``CreateListener``/``CreateRule`` (once per
+    listener) and never updates it on ``ModifyListener``, ``ModifyRule``, ``DeleteListener``,
+    ``DeleteRule`` or ``DeleteLoadBalancer``."""
+    linked: dict[str, list[str]] = {str(arn): [] for arn in list(elbv2.target_groups)}
+    for lb_arn, lb in list(elbv2.load_balancers.items()):
+        for listener in list(lb.listeners.values()):
+            for rule in list(listener.rules.values()):
+                for action in list(rule.actions):
+                    if action.type != "forward":
+                        continue
+                    for tg_arn in elbv2._get_target_group_arns_from(action_data=action.data):
+                        arns = linked.get(str(tg_arn))
+                        if arns is not None and lb_arn not in arns:
+                            arns.append(lb_arn)
+    for tg_arn, arns in linked.items():
+        elbv2.target_groups[tg_arn].load_balancer_arns = arns
 
 
 def _network_target_group(tg: Any, params: Mapping[str, str]) -> bool:

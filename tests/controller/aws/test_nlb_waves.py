@@ -50,9 +50,9 @@ def calls(aws: AwsServer, since: int) -> Counter[str]:
 
 
 def target_groups(aws: AwsServer, svc: Service) -> list[dict[str, Any]]:
-    """The groups the Service's NLB forwards to, through its listeners (the lab's ELBv2 does
-    not link a group to its NLB on ``ModifyListener``, so ``LoadBalancerArn`` would miss a
-    group the ensure put in place of another)."""
+    """The groups the Service's NLB forwards to, read through its listeners
+    (``DescribeTargetGroups(LoadBalancerArn=...)`` finds the same since the lab's ELBv2 links
+    a group on ``ModifyListener``: ``test_nlb_node_port.py``)."""
     elbv2 = aws.client("elbv2")
     arn = elbv2.describe_load_balancers(Names=[lb_name(svc)])["LoadBalancers"][0]["LoadBalancerArn"]
     listeners = elbv2.describe_listeners(LoadBalancerArn=arn)["Listeners"]
