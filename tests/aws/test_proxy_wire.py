@@ -166,3 +166,32 @@ def test_a_line_break_inside_a_header_is_refused() -> None:
     # an obsolete folded value goes on as it came, as http.client sends it
     folded = request_bytes("POST", "/", [("X-A", "one\r\n two")], b"")
     assert folded == b"POST / HTTP/1.1\r\nX-A: one\r\n two\r\n\r\n"
+
+
+def test_a_kept_connection_the_upstream_closed_is_replaced_once() -> None:
+    # the upstream answers one call per connection and then hangs up without saying so: the
+    # pool's kept connection is found closed, and the call goes again on a new one
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[int] = []
+
+    def serve() -> None:
+        for _ in range(2):
+            conn, _ = listener.accept()
+            with conn:
+                accepted.append(1)
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                conn.shutdown(socket.SHUT_WR)
+                conn.recv(1)  # until the proxy closes its side
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    upstream = Upstream(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    try:
+        answers = [upstream.forward("POST", "/", [], b"", scope=None) for _ in range(2)]
+    finally:
+        upstream.close()
+        listener.close()
+        thread.join(timeout=30)
+    assert [(a.status, a.body) for a in answers] == [(200, b"ok"), (200, b"ok")]
+    assert len(accepted) == 2

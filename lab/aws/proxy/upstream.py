@@ -37,18 +37,20 @@ import logging
 import re
 import ssl
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from botocore.credentials import Credentials
 
 from lab.aws.protocol import WireResponse
 from lab.aws.proxy.signer import ProxySigner
-from lab.aws.proxy.wire import Answer, ClosedEarly, NotHttp, UpstreamConnection, request_bytes
+from lab.aws.proxy.wire import ClosedEarly, NotHttp, UpstreamConnection, request_bytes
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 #: Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus ``Host``,
 #: which the proxy sets to the upstream's, and ``Expect``, which it answers itself.
@@ -210,6 +212,19 @@ class Upstream:
         scope: Scope | None,
     ) -> WireResponse:
         """Send one call (``target``: path and query as the caller sent them); its answer."""
+        return self.send(method, target, headers, body, scope=scope).answer()
+
+    def send(
+        self,
+        method: str,
+        target: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        *,
+        scope: Scope | None,
+    ) -> PendingCall:
+        """Write one call to the upstream (as :meth:`forward`); its answer is read by the
+        returned :meth:`PendingCall.answer`, so the caller may work while the upstream does."""
         base = urlsplit(self.base_for(scope))
         path, _, query = target.partition("?")
         end_to_end = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
@@ -219,7 +234,12 @@ class Upstream:
             )
         url_path = base.path.rstrip("/") + path + (f"?{query}" if query else "")
         sent = [*end_to_end, ("Host", _host(base)), ("Content-Length", str(len(body)))]
-        return self._send(base.scheme, base.netloc, method, url_path, sent, body)
+        pending = PendingCall(
+            self, base.scheme, base.netloc, request_bytes(method, url_path, sent, body)
+        )
+        pending.head = method == "HEAD"
+        pending.write()
+        return pending
 
     def _resign(
         self,
@@ -262,15 +282,19 @@ class Upstream:
     # --- connections ------------------------------------------------------------------------
 
     def _connection(self, scheme: str, netloc: str) -> tuple[UpstreamConnection, bool]:
+        """An idle kept connection (and True), else a new one (and False)."""
         with self._lock:
             idle = self._idle.get((scheme, netloc))
             if idle:
                 return idle.pop(), True
+        return self._new_connection(scheme, netloc), False
+
+    def _new_connection(self, scheme: str, netloc: str) -> UpstreamConnection:
         parts = urlsplit(f"{scheme}://{netloc}")
         port = parts.port or (443 if scheme == "https" else 80)
         context = self._context if scheme == "https" else None
         host = str(parts.hostname)
-        return UpstreamConnection(host, port, timeout=self.timeout, context=context), False
+        return UpstreamConnection(host, port, timeout=self.timeout, context=context)
 
     def _give_back(self, scheme: str, netloc: str, connection: UpstreamConnection) -> None:
         with self._lock:
@@ -279,80 +303,6 @@ class Upstream:
                 idle.append(connection)
                 return
         connection.close()
-
-    def _send(
-        self,
-        scheme: str,
-        netloc: str,
-        method: str,
-        url_path: str,
-        headers: list[tuple[str, str]],
-        body: bytes,
-    ) -> WireResponse:
-        where = f"{scheme}://{netloc}"
-        request = request_bytes(method, url_path, headers, body)
-        for _attempt in range(2):
-            connection, reused = self._connection(scheme, netloc)
-            answered = self._exchange(
-                connection, reused=reused, where=where, request=request, head=method == "HEAD"
-            )
-            if answered is None:  # the upstream closed an idle connection: once more on a new one
-                continue
-            answer, keep = answered
-            kept = [(k, v) for k, v in answer.headers if k.lower() not in HOP_BY_HOP]
-            data = b"".join(answer.parts)
-            kept.append(("Content-Length", str(len(data))))
-            if keep:
-                self._give_back(scheme, netloc, connection)
-            else:
-                connection.close()
-            return WireResponse(answer.status, kept, data)
-        raise UpstreamUnavailable(  # pragma: no cover - both attempts hit closed connections
-            f"upstream {where} closed the connection twice", reached=True
-        )
-
-    def _exchange(
-        self,
-        connection: UpstreamConnection,
-        *,
-        reused: bool,
-        where: str,
-        request: bytes,
-        head: bool,
-    ) -> tuple[Answer, bool] | None:
-        """Send ``request`` on ``connection`` and read the answer; None when a ``reused``
-        connection turns out closed by the upstream (worth another try); any other failure
-        is :class:`UpstreamUnavailable` saying whether the request reached the upstream."""
-        sent = connection.connected
-        try:
-            if not sent:
-                connection.connect()
-                sent = True
-            return connection.exchange(request, head=head)
-        except (ClosedEarly, BrokenPipeError, ConnectionResetError) as exc:
-            connection.close()
-            if reused:
-                return None
-            raise UpstreamUnavailable(
-                f"upstream {where} closed the connection without answering: {exc}",
-                reached=True,
-            ) from exc
-        except TimeoutError as exc:
-            connection.close()
-            what = "did not answer within" if sent else "could not be reached within"
-            raise UpstreamUnavailable(
-                f"upstream {where} {what} {self.timeout:g}s", reached=sent
-            ) from exc
-        except NotHttp as exc:
-            connection.close()
-            raise UpstreamUnavailable(
-                f"upstream {where} did not answer with HTTP: {exc}", reached=True
-            ) from exc
-        except OSError as exc:
-            connection.close()
-            raise UpstreamUnavailable(
-                f"upstream {where} unreachable: {exc.strerror or exc}", reached=sent
-            ) from exc
 
     def close(self) -> None:
         """Close every idle connection."""
@@ -371,3 +321,82 @@ def _host(base: Any) -> str:
     port = base.port
     default = 443 if base.scheme == "https" else 80
     return host if port is None or port == default else f"{host}:{port}"
+
+
+class _Retry(Exception):
+    """A kept connection the upstream had closed: the call goes again on a new one."""
+
+
+class PendingCall:
+    """One request on its way to the upstream (:meth:`Upstream.send`): :meth:`write` sends
+    it, :meth:`answer` reads the answer. A kept connection the upstream closed meanwhile is
+    found out by either and the request goes once more on a new connection; any other
+    failure is :class:`UpstreamUnavailable`, saying whether the upstream was reached."""
+
+    def __init__(self, upstream: Upstream, scheme: str, netloc: str, request: bytes) -> None:
+        self.upstream, self.scheme, self.netloc = upstream, scheme, netloc
+        self.where = f"{scheme}://{netloc}"
+        self.request = request
+        self.head = False
+        self.connection, self.reused = upstream._connection(scheme, netloc)
+
+    def write(self) -> None:
+        try:
+            self._guard(lambda: self.connection.send(self.request))
+        except _Retry:
+            self._fresh()
+            self._guard(lambda: self.connection.send(self.request))
+
+    def answer(self) -> WireResponse:
+        try:
+            answer, keep = self._guard(lambda: self.connection.read(head=self.head))
+        except _Retry:
+            self._fresh()
+            self._guard(lambda: self.connection.send(self.request))
+            answer, keep = self._guard(lambda: self.connection.read(head=self.head))
+        kept = [(k, v) for k, v in answer.headers if k.lower() not in HOP_BY_HOP]
+        data = b"".join(answer.parts)
+        kept.append(("Content-Length", str(len(data))))
+        if keep:
+            self.upstream._give_back(self.scheme, self.netloc, self.connection)
+        else:
+            self.connection.close()
+        return WireResponse(answer.status, kept, data)
+
+    def _fresh(self) -> None:
+        """A new connection (another idle one may be as stale)."""
+        self.connection = self.upstream._new_connection(self.scheme, self.netloc)
+        self.reused = False
+
+    def _guard(self, step: Callable[[], _T]) -> _T:
+        """``step`` on the connection, its failures as :class:`UpstreamUnavailable` (or
+        :class:`_Retry` for a kept connection the upstream closed)."""
+        connection, where, timeout = self.connection, self.where, self.upstream.timeout
+        reached = connection.connected
+        try:
+            return step()
+        except (ClosedEarly, BrokenPipeError, ConnectionResetError) as exc:
+            connection.close()
+            if self.reused:
+                raise _Retry from exc
+            raise UpstreamUnavailable(
+                f"upstream {where} closed the connection without answering: {exc}",
+                reached=True,
+            ) from exc
+        except TimeoutError as exc:
+            connection.close()
+            what = "did not answer within" if reached else "could not be reached within"
+            raise UpstreamUnavailable(
+                f"upstream {where} {what} {timeout:g}s", reached=reached
+            ) from exc
+        except NotHttp as exc:
+            connection.close()
+            raise UpstreamUnavailable(
+                f"upstream {where} did not answer with HTTP: {exc}", reached=True
+            ) from exc
+        except OSError as exc:
+            connection.close()
+            raise UpstreamUnavailable(
+                f"upstream {where} unreachable: {exc.strerror or exc}",
+                reached=connection.connected or reached,
+            ) from exc

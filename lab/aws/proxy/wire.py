@@ -112,11 +112,21 @@ class UpstreamConnection:
     def exchange(self, request: bytes, *, head: bool) -> tuple[Answer, bool]:
         """Write ``request`` (head and body, in one write) and read the answer; with it,
         whether the connection can be used again."""
+        self.send(request)
+        return self.read(head=head)
+
+    def send(self, request: bytes) -> None:
+        """Write ``request`` (head and body) in one write, connecting first if need be."""
         if self.sock is None:
             self.connect()
+        assert self.sock is not None
+        self.sock.sendall(request)
+
+    def read(self, *, head: bool) -> tuple[Answer, bool]:
+        """The answer to the request written last, and whether the connection can be used
+        again."""
         sock = self.sock
         assert sock is not None
-        sock.sendall(request)
         answer = Answer()
         parser = answer.parser = httptools.HttpResponseParser(answer)
         received = False
