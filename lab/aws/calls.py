@@ -83,6 +83,15 @@ def response_ids(action: str, body: bytes) -> dict[str, TrailValue]:
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """What the trail keeps of a call's parameters (:meth:`CallRecorder.prepare`)."""
+
+    request: AwsRequest
+    params: dict[str, TrailValue]
+    raw: dict[str, str]
+
+
+@dataclass(frozen=True)
 class Interception:
     """What the fault rules did to one call before it goes on."""
 
@@ -120,6 +129,19 @@ class CallRecorder:
         error = firing.error.injected_error() if firing.error is not None else None
         return Interception(injected=True, answered_by=answered_by, error=error)
 
+    @staticmethod
+    def prepare(request: AwsRequest) -> Prepared:
+        """The trail's reading of ``request``'s parameters (what :meth:`record` keeps of them),
+        for a caller with time to spare before the call is answered."""
+        raw = {
+            k: (v if len(v) <= _RAW_LIMIT else v[:_RAW_LIMIT] + "…")
+            for k, v in itertools.islice(request.params.items(), MAX_ITEMS)
+        }
+        if len(request.params) > MAX_ITEMS:
+            raw["…"] = f"{len(request.params) - MAX_ITEMS} more parameters not kept"
+        params = {k: capped(v) for k, v in summarize_params(request.params).items()}
+        return Prepared(request, params, raw)
+
     def record(
         self,
         request: AwsRequest,
@@ -129,21 +151,19 @@ class CallRecorder:
         started: float,
         injected: bool,
         answered_by: str,
+        prepared: Prepared | None = None,
     ) -> None:
-        """One trail event for an answered call (none for a request without an action)."""
+        """One trail event for an answered call (none for a request without an action);
+        ``prepared``: :meth:`prepare`'s reading, when made ahead for this same request."""
         if not self.trail_enabled or not request.action:
             return
         code: str | None = None
         message: str | None = None
         if response.status >= 400:
             code, message = read_error(response.body)
-        raw = {
-            k: (v if len(v) <= _RAW_LIMIT else v[:_RAW_LIMIT] + "…")
-            for k, v in itertools.islice(request.params.items(), MAX_ITEMS)
-        }
-        if len(request.params) > MAX_ITEMS:
-            raw["…"] = f"{len(request.params) - MAX_ITEMS} more parameters not kept"
-        params = {k: capped(v) for k, v in summarize_params(request.params).items()}
+        if prepared is None or prepared.request is not request:
+            prepared = self.prepare(request)
+        params, raw = prepared.params, prepared.raw
         ids = response_ids(request.action, response.body) if response.ok else {}
         request_id = response.header("x-amzn-RequestId") or ""
         latency_ms = round((time.perf_counter() - started) * 1000.0, 3)

@@ -48,13 +48,14 @@ Neighbours: :mod:`lab.aws.motostages` (the moto endpoint's stages), :mod:`lab.aw
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from lab.aws.calls import CallRecorder
+from lab.aws.calls import CallRecorder, Prepared
 from lab.aws.exceptions import AwsError, InternalError
 from lab.aws.protocol import (
     AwsRequest,
@@ -95,8 +96,8 @@ class Call:
     """The WSGI environ; stages may adapt it for the dispatch (moto's routing hints)."""
     body: bytes
     """The request body as read (stages may replace what the dispatch sends)."""
-    request: AwsRequest
-    """The parsed, redacted call (stages may replace it: ``route`` fills in the service)."""
+    parse: Callable[[], AwsRequest]
+    """Parses the call as it came (:attr:`request` calls it once, when first read)."""
     started_wall: float
     started: float
     answered_by: str
@@ -109,6 +110,23 @@ class Call:
     deferred: AwsError | None = None
     """A refusal an early stage found and a later one answers with (``route`` → ``refuse``:
     the fault rules come between)."""
+    prepared: Prepared | None = None
+    """The trail's reading of the call, made ahead (by a dispatch waiting on its upstream)."""
+    _request: AwsRequest | None = field(default=None, repr=False)
+
+    @property
+    def request(self) -> AwsRequest:
+        """The parsed, redacted call (stages may replace it: ``route`` fills in the service).
+        Parsed when first read: a stage that needs nothing of it before the dispatch (the
+        proxy's, with no fault rule, caller check or guard) lets the parse wait until the
+        call is on its way to the upstream."""
+        if self._request is None:
+            self._request = self.parse()
+        return self._request
+
+    @request.setter
+    def request(self, value: AwsRequest) -> None:
+        self._request = value
 
     def answer(self, response: WireResponse, *, by: str | None = None) -> None:
         """Answer the call (``by``: what the trail names as the answerer, when it changes)."""
@@ -142,6 +160,9 @@ class Faults:
         self.actions_only = actions_only
 
     def __call__(self, call: Call, proceed: Proceed) -> None:
+        if not self.calls.faults:  # no rule: nothing to consult (nor to parse the call for)
+            proceed()
+            return
         request = call.request
         if self.actions_only and not request.action:
             proceed()
@@ -223,6 +244,7 @@ class Pipeline:
             started=call.started,
             injected=call.injected,
             answered_by=call.answered_by,
+            prepared=call.prepared,
         )
         return response
 
@@ -231,8 +253,11 @@ class Pipeline:
         started_wall = time.time()
         started = time.perf_counter()
         body = read_body(environ)
-        request = parse_request(environ, body, default_region=self.default_region)
-        return Call(environ, body, request, started_wall, started, self.answered_by)
+        # as the call came: a stage may adapt the environ for the dispatch before it is parsed
+        parse = functools.partial(
+            parse_request, dict(environ), body, default_region=self.default_region
+        )
+        return Call(environ, body, parse, started_wall, started, self.answered_by)
 
     def _run(self, call: Call, index: int) -> None:
         if index < len(self.stages):

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
+from lab.aws.calls import CallRecorder
 from lab.aws.exceptions import AwsError, InternalFailure, ServiceUnavailable, not_allowed
 from lab.aws.keepalive import RAW_HEADERS
 from lab.aws.pipeline import Call, Proceed
@@ -92,7 +93,7 @@ class Guard:
         if guard is not None:
             environ, request = call.environ, call.request
             try:
-                _same_scope(request, _scope(environ, request))
+                _same_scope(request, _scope(environ, lambda: request))
                 call.body = guard(request, str(environ.get("QUERY_STRING", "")), call.body)
             except AwsError as exc:  # the guard answers the call itself
                 exc.source = exc.source or "proxy:guard"
@@ -111,17 +112,22 @@ class UpstreamDispatch:
         self.answered_by = f"upstream:{name}"
 
     def __call__(self, call: Call, proceed: Proceed) -> None:
-        environ, request = call.environ, call.request
+        environ = call.environ
         headers = _headers(environ)
         try:
-            response = self.upstream.forward(
+            pending = self.upstream.send(
                 str(environ.get("REQUEST_METHOD", "GET")),
                 _target(environ),
                 headers,
                 call.body,
-                scope=_scope(environ, request, headers),
+                scope=_scope(environ, lambda: call.request, headers),
             )
+            # while the upstream works: the call parsed (if no stage needed it yet) and the
+            # trail's reading of it made, off the time the caller waits for
+            call.prepared = CallRecorder.prepare(call.request)
+            response = pending.answer()
         except UpstreamUnavailable as exc:
+            request = call.request
             log.warning("%s %s: %s", request.service, request.action, exc.message)
             message = f"ccm-lab proxy: {exc.message}"
             if exc.reached:
@@ -132,17 +138,24 @@ class UpstreamDispatch:
 
 
 def _scope(
-    environ: dict[str, Any], request: AwsRequest, headers: list[tuple[str, str]] | None = None
+    environ: dict[str, Any],
+    request: Callable[[], AwsRequest],
+    headers: list[tuple[str, str]] | None = None,
 ) -> Scope | None:
-    """The scope the caller signed the call for (None: no SigV4 scope); ``headers``: the
+    """The scope the caller signed the call for (None: no SigV4 scope); ``request`` gives
+    the parsed call, read only when the call carries no SigV4 header; ``headers``: the
     request's (:func:`_headers`), when the caller has them already."""
     lowered = {k.lower(): v for k, v in (_headers(environ) if headers is None else headers)}
     authorization = lowered.get("authorization", "")
     query: dict[str, str] = {}
-    if not (authorization.startswith("AWS4-") and "Credential=" in authorization):
-        # only a call without a SigV4 header is read for a presigned scope in its query
+    if authorization.startswith("AWS4-") and "Credential=" in authorization:
+        signed = caller_scope(lowered, query, service="", region="")
+        if signed is not None:  # the header's own scope: nothing of the parsed call needed
+            return signed
+    else:  # only a call without a SigV4 header is read for a presigned scope in its query
         query = dict(parse_qsl(str(environ.get("QUERY_STRING", "")), keep_blank_values=True))
-    return caller_scope(lowered, query, service=request.service, region=request.region)
+    parsed = request()
+    return caller_scope(lowered, query, service=parsed.service, region=parsed.region)
 
 
 def _same_scope(request: AwsRequest, scope: Scope | None) -> None:
