@@ -276,6 +276,11 @@ class GuardedHandler(BaseHTTPRequestHandler):
         )  # request_line_problem let only HTTP/1.x through
         if self.path.startswith("//"):
             self.path = "/" + self.path.lstrip("/")
+        pairs = self._buffered_plain_headers()
+        if pairs is not None:
+            self.headers = _message(pairs, self.MessageClass)
+            self.header_pairs = pairs
+            return self._headers_read()
         lines: list[bytes] = []
         while True:
             raw = self.rfile.readline(_MAX_HEADER_LINE + 1)
@@ -304,9 +309,29 @@ class GuardedHandler(BaseHTTPRequestHandler):
             text = b"".join(lines).decode("iso-8859-1")
             headers = email.parser.Parser(_class=self.MessageClass).parsestr(text)
         self.headers = headers
+        return self._headers_read()
+
+    def _buffered_plain_headers(self) -> list[tuple[str, str]] | None:
+        """The header block's pairs when all of it is already buffered, within the line
+        limits and plain (:func:`plain_header_pairs`): read in one go, as the line loop would
+        read it; None (nothing read): the line loop's way."""
+        if not isinstance(self.rfile, io.BufferedReader):
+            return None
+        buffered = self.rfile.peek()
+        end = buffered.find(b"\r\n\r\n")
+        if end < 0 or end + 4 > _MAX_HEADER_LINE:  # no line of a shorter block is too long
+            return None
+        pairs = plain_header_pairs([buffered[: end + 2], b"\r\n"])
+        if pairs is None or len(pairs) >= _MAX_HEADER_LINES:
+            return None
+        self.rfile.read(end + 4)
+        return pairs
+
+    def _headers_read(self) -> bool:
+        """What follows the header block: ``Connection``, ``Expect``, a malformed block."""
         if not self._connection_and_expect():
             return False
-        if headers.defects or headers.get_payload():
+        if self.headers.defects or self.headers.get_payload():
             self.refuse(400)  # as after the stdlib's parse_request
             return False
         return True

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import http.client
 import io
+import json
 import random
+import socket
+import threading
+from typing import Any
 
 import pytest
 
+from lab.aws.keepalive import RAW_HEADERS, KeepAliveServer
 from lab.component.transport import plain_headers
 
 _PIECES = [
@@ -99,3 +104,51 @@ def test_a_typical_sdk_request_is_read_plainly() -> None:
 )
 def test_anything_else_is_left_to_email(line: bytes) -> None:
     assert plain_headers([b"Host: h\r\n", line, b"\r\n"], http.client.HTTPMessage) is None
+
+
+def _echo_server() -> tuple[KeepAliveServer, threading.Thread]:
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        seen = json.dumps({"headers": environ[RAW_HEADERS], "body": body.decode()}).encode()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [seen]
+
+    server = KeepAliveServer(("127.0.0.1", 0), app)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_header_block_reads_the_same_however_it_arrives(seed: int) -> None:
+    # the server reads a block already buffered in one go and any other line by line: the
+    # same pairs, the same body, and the next request on the connection intact (issue 28)
+    rng = random.Random(seed)
+    server, thread = _echo_server()
+    try:
+        with socket.create_connection(server.server_address[:2], timeout=30) as sock:
+            reader = sock.makefile("rb")
+            for _ in range(12):
+                headers = [(f"X-H{i}", rng.choice(["a", " b ", "c\td", ""])) for i in range(5)]
+                body = rng.choice([b"", b"Action=X", b"k=" + b"v" * rng.randint(1, 3000)])
+                head = "".join(f"{k}:{v}\r\n" for k, v in headers)
+                raw = (
+                    f"POST / HTTP/1.1\r\nHost: h\r\n{head}Content-Length: {len(body)}\r\n\r\n"
+                ).encode() + body
+                cut = rng.randint(1, len(raw) - 1)
+                for part in (raw[:cut], raw[cut:]):  # in one segment or two, as the kernel has it
+                    sock.sendall(part)
+                assert reader.readline().startswith(b"HTTP/1.1 200 ")
+                length = 0
+                while (line := reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = line.decode().partition(":")
+                    if name.lower() == "content-length":
+                        length = int(value)
+                seen = json.loads(reader.read(length))
+                stdlib = _stdlib([f"Host: h\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode()])
+                assert [tuple(p) for p in seen["headers"]] == stdlib.items()
+                assert seen["body"] == body.decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=30)
