@@ -29,6 +29,7 @@ from types import FrameType
 from typing import ClassVar, Self, TypeVar
 
 from lab.component.base import ComponentNotReady, RecentLog, ready_line, wait_until
+from lab.component.heap import settle_heap
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +231,8 @@ def serve_until_signal(
         try:
             if on_ready is not None:
                 on_ready(component)
+            # the start's objects live as long as the server: no collection walks them again
+            settle_heap()
             if not stop.is_set():
                 print(ready_line(component.what, component.url), flush=True)
             stop.wait()

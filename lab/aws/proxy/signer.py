@@ -76,11 +76,12 @@ class ProxySigner:
         if frozen.token:
             drop.add("x-amz-security-token")
             added.append(("X-Amz-Security-Token", frozen.token))
-        headers = [h for h, low in zip(headers, lowered, strict=True) if low not in drop] + added
+        kept = [(h, low) for h, low in zip(headers, lowered, strict=True) if low not in drop]
+        kept += [(h, h[0].lower()) for h in added]
+        headers = [h for h, _ in kept]
         signed: dict[str, list[str]] = {}
         payload: str | None = None  # the request's own X-Amz-Content-SHA256, first value
-        for name, value in headers:
-            low = name.lower()
+        for (_, value), low in kept:
             if low not in _UNSIGNED:
                 signed.setdefault(low, []).append(" ".join(value.split()))
             if low == "x-amz-content-sha256" and payload is None:

@@ -145,8 +145,9 @@ def _scope(
     """The scope the caller signed the call for (None: no SigV4 scope); ``request`` gives
     the parsed call, read only when the call carries no SigV4 header; ``headers``: the
     request's (:func:`_headers`), when the caller has them already."""
-    lowered = {k.lower(): v for k, v in (_headers(environ) if headers is None else headers)}
-    authorization = lowered.get("authorization", "")
+    pairs = _headers(environ) if headers is None else headers
+    authorization = next((v for k, v in pairs if k.lower() == "authorization"), "")
+    lowered = {"authorization": authorization}
     query: dict[str, str] = {}
     if authorization.startswith("AWS4-") and "Credential=" in authorization:
         signed = caller_scope(lowered, query, service="", region="")
