@@ -231,10 +231,11 @@ def serve_until_signal(
         try:
             if on_ready is not None:
                 on_ready(component)
-            # the start's objects live as long as the server: no collection walks them again
-            settle_heap()
             if not stop.is_set():
                 print(ready_line(component.what, component.url), flush=True)
+            # the start's objects live as long as the server: no collection walks them again
+            # (after the ready line, so whoever waits for it does not wait for this too)
+            settle_heap()
             stop.wait()
         finally:
             component.stop()
