@@ -41,6 +41,15 @@ def _forward(tg: str) -> Any:
     return [{"Type": "forward", "TargetGroupArn": tg}]
 
 
+def _listener(aws: AwsServer, lb: str, tg: str, *, port: int = 80, protocol: str = "TCP") -> str:
+    """A listener of ``lb`` on ``port`` forwarding to ``tg``; its ARN."""
+    return str(
+        aws.client("elbv2").create_listener(
+            LoadBalancerArn=lb, Protocol=protocol, Port=port, DefaultActions=_forward(tg)
+        )["Listeners"][0]["ListenerArn"]
+    )
+
+
 def _listed(aws: AwsServer, tg: str) -> list[str]:
     """The group's ``LoadBalancerArns`` as ``DescribeTargetGroups`` answers them."""
     elbv2 = aws.client("elbv2")
@@ -63,9 +72,7 @@ def test_modify_listener_moves_the_link_to_the_new_group(aws: AwsServer, fixed: 
     elbv2 = aws.client("elbv2")
     lb = _load_balancer(aws)
     old, new = _groups(aws, "old", "new")
-    listener = elbv2.create_listener(
-        LoadBalancerArn=lb, Protocol="TCP", Port=80, DefaultActions=_forward(old)
-    )["Listeners"][0]["ListenerArn"]
+    listener = _listener(aws, lb, old)
     assert (_listed(aws, old), _listed(aws, new), _of(aws, lb)) == ([lb], [], [old])
     elbv2.modify_listener(ListenerArn=listener, DefaultActions=_forward(new))
     if fixed:
@@ -83,9 +90,7 @@ def test_modify_listener_to_a_weighted_forward_links_each_group(
     elbv2 = aws.client("elbv2")
     lb = _load_balancer(aws)
     old, one, two = _groups(aws, "old", "one", "two")
-    listener = elbv2.create_listener(
-        LoadBalancerArn=lb, Protocol="TCP", Port=80, DefaultActions=_forward(old)
-    )["Listeners"][0]["ListenerArn"]
+    listener = _listener(aws, lb, old)
     weighted: Any = [
         {
             "Type": "forward",
@@ -102,13 +107,10 @@ def test_a_group_two_listeners_forward_to_lists_its_load_balancer_once(
     aws: AwsServer, fixed: bool
 ) -> None:
     aws.control.set_fidelity(elbv2_fixes=fixed)
-    elbv2 = aws.client("elbv2")
     lb = _load_balancer(aws)
     [tg] = _groups(aws, "shared")
     for port in (80, 443):
-        elbv2.create_listener(
-            LoadBalancerArn=lb, Protocol="TCP", Port=port, DefaultActions=_forward(tg)
-        )
+        _listener(aws, lb, tg, port=port)
     assert _listed(aws, tg) == ([lb] if fixed else [lb, lb])
     assert _of(aws, lb) == [tg]
 
@@ -122,9 +124,7 @@ def test_a_deleted_listener_unlinks_only_what_no_other_listener_forwards_to(
     lb = _load_balancer(aws)
     shared, alone = _groups(aws, "shared", "alone")
     arns = [
-        elbv2.create_listener(
-            LoadBalancerArn=lb, Protocol="TCP", Port=port, DefaultActions=_forward(tg)
-        )["Listeners"][0]["ListenerArn"]
+        _listener(aws, lb, tg, port=port)
         for port, tg in ((80, shared), (443, shared), (8080, alone))
     ]
     elbv2.delete_listener(ListenerArn=arns[0])
@@ -145,7 +145,7 @@ def test_a_deleted_load_balancer_is_no_longer_listed(aws: AwsServer, fixed: bool
     sg = b.group(aws.client("ec2"), "nlb")
     lb = _load_balancer(aws, SecurityGroups=[sg])
     [tg] = _groups(aws, "tg")
-    elbv2.create_listener(LoadBalancerArn=lb, Protocol="TCP", Port=80, DefaultActions=_forward(tg))
+    _listener(aws, lb, tg)
     elbv2.delete_load_balancer(LoadBalancerArn=lb)
     assert _listed(aws, tg) == ([] if fixed else [lb])
 
@@ -158,9 +158,7 @@ def test_rules_link_the_groups_they_forward_to(aws: AwsServer, fixed: bool) -> N
     elbv2 = aws.client("elbv2")
     lb = _load_balancer(aws, "application")
     default, first, second = _groups(aws, "default", "first", "second", protocol="HTTP")
-    listener = elbv2.create_listener(
-        LoadBalancerArn=lb, Protocol="HTTP", Port=80, DefaultActions=_forward(default)
-    )["Listeners"][0]["ListenerArn"]
+    listener = _listener(aws, lb, default, protocol="HTTP")
     conditions: Any = [{"Field": "path-pattern", "Values": ["/api/*"]}]
     rule = elbv2.create_rule(
         ListenerArn=listener, Priority=10, Conditions=conditions, Actions=_forward(first)
@@ -181,9 +179,7 @@ def test_the_group_a_listener_left_is_not_in_use(aws: AwsServer, fixed: bool) ->
     elbv2 = aws.client("elbv2")
     lb = _load_balancer(aws)
     old, new = _groups(aws, "old", "new")
-    listener = elbv2.create_listener(
-        LoadBalancerArn=lb, Protocol="TCP", Port=80, DefaultActions=_forward(old)
-    )["Listeners"][0]["ListenerArn"]
+    listener = _listener(aws, lb, old)
     instance = b.instance(aws.client("ec2"))
     elbv2.register_targets(TargetGroupArn=old, Targets=[{"Id": instance, "Port": 30000}])
     elbv2.modify_listener(ListenerArn=listener, DefaultActions=_forward(new))

@@ -19,26 +19,12 @@ from lab.aws import AwsServer
 from tests.controller.aws.conftest import MakeCloud
 from tests.controller.aws.test_loadbalancer import nodes
 from tests.controller.aws.test_wave import in_wave
+from tests.controller.aws.test_wave import services as wave_services
 from tests.controller.aws.topology import Topology
-
-UIDS = (
-    "a0000000-0000-4000-8000-000000000000",
-    "b0000000-0000-4000-8000-000000000000",
-    "c0000000-0000-4000-8000-000000000000",
-)
 
 
 def services() -> list[Service]:
-    return [
-        Service(
-            namespace="shop",
-            name=f"web-{i}",
-            uid=uid,
-            ports=(ServicePort(port=80, node_port=30080 + i, name="http"),),
-            annotations={A_TYPE: "nlb"},
-        )
-        for i, uid in enumerate(UIDS)
-    ]
+    return wave_services({A_TYPE: "nlb"})
 
 
 def lb_name(svc: Service) -> str:

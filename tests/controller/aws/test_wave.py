@@ -21,13 +21,15 @@ UIDS = (
 )
 
 
-def services() -> list[Service]:
+def services(annotations: dict[str, str] | None = None) -> list[Service]:
+    """Three Services in the shop namespace (``annotations`` on each: an NLB's type)."""
     return [
         Service(
             namespace="shop",
             name=f"web-{i}",
             uid=uid,
             ports=(ServicePort(port=80, node_port=30080 + i, name="http"),),
+            annotations=dict(annotations or {}),
         )
         for i, uid in enumerate(UIDS)
     ]
