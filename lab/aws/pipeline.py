@@ -7,8 +7,9 @@ subsequence it needs, and they differ only in their dispatch stage and in what t
 ==============  =====================================================  =========  =======
 stage           what it does                                           endpoint   proxy
 ==============  =====================================================  =========  =======
-identify        read the body, parse and redact the call               yes        yes
-                (:func:`lab.aws.protocol.parse_request`; always first)
+identify        read the body; the call is parsed and redacted         yes        yes
+                (:func:`lab.aws.protocol.parse_request`) when a stage
+                first reads it (always first)
 authenticate    the caller's SigV4 signature against the proxy's key   --         yes*
 route           the service of a call that names none, from its        yes        --
                 ``Action``; moto's routing hints

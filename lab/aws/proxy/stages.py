@@ -10,9 +10,11 @@ ones only the proxy (:class:`lab.aws.proxy.app.ProxyApp`) has:
 * :class:`Guard`: with a run guard (``lab.up --aws real``, :mod:`lab.aws.runproxy`), the
   call must be signed for the service and region it names, and the guard returns the body to
   forward (the same, or with the run tag added) or refuses the call;
-* :class:`UpstreamDispatch`: the call is forwarded (and re-signed) to the upstream; one that
-  cannot be reached answers ``ServiceUnavailable`` (503), one that breaks off
-  ``InternalFailure`` (502).
+* :class:`UpstreamDispatch`: the call is forwarded (and re-signed) to the upstream; while
+  the upstream works on it, the call is parsed (when no earlier stage needed it: no fault
+  rule, caller check or guard) and the trail's reading of it made, so the caller waits for
+  neither; one that cannot be reached answers ``ServiceUnavailable`` (503), one that breaks
+  off ``InternalFailure`` (502).
 
 Design: the stages read the proxy's caller check and guard on every call (None: the stage
 passes), so a proxy's configuration is the one place that says which apply; the proxy holds
@@ -124,7 +126,11 @@ class UpstreamDispatch:
             )
             # while the upstream works: the call parsed (if no stage needed it yet) and the
             # trail's reading of it made, off the time the caller waits for
-            call.prepared = CallRecorder.prepare(call.request)
+            try:
+                call.prepared = CallRecorder.prepare(call.request)
+            except BaseException:
+                pending.abandon()
+                raise
             response = pending.answer()
         except UpstreamUnavailable as exc:
             request = call.request

@@ -363,6 +363,10 @@ class PendingCall:
             self.connection.close()
         return WireResponse(answer.status, kept, data)
 
+    def abandon(self) -> None:
+        """Close the connection without reading the answer (a caller that will not read it)."""
+        self.connection.close()
+
     def _fresh(self) -> None:
         """A new connection (another idle one may be as stale)."""
         self.connection = self.upstream._new_connection(self.scheme, self.netloc)
@@ -400,3 +404,6 @@ class PendingCall:
                 f"upstream {where} unreachable: {exc.strerror or exc}",
                 reached=connection.connected or reached,
             ) from exc
+        except BaseException:  # anything else (a bug of ours): the connection is not kept
+            connection.close()
+            raise
