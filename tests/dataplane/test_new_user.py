@@ -55,9 +55,16 @@ def test_create_expose_rollout_and_see_running_pods(lab: Lab) -> None:
         assert node in workers  # the control plane keeps its NoSchedule taint
     assert len({row[5] for row in rows}) == 3
 
+    # the endpoints controller publishes ready pods after the rollout says done (as on a real
+    # cluster: `rollout status` watches the Deployment, not the Service): wait for them
     addresses = "jsonpath={.subsets[*].addresses[*].ip}"
-    endpoints = ok(kubectl(lab, "get", "endpoints", "web", "-o", addresses))
-    assert sorted(endpoints.split()) == sorted(row[5] for row in rows)
+    pod_ips = sorted(row[5] for row in rows)
+
+    def endpoint_ips() -> list[str]:
+        got = sorted(ok(kubectl(lab, "get", "endpoints", "web", "-o", addresses)).split())
+        return got if got == pod_ips else []
+
+    assert wait_for(endpoint_ips, timeout=30, what="the Service's endpoints") == pod_ips
 
     def elb_hostname() -> str:
         ingress = "jsonpath={.status.loadBalancer.ingress[0].hostname}"
