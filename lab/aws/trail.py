@@ -24,7 +24,7 @@ import re
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -239,17 +239,10 @@ class Trail:
             sink.parent.mkdir(parents=True, exist_ok=True)
             self._sink = sink.open("a", encoding="utf-8")
 
-    def record(self, event: TrailEvent) -> TrailEvent:
-        """Append ``event`` with the next sequence number (its own ``seq`` is ignored).
-
-        Sequence numbers follow completion order, which for AWS calls is the order in which
-        they reached moto (calls enter moto one at a time).
-        """
-        return self.append(lambda seq: replace(event, seq=seq))
-
     def append(self, build: Callable[[int], TrailEvent]) -> TrailEvent:
         """Append the event ``build`` makes for the next sequence number (called under the
-        trail's lock, so numbers follow the order of appends); the event."""
+        trail's lock); the event. Sequence numbers follow completion order, which for AWS
+        calls is the order in which they reached moto (calls enter moto one at a time)."""
         with self._lock:
             self._seq += 1
             event = build(self._seq)

@@ -234,10 +234,8 @@ class Upstream:
             )
         url_path = base.path.rstrip("/") + path + (f"?{query}" if query else "")
         sent = [*end_to_end, ("Host", _host(base)), ("Content-Length", str(len(body)))]
-        pending = PendingCall(
-            self, base.scheme, base.netloc, request_bytes(method, url_path, sent, body)
-        )
-        pending.head = method == "HEAD"
+        request = request_bytes(method, url_path, sent, body)
+        pending = PendingCall(self, base.scheme, base.netloc, request, head=method == "HEAD")
         pending.write()
         return pending
 
@@ -333,11 +331,14 @@ class PendingCall:
     found out by either and the request goes once more on a new connection; any other
     failure is :class:`UpstreamUnavailable`, saying whether the upstream was reached."""
 
-    def __init__(self, upstream: Upstream, scheme: str, netloc: str, request: bytes) -> None:
+    def __init__(
+        self, upstream: Upstream, scheme: str, netloc: str, request: bytes, *, head: bool
+    ) -> None:
         self.upstream, self.scheme, self.netloc = upstream, scheme, netloc
         self.where = f"{scheme}://{netloc}"
         self.request = request
-        self.head = False
+        #: an answer to ``HEAD`` ends with its header block
+        self.head = head
         self.connection, self.reused = upstream._connection(scheme, netloc)
 
     def write(self) -> None:
