@@ -129,10 +129,16 @@ def plain_header_pairs(lines: list[bytes]) -> list[tuple[str, str]] | None:
     is not (a continuation, a line without a colon, a control or non-ASCII character): those
     are left to ``email``."""
     end = len(lines)
-    for terminator in _BLANK_LINES:
-        with contextlib.suppress(ValueError):
-            end = min(end, lines.index(terminator))
-    text = b"".join(lines[:end]).decode("iso-8859-1")
+    for index, line in enumerate(lines):
+        if line in _BLANK_LINES:
+            end = index
+            break
+    return _plain_pairs(b"".join(lines[:end]).decode("iso-8859-1"))
+
+
+def _plain_pairs(text: str) -> list[tuple[str, str]] | None:
+    """The pairs of a header block's ``text`` (its lines, without the blank one ending it)
+    when every line is plain (:func:`plain_header_pairs`); else None."""
     if _PLAIN_BLOCK.fullmatch(text) is None:
         return None
     pairs: list[tuple[str, str]] = _PLAIN_HEADER.findall(text)
@@ -180,6 +186,23 @@ class GuardedHandler(BaseHTTPRequestHandler):
     header_pairs: list[tuple[str, str]] | None = None
     #: the request's ``Content-Length`` as :meth:`_framing_ok` read it (0 without one)
     _length: int = 0
+    #: the message :attr:`headers` gives (built from :attr:`header_pairs` when first read)
+    _headers: Any = None
+    #: ``Content-Length`` and ``Transfer-Encoding`` values, when read with plain header lines
+    _framing: tuple[list[str], list[str]] | None = None
+
+    @property
+    def headers(self) -> Any:
+        """The request's headers as the stdlib's ``email`` message (``http.client``'s
+        class); for plain header lines, made when first read: the lab's own servers read
+        :attr:`header_pairs` and seldom need it."""
+        if self._headers is None and self.header_pairs is not None:
+            self._headers = _message(self.header_pairs, self.MessageClass)
+        return self._headers
+
+    @headers.setter
+    def headers(self, value: Any) -> None:
+        self._headers = value
 
     def setup(self) -> None:
         self._requests = 0
@@ -241,6 +264,8 @@ class GuardedHandler(BaseHTTPRequestHandler):
 
     def parse_request(self) -> bool:
         self.header_pairs = None
+        self._headers = None
+        self._framing = None
         line = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
         problem = request_line_problem(line)
         if problem is not None:
@@ -278,9 +303,8 @@ class GuardedHandler(BaseHTTPRequestHandler):
             self.path = "/" + self.path.lstrip("/")
         pairs = self._buffered_plain_headers()
         if pairs is not None:
-            self.headers = _message(pairs, self.MessageClass)
             self.header_pairs = pairs
-            return self._headers_read()
+            return self._plain_headers_read(pairs)
         lines: list[bytes] = []
         while True:
             raw = self.rfile.readline(_MAX_HEADER_LINE + 1)
@@ -303,12 +327,10 @@ class GuardedHandler(BaseHTTPRequestHandler):
                 break
         pairs = plain_header_pairs(lines)
         if pairs is not None:
-            headers = _message(pairs, self.MessageClass)
             self.header_pairs = pairs
-        else:
-            text = b"".join(lines).decode("iso-8859-1")
-            headers = email.parser.Parser(_class=self.MessageClass).parsestr(text)
-        self.headers = headers
+            return self._plain_headers_read(pairs)
+        text = b"".join(lines).decode("iso-8859-1")
+        self.headers = email.parser.Parser(_class=self.MessageClass).parsestr(text)
         return self._headers_read()
 
     def _buffered_plain_headers(self) -> list[tuple[str, str]] | None:
@@ -321,31 +343,52 @@ class GuardedHandler(BaseHTTPRequestHandler):
         end = buffered.find(b"\r\n\r\n")
         if end < 0 or end + 4 > _MAX_HEADER_LINE:  # no line of a shorter block is too long
             return None
-        pairs = plain_header_pairs([buffered[: end + 2], b"\r\n"])
+        pairs = _plain_pairs(buffered[: end + 2].decode("iso-8859-1"))
         if pairs is None or len(pairs) >= _MAX_HEADER_LINES:
             return None
         self.rfile.read(end + 4)
         return pairs
 
+    def _plain_headers_read(self, pairs: list[tuple[str, str]]) -> bool:
+        """:meth:`_headers_read` for plain header lines, read in one pass (a message built
+        of them has no defect and no payload): ``Connection`` and ``Expect`` (each name's
+        first value, as ``email``'s ``get``)."""
+        connection = expect = None
+        lengths: list[str] = []
+        codings: list[str] = []
+        for name, value in pairs:
+            lowered = name.lower()
+            if lowered == "content-length":
+                lengths.append(value.strip())
+            elif lowered == "transfer-encoding":
+                codings.append(value)
+            elif lowered == "connection":
+                connection = value if connection is None else connection
+            elif lowered == "expect":
+                expect = value if expect is None else expect
+        self._framing = (lengths, codings)
+        return self._connection_and_expect(connection or "", expect or "")
+
     def _headers_read(self) -> bool:
         """What follows the header block: ``Connection``, ``Expect``, a malformed block."""
-        if not self._connection_and_expect():
+        get = self.headers.get
+        if not self._connection_and_expect(get("Connection", ""), get("Expect", "")):
             return False
         if self.headers.defects or self.headers.get_payload():
             self.refuse(400)  # as after the stdlib's parse_request
             return False
         return True
 
-    def _connection_and_expect(self) -> bool:
-        """What the stdlib's ``parse_request`` does last: ``Connection`` and ``Expect``."""
-        connection = self.headers.get("Connection", "").lower()
+    def _connection_and_expect(self, connection: str, expect: str) -> bool:
+        """What the stdlib's ``parse_request`` does last: ``Connection`` and ``Expect``
+        (their first values, empty without one)."""
+        connection = connection.lower()
         if connection == "close":
             self.close_connection = True
         elif connection == "keep-alive" and self.protocol_version >= "HTTP/1.1":
             self.close_connection = False
-        expect = self.headers.get("Expect", "").lower()
         if (
-            expect == "100-continue"
+            expect.lower() == "100-continue"
             and self.protocol_version >= "HTTP/1.1"
             and self.request_version >= "HTTP/1.1"
         ):
@@ -354,18 +397,11 @@ class GuardedHandler(BaseHTTPRequestHandler):
 
     def _framing_values(self) -> tuple[list[str], list[str]]:
         """The request's ``Content-Length`` values (stripped) and ``Transfer-Encoding``
-        values, from the plain header lines in one pass when the request had them."""
-        if self.header_pairs is None:
-            lengths = [v.strip() for v in self.headers.get_all("Content-Length") or []]
-            return lengths, list(self.headers.get_all("Transfer-Encoding") or [])
-        lengths, codings = [], []
-        for name, value in self.header_pairs:
-            lowered = name.lower()
-            if lowered == "content-length":
-                lengths.append(value.strip())
-            elif lowered == "transfer-encoding":
-                codings.append(value)
-        return lengths, codings
+        values (read with the other plain header lines when the request had them)."""
+        if self._framing is not None:
+            return self._framing
+        lengths = [v.strip() for v in self.headers.get_all("Content-Length") or []]
+        return lengths, list(self.headers.get_all("Transfer-Encoding") or [])
 
     def _framing_ok(self) -> bool:
         """Go's ``fixLength`` and ``parseTransferEncoding`` on the request's headers."""
