@@ -8,6 +8,7 @@ one frozen instant and compares the header lists: fixed cases, then seeded rando
 
 from __future__ import annotations
 
+import calendar
 import datetime
 import random
 from typing import Any
@@ -19,6 +20,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+import lab.aws.proxy.signer as signer_module
 from lab.aws.proxy.upstream import (
     CALLER_AUTH_HEADERS,
     PRESIGN_PARAMS,
@@ -193,3 +195,23 @@ def test_random_calls_are_signed_as_botocore_signs_them(seed: int) -> None:
         "POST", urlsplit(upstream.url), path, query, body, kept, scope=scope, key=key
     )
     assert got == _reference(upstream.url, target, kept, body, scope, key), (headers, target)
+
+
+@pytest.mark.parametrize("instant", [1795988587.0, 1795988587.999999, 1795988588.000001, 0.5])
+def test_the_system_clock_is_read_as_botocores_clock_reads_it(
+    monkeypatch: pytest.MonkeyPatch, instant: float
+) -> None:
+    # with botocore's own clock in place, the signer reads the system clock itself (and
+    # formats each second once): the same timestamp and second botocore's would give
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", signer_module._BOTOCORE_CLOCK)
+    monkeypatch.setattr(signer_module.time, "time", lambda: instant)
+    at = datetime.datetime.fromtimestamp(instant, datetime.UTC).replace(tzinfo=None)
+    expected = (at.strftime("%Y%m%dT%H%M%SZ"), calendar.timegm(at.timetuple()))
+    assert signer_module._signing_time() == expected
+    assert signer_module._signing_time() == expected  # the second's stamp, kept
+
+
+def test_a_frozen_botocore_clock_is_the_one_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the autouse fixture froze botocore.auth's clock: the system clock is not consulted
+    monkeypatch.setattr(signer_module.time, "time", lambda: 0.0)
+    assert signer_module._signing_time() == ("20261129T161507Z", 1795968907)

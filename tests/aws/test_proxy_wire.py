@@ -98,6 +98,26 @@ def test_an_answer_is_read_as_http_client_reads_it(case: str) -> None:
     assert received == [REQUEST]  # the request left in one write
 
 
+def test_a_short_answer_after_a_long_one_is_read_whole_and_alone() -> None:
+    # a connection reads every answer into the one buffer it keeps: the second, shorter
+    # answer must come out exactly as sent, with nothing of the first left in it
+    first = b"HTTP/1.1 200 OK\r\nX-Long: " + b"l" * 3000 + b"\r\nContent-Length: 4000\r\n\r\n"
+    first += b"x" * 4000
+    second = b"HTTP/1.1 201 Created\r\nX-S: 1\r\nContent-Length: 2\r\n\r\nok"
+    with serving(first, second) as (port, _):
+        connection = UpstreamConnection("127.0.0.1", port, timeout=30, context=None)
+        answers = [connection.exchange(REQUEST, head=False) for _ in range(2)]
+        connection.close()
+    answer, keep = answers[1]
+    assert (answer.status, answer.headers, b"".join(answer.parts), keep) == (
+        201,
+        [("X-S", "1"), ("Content-Length", "2")],
+        b"ok",
+        True,
+    )
+    assert b"".join(answers[0][0].parts) == b"x" * 4000
+
+
 def test_an_answer_without_length_ends_with_the_connection() -> None:
     raw = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil |the end"
     with serving(raw, close_after=True) as (port, _):
@@ -195,3 +215,34 @@ def test_a_kept_connection_the_upstream_closed_is_replaced_once() -> None:
         thread.join(timeout=30)
     assert [(a.status, a.body) for a in answers] == [(200, b"ok"), (200, b"ok")]
     assert len(accepted) == 2
+
+
+def test_an_upstream_that_stays_silent_is_a_timeout_naming_it() -> None:
+    # an upstream that reads the call and never answers is the proxy's timeout error
+    listener = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            done.wait()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    try:
+        connection = UpstreamConnection("127.0.0.1", port, timeout=0.3, context=None)
+        with pytest.raises(TimeoutError):
+            connection.exchange(REQUEST, head=False)
+        connection.close()
+        upstream = Upstream(f"http://127.0.0.1:{port}", timeout=0.3)
+        with pytest.raises(UpstreamUnavailable) as caught:
+            upstream.forward("POST", "/", [], b"", scope=None)
+        upstream.close()
+    finally:
+        done.set()
+        listener.close()
+        thread.join(timeout=30)
+    assert caught.value.reached
+    assert f"127.0.0.1:{port} did not answer within 0.3s" in caught.value.message

@@ -18,7 +18,8 @@ request as the proxy holds it (a list of name and value pairs):
   every value's whitespace runs collapsed and the values of a repeated name joined by ``,`` in
   the order sent, the signed names, and the body's SHA-256 (or ``X-Amz-Content-SHA256`` when
   the request carries one);
-* the signing key derived once per day, region, service and secret key.
+* the signing key derived once per day, region, service and secret key; each digest and
+  HMAC a copy of one made ahead (making one costs OpenSSL 3 a digest lookup each time).
 
 ``tests/aws/test_proxy_signer.py`` compares the headers with what ``SigV4Auth.add_auth`` on an
 ``AWSRequest`` gives, on fixed cases and on seeded random ones.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import calendar
 import functools
 import hmac
+import time
 from email.utils import formatdate
 from hashlib import sha256
 from typing import Any
@@ -53,74 +55,124 @@ class ProxySigner:
         self.credentials = credentials
         self.service = service_name
         self.region = region_name
-        #: the last signing key derived: (secret key, date stamp, key)
-        self._signing_key: tuple[str, str, bytes] = ("", "", b"")
+        #: the last signing key derived: (secret key, date stamp, an HMAC keyed with it)
+        self._signing_key: tuple[str, str, Any] = ("", "", None)
 
     def sign(
         self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
     ) -> list[tuple[str, str]]:
         """``headers`` (``Host`` among them) with the date, token and ``Authorization``
         headers of a SigV4 signature over this request, as ``SigV4Auth.add_auth`` sets them."""
-        frozen = self.credentials.get_frozen_credentials()
-        # botocore.compat's clock, looked up through botocore.auth as its signer does
-        now = botocore.auth.get_current_datetime()  # type: ignore[attr-defined]
-        stamp = now.strftime(_TIMESTAMP)
-        day = stamp[:8]
+        parts = urlsplit(url)
         lowered = [k.lower() for k, _ in headers]
+        return self.sign_parts(method, parts.path, parts.query, None, headers, lowered, body)
+
+    def sign_parts(
+        self,
+        method: str,
+        path: str,
+        query: str,
+        host: str | None,
+        headers: list[tuple[str, str]],
+        lowered: list[str],
+        body: bytes,
+    ) -> list[tuple[str, str]]:
+        """:meth:`sign` on a request's parts: ``headers`` and their names lower-cased
+        (``lowered``); ``host``: the ``Host`` value signed but not among ``headers`` nor in
+        what is returned (None: ``headers`` carry it)."""
+        frozen = self.credentials.get_frozen_credentials()
+        stamp, second = _signing_time()
+        day = stamp[:8]
+        added = [("X-Amz-Date", stamp)]
         drop = {"x-amz-date"}
         if "date" in lowered:  # botocore replaces a Date header rather than add X-Amz-Date
             drop.add("date")
-            added = [("Date", formatdate(calendar.timegm(now.timetuple())))]
-        else:
-            added = [("X-Amz-Date", stamp)]
+            added = [("Date", formatdate(second))]
         if frozen.token:
             drop.add("x-amz-security-token")
             added.append(("X-Amz-Security-Token", frozen.token))
-        kept = [(h, low) for h, low in zip(headers, lowered, strict=True) if low not in drop]
-        kept += [(h, h[0].lower()) for h in added]
-        headers = [h for h, _ in kept]
-        signed: dict[str, list[str]] = {}
+        out: list[tuple[str, str]] = []
+        signed: dict[str, list[str]] = {} if host is None else {"host": [host]}
         payload: str | None = None  # the request's own X-Amz-Content-SHA256, first value
-        for (_, value), low in kept:
+        for header, low in zip(headers, lowered, strict=True):
+            if low in drop:
+                continue
+            out.append(header)
             if low not in _UNSIGNED:
-                signed.setdefault(low, []).append(" ".join(value.split()))
+                signed.setdefault(low, []).append(" ".join(header[1].split()))
             if low == "x-amz-content-sha256" and payload is None:
-                payload = value
+                payload = header[1]
+        for header in added:
+            out.append(header)
+            signed[header[0].lower()] = [" ".join(header[1].split())]
         names = sorted(signed)
         signed_names = ";".join(names)
-        parts = urlsplit(url)
         canonical = "\n".join(
             (
                 method.upper(),
-                _canonical_path(parts.path),
-                _canonical_query(parts.query),
+                _canonical_path(path),
+                _canonical_query(query),
                 "".join(f"{n}:{','.join(signed[n])}\n" for n in names),
                 signed_names,
-                sha256(body).hexdigest() if payload is None else payload,
+                _sha256_hex(body) if payload is None else payload,
             )
         )
         scope = f"{day}/{self.region}/{self.service}/aws4_request"
-        to_sign = "\n".join(
-            ("AWS4-HMAC-SHA256", stamp, scope, sha256(canonical.encode()).hexdigest())
-        )
-        signature = hmac.digest(self._key(frozen.secret_key, day), to_sign.encode(), "sha256")
-        headers.append(
+        to_sign = "\n".join(("AWS4-HMAC-SHA256", stamp, scope, _sha256_hex(canonical.encode())))
+        mac = self._key(frozen.secret_key, day).copy()
+        mac.update(to_sign.encode())
+        signature = mac.digest()
+        out.append(
             (
                 "Authorization",
                 f"AWS4-HMAC-SHA256 Credential={frozen.access_key}/{scope}, "
                 f"SignedHeaders={signed_names}, Signature={signature.hex()}",
             )
         )
-        return headers
+        return out
 
-    def _key(self, secret: str, day: str) -> bytes:
+    def _key(self, secret: str, day: str) -> Any:
+        """An HMAC-SHA256 keyed with the day's signing key (copied for each signature: a
+        fresh one costs a digest lookup in OpenSSL 3 each time, a copy does not)."""
         cached = self._signing_key
         if cached[0] != secret or cached[1] != day:
             key = hmac.new(f"AWS4{secret}".encode(), day.encode(), sha256).digest()
             for part in (self.region, self.service, "aws4_request"):
                 key = hmac.new(key, part.encode(), sha256).digest()
-            cached = self._signing_key = (secret, day, key)
+            cached = self._signing_key = (secret, day, hmac.new(key, digestmod=sha256))
         return cached[2]
+
+
+#: botocore's own clock (``botocore.compat``), as its signer finds it in ``botocore.auth``
+_BOTOCORE_CLOCK = botocore.auth.get_current_datetime  # type: ignore[attr-defined]
+#: the last second signed at: (seconds since the epoch, its SigV4 timestamp)
+_last_stamp: list[tuple[int, str]] = [(-1, "")]
+
+
+def _signing_time() -> tuple[str, int]:
+    """The SigV4 timestamp of now and its second since the epoch, from the clock botocore's
+    signer reads (``botocore.auth.get_current_datetime``, which a test may freeze). While that
+    is botocore's own clock (UTC now, of which the signature keeps the second), the system
+    clock is read directly and each second's timestamp is formatted once."""
+    clock = botocore.auth.get_current_datetime  # type: ignore[attr-defined]
+    if clock is not _BOTOCORE_CLOCK:
+        now = clock()
+        return now.strftime(_TIMESTAMP), calendar.timegm(now.timetuple())
+    second = int(time.time())
+    cached = _last_stamp[0]
+    if cached[0] != second:
+        cached = _last_stamp[0] = (second, time.strftime(_TIMESTAMP, time.gmtime(second)))
+    return cached[1], cached[0]
+
+
+#: an empty SHA-256, copied for each digest (see :meth:`ProxySigner._key`)
+_SHA256 = sha256()
+
+
+def _sha256_hex(data: bytes) -> str:
+    digest = _SHA256.copy()
+    digest.update(data)
+    return digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=256)

@@ -96,10 +96,26 @@ SIGV2_PARAMS = frozenset(
     }
 )
 _QUERY_SIGNATURE_PARAMS = PRESIGN_PARAMS | SIGV2_PARAMS
+#: what a re-signed call loses of its caller's headers, in one pass
+_RESIGN_DROP = HOP_BY_HOP | CALLER_AUTH_HEADERS
 #: Signing names of services whose lab name differs (both load balancer APIs sign alike).
 SIGNING_NAMES = {"elb": "elasticloadbalancing", "elbv2": "elasticloadbalancing"}
 #: ``--upstream aws``: each call goes to AWS's regional endpoint of its signing name.
 AWS_TEMPLATE = "https://{service}.{region}.amazonaws.com"
+
+
+@dataclass(frozen=True)
+class _Base:
+    """A base URL calls go to, worked out once: its parts, ``Host`` and path prefix."""
+
+    parts: Any
+    scheme: str
+    netloc: str
+    host: str
+    path: str
+    """Its path without a trailing slash (calls' paths follow it)."""
+    where: str
+    """``scheme://netloc``, as errors name it."""
 
 
 class UpstreamUnavailable(Exception):
@@ -183,6 +199,7 @@ class Upstream:
         #: one signer per scope (botocore's signer keeps nothing of a call between calls)
         self._signers: dict[Scope, ProxySigner] = {}
         self._idle: dict[tuple[str, str], list[UpstreamConnection]] = {}
+        self._bases: dict[str, _Base] = {}
         if self.url != "aws":
             parts = urlsplit(self.url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -225,19 +242,45 @@ class Upstream:
     ) -> PendingCall:
         """Write one call to the upstream (as :meth:`forward`); its answer is read by the
         returned :meth:`PendingCall.answer`, so the caller may work while the upstream does."""
-        base = urlsplit(self.base_for(scope))
+        base = self._base(scope)
         path, _, query = target.partition("?")
-        end_to_end = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
         if self.credentials is not None and scope is not None:
             query, body, end_to_end = self._resign(
-                method, base, path, query, body, end_to_end, scope=scope, key=self.credentials
+                method,
+                base.parts,
+                path,
+                query,
+                body,
+                headers,
+                scope=scope,
+                key=self.credentials,
+                drop=_RESIGN_DROP,
             )
-        url_path = base.path.rstrip("/") + path + (f"?{query}" if query else "")
-        sent = [*end_to_end, ("Host", _host(base)), ("Content-Length", str(len(body)))]
-        request = request_bytes(method, url_path, sent, body)
-        pending = PendingCall(self, base.scheme, base.netloc, request, head=method == "HEAD")
+        else:
+            end_to_end = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
+        url_path = base.path + path + (f"?{query}" if query else "")
+        end_to_end += (("Host", base.host), ("Content-Length", str(len(body))))
+        request = request_bytes(method, url_path, end_to_end, body)
+        pending = PendingCall(self, base, request, head=method == "HEAD")
         pending.write()
         return pending
+
+    def _base(self, scope: Scope | None) -> _Base:
+        """Where a call with ``scope`` goes (each base URL worked out once)."""
+        url = self.base_for(scope)
+        base = self._bases.get(url)
+        if base is None:
+            parts = urlsplit(url)
+            base = _Base(
+                parts,
+                parts.scheme,
+                parts.netloc,
+                _host(parts),
+                parts.path.rstrip("/"),
+                f"{parts.scheme}://{parts.netloc}",
+            )
+            self._bases[url] = base
+        return base
 
     def _resign(
         self,
@@ -250,26 +293,31 @@ class Upstream:
         *,
         scope: Scope,
         key: Credentials,
+        drop: frozenset[str] = CALLER_AUTH_HEADERS,
     ) -> tuple[str, bytes, list[tuple[str, str]]]:
+        """The query, body and headers (``Host`` not among them) of the call signed again:
+        the headers ``drop`` names (the caller's signature; the proxy also drops hop-by-hop
+        ones here, in the same pass) left out, a SigV2 call's signature parameters too."""
         query, _ = _strip(query, _QUERY_SIGNATURE_PARAMS)
         content_type = ""
         kept: list[tuple[str, str]] = []
+        lowered: list[str] = []
         for name, value in headers:
-            lowered = name.lower()
-            if lowered in CALLER_AUTH_HEADERS:
+            low = name.lower()
+            if low in drop:
                 continue
-            if lowered == "content-type" and not content_type:
+            if low == "content-type" and not content_type:
                 content_type = value
             kept.append((name, value))
+            lowered.append(low)
         if body and content_type.startswith("application/x-www-form-urlencoded"):
             text, changed = _strip(body.decode("utf-8", errors="replace"), SIGV2_PARAMS)
             if changed:
                 body = text.encode()
-        url = f"{base.scheme}://{base.netloc}{base.path.rstrip('/')}{path}"
-        signed = self._signer(scope, key).sign(
-            method, url + (f"?{query}" if query else ""), [*kept, ("Host", _host(base))], body
+        signed = self._signer(scope, key).sign_parts(
+            method, base.path.rstrip("/") + path, query, _host(base), kept, lowered, body
         )
-        return query, body, [(k, v) for k, v in signed if k.lower() != "host"]
+        return query, body, signed
 
     def _signer(self, scope: Scope, key: Credentials) -> ProxySigner:
         signer = self._signers.get(scope)
@@ -331,15 +379,13 @@ class PendingCall:
     found out by either and the request goes once more on a new connection; any other
     failure is :class:`UpstreamUnavailable`, saying whether the upstream was reached."""
 
-    def __init__(
-        self, upstream: Upstream, scheme: str, netloc: str, request: bytes, *, head: bool
-    ) -> None:
-        self.upstream, self.scheme, self.netloc = upstream, scheme, netloc
-        self.where = f"{scheme}://{netloc}"
+    def __init__(self, upstream: Upstream, base: _Base, request: bytes, *, head: bool) -> None:
+        self.upstream, self.scheme, self.netloc = upstream, base.scheme, base.netloc
+        self.where = base.where
         self.request = request
         #: an answer to ``HEAD`` ends with its header block
         self.head = head
-        self.connection, self.reused = upstream._connection(scheme, netloc)
+        self.connection, self.reused = upstream._connection(base.scheme, base.netloc)
 
     def write(self) -> None:
         try:
