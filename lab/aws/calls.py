@@ -152,9 +152,12 @@ class CallRecorder:
         injected: bool,
         answered_by: str,
         prepared: Prepared | None = None,
+        ticket: int | None = None,
     ) -> None:
         """One trail event for an answered call (none for a request without an action);
-        ``prepared``: :meth:`prepare`'s reading, when made ahead for this same request."""
+        ``prepared``: :meth:`prepare`'s reading, when made ahead for this same request;
+        ``ticket``: the trail's :meth:`~lab.aws.trail.Trail.expect` ticket of a call answered
+        before it is recorded, settled with the event (the caller settles it otherwise)."""
         if not self.trail_enabled or not request.action:
             return
         code: str | None = None
@@ -186,7 +189,8 @@ class CallRecorder:
                 answered_by=answered_by,
                 response=ids,
                 raw_params=raw,
-            )
+            ),
+            ticket=ticket,
         )
 
     def clear(self) -> None:

@@ -8,6 +8,11 @@ the proxy's pooled upstream connections were never reused. This server runs one 
 client connection, kept open between calls as HTTP/1.1 clients (botocore's pool) expect, every
 answer with a ``Content-Length``. It builds the WSGI environ the apps and werkzeug's ``Request``
 (the control routes) read; a chunked request body is refused with 411 (AWS SDKs send a length).
+An app may also answer a request without WSGI (``serve_raw``, :class:`RawRequest` to
+:class:`RawAnswer`, the recording proxy's way for AWS calls: no environ built, and work the
+app has after the answer, the trail, runs once the answer is written); it answers None to go
+the WSGI way. The server writes its own ``Server`` and ``Date`` only where the app's answer
+carries none (a proxy passes its upstream's on).
 
 Design: connections are tracked so ``server_close`` ends the idle ones too (a stopped server
 answers nothing more); an idle connection closes after ``IDLE_TIMEOUT`` seconds. Reading a
@@ -31,9 +36,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from lab.aws.exceptions import AwsError
 from lab.aws.protocol import error_response, new_request_id
@@ -64,6 +70,78 @@ _FRAMING = frozenset({"content-length", "connection", "transfer-encoding"})
 _SERVICE = re.compile(r"Credential=[^/,]*/[^/,]*/[^/,]*/([^/,]+)/")
 
 
+@dataclass(frozen=True, slots=True)
+class RawRequest:
+    """One request as the server read it, for an app that serves requests without WSGI
+    (:attr:`KeepAliveServer.serve_raw`)."""
+
+    method: str
+    target: str
+    """Path and query as sent."""
+    headers: list[tuple[str, str]]
+    """The header lines as read: names as spelled, a repeated name once per line."""
+    body: bytes
+    client: tuple[str, int]
+    server: tuple[str, int]
+    version: str = "HTTP/1.1"
+
+    @property
+    def query(self) -> str:
+        return self.target.partition("?")[2]
+
+    def environ(self) -> dict[str, Any]:
+        """The WSGI environ of this request (PEP 3333): a new one on each call, its headers
+        as ``HTTP_*`` (a repeated name's values joined by commas) and as read
+        (:data:`RAW_HEADERS`)."""
+        path, _, query = self.target.partition("?")
+        values: dict[str, list[str]] = {}  # one pass: every value of a name, in order
+        for name, value in self.headers:
+            values.setdefault(name.lower(), []).append(value)
+        environ: dict[str, Any] = {
+            "REQUEST_METHOD": self.method,
+            "SCRIPT_NAME": "",
+            "PATH_INFO": unquote(path, errors="replace"),
+            "QUERY_STRING": query,
+            "RAW_URI": self.target,
+            "SERVER_NAME": self.server[0],
+            "SERVER_PORT": str(self.server[1]),
+            "SERVER_PROTOCOL": self.version,
+            "REMOTE_ADDR": self.client[0],
+            "REMOTE_PORT": str(self.client[1]),
+            "CONTENT_TYPE": values.get("content-type", [""])[0],
+            "CONTENT_LENGTH": str(len(self.body)),
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "http",
+            "wsgi.input": io.BytesIO(self.body),
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
+            RAW_HEADERS: self.headers,
+        }
+        for name, found in values.items():
+            key = "HTTP_" + name.upper().replace("-", "_")
+            if key not in ("HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"):
+                environ[key] = ",".join(found)
+        return environ
+
+
+@dataclass(frozen=True, slots=True)
+class RawAnswer:
+    """An answer to a :class:`RawRequest`: status, headers (the server writes the framing,
+    and its own ``Server`` and ``Date`` where these carry none), body; ``after`` runs once
+    the answer is on its way to the client."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    after: Callable[[], None] | None = None
+
+
+#: an app's way around WSGI: the answer to a request, or None for the WSGI way
+ServeRaw = Callable[[RawRequest], RawAnswer | None]
+
+
 class KeepAliveServer(ThreadingHTTPServer):
     """A threaded HTTP/1.1 server for one WSGI app (see the module docstring)."""
 
@@ -83,6 +161,9 @@ class KeepAliveServer(ThreadingHTTPServer):
         max_body: int = MAX_BODY_BYTES,
     ) -> None:
         self.app = app
+        #: the app's own way of answering a request without WSGI (``serve_raw``), taken for
+        #: requests whose header lines are plain; the app answers None to go the WSGI way
+        self.serve_raw: ServeRaw | None = getattr(app, "serve_raw", None)
         self.deadlines = deadlines
         self.max_body = max_body
         self._open: set[socket.socket] = set()
@@ -143,19 +224,43 @@ class _Handler(GuardedHandler):
         body = self._read_body()
         if body is None:
             return
+        serve_raw = self.server.serve_raw
+        if serve_raw is not None and self.header_pairs is not None:
+            answer = serve_raw(self._raw(body))
+            if answer is not None:
+                try:
+                    self._write(answer.status, "", answer.headers, answer.body)
+                    self.wfile.flush()  # the client has its answer before what comes after
+                finally:  # even when the client is gone: what comes after is owed
+                    if answer.after is not None:
+                        answer.after()
+                return
         status, headers, data = self._run_app(self._environ(body))
         code, _, reason = str(status).partition(" ")
-        number = int(code)
+        self._write(int(code), reason, headers, data)
+
+    def _write(self, number: int, reason: str, headers: list[tuple[str, str]], data: bytes) -> None:
+        """Buffer the answer: what ``send_response``, ``send_header`` and ``end_headers`` would
+        buffer, built in one go; the server's own ``Server`` and ``Date`` only where the app
+        gave none (a proxy passes its upstream's on)."""
         self.log_request(number)
-        # what send_response, send_header and end_headers would buffer, built in one go
-        lines = [
+        own_server = own_date = True
+        lines = [""]
+        for name, value in headers:
+            lowered = name.lower()
+            if lowered in _FRAMING:
+                continue
+            if lowered == "server":
+                own_server = False
+            elif lowered == "date":
+                own_date = False
+            lines.append(f"{name}: {value}\r\n")
+        lines[0] = (
             f"{self.protocol_version} {number} "
             f"{reason or self.responses.get(number, ('',))[0]}\r\n"
-            f"Server: {self.version_string()}\r\nDate: {self.date_time_string()}\r\n"
-        ]
-        for name, value in headers:
-            if name.lower() not in _FRAMING:
-                lines.append(f"{name}: {value}\r\n")
+            + (f"Server: {self.version_string()}\r\n" if own_server else "")
+            + (f"Date: {self.date_time_string()}\r\n" if own_date else "")
+        )
         lines.append(f"Content-Length: {len(data)}\r\n\r\n")
         head = "".join(lines).encode("latin-1", "strict")
         self.wfile.write(head if self.command == "HEAD" else head + data)
@@ -186,41 +291,33 @@ class _Handler(GuardedHandler):
         self.wfile.write(answer.body)
         self.drain(4 * self.server.max_body)
 
+    def _raw(self, body: bytes) -> RawRequest:
+        """This request as read (its header lines were plain: :attr:`header_pairs`)."""
+        assert self.header_pairs is not None
+        host, port = self.server.server_address[:2]
+        return RawRequest(
+            self.command,
+            self.path,
+            self.header_pairs,
+            body,
+            client=(self.client_address[0], self.client_address[1]),
+            server=(str(host), port),
+            version=self.request_version,
+        )
+
     def _environ(self, body: bytes) -> dict[str, Any]:
         """The WSGI environ of this request (PEP 3333), its headers as ``HTTP_*``."""
-        path, _, query = self.path.partition("?")
         host, port = self.server.server_address[:2]
         pairs = self.header_pairs if self.header_pairs is not None else self.headers.items()
-        values: dict[str, list[str]] = {}  # one pass: every value of a name, in order
-        for name, value in pairs:
-            values.setdefault(name.lower(), []).append(value)
-        environ: dict[str, Any] = {
-            "REQUEST_METHOD": self.command,
-            "SCRIPT_NAME": "",
-            "PATH_INFO": unquote(path, errors="replace"),
-            "QUERY_STRING": query,
-            "RAW_URI": self.path,
-            "SERVER_NAME": str(host),
-            "SERVER_PORT": str(port),
-            "SERVER_PROTOCOL": self.request_version,
-            "REMOTE_ADDR": self.client_address[0],
-            "REMOTE_PORT": str(self.client_address[1]),
-            "CONTENT_TYPE": values.get("content-type", [""])[0],
-            "CONTENT_LENGTH": str(len(body)),
-            "wsgi.version": (1, 0),
-            "wsgi.url_scheme": "http",
-            "wsgi.input": io.BytesIO(body),
-            "wsgi.errors": sys.stderr,
-            "wsgi.multithread": True,
-            "wsgi.multiprocess": False,
-            "wsgi.run_once": False,
-            RAW_HEADERS: pairs,
-        }
-        for name, found in values.items():
-            key = "HTTP_" + name.upper().replace("-", "_")
-            if key not in ("HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"):
-                environ[key] = ",".join(found)
-        return environ
+        return RawRequest(
+            self.command,
+            self.path,
+            pairs,
+            body,
+            client=(self.client_address[0], self.client_address[1]),
+            server=(str(host), port),
+            version=self.request_version,
+        ).environ()
 
     def date_time_string(self, timestamp: float | None = None) -> str:
         """The ``Date`` header's value; the current second's is formatted once."""
@@ -253,3 +350,35 @@ class _Handler(GuardedHandler):
         return status, headers, data
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
+
+
+def headers_of(environ: dict[str, Any]) -> list[tuple[str, str]]:
+    """The request's headers as the caller sent them: names as spelled, a repeated name's
+    every value (the keep-alive server's ``lab.raw_headers``); from any other WSGI server,
+    rebuilt from the ``HTTP_*`` keys (names in their usual spelling, repeats joined)."""
+    raw = environ.get(RAW_HEADERS)
+    if raw is not None:
+        return list(raw)
+    return joined_headers(environ)
+
+
+def joined_headers(environ: dict[str, Any]) -> list[tuple[str, str]]:
+    """The request's headers from the ``HTTP_*`` keys (a repeated name's values joined)."""
+    out: list[tuple[str, str]] = []
+    for key, value in environ.items():
+        if key.startswith("HTTP_"):
+            name = "-".join(part.capitalize() for part in key[5:].split("_"))
+            out.append((name, str(value)))
+    if environ.get("CONTENT_TYPE"):
+        out.append(("Content-Type", str(environ["CONTENT_TYPE"])))
+    return out
+
+
+def target_of(environ: dict[str, Any]) -> str:
+    """Path and query as the caller sent them (werkzeug's raw URI when it has one)."""
+    raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    if isinstance(raw, str) and raw.startswith("/"):
+        return raw
+    path = quote(str(environ.get("PATH_INFO", "")) or "/", safe="/-_.~!$&'()*+,;=:@")
+    query = str(environ.get("QUERY_STRING", ""))
+    return path + (f"?{query}" if query else "")

@@ -43,6 +43,11 @@ An exception that is not an AWS error is a bug in the lab: it is answered with a
 ``InternalError`` (in the call's shape, recorded in the trail with ``answered_by:
 "internal-error"``) and kept (:class:`lab.component.InternalErrors`) for the test to see.
 
+A server hands a call over as a WSGI environ (:meth:`Pipeline.wsgi`: recorded, then answered)
+or as the request it read (:meth:`Pipeline.handle_raw`, the recording proxy's way: the
+environ is built only when a stage reads it, and the record runs after the answer is written,
+the trail's readers waiting for it).
+
 Neighbours: :mod:`lab.aws.motostages` (the moto endpoint's stages), :mod:`lab.aws.proxy.stages`
 (the proxy's), :mod:`lab.aws.calls` (faults and trail), :mod:`lab.aws.protocol` (the wire).
 """
@@ -58,6 +63,7 @@ from typing import Any, Protocol
 
 from lab.aws.calls import CallRecorder, Prepared
 from lab.aws.exceptions import AwsError, InternalError
+from lab.aws.keepalive import RawRequest, headers_of, target_of
 from lab.aws.protocol import (
     AwsRequest,
     WireResponse,
@@ -93,8 +99,9 @@ ORDER = (
 class Call:
     """One AWS call on its way through the pipeline."""
 
-    environ: dict[str, Any]
-    """The WSGI environ; stages may adapt it for the dispatch (moto's routing hints)."""
+    source: dict[str, Any] | RawRequest
+    """The request as the server gave it: a WSGI environ, or the request as read (whose
+    environ is built when a stage first reads :attr:`environ`)."""
     body: bytes
     """The request body as read (stages may replace what the dispatch sends)."""
     parse: Callable[[], AwsRequest]
@@ -114,6 +121,43 @@ class Call:
     prepared: Prepared | None = None
     """The trail's reading of the call, made ahead (by a dispatch waiting on its upstream)."""
     _request: AwsRequest | None = field(default=None, repr=False)
+    _environ: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def environ(self) -> dict[str, Any]:
+        """The WSGI environ; stages may adapt it for the dispatch (moto's routing hints)."""
+        if self._environ is None:
+            source = self.source
+            self._environ = source if isinstance(source, dict) else source.environ()
+        return self._environ
+
+    @property
+    def method(self) -> str:
+        source = self.source
+        return (
+            source.method
+            if isinstance(source, RawRequest)
+            else str(source.get("REQUEST_METHOD", "GET"))
+        )
+
+    @property
+    def target(self) -> str:
+        """Path and query as the caller sent them."""
+        source = self.source
+        return source.target if isinstance(source, RawRequest) else target_of(source)
+
+    @property
+    def query(self) -> str:
+        source = self.source
+        return (
+            source.query if isinstance(source, RawRequest) else str(source.get("QUERY_STRING", ""))
+        )
+
+    @property
+    def headers(self) -> list[tuple[str, str]]:
+        """The request's header lines as the caller sent them (:func:`headers_of`)."""
+        source = self.source
+        return list(source.headers) if isinstance(source, RawRequest) else headers_of(source)
 
     @property
     def request(self) -> AwsRequest:
@@ -137,6 +181,11 @@ class Call:
 
 
 Proceed = Callable[[], None]
+
+
+def _parse_raw(raw: RawRequest, *, default_region: str) -> AwsRequest:
+    """The call as it came (its own environ: stages may adapt the call's)."""
+    return parse_request(raw.environ(), raw.body, default_region=default_region)
 
 
 class Stage(Protocol):
@@ -228,6 +277,38 @@ class Pipeline:
     def handle(self, environ: dict[str, Any]) -> WireResponse:
         """The answer to one request, recorded in the trail."""
         call = self.identify(environ)
+        response = self._answer(call)
+        self._record(call, response)
+        return response
+
+    def handle_raw(self, raw: RawRequest) -> tuple[WireResponse, Callable[[], None]]:
+        """The answer to one request as the server read it (no WSGI environ unless a stage
+        reads one), and what records it in the trail: the server runs that once the answer is
+        on its way, and the trail's readers wait for it (:meth:`lab.aws.trail.Trail.expect`),
+        so no reader that has the answer misses its event. A bug while recording is kept as
+        any other (:meth:`internal`); the caller has its answer by then."""
+        started_wall = time.time()
+        started = time.perf_counter()
+        try:
+            parse = functools.partial(_parse_raw, raw, default_region=self.default_region)
+            call = Call(raw, raw.body, parse, started_wall, started, self.answered_by)
+            response = self._answer(call)
+        except Exception as exc:  # a bug in the lab before the call was parsed (as wsgi())
+            bug = error_response("ec2", self.internal(exc), request_id=new_request_id())
+            return bug, lambda: None
+        ticket = self.calls.trail.expect()
+
+        def record() -> None:
+            try:
+                self._record(call, response, ticket)
+            except Exception as exc:  # a bug in the lab, after the answer left
+                self.internal(exc)
+            finally:  # no event made (none is kept for the call, or a bug): none owed
+                self.calls.trail.settle(ticket)
+
+        return response, record
+
+    def _answer(self, call: Call) -> WireResponse:
         try:
             self._run(call, 0)
         except AwsError as error:  # raised by a stage: it answers the call, skipping the way back
@@ -238,6 +319,9 @@ class Pipeline:
         response = call.response
         if response is None:  # the dispatch stage always answers
             raise RuntimeError(f"aws {self.name}: no stage answered {call.request.action}")
+        return response
+
+    def _record(self, call: Call, response: WireResponse, ticket: int | None = None) -> None:
         self.calls.record(
             call.request,
             response,
@@ -246,8 +330,8 @@ class Pipeline:
             injected=call.injected,
             answered_by=call.answered_by,
             prepared=call.prepared,
+            ticket=ticket,
         )
-        return response
 
     def identify(self, environ: dict[str, Any]) -> Call:
         """``identify``: the body read once and the call parsed (and redacted)."""

@@ -231,18 +231,26 @@ class Trail:
 
     def __init__(self, *, max_events: int = 200_000, sink: Path | None = None) -> None:
         self._lock = threading.Lock()
+        #: notified when the last expected event settles
+        self._settled = threading.Condition(self._lock)
         self._events: deque[TrailEvent] = deque(maxlen=max_events)
         self._seq = 0
+        #: tickets of answered calls whose events are not appended yet (:meth:`expect`)
+        self._expected: set[int] = set()
+        self._tickets = 0
         self._sink_path = sink
         self._sink: IO[str] | None = None
         if sink is not None:
             sink.parent.mkdir(parents=True, exist_ok=True)
             self._sink = sink.open("a", encoding="utf-8")
 
-    def append(self, build: Callable[[int], TrailEvent]) -> TrailEvent:
+    def append(
+        self, build: Callable[[int], TrailEvent], *, ticket: int | None = None
+    ) -> TrailEvent:
         """Append the event ``build`` makes for the next sequence number (called under the
         trail's lock); the event. Sequence numbers follow completion order, which for AWS
-        calls is the order in which they reached moto (calls enter moto one at a time)."""
+        calls is the order in which they reached moto (calls enter moto one at a time).
+        ``ticket``: the :meth:`expect` ticket this event settles."""
         with self._lock:
             self._seq += 1
             event = build(self._seq)
@@ -250,7 +258,34 @@ class Trail:
             if self._sink is not None:
                 self._sink.write(event.to_json() + "\n")
                 self._sink.flush()
+            if ticket is not None:
+                self._settle(ticket)
             return event
+
+    def expect(self) -> int:
+        """A ticket for the event of a call answered before it is recorded (the recording
+        proxy writes its answer first): until :meth:`settle` (or :meth:`append` with the
+        ticket), every read of the trail waits, so a reader that has the answer finds the
+        event. The one who takes a ticket settles it, whatever happens."""
+        with self._lock:
+            self._tickets += 1
+            self._expected.add(self._tickets)
+            return self._tickets
+
+    def settle(self, ticket: int) -> None:
+        """The event of ``ticket`` is appended, or will never be (no action, trail off)."""
+        with self._lock:
+            self._settle(ticket)
+
+    def _settle(self, ticket: int) -> None:
+        self._expected.discard(ticket)
+        self._settled.notify_all()  # each waiting reader checks the tickets it waits for
+
+    def _wait_settled(self) -> None:
+        """(Under the lock.) Wait until every event expected when the read began is in."""
+        if self._expected:
+            waiting = set(self._expected)
+            self._settled.wait_for(lambda: not (waiting & self._expected))
 
     def clear(self) -> None:
         """Forget every event (sequence numbers keep increasing; the sink file is kept)."""
@@ -265,6 +300,7 @@ class Trail:
 
     def __len__(self) -> int:
         with self._lock:
+            self._wait_settled()
             return len(self._events)
 
     def __iter__(self) -> Iterator[TrailEvent]:
@@ -272,12 +308,14 @@ class Trail:
 
     def events(self) -> list[TrailEvent]:
         with self._lock:
+            self._wait_settled()
             return list(self._events)
 
     @property
     def last_seq(self) -> int:
         """Sequence number of the newest event so far (use as ``since_seq`` bookmark)."""
         with self._lock:
+            self._wait_settled()
             return self._seq
 
     def calls(

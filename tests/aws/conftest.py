@@ -1,4 +1,5 @@
-"""Fixtures for the AWS endpoint tests: one endpoint per session, reset before each test.
+"""Fixtures for the AWS endpoint tests: one endpoint per session, reset before each test;
+a stock moto per module and a recording proxy in front of it per test (``moto_url``, ``proxy``).
 
 moto's backends are process-global, so every test that uses ``aws`` starts from an empty AWS
 (and an empty trail, no faults, default fidelity switches) no matter what ran before.
@@ -11,6 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from lab.aws import AwsServer
+from lab.aws.proxy import AwsProxyServer
+from tests.aws.upstreams import stock_moto
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +53,19 @@ def fake_clock(aws: AwsServer) -> Iterator[FakeClock]:
         yield clock
     finally:
         aws.lab.fidelity.clock = real
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    """moto's own server (standing in for LocalStack or real AWS behind the proxy)."""
+    with stock_moto() as url:
+        yield url
+
+
+@pytest.fixture
+def proxy(moto_url: str) -> Iterator[AwsProxyServer]:
+    """A recording proxy in front of ``moto_url``, re-signing with moto's dummy key, with the
+    lab token ``t0k``; the test must leave no internal error behind."""
+    with AwsProxyServer(moto_url, credentials=("testing", "testing"), token="t0k") as server:
+        yield server
+        assert not server.take_internal_errors()

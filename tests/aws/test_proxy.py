@@ -31,25 +31,12 @@ from lab.aws import AwsControlClient, AwsControlError
 from lab.aws.clients import make_client
 from lab.aws.proxy import AwsProxyProcess, AwsProxyServer, Upstream, UpstreamUnavailable
 from lab.aws.proxy.upstream import Scope, caller_scope
-from tests.aws.upstreams import HangUpServer, SigV4Upstream, closed_port, stock_moto
+from tests.aws.upstreams import HangUpServer, SigV4Upstream, closed_port
 
 PROXY_KEY = Credentials("AKIDPROXYEXAMPLE", "proxy-secret", "PROXY-SESSION-TOKEN")
 CALLER_TOKEN = "CALLER-SESSION-TOKEN-canary"
 CALLER_KEY = "AKIDCALLERCANARY"
 CALLER_SECRET = "caller/secret+canary=="
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with stock_moto() as url:
-        yield url
-
-
-@pytest.fixture
-def proxy(moto_url: str) -> Iterator[AwsProxyServer]:
-    with AwsProxyServer(moto_url, credentials=("testing", "testing"), token="t0k") as server:
-        yield server
-        assert not server.take_internal_errors()
 
 
 def _name(prefix: str) -> str:

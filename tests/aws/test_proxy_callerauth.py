@@ -36,16 +36,9 @@ from lab.aws.proxy.callerauth import AMZ_DATE, ANSWERED_BY, new_caller_credentia
 from lab.controllerproc import LAB_AWS_ENV, ControllerSpec, aws_env
 from lab.labview import environment
 from lab.state import LabState, make_private_dir, read_state, write_state
-from tests.aws.upstreams import stock_moto
 
 KEY = ("AKIALABCALLERTEST01", "lab-caller-secret/for+tests")
 REGION = "us-east-1"
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with stock_moto() as url:
-        yield url
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,13 @@ moto, LocalStack, real AWS). One app serves, on one port:
   the call instead, recorded with the error's ``source`` as ``answered_by``.
 
 Design: the proxy holds no lock around a call: each is forwarded on its own pooled
-connection, and the trail orders events by completion. The state (:class:`AwsProxy`) is
-separate from the WSGI callable as :class:`lab.aws.app.AwsLab` is from ``AwsApp``.
+connection, and the trail orders events by completion. The keep-alive server hands AWS calls
+over without a WSGI environ (:meth:`ProxyApp.serve_raw`; issue 28): the answer is written
+before the call is recorded, and the trail's readers wait for events owed
+(:meth:`lab.aws.trail.Trail.expect`); a proxy with no caller check, guard or fault rule runs
+the pipeline without those stages (:attr:`ProxyApp.plain`), which would each pass the call on.
+The state (:class:`AwsProxy`) is separate from the WSGI callable as :class:`lab.aws.app.AwsLab`
+is from ``AwsApp``.
 
 Neighbours: served by :mod:`lab.aws.proxy.server` (thread) and :mod:`lab.aws.proxy.__main__`.
 """
@@ -49,7 +54,8 @@ from werkzeug.wrappers import Request, Response
 from lab.aws.calls import CallRecorder
 from lab.aws.control import CallControlRoutes, unauthorized
 from lab.aws.exceptions import AwsControlError
-from lab.aws.pipeline import Faults, Pipeline
+from lab.aws.keepalive import RawAnswer, RawRequest
+from lab.aws.pipeline import Faults, Pipeline, Stage
 from lab.aws.proxy.callerauth import CallerAuth
 from lab.aws.proxy.stages import Authenticate, Guard, RequestGuard, UpstreamDispatch
 from lab.aws.proxy.upstream import Upstream
@@ -170,21 +176,44 @@ class ProxyApp:
         #: the lab's bearer token, required on ``/_lab/`` (None: open)
         self.token = token
         self.control = ProxyControlRoutes(proxy)
-        self.pipeline = Pipeline(
-            "proxy",
+        dispatch = UpstreamDispatch(proxy.upstream, name=proxy.upstream_name)
+
+        def pipeline(stages: list[Stage]) -> Pipeline:
+            return Pipeline(
+                "proxy",
+                stages,
+                calls=proxy.calls,
+                internal_errors=proxy.internal_errors,
+                default_region=proxy.settings.region,
+                answered_by=f"upstream:{proxy.upstream_name}",
+                json_errors=True,
+            )
+
+        self.pipeline = pipeline(
             [
                 Authenticate(lambda: proxy.caller_auth),
                 Faults(proxy.calls, actions_only=True),
                 Guard(lambda: proxy.guard),
-                UpstreamDispatch(proxy.upstream, name=proxy.upstream_name),
-            ],
-            calls=proxy.calls,
-            internal_errors=proxy.internal_errors,
-            default_region=proxy.settings.region,
-            answered_by=f"upstream:{proxy.upstream_name}",
-            json_errors=True,
+                dispatch,
+            ]
         )
         """The AWS calls' way through the proxy (:mod:`lab.aws.pipeline`)."""
+        self.plain = pipeline([dispatch])
+        """The same way for a proxy with no caller check, no guard and no fault rule, whose
+        stages before the dispatch would each pass the call on: without them."""
+
+    def serve_raw(self, request: RawRequest) -> RawAnswer | None:
+        """An AWS call as the keep-alive server read it, without a WSGI environ unless a stage
+        reads one; its answer is written before it is recorded (the trail's readers wait for
+        the event). None for ``/_lab/`` (and a path with a percent-escape, which may decode to
+        it), which goes the WSGI way."""
+        path = request.target.partition("?")[0]
+        if path.startswith("/_lab") or "%" in path:
+            return None
+        proxy = self.proxy
+        plain = proxy.caller_auth is None and proxy.guard is None and not proxy.faults
+        response, record = (self.plain if plain else self.pipeline).handle_raw(request)
+        return RawAnswer(response.status, response.headers, response.body, after=record)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = str(environ.get("PATH_INFO", ""))

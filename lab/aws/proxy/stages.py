@@ -29,11 +29,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl
 
 from lab.aws.calls import CallRecorder
 from lab.aws.exceptions import AwsError, InternalFailure, ServiceUnavailable, not_allowed
-from lab.aws.keepalive import RAW_HEADERS
+from lab.aws.keepalive import joined_headers
 from lab.aws.pipeline import Call, Proceed
 from lab.aws.protocol import AwsRequest
 from lab.aws.proxy.callerauth import CallerAuth, SignedCall
@@ -61,8 +61,8 @@ class Authenticate:
             return
         environ, request = call.environ, call.request
         signed = SignedCall(
-            method=str(environ.get("REQUEST_METHOD", "GET")),
-            target=_target(environ),
+            method=call.method,
+            target=call.target,
             headers=_signable_headers(environ),
             body=call.body,
             service=request.service or "ec2",
@@ -93,10 +93,10 @@ class Guard:
     def __call__(self, call: Call, proceed: Proceed) -> None:
         guard = self.guard()
         if guard is not None:
-            environ, request = call.environ, call.request
+            request = call.request
             try:
-                _same_scope(request, _scope(environ, lambda: request))
-                call.body = guard(request, str(environ.get("QUERY_STRING", "")), call.body)
+                _same_scope(request, _scope(call.headers, call.query, lambda: request))
+                call.body = guard(request, call.query, call.body)
             except AwsError as exc:  # the guard answers the call itself
                 exc.source = exc.source or "proxy:guard"
                 raise
@@ -114,15 +114,14 @@ class UpstreamDispatch:
         self.answered_by = f"upstream:{name}"
 
     def __call__(self, call: Call, proceed: Proceed) -> None:
-        environ = call.environ
-        headers = _headers(environ)
+        headers = call.headers
         try:
             pending = self.upstream.send(
-                str(environ.get("REQUEST_METHOD", "GET")),
-                _target(environ),
+                call.method,
+                call.target,
                 headers,
                 call.body,
-                scope=_scope(environ, lambda: call.request, headers),
+                scope=_scope(headers, call.query, lambda: call.request),
             )
             # while the upstream works: the call parsed (if no stage needed it yet) and the
             # trail's reading of it made, off the time the caller waits for
@@ -144,25 +143,22 @@ class UpstreamDispatch:
 
 
 def _scope(
-    environ: dict[str, Any],
-    request: Callable[[], AwsRequest],
-    headers: list[tuple[str, str]] | None = None,
+    headers: list[tuple[str, str]], query: str, request: Callable[[], AwsRequest]
 ) -> Scope | None:
-    """The scope the caller signed the call for (None: no SigV4 scope); ``request`` gives
-    the parsed call, read only when the call carries no SigV4 header; ``headers``: the
-    request's (:func:`_headers`), when the caller has them already."""
-    pairs = _headers(environ) if headers is None else headers
-    authorization = next((v for k, v in pairs if k.lower() == "authorization"), "")
+    """The scope the caller signed the call for (None: no SigV4 scope), from its header lines
+    and query string; ``request`` gives the parsed call, read only when the call carries no
+    SigV4 header."""
+    authorization = next((v for k, v in headers if k.lower() == "authorization"), "")
     lowered = {"authorization": authorization}
-    query: dict[str, str] = {}
+    params: dict[str, str] = {}
     if authorization.startswith("AWS4-") and "Credential=" in authorization:
-        signed = caller_scope(lowered, query, service="", region="")
+        signed = caller_scope(lowered, params, service="", region="")
         if signed is not None:  # the header's own scope: nothing of the parsed call needed
             return signed
     else:  # only a call without a SigV4 header is read for a presigned scope in its query
-        query = dict(parse_qsl(str(environ.get("QUERY_STRING", "")), keep_blank_values=True))
+        params = dict(parse_qsl(query, keep_blank_values=True))
     parsed = request()
-    return caller_scope(lowered, query, service=parsed.service, region=parsed.region)
+    return caller_scope(lowered, params, service=parsed.service, region=parsed.region)
 
 
 def _same_scope(request: AwsRequest, scope: Scope | None) -> None:
@@ -181,42 +177,10 @@ def _same_scope(request: AwsRequest, scope: Scope | None) -> None:
         )
 
 
-def _headers(environ: dict[str, Any]) -> list[tuple[str, str]]:
-    """The request's headers as the caller sent them: names as spelled, a repeated name's
-    every value (the keep-alive server's ``lab.raw_headers``); from any other WSGI server,
-    rebuilt from the ``HTTP_*`` keys (names in their usual spelling, repeats joined)."""
-    raw = environ.get(RAW_HEADERS)
-    if raw is not None:
-        return list(raw)
-    return _joined_headers(environ)
-
-
-def _joined_headers(environ: dict[str, Any]) -> list[tuple[str, str]]:
-    """The request's headers from the ``HTTP_*`` keys (a repeated name's values joined)."""
-    out: list[tuple[str, str]] = []
-    for key, value in environ.items():
-        if key.startswith("HTTP_"):
-            name = "-".join(part.capitalize() for part in key[5:].split("_"))
-            out.append((name, str(value)))
-    if environ.get("CONTENT_TYPE"):
-        out.append(("Content-Type", str(environ["CONTENT_TYPE"])))
-    return out
-
-
 def _signable_headers(environ: dict[str, Any]) -> dict[str, str]:
     """Every header a caller may have signed, names lower-cased (``Content-Length`` too, which
     WSGI keeps apart from the ``HTTP_`` ones)."""
-    found = {k.lower(): v for k, v in _joined_headers(environ)}
+    found = {k.lower(): v for k, v in joined_headers(environ)}
     if environ.get("CONTENT_LENGTH"):
         found["content-length"] = str(environ["CONTENT_LENGTH"])
     return found
-
-
-def _target(environ: dict[str, Any]) -> str:
-    """Path and query as the caller sent them (werkzeug's raw URI when it has one)."""
-    raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
-    if isinstance(raw, str) and raw.startswith("/"):
-        return raw
-    path = quote(str(environ.get("PATH_INFO", "")) or "/", safe="/-_.~!$&'()*+,;=:@")
-    query = str(environ.get("QUERY_STRING", ""))
-    return path + (f"?{query}" if query else "")
