@@ -45,6 +45,12 @@ class FidelityConfig:
     """Switches of the fidelity layer (all on by default; ``enabled=False`` = stock moto)."""
 
     enabled: bool = True
+    sg_rules_quota: int = 60
+    """EC2's quota "Inbound or outbound rules per security group" for VPC groups: AWS's
+    default 60, adjustable through Service Quotas up to 1,000 (the rules quota times the
+    security groups per network interface may not pass 1,000); past it
+    ``RulesPerSecurityGroupLimitExceeded``. A setting of the account, not a fix: it holds with
+    ``enabled`` off too."""
     sg_dependency_violation: bool = True
     """``DeleteSecurityGroup`` → ``DependencyViolation`` / ``CannotDelete`` like EC2."""
     elb_sg_release_s: float = 0.0
@@ -116,6 +122,8 @@ class FidelityConfig:
         return replace(self, **dict(changes))
 
 
+#: the largest rules-per-security-group quota AWS grants
+MAX_SG_RULES = 1000
 #: the longest time a switch may set (30 days): a lab run is hours; a larger number is a
 #: mistake, and 1e308 would overflow the clock arithmetic (to infinity) it feeds
 MAX_SECONDS = 30 * 86_400
@@ -151,6 +159,13 @@ def _validate(name: str, value: Any) -> None:
         raise AwsControlError(
             f"fidelity: {name!r} must be a number of seconds in 0..{MAX_SECONDS} or null, "
             f"got {value!r}"
+        )
+    if name == "sg_rules_quota" and (
+        not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SG_RULES
+    ):
+        raise AwsControlError(
+            f"fidelity: 'sg_rules_quota' must be an integer in 1..{MAX_SG_RULES} (AWS's default "
+            f"is 60, its largest 1,000), got {value!r}"
         )
     if name == "elb_sg_order" and value not in SG_ORDERS:
         raise AwsControlError(f"fidelity: 'elb_sg_order' must be one of {SG_ORDERS}, got {value!r}")

@@ -31,6 +31,7 @@ Neighbours: :mod:`lab.aws.motostate` (applies them, copies the catalogue for che
 
 from __future__ import annotations
 
+import contextvars
 import fnmatch
 from typing import Any
 
@@ -39,10 +40,39 @@ from lab.aws import wildcard
 
 def apply() -> None:
     """Install every patch (a second call changes nothing)."""
+    rules_quota()
     allow_portless_rules()
     eni_attachment_status_filter()
     share_default_amis()
     filter_wildcards()
+
+
+#: EC2's quota "Inbound or outbound rules per security group" (VPC groups) for the call moto is
+#: running: the endpoint sets it from its fidelity setting ``sg_rules_quota`` around each call
+#: (moto's own is a fixed 60, AWS's default; AWS raises it on request, up to 1,000)
+RULES_QUOTA: contextvars.ContextVar[int] = contextvars.ContextVar("rules_quota", default=60)
+
+
+def rules_quota() -> None:
+    """moto's check of a security group's rule count reads :data:`RULES_QUOTA` for VPC groups
+    (the count as moto's: the group's rules in that direction, plus each CIDR range and each
+    group the call adds; an EC2-Classic group keeps moto's 100)."""
+    from moto.ec2.exceptions import RulesPerSecurityGroupLimitExceededError
+    from moto.ec2.models.security_groups import SecurityGroupBackend
+
+    def verify(
+        self: Any,
+        group: Any,
+        current: int,
+        ip_ranges: list[str] | None,
+        source_groups: list[dict[str, str]] | None = None,
+        egress: bool = False,
+    ) -> None:
+        limit = RULES_QUOTA.get() if group.vpc_id else 100
+        if current + len(ip_ranges or ()) + len(source_groups or ()) > limit:
+            raise RulesPerSecurityGroupLimitExceededError
+
+    SecurityGroupBackend._verify_group_will_respect_rule_count_limit = verify  # type: ignore[method-assign,assignment]
 
 
 #: protocols whose rules AWS requires ports for (names and numbers, as moto normalizes them)

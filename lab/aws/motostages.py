@@ -48,6 +48,7 @@ from lab.aws.exceptions import (
 )
 from lab.aws.fidelity import FidelityLayer, MotoView
 from lab.aws.fidelity_config import FidelityConfig
+from lab.aws.motopatches import RULES_QUOTA
 from lab.aws.motostate import call_wsgi, served_services, serves_region
 from lab.aws.pipeline import Call, Proceed
 from lab.aws.protocol import VERSION_SERVICES, AwsRequest, WireResponse, xml_safe
@@ -213,6 +214,13 @@ class Fidelity:
         self.on_write = on_write
 
     def __call__(self, call: Call, proceed: Proceed) -> None:
+        quota = RULES_QUOTA.set(self.layer.config.sg_rules_quota)  # what moto checks
+        try:
+            self._call(call, proceed)
+        finally:
+            RULES_QUOTA.reset(quota)
+
+    def _call(self, call: Call, proceed: Proceed) -> None:
         request = call.request
         own = self.layer.answer(request)
         if isinstance(own, AwsError):
