@@ -91,20 +91,7 @@ class ProxySigner:
         if frozen.token:
             drop.add("x-amz-security-token")
             added.append(("X-Amz-Security-Token", frozen.token))
-        out: list[tuple[str, str]] = []
-        signed: dict[str, list[str]] = {} if host is None else {"host": [host]}
-        payload: str | None = None  # the request's own X-Amz-Content-SHA256, first value
-        for header, low in zip(headers, lowered, strict=True):
-            if low in drop:
-                continue
-            out.append(header)
-            if low not in _UNSIGNED:
-                signed.setdefault(low, []).append(" ".join(header[1].split()))
-            if low == "x-amz-content-sha256" and payload is None:
-                payload = header[1]
-        for header in added:
-            out.append(header)
-            signed[header[0].lower()] = [" ".join(header[1].split())]
+        out, signed, payload = _headers_to_sign(headers, lowered, drop, added, host)
         names = sorted(signed)
         signed_names = ";".join(names)
         canonical = "\n".join(
@@ -141,6 +128,33 @@ class ProxySigner:
                 key = hmac.new(key, part.encode(), sha256).digest()
             cached = self._signing_key = (secret, day, hmac.new(key, digestmod=sha256))
         return cached[2]
+
+
+def _headers_to_sign(
+    headers: list[tuple[str, str]],
+    lowered: list[str],
+    drop: set[str],
+    added: list[tuple[str, str]],
+    host: str | None,
+) -> tuple[list[tuple[str, str]], dict[str, list[str]], str | None]:
+    """In one pass: the headers to send (``headers`` but the names ``drop`` holds, then
+    ``added``), every signed name's values as SigV4 canonicalizes them (``host`` among them
+    when given), and the request's own ``X-Amz-Content-SHA256`` (its first value, if any)."""
+    out: list[tuple[str, str]] = []
+    signed: dict[str, list[str]] = {} if host is None else {"host": [host]}
+    payload: str | None = None
+    for header, low in zip(headers, lowered, strict=True):
+        if low in drop:
+            continue
+        out.append(header)
+        if low not in _UNSIGNED:
+            signed.setdefault(low, []).append(" ".join(header[1].split()))
+        if low == "x-amz-content-sha256" and payload is None:
+            payload = header[1]
+    for header in added:
+        out.append(header)
+        signed[header[0].lower()] = [" ".join(header[1].split())]
+    return out, signed, payload
 
 
 #: botocore's own clock (``botocore.compat``), as its signer finds it in ``botocore.auth``
