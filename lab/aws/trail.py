@@ -288,8 +288,10 @@ class Trail:
             self._settled.wait_for(lambda: not (waiting & self._expected))
 
     def clear(self) -> None:
-        """Forget every event (sequence numbers keep increasing; the sink file is kept)."""
+        """Forget every event (sequence numbers keep increasing; the sink file is kept); the
+        events of calls already answered are waited for first, so none lands after."""
         with self._lock:
+            self._wait_settled()
             self._events.clear()
 
     def close(self) -> None:

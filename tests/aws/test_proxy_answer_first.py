@@ -100,6 +100,27 @@ def test_a_read_waits_only_for_what_was_expected_when_it_began() -> None:
     trail.settle(later)
 
 
+def test_clearing_waits_for_an_owed_event_so_none_lands_after() -> None:
+    # a reset forgets the trail: the event of a call answered before it must not appear after
+    trail = Trail()
+    watched = _watch(trail)
+    ticket = trail.expect()
+    cleared = threading.Event()
+
+    def clear() -> None:
+        trail.clear()
+        cleared.set()
+        watched.waiting.set()
+
+    clearing = threading.Thread(target=clear)
+    clearing.start()
+    watched.waiting.wait()
+    assert not cleared.is_set()
+    trail.append(_event, ticket=ticket)
+    clearing.join()
+    assert trail.events() == []
+
+
 def test_the_answer_leaves_before_the_record_and_a_read_meanwhile_sees_the_event(
     proxy: AwsProxyServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
