@@ -231,7 +231,7 @@ class Trail:
 
     def __init__(self, *, max_events: int = 200_000, sink: Path | None = None) -> None:
         self._lock = threading.Lock()
-        #: notified when the last expected event settles
+        #: notified whenever an expected event settles (each reader checks its own tickets)
         self._settled = threading.Condition(self._lock)
         self._events: deque[TrailEvent] = deque(maxlen=max_events)
         self._seq = 0
