@@ -292,21 +292,7 @@ class _Handler(GuardedHandler):
         self.drain(4 * self.server.max_body)
 
     def _raw(self, body: bytes) -> RawRequest:
-        """This request as read (its header lines were plain: :attr:`header_pairs`)."""
-        assert self.header_pairs is not None
-        host, port = self.server.server_address[:2]
-        return RawRequest(
-            self.command,
-            self.path,
-            self.header_pairs,
-            body,
-            client=(self.client_address[0], self.client_address[1]),
-            server=(str(host), port),
-            version=self.request_version,
-        )
-
-    def _environ(self, body: bytes) -> dict[str, Any]:
-        """The WSGI environ of this request (PEP 3333), its headers as ``HTTP_*``."""
+        """This request as read (header lines as read when plain, else the parsed message's)."""
         host, port = self.server.server_address[:2]
         pairs = self.header_pairs if self.header_pairs is not None else self.headers.items()
         return RawRequest(
@@ -317,7 +303,11 @@ class _Handler(GuardedHandler):
             client=(self.client_address[0], self.client_address[1]),
             server=(str(host), port),
             version=self.request_version,
-        ).environ()
+        )
+
+    def _environ(self, body: bytes) -> dict[str, Any]:
+        """The WSGI environ of this request (PEP 3333), its headers as ``HTTP_*``."""
+        return self._raw(body).environ()
 
     def date_time_string(self, timestamp: float | None = None) -> str:
         """The ``Date`` header's value; the current second's is formatted once."""

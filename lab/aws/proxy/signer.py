@@ -37,7 +37,7 @@ import time
 from email.utils import formatdate
 from hashlib import sha256
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import botocore.auth
 from botocore.auth import SIGNED_HEADERS_BLACKLIST
@@ -59,27 +59,18 @@ class ProxySigner:
         self._signing_key: tuple[str, str, Any] = ("", "", None)
 
     def sign(
-        self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
-    ) -> list[tuple[str, str]]:
-        """``headers`` (``Host`` among them) with the date, token and ``Authorization``
-        headers of a SigV4 signature over this request, as ``SigV4Auth.add_auth`` sets them."""
-        parts = urlsplit(url)
-        lowered = [k.lower() for k, _ in headers]
-        return self.sign_parts(method, parts.path, parts.query, None, headers, lowered, body)
-
-    def sign_parts(
         self,
         method: str,
         path: str,
         query: str,
-        host: str | None,
+        host: str,
         headers: list[tuple[str, str]],
         lowered: list[str],
         body: bytes,
     ) -> list[tuple[str, str]]:
-        """:meth:`sign` on a request's parts: ``headers`` and their names lower-cased
-        (``lowered``); ``host``: the ``Host`` value signed but not among ``headers`` nor in
-        what is returned (None: ``headers`` carry it)."""
+        """``headers`` (``lowered``: their names lower-cased; ``Host`` not among them, its
+        value is ``host``, signed but not returned) with the date, token and ``Authorization``
+        headers of a SigV4 signature over this request, as ``SigV4Auth.add_auth`` sets them."""
         frozen = self.credentials.get_frozen_credentials()
         stamp, second = _signing_time()
         day = stamp[:8]
@@ -135,13 +126,13 @@ def _headers_to_sign(
     lowered: list[str],
     drop: set[str],
     added: list[tuple[str, str]],
-    host: str | None,
+    host: str,
 ) -> tuple[list[tuple[str, str]], dict[str, list[str]], str | None]:
     """In one pass: the headers to send (``headers`` but the names ``drop`` holds, then
-    ``added``), every signed name's values as SigV4 canonicalizes them (``host`` among them
-    when given), and the request's own ``X-Amz-Content-SHA256`` (its first value, if any)."""
+    ``added``), every signed name's values as SigV4 canonicalizes them (``host`` among them),
+    and the request's own ``X-Amz-Content-SHA256`` (its first value, if any)."""
     out: list[tuple[str, str]] = []
-    signed: dict[str, list[str]] = {} if host is None else {"host": [host]}
+    signed: dict[str, list[str]] = {"host": [host]}
     payload: str | None = None
     for header, low in zip(headers, lowered, strict=True):
         if low in drop:

@@ -108,7 +108,6 @@ AWS_TEMPLATE = "https://{service}.{region}.amazonaws.com"
 class _Base:
     """A base URL calls go to, worked out once: its parts, ``Host`` and path prefix."""
 
-    parts: Any
     scheme: str
     netloc: str
     host: str
@@ -247,7 +246,7 @@ class Upstream:
         if self.credentials is not None and scope is not None:
             query, body, end_to_end = self._resign(
                 method,
-                base.parts,
+                base,
                 path,
                 query,
                 body,
@@ -272,7 +271,6 @@ class Upstream:
         if base is None:
             parts = urlsplit(url)
             base = _Base(
-                parts,
                 parts.scheme,
                 parts.netloc,
                 _host(parts),
@@ -285,7 +283,7 @@ class Upstream:
     def _resign(
         self,
         method: str,
-        base: Any,
+        base: _Base,
         path: str,
         query: str,
         body: bytes,
@@ -314,8 +312,8 @@ class Upstream:
             text, changed = _strip(body.decode("utf-8", errors="replace"), SIGV2_PARAMS)
             if changed:
                 body = text.encode()
-        signed = self._signer(scope, key).sign_parts(
-            method, base.path.rstrip("/") + path, query, _host(base), kept, lowered, body
+        signed = self._signer(scope, key).sign(
+            method, base.path + path, query, base.host, kept, lowered, body
         )
         return query, body, signed
 
